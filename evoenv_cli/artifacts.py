@@ -1,0 +1,277 @@
+"""Reading and writing what stages pass each other: JSONL files ('-' for stdin/stdout),
+atomically written summaries and manifests, stage output directories, environment libraries.
+
+One writer for each kind of file, so every stage gets the same guarantees: appends are flushed
+as records finish, summaries are replaced atomically, bad input is an `InputError` naming the
+file and the problem.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from evoenv_cli.runtime.pool import EnvFile
+
+
+class InputError(Exception):
+    """Bad arguments or unreadable input: the CLI prints one line and exits with code 2."""
+
+
+def dumps(record: Any) -> str:
+    """The one JSON-line encoding: stable key order as built, UTF-8, no NaN."""
+    return json.dumps(record, ensure_ascii=False, allow_nan=False)
+
+
+# -- JSONL ---------------------------------------------------------------------------------------
+def read_jsonl(path: str | Path) -> Iterator[dict]:
+    """Records of a JSONL file ('-' reads stdin); an unreadable line is an InputError."""
+    if str(path) == "-":
+        stream, name = sys.stdin, "<stdin>"
+    else:
+        p = Path(path)
+        if not p.is_file():
+            raise InputError(f"{p}: no such file")
+        stream, name = p.open(encoding="utf-8"), str(p)
+    try:
+        for n, line in enumerate(stream, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as exc:
+                raise InputError(f"{name}:{n}: not valid JSON ({exc.msg})") from None
+            if not isinstance(record, dict):
+                raise InputError(f"{name}:{n}: expected a JSON object per line")
+            yield record
+    except UnicodeDecodeError:
+        raise InputError(f"{name}: not UTF-8 text") from None
+    finally:
+        if stream is not sys.stdin:
+            stream.close()
+
+
+def write_jsonl_atomic(path: str | Path, records: Iterable[dict]) -> int:
+    """Write all records, replacing `path` only when complete; '-' writes stdout."""
+    if str(path) == "-":
+        n = 0
+        for record in records:
+            sys.stdout.write(dumps(record) + "\n")
+            n += 1
+        sys.stdout.flush()
+        return n
+    p = Path(path)
+    check_writable_parent(p)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    n = 0
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for record in records:
+                f.write(dumps(record) + "\n")
+                n += 1
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return n
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> None:
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(obj, f, ensure_ascii=False, indent=2, allow_nan=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class JsonlAppender:
+    """Appends records as they finish, flushed and fsynced; a torn last line from a kill is
+    dropped when the file is read back with `read_jsonl_tolerant`."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._f = self.path.open("a", encoding="utf-8")
+
+    def append(self, record: dict) -> None:
+        self._f.write(dumps(record) + "\n")
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> JsonlAppender:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def read_jsonl_tolerant(path: str | Path) -> list[dict]:
+    """Records of a file we append to ourselves, dropping a torn final line (killed writer)."""
+    p = Path(path)
+    if not p.exists():
+        return []
+    records, good_bytes = [], 0
+    with p.open("rb") as f:
+        for raw in f:
+            if not raw.endswith(b"\n"):
+                break
+            try:
+                records.append(json.loads(raw))
+            except ValueError:
+                break
+            good_bytes += len(raw)
+    if good_bytes != p.stat().st_size:
+        with p.open("r+b") as f:
+            f.truncate(good_bytes)
+    return records
+
+
+def check_writable_parent(p: Path) -> None:
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"{p}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise InputError(f"{p}: folder {parent} is not writable")
+
+
+# -- stage output directories ----------------------------------------------------------------------
+def prepare_out_dir(out: str | Path, resume: bool, clean: bool) -> Path:
+    """An admission stage's output folder: refused if it holds results, unless resume/clean."""
+    d = Path(out)
+    if resume and clean:
+        raise InputError("--resume and --clean contradict each other: pass one")
+    if d.exists() and not d.is_dir():
+        raise InputError(f"{d}: exists and is not a directory")
+    used = d.exists() and any(d.iterdir())
+    if used and clean:
+        shutil.rmtree(d)
+    elif used and not resume:
+        raise InputError(f"{d}: already holds results; pass --resume to continue or --clean to start over")
+    check_writable_parent(d)
+    try:
+        (d / "envs").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{d}: cannot create ({exc.strerror})") from None
+    return d
+
+
+# -- environment libraries ---------------------------------------------------------------------
+@dataclass
+class EnvLibrary:
+    """A directory of environment files (or a stage's output directory with envs/)."""
+
+    root: Path
+    files: list[EnvFile]
+    index: dict[str, dict] = field(default_factory=dict)  # env_id -> index record
+
+    @classmethod
+    def open(cls, path: str | Path, allow_empty: bool = False) -> EnvLibrary:
+        p = Path(path)
+        if not p.exists():
+            raise InputError(f"{p}: no such library (a folder of environment .py files)")
+        if p.is_file():
+            if p.suffix != ".py":
+                raise InputError(f"{p}: not a Python file (an environment is a .py file)")
+            files = [p]
+            root = p.parent
+        else:
+            root = p
+            env_dir = p / "envs" if (p / "envs").is_dir() else p
+            files = sorted(f for f in env_dir.iterdir() if f.suffix == ".py" and f.is_file())
+        if not files and not allow_empty:
+            raise InputError(f"{p}: empty library (no .py environment files)")
+        envs = []
+        for f in files:
+            try:
+                envs.append(EnvFile.from_path(f))
+            except OSError as exc:
+                raise InputError(f"{f}: unreadable ({exc.strerror})") from None
+        index = {}
+        if (root / "index.jsonl").is_file() and p.is_dir():
+            for record in read_jsonl(root / "index.jsonl"):
+                if isinstance(record.get("env_id"), str):
+                    index[record["env_id"]] = record
+        return cls(root, envs, index)
+
+    def check_python(self) -> None:
+        """Every file parses as Python; else an InputError naming the first that does not."""
+        for env in self.files:
+            try:
+                ast.parse(env.source.decode("utf-8"), filename=str(env.path))
+            except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
+                line = getattr(exc, "lineno", None)
+                where = f":{line}" if line else ""
+                raise InputError(f"{env.path}{where}: not valid Python ({type(exc).__name__})") from None
+
+    def by_id(self) -> dict[str, EnvFile]:
+        return {e.env_id: e for e in self.files}
+
+
+# -- manifests -------------------------------------------------------------------------------------
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def git_commit() -> str | None:
+    try:
+        r = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+            cwd=Path(__file__).resolve().parent,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout.strip() or None if r.returncode == 0 else None
+
+
+def package_versions(names: Iterable[str] = ("evoenv", "typer", "rich", "datasketch", "torch",
+                                              "transformers", "trl", "vllm")) -> dict[str, str]:
+    out = {"python": sys.version.split()[0]}
+    for n in names:
+        try:
+            out[n] = metadata.version(n)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def manifest(stage: str, config: dict, inputs: list[EnvFile] | list[Path], started: str,
+             counts: dict[str, int], extra: dict | None = None) -> dict:
+    rows = []
+    for item in inputs:
+        if isinstance(item, EnvFile):
+            rows.append({"file": item.path.name, "env_id": item.env_id})
+        else:
+            rows.append({"file": str(item)})
+    return {
+        "stage": stage,
+        "config": config,
+        "inputs": rows,
+        "versions": package_versions(),
+        "git_commit": git_commit(),
+        "started": started,
+        "finished": now_iso(),
+        "counts": counts,
+        **(extra or {}),
+    }

@@ -1,0 +1,193 @@
+"""The `evoenv` command: one thin command per stage of the loop.
+
+Each command turns flags into a stage config (recipe first, flags over it), calls the stage,
+and maps failures to exit codes: 2 for bad input (one line, no traceback), 1 for a run error,
+130 on Ctrl-C. Data goes to stdout or files; progress and messages go to stderr.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from evoenv_cli.artifacts import InputError
+
+app = typer.Typer(
+    name="evoenv",
+    help="Self-evolving reasoning RL: synthesize verifiable environments, admit them through "
+    "four contracts, and train on them with GRPO.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="rich",
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True, highlight=False)
+state = {"verbose": False}
+
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="Recipe YAML; flags override it.")]
+SandboxOpt = Annotated[Optional[str], typer.Option("--sandbox", help="Where environment code runs: auto (bwrap when it works), bwrap, or process (weaker fallback).")]
+WorkersOpt = Annotated[Optional[int], typer.Option("--workers", help="Sandboxed worker processes.", min=1)]
+
+
+def fail(code: int, message: str) -> None:
+    err.print(f"[red]error:[/] {message}", soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def stage_command(fn):
+    """Shared error handling: InputError -> 2, Ctrl-C -> 130, anything else -> 1."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from evoenv_cli.runtime.sandbox import SandboxUnavailable
+
+        try:
+            return fn(*args, **kwargs)
+        except typer.Exit:
+            raise
+        except (InputError, SandboxUnavailable) as exc:
+            if state["verbose"]:
+                err.print_exception()
+            fail(2, str(exc))
+        except KeyboardInterrupt:
+            err.print("[yellow]interrupted[/]: files already written are complete; rerun with --resume where the stage has it")
+            raise typer.Exit(130) from None
+        except Exception as exc:  # a run error: one line unless --verbose
+            if state["verbose"]:
+                err.print_exception()
+            fail(1, f"{type(exc).__name__}: {exc}")
+
+    return wrapper
+
+
+@app.callback()
+def main_options(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks for errors.")] = False,
+) -> None:
+    state["verbose"] = verbose
+
+
+def _runtime(config: Path | None, sandbox: str | None, workers: int | None):
+    from evoenv_cli import config as cfgmod
+
+    recipe = cfgmod.load_recipe(config)
+    recipe.runtime = cfgmod.override(recipe.runtime, sandbox=sandbox, workers=workers)
+    return recipe
+
+
+def _pool(recipe):
+    from evoenv_cli.runtime.pool import SandboxPool
+
+    rt = recipe.runtime
+    return SandboxPool(limits=rt.limits, sandbox_mode=rt.sandbox, workers=rt.workers)
+
+
+@app.command()
+@stage_command
+def sample(
+    library: Annotated[Path, typer.Argument(help="Environment library: a folder of .py files or a stage's output folder.")],
+    out: Annotated[str, typer.Option("--out", "-o", help="Output JSONL ('-' for stdout).")],
+    per_env: Annotated[Optional[int], typer.Option("--per-env", "-n", help="Rows per environment.")] = None,
+    difficulty: Annotated[Optional[int], typer.Option("--difficulty", "-d", help="One difficulty 1..10 for every row (default: rows spread over 1..10).")] = None,
+    difficulty_from: Annotated[Optional[str], typer.Option("--difficulty-from", help="'index': the calibrated levels in the library's index.jsonl.")] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Base seed for instance seeds.")] = None,
+    fmt: Annotated[Optional[str], typer.Option("--format", help="trl (default), verl or openrlhf.")] = None,
+    config: ConfigOpt = None,
+    sandbox: SandboxOpt = None,
+    workers: WorkersOpt = None,
+) -> None:
+    """Write training rows (chat prompt, reference answer, instance) from a library.
+
+    Example: [bold]evoenv sample seeds/ --out data.jsonl --per-env 64 --seed 1[/]
+    """
+    from evoenv_cli import artifacts
+    from evoenv_cli import config as cfgmod
+    from evoenv_cli.stages import sample as stage
+
+    recipe = _runtime(config, sandbox, workers)
+    cfg = cfgmod.override(recipe.sample, per_env=per_env, difficulty=difficulty,
+                          difficulty_from=difficulty_from, seed=seed, format=fmt)
+    lib = artifacts.EnvLibrary.open(library)
+    lib.check_python()
+    stage.check_config(cfg, lib)
+    if out != "-":
+        artifacts.check_writable_parent(Path(out))
+    with _pool(recipe) as pool:
+        report = stage.run(lib, cfg, pool)
+    rows = (stage.to_format(r, cfg.format, i) for i, r in enumerate(report.rows))
+    n = artifacts.write_jsonl_atomic(out, rows)
+    for s in report.skipped[:5]:
+        err.print(f"[yellow]skipped[/] {s['env']} seed={s['seed']} d={s['difficulty']}: {s['reason']}")
+    if len(report.skipped) > 5:
+        err.print(f"[yellow]... and {len(report.skipped) - 5} more skipped[/]")
+    err.print(f"sampled {n} rows from {len(report.per_env)} environments"
+              f" ({len(report.skipped)} skipped) -> {out}")
+
+
+@app.command()
+@stage_command
+def preview(
+    data: Annotated[Path, typer.Argument(help="A JSONL file written by `evoenv sample`.")],
+    n: Annotated[int, typer.Option("--n", "-n", help="Rows to show.")] = 3,
+) -> None:
+    """Show a few sampled rows: environment, difficulty, prompt and reference answer.
+
+    Example: [bold]evoenv preview data.jsonl -n 2[/]
+    """
+    from rich.panel import Panel
+
+    from evoenv_cli import artifacts
+
+    out = Console()
+    for i, row in enumerate(artifacts.read_jsonl(data)):
+        if i >= n:
+            break
+        messages = row.get("prompt") or row.get("input") or []
+        text = "\n\n".join(m.get("content", "") for m in messages if isinstance(m, dict))
+        ref = row.get("answer", row.get("label", ""))
+        title = f"{row.get('env_name', '?')}  difficulty={row.get('difficulty')}  seed={row.get('seed')}"
+        out.print(Panel(f"{text}\n\n[bold green]reference:[/] {ref}", title=title, expand=False))
+
+
+NOT_YET = {
+    "synthesize": ("Write candidate environments with the policy (LLM).", "evoenv synthesize --seeds seeds/ --out runs/r1/synth --n 64 --model M"),
+    "validate": ("The execution contract: staged, adversarial admission of environment files.", "evoenv validate runs/r1/synth --out runs/r1/validate"),
+    "review": ("The semantic contract: the policy reviews its own candidates.", "evoenv review runs/r1/validate --out runs/r1/review --model M"),
+    "calibrate": ("The difficulty contract: keep environments the solver sometimes solves.", "evoenv calibrate runs/r1/review --out runs/r1/calibrate --model M"),
+    "dedupe": ("The novelty contract: drop near-duplicates of the pool and of each other.", "evoenv dedupe runs/r1/calibrate --out runs/r1/dedupe --against runs/pool"),
+    "compose": ("RACES: compose environments into new verifiable ones.", "evoenv compose seeds/ --out runs/r1/compose --n 20"),
+    "train": ("GRPO on sampled rows, rewarded by the environments in the sandbox.", "evoenv train data.jsonl --library runs/pool --model M --out runs/r1/ckpt"),
+    "evaluate": ("Held-out environment instances and benchmark files.", "evoenv evaluate --model runs/r1/ckpt --out runs/r1/eval --library runs/pool"),
+}
+
+
+def _not_yet(name: str, summary: str, example: str):
+    def command(args: Annotated[Optional[list[str]], typer.Argument(hidden=True)] = None) -> None:
+        err.print(f"evoenv {name}: not implemented yet")
+        raise typer.Exit(1)
+
+    command.__doc__ = f"{summary}\n\nExample: [bold]{example}[/]"
+    command.__name__ = name
+    return command
+
+
+for _name, (_summary, _example) in NOT_YET.items():
+    app.command(name=_name, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
+        _not_yet(_name, _summary, _example)
+    )
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

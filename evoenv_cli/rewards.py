@@ -1,0 +1,150 @@
+"""The scoring entry point trainers call: rows written by `evoenv sample` plus model
+completions in, rewards out. The final answer is extracted here (by default the last
+<answer>...</answer> block); the environment's own `score` runs in the sandbox.
+
+`EnvReward(library)` is a TRL reward function (`GRPOTrainer(reward_funcs=[EnvReward(lib)])`):
+TRL passes the dataset's columns (`env_id`, `instance`, ...) as keyword arguments.
+`env_reward` is the same, built on first use from the `EVOENV_LIBRARY` environment variable,
+for configs that name a reward function by import path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from evoenv_cli.runtime.pool import Call, EnvFile, Limits, SandboxPool
+
+_PATTERNS: dict[str, re.Pattern] = {}
+
+
+def extract_answer(text: Any, tag: str = "answer") -> str | None:
+    """The content of the last <tag>...</tag> block, stripped; None when there is none."""
+    if not isinstance(text, str):
+        return None
+    pattern = _PATTERNS.get(tag)
+    if pattern is None:
+        t = re.escape(tag)
+        pattern = _PATTERNS[tag] = re.compile(rf"<{t}>(.*?)</{t}>", re.DOTALL | re.IGNORECASE)
+    last = None
+    for m in pattern.finditer(text):
+        last = m
+    return None if last is None else last.group(1).strip()
+
+
+def completion_text(completion: Any) -> str:
+    """TRL gives a string (standard prompts) or a list of messages (chat prompts)."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, dict):
+        return str(completion.get("content", ""))
+    if isinstance(completion, Sequence):
+        parts = [m.get("content", "") for m in completion if isinstance(m, dict) and m.get("role", "assistant") == "assistant"]
+        return "\n".join(p for p in parts if isinstance(p, str))
+    return ""
+
+
+class EnvReward:
+    """Rewards for completions of evoenv rows, scored by their environments in the sandbox."""
+
+    __name__ = "evoenv_env_reward"  # TRL logs rewards under the function's name
+
+    def __init__(self, library: str | Path | list[EnvFile], *, answer_tag: str = "answer",
+                 format_weight: float = 0.0, sandbox: str = "auto", workers: int = 2,
+                 limits: Limits | None = None):
+        if isinstance(library, (str, Path)):
+            from evoenv_cli.artifacts import EnvLibrary
+
+            envs = EnvLibrary.open(library).files
+        else:
+            envs = list(library)
+        self.envs = {e.env_id: e for e in envs}
+        self.by_name = {e.name: e for e in envs}
+        self.answer_tag = answer_tag
+        self.format_weight = format_weight
+        self._pool_args = dict(limits=limits, sandbox_mode=sandbox, workers=workers)
+        self._pool: SandboxPool | None = None
+        self._lock = threading.Lock()
+        self.stats: Counter = Counter()
+
+    @property
+    def pool(self) -> SandboxPool:
+        with self._lock:
+            if self._pool is None:
+                self._pool = SandboxPool(**self._pool_args)
+            return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def resolve(self, env_id: str, env_name: str | None = None) -> EnvFile:
+        env = self.envs.get(env_id)
+        if env is None and env_name:
+            env = self.by_name.get(env_name)
+        if env is None:
+            raise KeyError(f"environment {env_id} ({env_name or '?'}) is not in the reward's library")
+        return env
+
+    def score_rows(self, rows: list[dict], completions: list[Any]) -> list[float]:
+        return self(completions=completions, env_id=[r["env_id"] for r in rows],
+                    instance=[r["instance"] for r in rows],
+                    env_name=[r.get("env_name") for r in rows])
+
+    def details(self, completions: list[Any], env_id: list[str], instance: list[Any],
+                env_name: list[str] | None = None) -> list[dict]:
+        """Per completion: the extracted answer, the environment's score, and the reward."""
+        texts = [completion_text(c) for c in completions]
+        answers = [extract_answer(t, self.answer_tag) for t in texts]
+        jobs: dict[str, tuple[EnvFile, list[Call], list[int]]] = {}
+        for i, (eid, inst, ans) in enumerate(zip(env_id, instance, answers)):
+            if ans is None:
+                continue
+            env = self.resolve(eid, env_name[i] if env_name else None)
+            inst = json.loads(inst) if isinstance(inst, str) else inst
+            job = jobs.setdefault(env.env_id, (env, [], []))
+            job[1].append(Call.score(inst, ans))
+            job[2].append(i)
+        scores: list[float | None] = [None] * len(texts)
+        statuses = ["no_answer" if a is None else "" for a in answers]
+        order = list(jobs.values())
+        for (_, _, idx), results in zip(order, self.pool.run_many([(e, c) for e, c, _ in order])):
+            for i, r in zip(idx, results):
+                scores[i] = r.value if r.ok else 0.0
+                statuses[i] = "scored" if r.ok else f"score_{r.status}"
+        out = []
+        for i in range(len(texts)):
+            s = scores[i] or 0.0
+            fmt = 1.0 if answers[i] is not None else 0.0
+            reward = (1.0 - self.format_weight) * s + self.format_weight * fmt
+            self.stats[statuses[i]] += 1
+            out.append({"answer": answers[i], "score": s, "status": statuses[i], "reward": reward})
+        return out
+
+    def __call__(self, prompts: list[Any] | None = None, completions: list[Any] | None = None,
+                 env_id: list[str] | None = None, instance: list[Any] | None = None,
+                 env_name: list[str] | None = None, **kwargs: Any) -> list[float]:
+        if completions is None or env_id is None or instance is None:
+            raise ValueError("EnvReward needs completions, env_id and instance (columns of evoenv rows)")
+        return [d["reward"] for d in self.details(completions, env_id, instance, env_name)]
+
+
+_default: EnvReward | None = None
+
+
+def env_reward(prompts=None, completions=None, env_id=None, instance=None, **kwargs) -> list[float]:
+    """TRL reward function over the library named by $EVOENV_LIBRARY."""
+    global _default
+    if _default is None:
+        library = os.environ.get("EVOENV_LIBRARY")
+        if not library:
+            raise RuntimeError("set EVOENV_LIBRARY to the environment library the rows came from")
+        _default = EnvReward(library)
+    return _default(prompts=prompts, completions=completions, env_id=env_id, instance=instance, **kwargs)

@@ -1,0 +1,471 @@
+"""Persistent sandboxed workers: one environment imported once per worker, calls sent in
+batches, per-call deadlines enforced here (kill and respawn on overrun), and every value that
+comes back checked before anyone sees it.
+
+Callers say what to run (`Call`s against an `EnvFile`) and get `CallResult`s in the same
+order; a broken environment yields failed results, never an exception.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evoenv_cli.runtime import sandbox
+
+CALLS = ("generate", "generate_from", "prompt", "solve", "score")
+ANSWER_TYPES = ("int", "float", "str", "list[int]", "list[str]")
+
+
+@dataclass
+class Limits:
+    """Per-call wall-clock limits (seconds) and per-worker resource caps."""
+
+    generate_s: float = 1.0
+    generate_from_s: float = 1.0
+    prompt_s: float = 1.0
+    solve_s: float = 2.0
+    score_s: float = 1.0
+    grace_s: float = 0.5  # added to every deadline for scheduling noise on a loaded host
+    import_s: float = 10.0
+    memory_mb: int = 1024
+    file_size_mb: int = 16
+    open_files: int = 64
+    tmp_mb: int = 16
+    worker_cpu_s: int = 600
+    max_instance_bytes: int = 65536
+    max_prompt_chars: int = 8000
+    max_answer_chars: int = 100_000
+    max_message_bytes: int = 4_000_000
+    batch_size: int = 64
+    give_up_after: int = 3  # consecutive kills in one batch before the rest are skipped
+
+    def deadline(self, fn: str) -> float:
+        return getattr(self, f"{fn}_s") + self.grace_s
+
+
+@dataclass(frozen=True)
+class EnvFile:
+    """An environment's exact bytes; what runs is what was hashed."""
+
+    path: Path
+    source: bytes
+    env_id: str
+
+    @classmethod
+    def from_path(cls, path: str | Path) -> EnvFile:
+        source = Path(path).read_bytes()
+        return cls(Path(path), source, env_id_of(source))
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+
+def env_id_of(source: bytes) -> str:
+    return hashlib.sha256(source).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Call:
+    fn: str
+    args: tuple
+
+    @staticmethod
+    def generate(seed: int, difficulty: int) -> Call:
+        return Call("generate", (seed, difficulty))
+
+    @staticmethod
+    def generate_from(value: Any, seed: int, difficulty: int) -> Call:
+        return Call("generate_from", (value, seed, difficulty))
+
+    @staticmethod
+    def prompt(instance: dict) -> Call:
+        return Call("prompt", (instance,))
+
+    @staticmethod
+    def solve(instance: dict) -> Call:
+        return Call("solve", (instance,))
+
+    @staticmethod
+    def score(instance: dict, answer: str) -> Call:
+        return Call("score", (instance, answer))
+
+
+@dataclass
+class CallResult:
+    """status: ok | error (raised) | invalid (bad value) | timeout | crash | skipped."""
+
+    status: str
+    value: Any = None
+    error: str | None = None
+    seconds: float = 0.0
+    output_chars: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class EnvLoadError(Exception):
+    """The environment could not be started or imported in a worker."""
+
+
+class _Dead(Exception):
+    def __init__(self, status: str, error: str):
+        super().__init__(error)
+        self.status = status
+        self.error = error
+
+
+def check_value(fn: str, reply: dict, limits: Limits) -> CallResult:
+    """The parent's verdict on one reply: nothing from a worker is trusted as is."""
+    seconds = reply.get("t") if isinstance(reply.get("t"), (int, float)) else 0.0
+    out = reply.get("out") if type(reply.get("out")) is int else 0
+    if reply.get("ok") is not True:
+        err = reply.get("error")
+        err = err if isinstance(err, str) else "malformed error reply"
+        status = "invalid" if _is_value_error(fn, err) else "error"
+        return CallResult(status, None, err[:300], float(seconds), out)
+    value, tag = reply.get("value"), reply.get("type")
+
+    def bad(msg: str) -> CallResult:
+        return CallResult("invalid", None, msg, float(seconds), out)
+
+    if fn in ("generate", "generate_from"):
+        if tag != "dict" or type(value) is not dict:
+            return bad(f"{fn} did not return a JSON object")
+        size = len(json.dumps(value))
+        if size > limits.max_instance_bytes:
+            return bad(f"instance is {size} bytes, over {limits.max_instance_bytes}")
+    elif fn in ("prompt", "solve"):
+        cap = limits.max_prompt_chars if fn == "prompt" else limits.max_answer_chars
+        if tag != "str" or type(value) is not str:
+            return bad(f"{fn} did not return a str")
+        if len(value) > cap:
+            return bad(f"{fn} returned {len(value)} characters, over {cap}")
+    elif fn == "score":
+        if tag not in ("float", "int") or type(value) not in (int, float):
+            return bad(f"score returned {tag or type(value).__name__}, expected a float")
+        if not math.isfinite(value):
+            return bad(f"score returned {value!r}, not a finite number")
+        if not 0.0 <= value <= 1.0:
+            return bad(f"score returned {value!r}, outside [0, 1]")
+        value = float(value)
+    return CallResult("ok", value, None, float(seconds), out)
+
+
+def _is_value_error(fn: str, err: str) -> bool:
+    return err.startswith("ValueError: ") and (
+        f"{fn} returned" in err or "instance is" in err or "score returned" in err
+    )
+
+
+class Worker:
+    """One sandboxed process with one environment imported."""
+
+    def __init__(self, plan: sandbox.LaunchPlan, workdir: Path, limits: Limits, hash_seed: int):
+        self.limits = limits
+        config = {
+            "env_path": sandbox.env_path_in_worker(plan, workdir),
+            "seccomp_lib": plan.seccomp_lib,
+            "limits": {
+                "memory_mb": limits.memory_mb,
+                "file_size_mb": limits.file_size_mb,
+                "open_files": limits.open_files,
+                "worker_cpu_s": limits.worker_cpu_s,
+            },
+            "caps": {
+                "max_instance_bytes": limits.max_instance_bytes,
+                "max_prompt_chars": limits.max_prompt_chars,
+                "max_answer_chars": limits.max_answer_chars,
+            },
+        }
+        argv, env, cwd = sandbox.launch_argv(plan, workdir, json.dumps(config), hash_seed, limits.tmp_mb)
+        self._buf = b""
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=env, cwd=cwd, start_new_session=True, close_fds=True,
+        )
+        os.set_blocking(self.proc.stdin.fileno(), False)
+        self.started = time.monotonic()
+        try:
+            ready = self._read_reply(time.monotonic() + limits.import_s)
+        except _Dead as dead:
+            self.kill()
+            raise EnvLoadError(dead.error + self._stderr_tail()) from None
+        if not ready.get("ready"):
+            self.kill()
+            raise EnvLoadError(str(ready.get("error", "worker failed to start"))[:300])
+        self.meta = ready.get("meta") if isinstance(ready.get("meta"), dict) else {}
+        self.import_seconds = ready.get("t", 0.0)
+        self.import_output_chars = ready.get("out", 0)
+
+    def _stderr_tail(self) -> str:
+        try:
+            os.set_blocking(self.proc.stderr.fileno(), False)
+            data = self.proc.stderr.read(4000) or b""
+        except (OSError, ValueError):
+            data = b""
+        lines = data.decode("utf-8", "replace").strip().splitlines()
+        return f" ({lines[-1][:200]})" if lines else ""
+
+    def _read_reply(self, deadline: float) -> dict:
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buf:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _Dead("timeout", "time limit exceeded")
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                raise _Dead("timeout", "time limit exceeded")
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                raise _Dead("crash", self._exit_reason())
+            self._buf += chunk
+            if len(self._buf) > self.limits.max_message_bytes:
+                raise _Dead("invalid", f"reply over {self.limits.max_message_bytes} bytes")
+        line, self._buf = self._buf.split(b"\n", 1)
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            raise _Dead("invalid", "reply is not JSON") from None
+        if not isinstance(obj, dict):
+            raise _Dead("invalid", "reply is not a JSON object")
+        return obj
+
+    def _exit_reason(self) -> str:
+        try:
+            code = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return "worker closed its channel"
+        if code < 0:
+            try:
+                return f"worker killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"worker killed by signal {-code}"
+        return f"worker exited with code {code}"
+
+    def _write(self, data: bytes, deadline: float) -> None:
+        fd = self.proc.stdin.fileno()
+        view = memoryview(data)
+        while view:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _Dead("timeout", "worker stopped reading")
+            _, ready, _ = select.select([], [fd], [], remaining)
+            if not ready:
+                continue
+            try:
+                n = os.write(fd, view)
+            except BrokenPipeError:
+                raise _Dead("crash", self._exit_reason()) from None
+            view = view[n:]
+
+    def run(self, calls: list[Call]) -> tuple[list[CallResult], bool]:
+        """Results for a prefix of `calls`; the flag says the worker died on the last one."""
+        payload = {"calls": [{"fn": c.fn, "args": list(c.args)} for c in calls]}
+        results: list[CallResult] = []
+        start = time.monotonic()
+        try:
+            self._write(json.dumps(payload).encode() + b"\n", start + 30.0)
+        except _Dead as dead:
+            self.kill()
+            return [CallResult(dead.status, None, dead.error)], True
+        last = time.monotonic()
+        for call in calls:
+            try:
+                reply = self._read_reply(last + self.limits.deadline(call.fn))
+            except _Dead as dead:
+                elapsed = time.monotonic() - last
+                self.kill()
+                results.append(CallResult(dead.status, None, f"{call.fn}: {dead.error}", elapsed))
+                return results, True
+            last = time.monotonic()
+            results.append(check_value(call.fn, reply, self.limits))
+        return results, False
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self.proc.kill()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
+@dataclass
+class _Slots:
+    idle: dict[str, list[Worker]] = field(default_factory=dict)
+    total: int = 0
+
+
+class SandboxPool:
+    """Runs calls against many environments on at most `workers` sandboxed processes.
+
+    Use as a context manager; `run_many` spreads batches over workers in parallel threads.
+    """
+
+    def __init__(self, limits: Limits | None = None, sandbox_mode: str = "auto", workers: int = 2,
+                 hash_seed: int = 0):
+        self.limits = limits or Limits()
+        self.plan = sandbox.resolve(sandbox_mode)
+        self.workers = max(1, workers)
+        self.hash_seed = hash_seed
+        self._root = Path(tempfile.mkdtemp(prefix="evoenv-rt-"))
+        self._root.chmod(0o711)  # an unprivileged worker must reach its own folder
+        self._slots = _Slots()
+        self._cond = threading.Condition()
+        self._load_errors: dict[str, str] = {}
+        self._meta: dict[str, dict] = {}
+        self.spawned = 0
+
+    def __enter__(self) -> SandboxPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._cond:
+            workers = [w for ws in self._slots.idle.values() for w in ws]
+            self._slots = _Slots()
+        for w in workers:
+            w.kill()
+        shutil.rmtree(self._root, ignore_errors=True)
+
+    # -- workers -----------------------------------------------------------------------------
+    def _spawn(self, env: EnvFile) -> Worker:
+        if env.env_id in self._load_errors:
+            raise EnvLoadError(self._load_errors[env.env_id])
+        workdir = sandbox.prepare_workdir(self._root, env.env_id, env.source)
+        try:
+            worker = Worker(self.plan, workdir, self.limits, self.hash_seed)
+        except EnvLoadError as exc:
+            self._load_errors[env.env_id] = str(exc)
+            raise
+        self.spawned += 1
+        self._meta.setdefault(env.env_id, worker.meta)
+        return worker
+
+    def _acquire(self, env: EnvFile) -> Worker:
+        victim = None
+        with self._cond:
+            while True:
+                idle = self._slots.idle.get(env.env_id)
+                if idle:
+                    return idle.pop()
+                if self._slots.total < self.workers:
+                    break
+                others = [k for k, ws in self._slots.idle.items() if ws]
+                if others:
+                    victim = self._slots.idle[others[0]].pop(0)
+                    self._slots.total -= 1
+                    break
+                self._cond.wait()
+            self._slots.total += 1
+        if victim is not None:
+            victim.kill()
+        try:
+            return self._spawn(env)
+        except BaseException:
+            self._release(None, env)
+            raise
+
+    def _release(self, worker: Worker | None, env: EnvFile) -> None:
+        with self._cond:
+            if worker is not None and worker.alive:
+                self._slots.idle.setdefault(env.env_id, []).append(worker)
+            else:
+                self._slots.total -= 1
+                if worker is not None:
+                    worker.kill()
+            self._cond.notify_all()
+
+    # -- public API ----------------------------------------------------------------------------
+    def describe(self, env: EnvFile) -> dict:
+        """The module's metadata as the worker saw it after import; raises EnvLoadError."""
+        if env.env_id not in self._meta:
+            self._release(self._acquire(env), env)
+        return dict(self._meta[env.env_id])
+
+    def load_error(self, env: EnvFile) -> str | None:
+        try:
+            self.describe(env)
+        except EnvLoadError as exc:
+            return str(exc)
+        return None
+
+    def run(self, env: EnvFile, calls: list[Call]) -> list[CallResult]:
+        return self.run_many([(env, calls)])[0]
+
+    def run_many(self, jobs: list[tuple[EnvFile, list[Call]]]) -> list[list[CallResult]]:
+        """All jobs' calls, batched and spread over the workers; results in input order."""
+        out: list[list[CallResult | None]] = [[None] * len(calls) for _, calls in jobs]
+        chunks = []
+        for j, (env, calls) in enumerate(jobs):
+            for start in range(0, len(calls), self.limits.batch_size):
+                chunks.append((j, start, env, calls[start:start + self.limits.batch_size]))
+        if not chunks:
+            return [[] for _ in jobs]
+
+        def work(chunk):
+            j, start, env, calls = chunk
+            for k, r in enumerate(self._run_chunk(env, calls)):
+                out[j][start + k] = r
+
+        if len(chunks) == 1 or self.workers == 1:
+            for chunk in chunks:
+                work(chunk)
+        else:
+            with ThreadPoolExecutor(max_workers=self.workers) as ex:
+                list(ex.map(work, chunks))
+        return out  # type: ignore[return-value]
+
+    def _run_chunk(self, env: EnvFile, calls: list[Call]) -> list[CallResult]:
+        results: list[CallResult] = []
+        kills = 0
+        while len(results) < len(calls):
+            if kills >= self.limits.give_up_after:
+                skipped = CallResult("skipped", None, f"skipped after {kills} killed workers in a row")
+                results += [skipped] * (len(calls) - len(results))
+                break
+            try:
+                worker = self._acquire(env)
+            except EnvLoadError as exc:
+                failed = CallResult("crash", None, f"load: {exc}")
+                results += [failed] * (len(calls) - len(results))
+                break
+            got, died = worker.run(calls[len(results):])
+            self._release(None if died else worker, env)
+            results += got
+            kills = kills + 1 if died else 0
+        return results

@@ -1,0 +1,208 @@
+"""How a worker is launched and confined: the one place that starts untrusted code.
+
+Two modes. `bwrap` (default where it works): a bubblewrap jail with every namespace unshared
+(no network, own PID space, private /tmp on a small tmpfs, read-only system, nothing of the
+host's files but the interpreter, the worker and the environment file), a clean environment, a
+new session, no capabilities, run as an unprivileged uid; inside it the worker sets rlimits
+(memory, CPU, file size, open files, processes) and loads a seccomp filter (no fork/exec,
+sockets, ptrace, kill, mount, ...). `process`: the same worker, rlimits and seccomp in a plain
+child process with a clean environment, for hosts without bubblewrap or user namespaces.
+
+What this does NOT protect against: code inside a worker owns that worker's reply channel, so it
+can forge its own results (score = 1.0); an environment that eval()s a response lets the response
+do the same. Those are caught outside the jail: static checks on the source, adversarial probe
+answers, and determinism re-runs (`evoenv validate`). The `process` mode also leaves the host
+file system readable and /tmp writable by the worker's uid.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import functools
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+MODES = ("auto", "bwrap", "process")
+UNPRIVILEGED_UID = 65534
+WORKER_SOURCE = Path(__file__).with_name("worker.py")
+_stderr = Console(stderr=True)
+
+
+class SandboxUnavailable(RuntimeError):
+    """The requested sandbox mode cannot run on this host."""
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    mode: str
+    python: str
+    python_prefix: str
+    seccomp_lib: str | None
+    drop_to_uid: int | None  # set when we run as root: workers run as nobody
+
+
+def _world_readable(path: str) -> bool:
+    p = Path(path).resolve()
+    try:
+        if not p.stat().st_mode & stat.S_IROTH:
+            return False
+        for parent in p.parents:
+            if not parent.stat().st_mode & stat.S_IXOTH:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def _python_prefix(python: str) -> str:
+    out = subprocess.run(
+        [python, "-S", "-c", "import sys; print(sys.base_prefix)"],
+        capture_output=True, text=True, timeout=30, check=True,
+    )
+    return out.stdout.strip()
+
+
+def _pick_python(need_world_readable: bool) -> str:
+    """An interpreter the worker's uid can read; the worker needs only the standard library."""
+    candidates = [os.path.realpath(sys.executable)]
+    for name in ("/usr/bin/python3", shutil.which("python3") or ""):
+        if name and name not in candidates:
+            candidates.append(os.path.realpath(name))
+    for candidate in candidates:
+        if not os.path.exists(candidate):
+            continue
+        if not need_world_readable or _world_readable(candidate):
+            return candidate
+    raise SandboxUnavailable(
+        "no Python interpreter readable by an unprivileged user (tried "
+        + ", ".join(candidates) + "); install python3 system-wide or run as a normal user"
+    )
+
+
+def _seccomp_lib() -> str | None:
+    for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib"):
+        p = Path(d) / "libseccomp.so.2"
+        if p.exists():
+            return str(p)
+    found = ctypes.util.find_library("seccomp")
+    if found:
+        for d in ("/usr/lib", "/lib", "/usr/lib64"):
+            for p in Path(d).rglob(found):
+                return str(p)
+    return None
+
+
+def _bwrap_works(plan_python: str, drop: int | None) -> str | None:
+    """None if a trivial jail starts, else the reason."""
+    if not shutil.which("bwrap"):
+        return "bubblewrap (bwrap) is not installed"
+    with tempfile.TemporaryDirectory(prefix="evoenv-probe-") as d:
+        os.chmod(d, 0o755)
+        argv = _bwrap_argv(plan_python, _python_prefix(plan_python), Path(d), drop) + [
+            plan_python, "-S", "-c", "print('ok')"
+        ]
+        try:
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=30, env={})
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"bwrap failed to start: {exc}"
+        if r.returncode != 0 or r.stdout.strip() != "ok":
+            return "bwrap cannot create a jail here: " + (r.stderr.strip().splitlines() or ["?"])[-1]
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def resolve(mode: str = "auto") -> LaunchPlan:
+    """Choose and check the launch plan once per process."""
+    if mode not in MODES:
+        raise SandboxUnavailable(f"unknown sandbox mode {mode!r} (choose from {', '.join(MODES)})")
+    is_root = os.geteuid() == 0
+    drop = UNPRIVILEGED_UID if is_root and shutil.which("setpriv") else None
+    python = _pick_python(need_world_readable=drop is not None)
+    lib = _seccomp_lib()
+    if mode in ("auto", "bwrap"):
+        reason = _bwrap_works(python, drop)
+        if reason is None:
+            return LaunchPlan("bwrap", python, _python_prefix(python), lib, drop)
+        if mode == "bwrap":
+            raise SandboxUnavailable(reason)
+        _stderr.print(
+            f"[yellow]warning:[/] {reason}; running environments in the weaker 'process' "
+            "sandbox (rlimits + seccomp, no namespaces). Install bubblewrap for full isolation."
+        )
+    if lib is None:
+        _stderr.print("[yellow]warning:[/] libseccomp not found: workers run without a seccomp filter")
+    return LaunchPlan("process", python, _python_prefix(python), lib, drop)
+
+
+def _drop_prefix(drop: int | None) -> list[str]:
+    if drop is None:
+        return []
+    return ["setpriv", f"--reuid={drop}", f"--regid={drop}", "--clear-groups", "--inh-caps=-all"]
+
+
+def _bwrap_argv(python: str, prefix: str, workdir: Path, drop: int | None, tmp_mb: int = 16) -> list[str]:
+    argv = _drop_prefix(drop) + [
+        "bwrap", "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+        "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
+        "--cap-drop", "ALL", "--clearenv", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
+        "--tmpfs", "/", "--ro-bind", "/usr", "/usr",
+    ]
+    for link in ("lib", "lib64", "bin", "sbin"):
+        if Path(f"/{link}").is_symlink():
+            argv += ["--symlink", os.readlink(f"/{link}"), f"/{link}"]
+        elif Path(f"/{link}").is_dir():
+            argv += ["--ro-bind", f"/{link}", f"/{link}"]
+    if not prefix.startswith("/usr/"):
+        argv += ["--ro-bind", prefix, prefix]
+    argv += [
+        "--ro-bind", str(workdir), "/sandbox",
+        "--proc", "/proc", "--dev", "/dev",
+        "--size", str(tmp_mb * 1024 * 1024), "--tmpfs", "/tmp",
+        "--chdir", "/tmp", "--remount-ro", "/",
+    ]
+    return argv
+
+
+def launch_argv(plan: LaunchPlan, workdir: Path, config_json: str, hash_seed: int, tmp_mb: int) -> tuple[list[str], dict, str]:
+    """argv, environment and cwd for one worker; `workdir` holds worker.py and env.py."""
+    py_flags = ["-S", "-B", "-u"]
+    if plan.mode == "bwrap":
+        argv = _bwrap_argv(plan.python, plan.python_prefix, workdir, plan.drop_to_uid, tmp_mb)
+        argv[argv.index("--clearenv") + 1:argv.index("--clearenv") + 1] = [
+            "--setenv", "PYTHONHASHSEED", str(hash_seed)
+        ]
+        argv += [plan.python, *py_flags, "/sandbox/worker.py", config_json]
+        return argv, {}, "/"
+    env = {"PYTHONHASHSEED": str(hash_seed), "PYTHONDONTWRITEBYTECODE": "1"}
+    argv = _drop_prefix(plan.drop_to_uid) + [plan.python, *py_flags, str(workdir / "worker.py"), config_json]
+    return argv, env, str(workdir)
+
+
+def prepare_workdir(root: Path, env_id: str, source: bytes) -> Path:
+    """A read-only folder holding the worker program and one environment's exact source."""
+    d = root / env_id
+    if d.exists():
+        return d
+    tmp = Path(tempfile.mkdtemp(dir=root, prefix=".tmp-"))
+    (tmp / "worker.py").write_bytes(WORKER_SOURCE.read_bytes())
+    (tmp / "env.py").write_bytes(source)
+    for f in tmp.iterdir():
+        f.chmod(0o644)
+    tmp.chmod(0o755)
+    try:
+        tmp.rename(d)
+    except OSError:  # another thread won the race; use its copy
+        shutil.rmtree(tmp, ignore_errors=True)
+    return d
+
+
+def env_path_in_worker(plan: LaunchPlan, workdir: Path) -> str:
+    return "/sandbox/env.py" if plan.mode == "bwrap" else str(workdir / "env.py")

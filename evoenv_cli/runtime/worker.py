@@ -1,0 +1,228 @@
+"""The program that runs inside the sandbox: it confines itself, imports one environment
+file once, then answers batches of calls over a private JSON-lines channel.
+
+Standard library only: it runs under whatever interpreter the sandbox can see. It is not a
+security boundary on its own (code it imports shares its process and can forge replies); the
+parent re-checks every value, and `sandbox.py` provides the walls.
+"""
+
+import ctypes
+import io
+import json
+import math
+import os
+import resource
+import sys
+import time
+
+# seccomp actions and comparison operators (libseccomp's seccomp.h)
+SCMP_ACT_ALLOW = 0x7FFF0000
+SCMP_ACT_ERRNO_BASE = 0x00050000
+SCMP_CMP_MASKED_EQ = 7
+CLONE_THREAD = 0x00010000
+EPERM = 1
+ENOSYS = 38
+
+# Syscalls an environment has no use for; each returns EPERM. fork/vfork and clone without
+# CLONE_THREAD stop new processes even where RLIMIT_NPROC is ignored (uid 0 in a user namespace).
+DENIED_SYSCALLS = (
+    "fork", "vfork", "execve", "execveat", "kill", "tkill",
+    "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4",
+    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open", "pidfd_send_signal",
+    "pidfd_getfd", "mount", "umount2", "pivot_root", "chroot", "unshare", "setns",
+    "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups",
+    "setsid", "setpgid", "bpf", "perf_event_open", "keyctl", "add_key", "request_key",
+    "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
+    "reboot", "swapon", "swapoff", "acct", "userfaultfd", "personality",
+    "io_uring_setup", "io_uring_enter", "io_uring_register", "mknod", "mknodat",
+)
+
+
+class _ScmpArgCmp(ctypes.Structure):
+    _fields_ = [
+        ("arg", ctypes.c_uint),
+        ("op", ctypes.c_int),
+        ("datum_a", ctypes.c_uint64),
+        ("datum_b", ctypes.c_uint64),
+    ]
+
+
+def install_seccomp(libpath):
+    """Load a deny-list filter through libseccomp (by path: no ld.so.cache in the jail)."""
+    lib = ctypes.CDLL(libpath)
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = [ctypes.c_uint32]
+    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    lib.seccomp_rule_add_array.argtypes = [
+        ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint, ctypes.POINTER(_ScmpArgCmp)
+    ]
+    lib.seccomp_load.argtypes = [ctypes.c_void_p]
+    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    ctx = lib.seccomp_init(SCMP_ACT_ALLOW)
+    if not ctx:
+        raise OSError("seccomp_init failed")
+
+    def rule(name, errno, cmps=()):
+        nr = lib.seccomp_syscall_resolve_name(name.encode())
+        if nr < 0:
+            return
+        arr = (_ScmpArgCmp * max(1, len(cmps)))(*cmps)
+        rc = lib.seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO_BASE | errno, nr, len(cmps), arr)
+        if rc < 0:
+            raise OSError(f"seccomp rule for {name} failed ({rc})")
+
+    for name in DENIED_SYSCALLS:
+        rule(name, EPERM)
+    # clone3 hides its flags in a struct: refuse it so libc falls back to clone(2).
+    rule("clone3", ENOSYS)
+    rule("clone", EPERM, [_ScmpArgCmp(0, SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0)])
+    rc = lib.seccomp_load(ctx)
+    lib.seccomp_release(ctx)
+    if rc < 0:
+        raise OSError(f"seccomp_load failed ({rc})")
+
+
+def set_limits(limits):
+    mb = 1024 * 1024
+    pairs = [
+        (resource.RLIMIT_AS, limits["memory_mb"] * mb),
+        (resource.RLIMIT_FSIZE, limits["file_size_mb"] * mb),
+        (resource.RLIMIT_NOFILE, limits["open_files"]),
+        (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_CPU, limits["worker_cpu_s"]),
+        (resource.RLIMIT_NPROC, 0),
+    ]
+    for which, value in pairs:
+        resource.setrlimit(which, (value, value))
+
+
+class _CountingSink(io.TextIOBase):
+    """Stands in for stdout/stderr: counts what an environment prints, keeps none of it."""
+
+    def __init__(self):
+        self.chars = 0
+
+    def writable(self):
+        return True
+
+    def write(self, s):
+        if not isinstance(s, str):
+            raise TypeError("write() argument must be str")
+        self.chars += len(s)
+        return len(s)
+
+
+def _one_line(exc):
+    text = f"{type(exc).__name__}: {exc}"
+    text = " ".join(text.split())
+    return text[:300]
+
+
+def _encode(fn, value, caps):
+    """Value -> (json-able payload, type tag) or raise ValueError with the reason."""
+    t = type(value)
+    if fn in ("generate", "generate_from"):
+        if t is not dict:
+            raise ValueError(f"{fn} returned {t.__name__}, expected dict")
+        text = json.dumps(value, allow_nan=False, sort_keys=False)
+        if len(text) > caps["max_instance_bytes"]:
+            raise ValueError(f"instance is {len(text)} bytes, over {caps['max_instance_bytes']}")
+        return json.loads(text), "dict"
+    if fn in ("prompt", "solve"):
+        if t is not str:
+            raise ValueError(f"{fn} returned {t.__name__}, expected str")
+        cap = caps["max_prompt_chars"] if fn == "prompt" else caps["max_answer_chars"]
+        if len(value) > cap:
+            raise ValueError(f"{fn} returned {len(value)} characters, over {cap}")
+        return value, "str"
+    if fn == "score":
+        if t is float:
+            return (value if math.isfinite(value) else repr(value)), "float"
+        if t is int:
+            return value, "int"
+        raise ValueError(f"score returned {t.__name__}, expected float")
+    raise ValueError(f"unknown call {fn}")
+
+
+def _meta(module):
+    meta = {}
+    for name in ("NAME", "ANSWER_TYPE", "INPUT_TYPE"):
+        v = getattr(module, name, None)
+        meta[name] = v if type(v) is str else (None if v is None else f"<{type(v).__name__}>")
+    tags = getattr(module, "TAGS", [])
+    meta["TAGS"] = [x for x in tags if type(x) is str][:32] if type(tags) in (list, tuple) else []
+    doc = module.__doc__
+    meta["doc"] = doc[:2000] if type(doc) is str else None
+    meta["callables"] = sorted(
+        n for n in ("generate", "prompt", "solve", "score", "generate_from")
+        if callable(getattr(module, n, None))
+    )
+    return meta
+
+
+def main():
+    config = json.loads(sys.argv[1])
+    chan_in = os.fdopen(os.dup(0), "rb", buffering=0)
+    chan_out = os.fdopen(os.dup(1), "wb", buffering=0)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)
+    sink = _CountingSink()
+    sys.stdout = sys.stderr = sink
+    reader = io.BufferedReader(chan_in, buffer_size=1 << 16)
+
+    def send(obj):
+        chan_out.write(json.dumps(obj).encode() + b"\n")
+
+    caps = config["caps"]
+    try:
+        set_limits(config["limits"])
+        if config.get("seccomp_lib"):
+            install_seccomp(config["seccomp_lib"])
+    except Exception as exc:  # a sandbox that cannot confine itself must not run anything
+        send({"ready": False, "error": "confinement failed: " + _one_line(exc)})
+        return
+    import importlib.util
+
+    sys.setrecursionlimit(config.get("recursion_limit", 10000))
+    started = time.perf_counter()
+    try:
+        spec = importlib.util.spec_from_file_location("evoenv_environment", config["env_path"])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["evoenv_environment"] = module
+        spec.loader.exec_module(module)
+        meta = _meta(module)
+    except BaseException as exc:
+        send({"ready": False, "error": "import failed: " + _one_line(exc), "out": sink.chars})
+        return
+    send({"ready": True, "meta": meta, "t": time.perf_counter() - started, "out": sink.chars})
+
+    while True:
+        line = reader.readline()
+        if not line:
+            return
+        request = json.loads(line)
+        for call in request["calls"]:
+            fn, args = call["fn"], call["args"]
+            sink.chars = 0
+            t0 = time.perf_counter()
+            try:
+                func = getattr(module, fn)
+                value = func(*args)
+                elapsed = time.perf_counter() - t0
+                payload, tag = _encode(fn, value, caps)
+                reply = {"ok": True, "value": payload, "type": tag}
+            except BaseException as exc:
+                elapsed = time.perf_counter() - t0
+                reply = {"ok": False, "error": _one_line(exc)}
+            reply["t"] = elapsed
+            reply["out"] = sink.chars
+            try:
+                send(reply)
+            except (TypeError, ValueError) as exc:
+                send({"ok": False, "error": _one_line(exc), "t": elapsed, "out": sink.chars})
+
+
+if __name__ == "__main__":
+    main()

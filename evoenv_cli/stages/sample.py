@@ -1,0 +1,152 @@
+"""`evoenv sample`: training rows from an environment library.
+
+Each row is a chat prompt (the environment's task plus the answer-format instruction) with
+its reference answer and everything the reward needs to score a completion later (`env_id`,
+the instance as JSON). Instance seeds are derived from (base seed, environment name, row), and
+training seeds stay below 2**31 while held-out seeds (`evaluate`) have the top bit set, so the
+two never meet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from evoenv_cli.artifacts import EnvLibrary, InputError
+from evoenv_cli.config import SampleConfig
+from evoenv_cli.runtime.pool import Call, EnvFile, SandboxPool
+
+FORMATS = ("trl", "verl", "openrlhf")
+LEVELS = tuple(range(1, 11))
+REQUIRED = ("generate", "prompt", "solve", "score")
+
+
+def instance_seed(base: int, env_name: str, i: int, split: str = "train") -> int:
+    """A stable 31-bit seed per (split, base, env, row); held-out seeds set bit 31."""
+    digest = hashlib.sha256(f"{base}:{env_name}:{i}".encode()).digest()
+    value = int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+    return value | 0x80000000 if split == "heldout" else value
+
+
+@dataclass
+class SampleReport:
+    rows: list[dict] = field(default_factory=list)
+    per_env: dict[str, int] = field(default_factory=dict)
+    skipped: list[dict] = field(default_factory=list)  # {"env", "seed", "difficulty", "reason"}
+
+
+def levels_for(env: EnvFile, library: EnvLibrary, cfg: SampleConfig) -> list[int]:
+    if cfg.difficulty is not None:
+        return [cfg.difficulty]
+    if cfg.difficulty_from == "index":
+        record = library.index.get(env.env_id) or {}
+        levels = (record.get("calibration") or {}).get("levels") or []
+        levels = [lv for lv in levels if type(lv) is int and 1 <= lv <= 10]
+        if levels:
+            return sorted(set(levels))
+    return list(LEVELS)
+
+
+def build_messages(task: str, cfg: SampleConfig) -> list[dict]:
+    messages = []
+    if cfg.system_prompt:
+        messages.append({"role": "system", "content": cfg.system_prompt})
+    messages.append({"role": "user", "content": f"{task}\n\n{cfg.answer_instruction}"})
+    return messages
+
+
+def check_config(cfg: SampleConfig, library: EnvLibrary) -> None:
+    if cfg.per_env < 1:
+        raise InputError(f"--per-env must be at least 1 (got {cfg.per_env})")
+    if cfg.format not in FORMATS:
+        raise InputError(f"--format must be one of {', '.join(FORMATS)} (got {cfg.format!r})")
+    if cfg.difficulty is not None and cfg.difficulty_from is not None:
+        raise InputError("--difficulty and --difficulty-from exclude each other: pass one")
+    if cfg.difficulty is not None and not 1 <= cfg.difficulty <= 10:
+        raise InputError(f"--difficulty must be 1..10 (got {cfg.difficulty})")
+    if cfg.difficulty_from not in (None, "index"):
+        raise InputError(f"--difficulty-from takes 'index' (got {cfg.difficulty_from!r})")
+    if cfg.difficulty_from == "index" and not (library.root / "index.jsonl").is_file():
+        raise InputError(f"{library.root}: no index.jsonl to take calibrated difficulties from")
+
+
+def run(library: EnvLibrary, cfg: SampleConfig, pool: SandboxPool) -> SampleReport:
+    check_config(cfg, library)
+    report = SampleReport()
+    plans: list[tuple[EnvFile, list[tuple[int, int]]]] = []
+    for env in library.files:
+        error = pool.load_error(env)
+        meta = {} if error else pool.describe(env)
+        missing = [n for n in REQUIRED if n not in meta.get("callables", [])]
+        if error or missing:
+            reason = error or f"missing {', '.join(missing)}"
+            report.skipped.append({"env": env.path.name, "seed": None, "difficulty": None, "reason": reason})
+            continue
+        name = meta.get("NAME") or env.name
+        levels = levels_for(env, library, cfg)
+        pairs = [(instance_seed(cfg.seed, name, i), levels[i % len(levels)]) for i in range(cfg.per_env)]
+        plans.append((env, pairs))
+
+    generated = pool.run_many([(env, [Call.generate(s, d) for s, d in pairs]) for env, pairs in plans])
+    second = []
+    for (env, pairs), results in zip(plans, generated):
+        good = []
+        for (s, d), r in zip(pairs, results):
+            if r.ok:
+                good.append((s, d, r.value))
+            else:
+                report.skipped.append({"env": env.path.name, "seed": s, "difficulty": d,
+                                       "reason": f"generate {r.status}: {r.error}"})
+        second.append((env, good))
+    calls = [(env, [c for _, _, inst in good for c in (Call.prompt(inst), Call.solve(inst))])
+             for env, good in second]
+    answered = pool.run_many(calls)
+    for (env, good), results in zip(second, answered):
+        name = pool.describe(env).get("NAME") or env.name
+        count = 0
+        for k, (s, d, inst) in enumerate(good):
+            p, a = results[2 * k], results[2 * k + 1]
+            if not (p.ok and a.ok):
+                bad = p if not p.ok else a
+                which = "prompt" if not p.ok else "solve"
+                report.skipped.append({"env": env.path.name, "seed": s, "difficulty": d,
+                                       "reason": f"{which} {bad.status}: {bad.error}"})
+                continue
+            report.rows.append(make_row(env, name, inst, p.value, a.value, s, d, cfg))
+            count += 1
+        report.per_env[name] = count
+    return report
+
+
+def make_row(env: EnvFile, name: str, instance: dict, task: str, answer: str, seed: int,
+             difficulty: int, cfg: SampleConfig) -> dict:
+    return {
+        "prompt": build_messages(task, cfg),
+        "answer": answer,
+        "solution": answer,
+        "env_id": env.env_id,
+        "env_name": name,
+        "instance": json.dumps(instance, ensure_ascii=False),
+        "seed": seed,
+        "difficulty": difficulty,
+        "data_source": f"evoenv/{name}",
+    }
+
+
+def to_format(row: dict, fmt: str, index: int) -> dict:
+    """The same row as another trainer expects it (`trl` is the row itself)."""
+    if fmt == "trl":
+        return row
+    extra = {k: row[k] for k in ("env_id", "env_name", "instance", "seed", "difficulty")}
+    if fmt == "verl":
+        return {
+            "data_source": row["data_source"],
+            "prompt": row["prompt"],
+            "ability": "reasoning",
+            "reward_model": {"style": "rule", "ground_truth": row["answer"]},
+            "extra_info": {**extra, "index": index, "split": "train"},
+        }
+    if fmt == "openrlhf":
+        return {"input": row["prompt"], "label": row["answer"], "datasource": row["data_source"], **extra}
+    raise ValueError(fmt)
