@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -29,9 +29,9 @@ app = typer.Typer(
 err = Console(stderr=True, highlight=False)
 state = {"verbose": False}
 
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="Recipe YAML; flags override it.")]
-SandboxOpt = Annotated[Optional[str], typer.Option("--sandbox", help="Where environment code runs: auto (bwrap when it works), bwrap, or process (weaker fallback).")]
-WorkersOpt = Annotated[Optional[int], typer.Option("--workers", help="Sandboxed worker processes.", min=1)]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Recipe YAML; flags override it.")]
+SandboxOpt = Annotated[str | None, typer.Option("--sandbox", help="Where environment code runs: auto (bwrap when it works), bwrap, or process (weaker fallback).")]
+WorkersOpt = Annotated[int | None, typer.Option("--workers", help="Sandboxed worker processes.", min=1)]
 
 
 def fail(code: int, message: str) -> None:
@@ -92,11 +92,11 @@ def _pool(recipe):
 def sample(
     library: Annotated[Path, typer.Argument(help="Environment library: a folder of .py files or a stage's output folder.")],
     out: Annotated[str, typer.Option("--out", "-o", help="Output JSONL ('-' for stdout).")],
-    per_env: Annotated[Optional[int], typer.Option("--per-env", "-n", help="Rows per environment.")] = None,
-    difficulty: Annotated[Optional[int], typer.Option("--difficulty", "-d", help="One difficulty 1..10 for every row (default: rows spread over 1..10).")] = None,
-    difficulty_from: Annotated[Optional[str], typer.Option("--difficulty-from", help="'index': the calibrated levels in the library's index.jsonl.")] = None,
-    seed: Annotated[Optional[int], typer.Option("--seed", help="Base seed for instance seeds.")] = None,
-    fmt: Annotated[Optional[str], typer.Option("--format", help="trl (default), verl or openrlhf.")] = None,
+    per_env: Annotated[int | None, typer.Option("--per-env", "-n", help="Rows per environment.")] = None,
+    difficulty: Annotated[int | None, typer.Option("--difficulty", "-d", help="One difficulty 1..10 for every row (default: rows spread over 1..10).")] = None,
+    difficulty_from: Annotated[str | None, typer.Option("--difficulty-from", help="'index': the calibrated levels in the library's index.jsonl.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Base seed for instance seeds.")] = None,
+    fmt: Annotated[str | None, typer.Option("--format", help="trl (default), verl or openrlhf.")] = None,
     config: ConfigOpt = None,
     sandbox: SandboxOpt = None,
     workers: WorkersOpt = None,
@@ -167,7 +167,7 @@ NOT_YET = {
 
 
 def _not_yet(name: str, summary: str, example: str):
-    def command(args: Annotated[Optional[list[str]], typer.Argument(hidden=True)] = None) -> None:
+    def command(args: Annotated[list[str] | None, typer.Argument(hidden=True)] = None) -> None:
         err.print(f"evoenv {name}: not implemented yet")
         raise typer.Exit(1)
 

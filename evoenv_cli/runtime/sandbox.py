@@ -118,7 +118,7 @@ def _bwrap_works(plan_python: str, drop: int | None) -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def resolve(mode: str = "auto") -> LaunchPlan:
     """Choose and check the launch plan once per process."""
     if mode not in MODES:

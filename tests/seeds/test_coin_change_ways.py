@@ -1,0 +1,48 @@
+"""coin_change_ways: hand-counted instances, the modulus at high difficulty, and
+generate_from's amount mapping."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+_spec = importlib.util.spec_from_file_location(
+    "seed_coin_change_ways", Path(__file__).parents[2] / "seeds" / "coin_change_ways.py"
+)
+env = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(env)
+
+# 5, 2+2+1, 2+1+1+1, 1+1+1+1+1.
+TINY = {"coins": [1, 2, 5], "amount": 5, "modulus": None}
+
+
+def test_hand_counted_instances():
+    assert env.solve(TINY) == "4"
+    assert env.solve({"coins": [2], "amount": 3, "modulus": None}) == "0"
+    assert env.solve({**TINY, "modulus": 3}) == "1"
+
+
+@pytest.mark.parametrize("answer", ["3", "5", "24", "4.0", "4 ways", "IV"])
+def test_rejects_other_answers(answer):
+    assert env.score(TINY, answer) == 0.0
+
+
+def test_modulus_only_at_high_difficulty():
+    assert env.generate(0, 8)["modulus"] is None
+    instance = env.generate(0, 10)
+    assert instance["modulus"] == env.PRIME
+    assert str(env.PRIME) in env.prompt(instance)
+    assert "modulo" not in env.prompt(env.generate(0, 1))
+
+
+def test_the_modulus_matters_at_top_difficulty():
+    instances = [env.generate(seed, 10) for seed in range(10)]
+    assert sum(env._count(i["coins"], i["amount"]) > env.PRIME for i in instances) >= 5
+
+
+@pytest.mark.parametrize("value", [0, -1, 99, 10**100, -(10**100)])
+def test_generate_from_maps_any_int_into_the_amount_range(value):
+    instance = env.generate_from(value, 4, 3)
+    low, high = env._amount_range(3)
+    assert instance["amount"] == low + value % (high - low + 1)
+    assert env.score(instance, env.solve(instance)) == 1.0

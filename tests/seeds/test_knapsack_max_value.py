@@ -1,0 +1,44 @@
+"""knapsack_max_value: a hand-solved instance, and generate_from's capacity mapping."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+_spec = importlib.util.spec_from_file_location(
+    "seed_knapsack_max_value", Path(__file__).parents[2] / "seeds" / "knapsack_max_value.py"
+)
+env = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(env)
+
+# Best is items 1 and 3 (weight 5, value 7); the greedy pick by value (item 2) gives only 5.
+TINY = {"weights": [3, 4, 2], "values": [4, 5, 3], "capacity": 5}
+
+
+def test_hand_solved_instance():
+    assert env.solve(TINY) == "7"
+    assert env.score(TINY, " 7 ") == 1.0
+
+
+@pytest.mark.parametrize("answer", ["5", "6", "8", "7.0", "7 (items 1 and 3)", ""])
+def test_rejects_other_answers(answer):
+    assert env.score(TINY, answer) == 0.0
+
+
+@pytest.mark.parametrize("value", [0, 1, -1, 12345, -(10**9), 10**100])
+def test_generate_from_maps_any_int_into_the_capacity_range(value):
+    instance = env.generate_from(value, 5, 4)
+    total = sum(instance["weights"])
+    assert 1 <= instance["capacity"] <= total
+    assert instance["capacity"] == 1 + value % total
+
+
+def test_generate_from_keeps_items_and_varies_capacity():
+    instances = [env.generate_from(value, 5, 4) for value in range(10)]
+    assert len({str(instance["weights"]) for instance in instances}) == 1
+    assert len({instance["capacity"] for instance in instances}) == 10
+
+
+def test_generate_from_rejects_a_non_int():
+    with pytest.raises(TypeError):
+        env.generate_from("12", 0, 1)

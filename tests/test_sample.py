@@ -1,0 +1,168 @@
+import json
+import os
+import re
+
+import pytest
+from conftest import SEEDS
+
+from evoenv_cli.artifacts import EnvLibrary
+from evoenv_cli.config import SampleConfig
+from evoenv_cli.runtime.pool import SandboxPool
+from evoenv_cli.stages import sample
+
+FIELDS = {"prompt", "answer", "solution", "env_id", "env_name", "instance", "seed", "difficulty", "data_source"}
+
+
+def test_rows_have_trl_fields_and_spread_difficulties():
+    lib = EnvLibrary.open(SEEDS)
+    with SandboxPool() as pool:
+        report = sample.run(lib, SampleConfig(per_env=10, seed=3), pool)
+    assert not report.skipped
+    assert len(report.rows) == 10 * len(lib.files)
+    for row in report.rows:
+        assert set(row) == FIELDS
+        assert row["prompt"][-1]["role"] == "user"
+        assert "<answer>" in row["prompt"][-1]["content"]
+        assert row["answer"] == row["solution"]
+        assert isinstance(json.loads(row["instance"]), dict)
+        assert 0 <= row["seed"] < 2**31
+    for name, count in report.per_env.items():
+        levels = {r["difficulty"] for r in report.rows if r["env_name"] == name}
+        assert count == 10 and levels == set(range(1, 11))
+
+
+def test_heldout_seeds_never_meet_training_seeds():
+    train = {sample.instance_seed(s, "x", i) for s in range(3) for i in range(2000)}
+    held = {sample.instance_seed(s, "x", i, split="heldout") for s in range(3) for i in range(2000)}
+    assert not train & held
+    assert all(h >= 2**31 for h in held)
+
+
+def test_same_arguments_give_byte_identical_file(evoenv, tmp_path):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    for out in (a, b):
+        r = evoenv("sample", SEEDS, "--out", out, "--per-env", "3", "--seed", "7")
+        assert r.returncode == 0, r.stderr
+    assert a.read_bytes() == b.read_bytes()
+    r = evoenv("sample", SEEDS, "--out", "-", "--per-env", "3", "--seed", "7")
+    assert r.stdout.encode() == a.read_bytes()
+    c = tmp_path / "c.jsonl"
+    evoenv("sample", SEEDS, "--out", c, "--per-env", "3", "--seed", "8")
+    assert c.read_bytes() != a.read_bytes()
+
+
+def test_rows_load_with_datasets(evoenv, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    out = tmp_path / "d.jsonl"
+    assert evoenv("sample", SEEDS, "-o", out, "-n", "2", "-d", "4").returncode == 0
+    ds = datasets.load_dataset("json", data_files=str(out), split="train")
+    assert len(ds) == 20 and set(ds.column_names) == FIELDS
+    assert set(ds["difficulty"]) == {4}
+    assert ds[0]["prompt"][0]["role"] == "user"
+
+
+@pytest.mark.parametrize("fmt", ["verl", "openrlhf"])
+def test_other_formats_are_views_of_the_same_rows(evoenv, tmp_path, fmt):
+    base, other = tmp_path / "trl.jsonl", tmp_path / f"{fmt}.jsonl"
+    evoenv("sample", SEEDS, "-o", base, "-n", "2")
+    r = evoenv("sample", SEEDS, "-o", other, "-n", "2", "--format", fmt)
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(x) for x in base.read_text().splitlines()]
+    views = [json.loads(x) for x in other.read_text().splitlines()]
+    for row, view in zip(rows, views, strict=True):
+        if fmt == "verl":
+            assert view["reward_model"]["ground_truth"] == row["answer"]
+            assert view["extra_info"]["instance"] == row["instance"]
+            assert view["prompt"] == row["prompt"]
+        else:
+            assert view["label"] == row["answer"] and view["input"] == row["prompt"]
+
+
+def test_difficulty_from_index_uses_calibrated_levels(tmp_path, evoenv):
+    lib = tmp_path / "lib"
+    (lib / "envs").mkdir(parents=True)
+    for name in ("knapsack_max_value", "edit_distance"):
+        (lib / "envs" / f"{name}.py").write_bytes((SEEDS / f"{name}.py").read_bytes())
+    envs = EnvLibrary.open(lib).files
+    index = [{"file": e.path.name, "env_id": e.env_id, "name": e.name,
+              "calibration": {"levels": [3, 6] if i == 0 else [9]}} for i, e in enumerate(envs)]
+    (lib / "index.jsonl").write_text("".join(json.dumps(r) + "\n" for r in index))
+    out = tmp_path / "d.jsonl"
+    r = evoenv("sample", lib, "-o", out, "-n", "4", "--difficulty-from", "index")
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    by_env = {}
+    for row in rows:
+        by_env.setdefault(row["env_id"], set()).add(row["difficulty"])
+    assert by_env == {envs[0].env_id: {3, 6}, envs[1].env_id: {9}}
+
+
+def one_line_error(r, *needles):
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def test_bad_input_is_one_line_exit_2_and_leaves_nothing(evoenv, tmp_path):
+    out = tmp_path / "o.jsonl"
+    one_line_error(evoenv("sample", tmp_path / "missing", "-o", out), "missing", "no such library")
+    (tmp_path / "notes.txt").write_text("hello")
+    one_line_error(evoenv("sample", tmp_path / "notes.txt", "-o", out), "notes.txt", "not a Python file")
+    (tmp_path / "empty").mkdir()
+    one_line_error(evoenv("sample", tmp_path / "empty", "-o", out), "empty", "empty library")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "bad_env.py").write_text("def generate(:\n")
+    one_line_error(evoenv("sample", broken, "-o", out), "bad_env.py", "not valid Python")
+    one_line_error(evoenv("sample", SEEDS, "-o", tmp_path / "nodir" / "o.jsonl"), "does not exist")
+    one_line_error(evoenv("sample", SEEDS, "-o", out, "-d", "11"), "--difficulty")
+    one_line_error(evoenv("sample", SEEDS, "-o", out, "--format", "csv"), "--format")
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".o.jsonl")]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
+def test_unwritable_output_is_refused(evoenv, tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    one_line_error(evoenv("sample", SEEDS, "-o", ro / "o.jsonl"), "not writable")
+
+
+def test_existing_output_is_not_corrupted_by_a_failed_run(evoenv, tmp_path):
+    out = tmp_path / "o.jsonl"
+    out.write_text("precious\n")
+    one_line_error(evoenv("sample", tmp_path / "missing", "-o", out))
+    assert out.read_text() == "precious\n"
+
+
+def test_broken_environment_rows_are_skipped_not_fatal(tmp_path, evoenv):
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "edit_distance.py").write_bytes((SEEDS / "edit_distance.py").read_bytes())
+    (lib / "crashy.py").write_text(
+        "NAME = 'crashy'\n"
+        "def generate(seed, difficulty):\n    raise RuntimeError('boom')\n"
+        "def prompt(i):\n    return 'x'\n"
+        "def solve(i):\n    return '1'\n"
+        "def score(i, a):\n    return 0.0\n"
+    )
+    out = tmp_path / "o.jsonl"
+    r = evoenv("sample", lib, "-o", out, "-n", "3")
+    assert r.returncode == 0, r.stderr
+    assert "crashy.py" in r.stderr and "boom" in r.stderr
+    assert len(out.read_text().splitlines()) == 3
+
+
+def test_every_command_has_help_with_an_example(evoenv):
+    r = evoenv("--help")
+    assert r.returncode == 0
+    commands = ["synthesize", "validate", "review", "calibrate", "dedupe", "compose", "sample",
+                "train", "evaluate"]
+    for c in commands:
+        assert re.search(rf"\b{c}\b", r.stdout), c
+        h = evoenv(c, "--help")
+        assert h.returncode == 0 and "Example" in h.stdout, (c, h.stdout)
