@@ -131,6 +131,94 @@ def sample(
 
 @app.command()
 @stage_command
+def validate(
+    library: Annotated[Path, typer.Argument(help="Candidates: a folder of .py files or a previous stage's output folder.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (envs/, verdicts.jsonl, index.jsonl, manifest.json, summary.json).")],
+    config: ConfigOpt = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue a previous run into OUT, skipping files already judged.")] = False,
+    clean: Annotated[bool, typer.Option("--clean", help="Delete OUT's results first.")] = False,
+    workers: WorkersOpt = None,
+    sandbox: SandboxOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout instead of the table.")] = False,
+) -> None:
+    """The execution contract: admit only environment files that pass ten staged checks
+    (static, load, run, determinism, diversity, reference, discrimination, constant_answer,
+    leak, budget); the first failing check is the verdict's stage.
+
+    Example: [bold]evoenv validate runs/r1/synthesize --out runs/r1/validate --workers 2[/]
+    """
+    import json
+
+    from evoenv_cli import artifacts
+    from evoenv_cli.stages import validate as stage
+
+    recipe = _runtime(config, sandbox, workers)
+    lib = artifacts.EnvLibrary.open(library, allow_empty=True)
+    out_dir = artifacts.prepare_out_dir(out, resume, clean)
+    progress = _progress(len(lib.files), "validate", quiet=as_json)
+    try:
+        with progress:
+            summary = stage.run(lib, recipe.validate, recipe.runtime, out_dir,
+                                on_verdict=lambda v: progress.advance(v))
+    except KeyboardInterrupt:
+        err.print(f"[yellow]interrupted[/]: verdicts so far are in {out_dir / 'verdicts.jsonl'}; "
+                  "rerun with --resume to finish")
+        raise typer.Exit(130) from None
+    if as_json:
+        print(json.dumps(summary.record()))
+    else:
+        _funnel(summary.record(), out_dir)
+
+
+class _progress:
+    """A rich progress bar on stderr that counts verdicts (silent with --json)."""
+
+    def __init__(self, total: int, label: str, quiet: bool = False):
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self.bar = None if quiet else Progress(
+            TextColumn(f"[bold]{label}[/]"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[last]}"), TimeElapsedColumn(), console=err, transient=True)
+        self.total = total
+
+    def __enter__(self):
+        if self.bar:
+            self.bar.__enter__()
+            self.task = self.bar.add_task(self.total, total=self.total, last="")
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar:
+            self.bar.__exit__(*exc)
+
+    def advance(self, verdict) -> None:
+        if self.bar:
+            mark = "[green]admitted[/]" if verdict.admitted else f"[red]{verdict.stage}[/]"
+            self.bar.update(self.task, advance=1, last=f"{verdict.file}: {mark}")
+
+
+def _funnel(summary: dict, out_dir: Path) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"{summary['stage']} funnel", title_justify="left")
+    table.add_column("step")
+    table.add_column("count", justify="right")
+    table.add_row("entered", str(summary["entered"]))
+    for stage_name, n in summary["rejected_by_stage"].items():
+        table.add_row(f"  rejected: {stage_name}", str(n) if n else "[dim]0[/]")
+    table.add_row("[bold]admitted[/]", f"[bold]{summary['admitted']}[/]")
+    err.print(table)
+    err.print(f"results in {out_dir}")
+
+
+@app.command()
+@stage_command
 def preview(
     data: Annotated[Path, typer.Argument(help="A JSONL file written by `evoenv sample`.")],
     n: Annotated[int, typer.Option("--n", "-n", help="Rows to show.")] = 3,
@@ -156,7 +244,6 @@ def preview(
 
 NOT_YET = {
     "synthesize": ("Write candidate environments with the policy (LLM).", "evoenv synthesize --seeds seeds/ --out runs/r1/synth --n 64 --model M"),
-    "validate": ("The execution contract: staged, adversarial admission of environment files.", "evoenv validate runs/r1/synth --out runs/r1/validate"),
     "review": ("The semantic contract: the policy reviews its own candidates.", "evoenv review runs/r1/validate --out runs/r1/review --model M"),
     "calibrate": ("The difficulty contract: keep environments the solver sometimes solves.", "evoenv calibrate runs/r1/review --out runs/r1/calibrate --model M"),
     "dedupe": ("The novelty contract: drop near-duplicates of the pool and of each other.", "evoenv dedupe runs/r1/calibrate --out runs/r1/dedupe --against runs/pool"),

@@ -44,6 +44,31 @@ class SampleConfig:
 
 
 @dataclass
+class ValidateConfig:
+    """The execution contract: how much evidence each check gathers and what it tolerates."""
+
+    seeds_per_level: int = 3  # run/reference/probes use seeds 0..n-1 at every level
+    levels: list[int] = field(default_factory=lambda: list(range(1, 11)))
+    determinism_pairs: int = 10
+    diversity_seeds: int = 8
+    diversity_levels: list[int] = field(default_factory=lambda: [1, 5, 10])
+    min_distinct_share: float = 0.5
+    max_probe_accept_share: float = 0.1  # fixed probes: empty, garbage, "0", "true", ...
+    max_near_miss_accept_share: float = 0.25  # near misses and other instances' answers
+    max_constant_share: float = 0.5
+    max_leak_share: float = 0.5
+    huge_probe_chars: int = 1_000_000
+    huge_probe_instances: int = 2
+    budget_generate_s: float = 0.5
+    budget_prompt_s: float = 0.5
+    budget_solve_s: float = 1.0
+    budget_score_s: float = 0.5
+    budget_instance_bytes: int = 32768
+    budget_output_chars: int = 10_000
+    max_source_bytes: int = 100_000
+
+
+@dataclass
 class RewardConfig:
     """How a completion becomes a reward: answer extraction, then the environment's score."""
 
@@ -56,6 +81,7 @@ class Recipe:
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     sample: SampleConfig = field(default_factory=SampleConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
+    validate: ValidateConfig = field(default_factory=ValidateConfig)
     extra: dict[str, Any] = field(default_factory=dict)  # sections of stages not built yet
 
 
@@ -79,9 +105,10 @@ def _build(cls: type[T], data: dict, where: str) -> T:
         raise InputError(f"{where}: {exc}") from None
 
 
-LATER_SECTIONS = ("synthesize", "validate", "review", "calibrate", "dedupe", "compose",
+LATER_SECTIONS = ("synthesize", "review", "calibrate", "dedupe", "compose",
                   "train", "evaluate", "iterate", "model")
-KNOWN_SECTIONS = {"runtime": RuntimeConfig, "sample": SampleConfig, "reward": RewardConfig}
+KNOWN_SECTIONS = {"runtime": RuntimeConfig, "sample": SampleConfig, "reward": RewardConfig,
+                  "validate": ValidateConfig}
 
 
 def load_recipe(path: str | Path | None) -> Recipe:

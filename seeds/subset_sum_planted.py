@@ -83,7 +83,7 @@ def prompt(instance: dict) -> str:
         f"{instance['target']}. At least one such choice exists, and any choice with that "
         "sum is accepted.\n\n"
         "Give the 0-based indices of the numbers you chose, separated by single spaces, in "
-        "increasing order (an answer in another order is also accepted)."
+        "increasing order."
     )
 
 
@@ -104,6 +104,7 @@ def _indices(answer: str) -> list[int] | None:
 def score(instance: dict, answer: str) -> float:
     indices = _indices(answer)
     numbers = instance["numbers"]
-    if not indices or len(set(indices)) != len(indices) or max(indices) >= len(numbers):
+    # The stated form is increasing order; that also rules out repeated indices.
+    if not indices or indices != sorted(set(indices)) or indices[-1] >= len(numbers):
         return 0.0
     return 1.0 if sum(numbers[index] for index in indices) == instance["target"] else 0.0

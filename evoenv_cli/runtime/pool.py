@@ -373,7 +373,11 @@ class SandboxPool:
             self._load_errors[env.env_id] = str(exc)
             raise
         self.spawned += 1
-        self._meta.setdefault(env.env_id, worker.meta)
+        self._meta.setdefault(env.env_id, {
+            **worker.meta,
+            "import_seconds": float(worker.import_seconds) if isinstance(worker.import_seconds, (int, float)) else 0.0,
+            "import_output_chars": worker.import_output_chars if type(worker.import_output_chars) is int else 0,
+        })
         return worker
 
     def _acquire(self, env: EnvFile) -> Worker:

@@ -42,9 +42,14 @@ def test_reference_and_a_different_valid_subset_score_one():
     assert env.score(TINY, "2 5") == 1.0
 
 
-@pytest.mark.parametrize("answer", ["3 0", "0, 3", "0,3", "  0   3\n", "5 1 0"])
-def test_order_separators_and_surrounding_space_are_tolerated(answer):
+@pytest.mark.parametrize("answer", ["0, 3", "0,3", "  0   3\n", "0 1 5"])
+def test_separators_and_surrounding_space_are_tolerated(answer):
     assert env.score(TINY, answer) == 1.0
+
+
+@pytest.mark.parametrize("answer", ["3 0", "5 1 0"])
+def test_the_stated_increasing_order_is_required(answer):
+    assert env.score(TINY, answer) == 0.0
 
 
 @pytest.mark.parametrize(
