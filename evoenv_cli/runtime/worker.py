@@ -82,6 +82,14 @@ def install_seccomp(libpath):
         raise OSError(f"seccomp_load failed ({rc})")
 
 
+def die_with_parent():
+    """PR_SET_PDEATHSIG: a worker whose evoenv process is killed goes with it."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 def set_limits(limits):
     mb = 1024 * 1024
     pairs = [
@@ -176,6 +184,7 @@ def main():
         chan_out.write(json.dumps(obj).encode() + b"\n")
 
     caps = config["caps"]
+    die_with_parent()
     try:
         set_limits(config["limits"])
         if config.get("seccomp_lib"):

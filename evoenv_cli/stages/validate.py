@@ -82,20 +82,21 @@ def _describe_failure(call: Call, r: CallResult, inst: Instance | None = None) -
     return f"{call.fn}{where} {what}: {r.error}"
 
 
-def near_misses(reference: str) -> list[str]:
+def near_misses(reference: str, answer_type: str | None = None) -> list[str]:
     """Answers one small step from the reference: an integer +-1, a list with one element
-    changed or reordered, a string with one character changed."""
+    changed or reordered, a string with one character changed. ANSWER_TYPE picks the shape
+    when the environment declares it; otherwise the reference's looks decide."""
     ref = reference.strip()
     if not ref:
         return []
-    if _INT.fullmatch(ref):
+    if answer_type in (None, "int") and _INT.fullmatch(ref):
         n = int(ref)
         return [str(n + 1), str(n - 1)]
-    if _FLOAT.fullmatch(ref):
+    if answer_type in (None, "float") and _FLOAT.fullmatch(ref):
         x = float(ref)
         return [repr(x + 1.0), repr(x - 1.0)]
     tokens = [t for t in re.split(r"[,\s]+", ref) if t]
-    if len(tokens) > 1:
+    if len(tokens) > 1 and answer_type != "str":
         sep = ", " if ", " in ref else ("," if "," in ref else " ")
         last = tokens[-1]
         changed = tokens[:-1] + [str(int(last) + 1) if _INT.fullmatch(last) else last + "x"]
@@ -145,6 +146,7 @@ class Checker:
             meta = self.pool.describe(self.env)
         except EnvLoadError as exc:
             raise Rejected("load", str(exc)) from None
+        self.answer_type = meta.get("ANSWER_TYPE")
         self.m["import_seconds"] = round(meta.get("import_seconds", 0.0), 4)
         self.output_chars += meta.get("import_output_chars", 0)
 
@@ -250,7 +252,7 @@ class Checker:
             other = next((o.reference for o in same_level if o.reference.strip() != ref), None)
             if other is not None:
                 probes.append(("other_reference", k, other))
-            for miss in near_misses(inst.reference):
+            for miss in near_misses(inst.reference, self.answer_type):
                 if miss.strip() != ref:
                     probes.append(("near_miss", k, miss))
         results = self.call([Call.score(insts[k].instance, a) for _, k, a in probes])
