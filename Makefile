@@ -23,6 +23,7 @@ test: setup
 
 bench: setup
 	$(BIN)/python benchmarks/bench_score.py
+	$(BIN)/python benchmarks/bench_validate.py
 
 demo: setup
 	@mkdir -p $(RUN)

@@ -1,0 +1,46 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, SEEDS
+
+from evoenv_cli.artifacts import InputError
+from evoenv_cli.config import Recipe, load_recipe, override
+
+
+def test_default_recipe_file_matches_the_dataclasses():
+    assert load_recipe(ROOT / "recipes" / "default.yaml") == Recipe()
+
+
+def test_sections_override_defaults_and_nested_limits_build(tmp_path):
+    p = tmp_path / "r.yaml"
+    p.write_text("runtime:\n  workers: 3\n  limits:\n    score_s: 0.25\nvalidate:\n  max_leak_share: 0.3\n")
+    r = load_recipe(p)
+    assert r.runtime.workers == 3 and r.runtime.limits.score_s == 0.25
+    assert r.runtime.limits.solve_s == 2.0
+    assert r.validate.max_leak_share == 0.3
+    assert override(r.sample, per_env=5, seed=None).per_env == 5
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("validate:\n  max_leek_share: 0.3\n", "did you mean 'max_leak_share'"),
+    ("valdate:\n  x: 1\n", "did you mean 'validate'"),
+    ("runtime: [1, 2\n", "not valid YAML"),
+    ("- 1\n", "expected a mapping"),
+])
+def test_bad_recipes_name_the_file_and_the_problem(tmp_path, text, needle):
+    p = tmp_path / "bad.yaml"
+    p.write_text(text)
+    with pytest.raises(InputError) as e:
+        load_recipe(p)
+    assert needle in str(e.value) and "bad.yaml" in str(e.value)
+
+
+def test_cli_reports_a_bad_recipe_in_one_line(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("sample:\n  per_envv: 3\n")
+    exe = Path(sys.executable).with_name("evoenv")
+    r = subprocess.run([exe, "sample", SEEDS, "-o", tmp_path / "o.jsonl", "--config", p],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "per_envv" in r.stderr and len(r.stderr.strip().splitlines()) == 1
