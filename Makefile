@@ -27,8 +27,9 @@ bench: setup
 
 demo: setup
 	@mkdir -p $(RUN)
-	$(BIN)/evoenv sample seeds/ --out $(RUN)/seeds.jsonl --per-env 4 --seed 0
-	$(BIN)/evoenv preview $(RUN)/seeds.jsonl -n 3
+	$(BIN)/evoenv validate seeds/ --out $(RUN)/validate --clean
+	$(BIN)/evoenv sample $(RUN)/validate --out $(RUN)/train.jsonl --per-env 8 --seed 0
+	$(BIN)/evoenv preview $(RUN)/train.jsonl -n 3
 
 lint: setup
 	$(BIN)/ruff check evoenv_cli tests benchmarks seeds

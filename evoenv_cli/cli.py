@@ -223,7 +223,7 @@ def preview(
     data: Annotated[Path, typer.Argument(help="A JSONL file written by `evoenv sample`.")],
     n: Annotated[int, typer.Option("--n", "-n", help="Rows to show.")] = 3,
 ) -> None:
-    """Show a few sampled rows: environment, difficulty, prompt and reference answer.
+    """Show sampled rows of a few environments: difficulty, prompt and reference answer.
 
     Example: [bold]evoenv preview data.jsonl -n 2[/]
     """
@@ -232,9 +232,13 @@ def preview(
     from evoenv_cli import artifacts
 
     out = Console()
-    for i, row in enumerate(artifacts.read_jsonl(data)):
-        if i >= n:
+    shown: set = set()
+    for row in artifacts.read_jsonl(data):
+        if len(shown) >= n:
             break
+        if row.get("env_id") in shown:  # one row per environment: a preview shows variety
+            continue
+        shown.add(row.get("env_id"))
         messages = row.get("prompt") or row.get("input") or []
         text = "\n\n".join(m.get("content", "") for m in messages if isinstance(m, dict))
         ref = row.get("answer", row.get("label", ""))
