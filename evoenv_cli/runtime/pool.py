@@ -161,6 +161,8 @@ def check_value(fn: str, reply: dict, limits: Limits) -> CallResult:
         if len(value) > cap:
             return bad(f"{fn} returned {len(value)} characters, over {cap}")
     elif fn == "score":
+        if tag == "float" and type(value) is str:  # the worker sends nan/inf as their repr
+            return bad(f"score returned {value}, not a finite number")
         if tag not in ("float", "int") or type(value) not in (int, float):
             return bad(f"score returned {tag or type(value).__name__}, expected a float")
         if not math.isfinite(value):

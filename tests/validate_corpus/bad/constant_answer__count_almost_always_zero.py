@@ -1,0 +1,62 @@
+"""Defect: asks how many of some 7-digit random numbers are perfect squares: almost always 0."""
+
+import math
+import random
+import re
+
+NAME = "bad_constant_answer_count_almost_always_zero"
+TAGS = ["arithmetic", "test-corpus"]
+ANSWER_TYPE = "int"
+
+_MAX_ANSWER_CHARS = 1000
+
+
+def _clamp(difficulty: int) -> int:
+    return max(1, min(10, int(difficulty)))
+
+
+def _alternating_sum(numbers: list[int]) -> int:
+    total = 0
+    for index, number in enumerate(numbers):
+        total += number if index % 2 == 0 else -number
+    return total
+
+
+def _parse_int(answer: str) -> int | None:
+    if not isinstance(answer, str) or len(answer) > _MAX_ANSWER_CHARS:
+        return None
+    text = answer.strip()
+    if not re.fullmatch(r"[+-]?[0-9]{1,30}", text):
+        return None
+    return int(text)
+
+
+def generate(seed: int, difficulty: int) -> dict:
+    difficulty = _clamp(difficulty)
+    rng = random.Random(f"{NAME}:{seed}:{difficulty}")
+    count = 4 + 2 * difficulty
+    return {"numbers": [rng.randint(10**6, 10**7) for _ in range(count)]}
+
+
+def prompt(instance: dict) -> str:
+    listing = ", ".join(str(number) for number in instance["numbers"])
+    return (
+        f"Here is a list of positive integers:\n\n{listing}\n\n"
+        "How many of them are perfect squares (the square of a whole number)? Give the count "
+        "as a single integer."
+    )
+
+
+def _squares(numbers: list[int]) -> int:
+    return sum(1 for number in numbers if math.isqrt(number) ** 2 == number)
+
+
+def solve(instance: dict) -> str:
+    return str(_squares(instance["numbers"]))
+
+
+def score(instance: dict, answer: str) -> float:
+    value = _parse_int(answer)
+    if value is None:
+        return 0.0
+    return 1.0 if value == _squares(instance["numbers"]) else 0.0
