@@ -136,7 +136,7 @@ class _Dead(Exception):
 
 def check_value(fn: str, reply: dict, limits: Limits) -> CallResult:
     """The parent's verdict on one reply: nothing from a worker is trusted as is."""
-    seconds = reply.get("t") if isinstance(reply.get("t"), (int, float)) else 0.0
+    seconds = reply.get("t") if type(reply.get("t")) is float and math.isfinite(reply.get("t")) else 0.0
     out = reply.get("out") if type(reply.get("out")) is int else 0
     if reply.get("ok") is not True:
         err = reply.get("error")
@@ -165,6 +165,8 @@ def check_value(fn: str, reply: dict, limits: Limits) -> CallResult:
             return bad(f"score returned {value}, not a finite number")
         if tag not in ("float", "int") or type(value) not in (int, float):
             return bad(f"score returned {tag or type(value).__name__}, expected a float")
+        if type(value) is int and value not in (0, 1):
+            return bad("score returned an int other than 0 or 1")
         if not math.isfinite(value):
             return bad(f"score returned {value!r}, not a finite number")
         if not 0.0 <= value <= 1.0:
@@ -201,6 +203,7 @@ class Worker:
         }
         argv, env, cwd = sandbox.launch_argv(plan, workdir, json.dumps(config), hash_seed, limits.tmp_mb)
         self._buf = b""
+        self.cpu_seconds = 0.0
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=env, cwd=cwd, start_new_session=True, close_fds=True,
@@ -246,7 +249,7 @@ class Worker:
         line, self._buf = self._buf.split(b"\n", 1)
         try:
             obj = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise _Dead("invalid", "reply is not JSON") from None
         if not isinstance(obj, dict):
             raise _Dead("invalid", "reply is not a JSON object")
@@ -300,6 +303,9 @@ class Worker:
                 results.append(CallResult(dead.status, None, f"{call.fn}: {dead.error}", elapsed))
                 return results, True
             last = time.monotonic()
+            cpu = reply.get("cpu")
+            if type(cpu) is float and math.isfinite(cpu):
+                self.cpu_seconds = cpu
             results.append(check_value(call.fn, reply, self.limits))
         return results, False
 
@@ -322,6 +328,13 @@ class Worker:
     @property
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def calls_left(self) -> int:
+        """Calls this worker can still take at the longest deadline before RLIMIT_CPU, which
+        counts CPU over the worker's whole life, could kill it in the middle of a good call."""
+        lim = self.limits
+        longest = max(lim.deadline(fn) for fn in CALLS)
+        return int(max(0.0, lim.worker_cpu_s - self.cpu_seconds) // longest)
 
 
 @dataclass
@@ -349,6 +362,7 @@ class SandboxPool:
         self._load_errors: dict[str, str] = {}
         self._meta: dict[str, dict] = {}
         self.spawned = 0
+        self._spawner = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="evoenv-spawn")
 
     def __enter__(self) -> SandboxPool:
         return self
@@ -362,6 +376,7 @@ class SandboxPool:
             self._slots = _Slots()
         for w in workers:
             w.kill()
+        self._spawner.shutdown(wait=False)
         shutil.rmtree(self._root, ignore_errors=True)
 
     # -- workers -----------------------------------------------------------------------------
@@ -370,14 +385,14 @@ class SandboxPool:
             raise EnvLoadError(self._load_errors[env.env_id])
         workdir = sandbox.prepare_workdir(self._root, env.env_id, env.source)
         try:
-            worker = Worker(self.plan, workdir, self.limits, self.hash_seed)
+            worker = self._spawner.submit(Worker, self.plan, workdir, self.limits, self.hash_seed).result()
         except EnvLoadError as exc:
             self._load_errors[env.env_id] = str(exc)
             raise
         self.spawned += 1
         self._meta.setdefault(env.env_id, {
             **worker.meta,
-            "import_seconds": float(worker.import_seconds) if isinstance(worker.import_seconds, (int, float)) else 0.0,
+            "import_seconds": worker.import_seconds if type(worker.import_seconds) is float and math.isfinite(worker.import_seconds) else 0.0,
             "import_output_chars": worker.import_output_chars if type(worker.import_output_chars) is int else 0,
         })
         return worker
@@ -387,8 +402,12 @@ class SandboxPool:
         with self._cond:
             while True:
                 idle = self._slots.idle.get(env.env_id)
-                if idle:
-                    return idle.pop()
+                while idle:
+                    worker = idle.pop()
+                    if worker.alive:
+                        return worker
+                    self._slots.total -= 1
+                    worker.kill()
                 if self._slots.total < self.workers:
                     break
                 others = [k for k, ws in self._slots.idle.items() if ws]
@@ -408,7 +427,7 @@ class SandboxPool:
 
     def _release(self, worker: Worker | None, env: EnvFile) -> None:
         with self._cond:
-            if worker is not None and worker.alive:
+            if worker is not None and worker.alive and worker.calls_left() > 0:
                 self._slots.idle.setdefault(env.env_id, []).append(worker)
             else:
                 self._slots.total -= 1
@@ -470,8 +489,9 @@ class SandboxPool:
                 failed = CallResult("crash", None, f"load: {exc}")
                 results += [failed] * (len(calls) - len(results))
                 break
-            got, died = worker.run(calls[len(results):])
+            room = max(1, worker.calls_left())  # a fresh worker always takes at least one call
+            got, died = worker.run(calls[len(results):len(results) + room])
             self._release(None if died else worker, env)
             results += got
-            kills = kills + 1 if died else 0
+            kills = (kills + 1 if len(got) == 1 else 1) if died else 0
         return results

@@ -164,7 +164,7 @@ def _bwrap_argv(python: str, prefix: str, workdir: Path, drop: int | None, tmp_m
         argv += ["--ro-bind", prefix, prefix]
     argv += [
         "--ro-bind", str(workdir), "/sandbox",
-        "--proc", "/proc", "--dev", "/dev",
+        "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
         "--size", str(tmp_mb * 1024 * 1024), "--tmpfs", "/tmp",
         "--chdir", "/tmp", "--remount-ro", "/",
     ]

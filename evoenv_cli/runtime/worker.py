@@ -19,6 +19,8 @@ import time
 SCMP_ACT_ALLOW = 0x7FFF0000
 SCMP_ACT_ERRNO_BASE = 0x00050000
 SCMP_CMP_MASKED_EQ = 7
+SCMP_CMP_NE = 1
+PR_SET_DUMPABLE = 4
 CLONE_THREAD = 0x00010000
 EPERM = 1
 ENOSYS = 38
@@ -76,6 +78,9 @@ def install_seccomp(libpath):
     # clone3 hides its flags in a struct: refuse it so libc falls back to clone(2).
     rule("clone3", ENOSYS)
     rule("clone", EPERM, [_ScmpArgCmp(0, SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0)])
+    me = os.getpid()
+    for name in ("tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):
+        rule(name, EPERM, [_ScmpArgCmp(0, SCMP_CMP_NE, me, 0)])
     rc = lib.seccomp_load(ctx)
     lib.seccomp_release(ctx)
     if rc < 0:
@@ -132,7 +137,10 @@ def _encode(fn, value, caps):
     if fn in ("generate", "generate_from"):
         if t is not dict:
             raise ValueError(f"{fn} returned {t.__name__}, expected dict")
-        text = json.dumps(value, allow_nan=False, sort_keys=False)
+        try:
+            text = json.dumps(value, allow_nan=False, sort_keys=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise ValueError(f"{fn} returned a dict that is not JSON-serializable: {exc}") from None
         if len(text) > caps["max_instance_bytes"]:
             raise ValueError(f"instance is {len(text)} bytes, over {caps['max_instance_bytes']}")
         return json.loads(text), "dict"
@@ -187,6 +195,8 @@ def main():
     die_with_parent()
     try:
         set_limits(config["limits"])
+        if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+            raise OSError("prctl(PR_SET_DUMPABLE, 0) failed")
         if config.get("seccomp_lib"):
             install_seccomp(config["seccomp_lib"])
     except Exception as exc:  # a sandbox that cannot confine itself must not run anything
@@ -227,6 +237,7 @@ def main():
                 reply = {"ok": False, "error": _one_line(exc)}
             reply["t"] = elapsed
             reply["out"] = sink.chars
+            reply["cpu"] = time.process_time()
             try:
                 send(reply)
             except (TypeError, ValueError) as exc:
