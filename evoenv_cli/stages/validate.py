@@ -12,18 +12,18 @@ from __future__ import annotations
 import json
 import re
 import statistics
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from evoenv_cli import artifacts
 from evoenv_cli.config import RuntimeConfig, ValidateConfig, to_dict
 from evoenv_cli.runtime.contract import check_source
 from evoenv_cli.runtime.pool import Call, CallResult, EnvFile, EnvLoadError, SandboxPool
+from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
 
 STAGES = ("static", "load", "run", "determinism", "diversity", "reference", "discrimination",
           "constant_answer", "leak", "budget")
@@ -57,22 +57,6 @@ class Instance:
     instance: dict
     text: str = ""
     reference: str = ""
-
-
-@dataclass
-class Verdict:
-    file: str
-    env_id: str
-    name: str | None
-    admitted: bool
-    stage: str
-    reason: str
-    measurements: dict = field(default_factory=dict)
-
-    def record(self) -> dict:
-        return {"file": self.file, "env_id": self.env_id, "name": self.name,
-                "admitted": self.admitted, "stage": self.stage, "reason": self.reason,
-                **self.measurements}
 
 
 def _describe_failure(call: Call, r: CallResult, inst: Instance | None = None) -> str:
@@ -332,61 +316,28 @@ def judge(env: EnvFile, cfg: ValidateConfig, pool: SandboxPool, fresh: SandboxPo
     return Verdict(env.path.name, env.env_id, static_name, admitted, stage, reason, checker.m)
 
 
-@dataclass
-class Summary:
-    entered: int
-    admitted: int
-    rejected_by_stage: dict[str, int]
-
-    def record(self) -> dict:
-        return {"stage": "validate", "entered": self.entered, "admitted": self.admitted,
-                "rejected": self.entered - self.admitted, "rejected_by_stage": self.rejected_by_stage}
-
-
 def run(library: artifacts.EnvLibrary, cfg: ValidateConfig, runtime: RuntimeConfig, out: Path,
         on_verdict: Callable[[Verdict], None] | None = None) -> Summary:
     """Judge every file of `library` into `out` (already prepared), resuming what is final."""
-    started = artifacts.now_iso()
-    verdict_path = out / "verdicts.jsonl"
-    current = {e.path.name: e for e in library.files}
-    done = {}
-    for record in artifacts.read_jsonl_tolerant(verdict_path):
-        env = current.get(record.get("file"))
-        if env is not None and record.get("env_id") == env.env_id:
-            done[env.path.name] = record
-    if len(done) != len(artifacts.read_jsonl_tolerant(verdict_path)):
-        artifacts.write_jsonl_atomic(verdict_path, list(done.values()))
-
-    # static checks and NAME uniqueness in file order, before anything runs
-    names: dict[str, str] = {r["name"]: f for f, r in done.items() if r.get("admitted")}
-    todo: list[tuple[EnvFile, str | None]] = []
-    early: list[Verdict] = []
-    for env in library.files:
-        if env.path.name in done:
-            continue
-        report = check_source(env.source, max_bytes=cfg.max_source_bytes)
-        if not report.ok:
-            early.append(Verdict(env.path.name, env.env_id, report.name, False, "static", report.reason))
-        elif report.name in names and names[report.name] != env.path.name:
-            early.append(Verdict(env.path.name, env.env_id, report.name, False, "load",
-                                 f"NAME {report.name!r} is already used by {names[report.name]}"))
-        else:
-            names[report.name] = env.path.name
-            todo.append((env, report.name))
-
-    lock = threading.Lock()
-    with artifacts.JsonlAppender(verdict_path) as log:
+    with AdmissionLog(out, library.files) as log:
         def finish(verdict: Verdict) -> None:
-            with lock:
-                if verdict.admitted:
-                    _copy_atomic(current[verdict.file], out / "envs" / verdict.file)
-                log.append(verdict.record())
-                done[verdict.file] = verdict.record()
+            log.add(verdict)
             if on_verdict:
                 on_verdict(verdict)
 
-        for v in early:
-            finish(v)
+        # static checks and NAME uniqueness in file order, before anything runs
+        names = {r["name"]: f for f, r in log.done.items() if r.get("admitted")}
+        todo: list[tuple[EnvFile, str | None]] = []
+        for env in log.pending():
+            report = check_source(env.source, max_bytes=cfg.max_source_bytes)
+            if not report.ok:
+                finish(Verdict(env.path.name, env.env_id, report.name, False, "static", report.reason))
+            elif report.name in names and names[report.name] != env.path.name:
+                finish(Verdict(env.path.name, env.env_id, report.name, False, "load",
+                               f"NAME {report.name!r} is already used by {names[report.name]}"))
+            else:
+                names[report.name] = env.path.name
+                todo.append((env, report.name))
         if todo:
             lim = runtime.limits
             with SandboxPool(lim, runtime.sandbox, runtime.workers) as pool, \
@@ -395,39 +346,5 @@ def run(library: artifacts.EnvLibrary, cfg: ValidateConfig, runtime: RuntimeConf
                     futures = [ex.submit(judge, env, cfg, pool, fresh, name) for env, name in todo]
                     for f in futures:
                         finish(f.result())
-
-    return _write_outputs(library, cfg, runtime, out, done, started)
-
-
-def _copy_atomic(env: EnvFile, dest: Path) -> None:
-    tmp = dest.with_name(f".{dest.name}.tmp")
-    tmp.write_bytes(env.source)
-    tmp.replace(dest)
-
-
-def _write_outputs(library, cfg, runtime, out: Path, done: dict, started: str) -> Summary:
-    order = [e.path.name for e in library.files]
-    records = [done[f] for f in order if f in done]
-    admitted = [r for r in records if r["admitted"]]
-    keep = {r["file"] for r in admitted}
-    for f in (out / "envs").iterdir():
-        if f.name not in keep:
-            f.unlink()
-    index = []
-    for r in admitted:
-        prior = dict(library.index.get(r["env_id"], {}))
-        prior.update({"file": r["file"], "env_id": r["env_id"], "name": r["name"]})
-        prior.setdefault("origin", "input")
-        prior["validate"] = {k: v for k, v in r.items()
-                             if k not in ("file", "env_id", "name", "admitted", "stage", "reason")}
-        index.append(prior)
-    artifacts.write_jsonl_atomic(out / "index.jsonl", index)
-    by_stage = Counter(r["stage"] for r in records if not r["admitted"])
-    summary = Summary(len(records), len(admitted), {s: by_stage.get(s, 0) for s in STAGES})
-    artifacts.write_json_atomic(out / "summary.json", summary.record())
-    artifacts.write_json_atomic(out / "manifest.json", artifacts.manifest(
-        "validate", {"validate": to_dict(cfg), "runtime": to_dict(runtime)}, library.files, started,
-        {"entered": summary.entered, "admitted": summary.admitted, **by_stage},
-        {"library": str(library.root)},
-    ))
-    return summary
+        return log.finish("validate", STAGES, library,
+                          {"validate": to_dict(cfg), "runtime": to_dict(runtime)})

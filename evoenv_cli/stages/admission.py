@@ -1,0 +1,125 @@
+"""What every admission stage (validate, review, calibrate, dedupe, compose) writes, in one
+place: verdicts appended as they are decided, admitted files copied unchanged into envs/,
+and at the end index.jsonl, summary.json and manifest.json written atomically.
+
+A stage decides; `AdmissionLog` records. Killed at any point and resumed, a stage finds its
+final verdicts again (`log.done`), judges only the rest, and duplicates nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evoenv_cli import artifacts
+from evoenv_cli.runtime.pool import EnvFile
+
+CORE_KEYS = ("file", "env_id", "name", "admitted", "stage", "reason")
+
+
+@dataclass
+class Verdict:
+    file: str
+    env_id: str
+    name: str | None
+    admitted: bool
+    stage: str  # the check that decided, or "admitted"
+    reason: str
+    measurements: dict = field(default_factory=dict)
+
+    def record(self) -> dict:
+        return {"file": self.file, "env_id": self.env_id, "name": self.name,
+                "admitted": self.admitted, "stage": self.stage, "reason": self.reason,
+                **self.measurements}
+
+
+@dataclass
+class Summary:
+    stage: str
+    entered: int
+    admitted: int
+    rejected_by_stage: dict[str, int]
+
+    def record(self) -> dict:
+        return {"stage": self.stage, "entered": self.entered, "admitted": self.admitted,
+                "rejected": self.entered - self.admitted, "rejected_by_stage": self.rejected_by_stage}
+
+
+class AdmissionLog:
+    """verdicts.jsonl of one stage run, resumable; thread-safe `add`."""
+
+    def __init__(self, out: Path, files: list[EnvFile]):
+        self.out = out
+        self.path = out / "verdicts.jsonl"
+        self.started = artifacts.now_iso()
+        self.current = {e.path.name: e for e in files}
+        self.done: dict[str, dict] = {}
+        kept = 0
+        records = artifacts.read_jsonl_tolerant(self.path)
+        for record in records:
+            env = self.current.get(record.get("file"))
+            if env is not None and record.get("env_id") == env.env_id and env.path.name not in self.done:
+                self.done[env.path.name] = record
+                kept += 1
+        if kept != len(records):  # verdicts of files no longer in the input, or changed since
+            artifacts.write_jsonl_atomic(self.path, list(self.done.values()))
+        self._lock = threading.Lock()
+        self._appender = artifacts.JsonlAppender(self.path)
+
+    def pending(self) -> list[EnvFile]:
+        return [e for e in self.current.values() if e.path.name not in self.done]
+
+    def add(self, verdict: Verdict, source: bytes | None = None) -> None:
+        """Record a final verdict; an admitted file lands in envs/ before its verdict does."""
+        with self._lock:
+            if verdict.admitted:
+                dest = self.out / "envs" / verdict.file
+                tmp = dest.with_name(f".{dest.name}.tmp")
+                tmp.write_bytes(source if source is not None else self.current[verdict.file].source)
+                tmp.replace(dest)
+            record = verdict.record()
+            self._appender.append(record)
+            self.done[verdict.file] = record
+
+    def close(self) -> None:
+        self._appender.close()
+
+    def __enter__(self) -> AdmissionLog:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def finish(self, stage: str, checks: tuple[str, ...], library: artifacts.EnvLibrary,
+               config: dict, order: list[str] | None = None, index_extra: dict[str, dict] | None = None,
+               manifest_extra: dict | None = None) -> Summary:
+        """envs/ made exactly the admitted set; index, summary and manifest written atomically.
+        Each admitted file's index record carries forward the input's and adds this stage's
+        measurements under the stage's name."""
+        order = order or [e.path.name for e in library.files]
+        records = [self.done[f] for f in order if f in self.done]
+        admitted = [r for r in records if r["admitted"]]
+        keep = {r["file"] for r in admitted}
+        for f in (self.out / "envs").iterdir():
+            if f.name not in keep:
+                f.unlink()
+        index = []
+        for r in admitted:
+            record = dict(library.index.get(r["env_id"], {}))
+            record.update({"file": r["file"], "env_id": r["env_id"], "name": r["name"]})
+            record.setdefault("origin", "input")
+            record[stage] = {k: v for k, v in r.items() if k not in CORE_KEYS}
+            record.update((index_extra or {}).get(r["file"], {}))
+            index.append(record)
+        artifacts.write_jsonl_atomic(self.out / "index.jsonl", index)
+        by_check = Counter(r["stage"] for r in records if not r["admitted"])
+        summary = Summary(stage, len(records), len(admitted), {c: by_check.get(c, 0) for c in checks})
+        artifacts.write_json_atomic(self.out / "summary.json", summary.record())
+        artifacts.write_json_atomic(self.out / "manifest.json", artifacts.manifest(
+            stage, config, library.files, self.started,
+            {"entered": summary.entered, "admitted": summary.admitted, **by_check},
+            {"library": str(library.root), **(manifest_extra or {})},
+        ))
+        return summary
