@@ -56,14 +56,16 @@ def generate(seed: int, difficulty: int) -> dict:
 
 
 def generate_from(value: int, seed: int, difficulty: int) -> dict:
-    """An instance whose amount is value mapped into the difficulty's amount range by
-    modulo (any int, negative or huge); the count may then be 0."""
+    """An instance whose amount is value itself when it lies in the difficulty's amount
+    range, else value mapped into that range by modulo (any int, negative or huge); the count
+    may then be 0."""
     if not isinstance(value, int):
         raise TypeError(f"value must be an int, not {type(value).__name__}")
     difficulty = _clamp(difficulty)
     rng = random.Random(f"{NAME}:from:{seed}:{difficulty}")
     low, high = _amount_range(difficulty)
-    return _instance(_coins(rng, difficulty), low + value % (high - low + 1), difficulty)
+    amount = value if low <= value <= high else low + value % (high - low + 1)
+    return _instance(_coins(rng, difficulty), amount, difficulty)
 
 
 def prompt(instance: dict) -> str:

@@ -33,14 +33,17 @@ def generate(seed: int, difficulty: int) -> dict:
 
 
 def generate_from(value: int, seed: int, difficulty: int) -> dict:
-    """An instance whose capacity is 1 + (value mod the items' total weight), so any int,
-    negative or huge, gives a capacity between 1 and the total weight."""
+    """An instance whose capacity is value itself when it lies between 1 and the items' total
+    weight (so a composed prompt can say "capacity X"), else 1 + (value mod the total weight):
+    any int, negative or huge, gives a capacity in that range."""
     if not isinstance(value, int):
         raise TypeError(f"value must be an int, not {type(value).__name__}")
     difficulty = _clamp(difficulty)
     rng = random.Random(f"{NAME}:from:{seed}:{difficulty}")
     weights, values = _items(rng, difficulty)
-    return {"weights": weights, "values": values, "capacity": 1 + value % sum(weights)}
+    total = sum(weights)
+    capacity = value if 1 <= value <= total else 1 + value % total
+    return {"weights": weights, "values": values, "capacity": capacity}
 
 
 def prompt(instance: dict) -> str:

@@ -44,5 +44,6 @@ def test_the_modulus_matters_at_top_difficulty():
 def test_generate_from_maps_any_int_into_the_amount_range(value):
     instance = env.generate_from(value, 4, 3)
     low, high = env._amount_range(3)
-    assert instance["amount"] == low + value % (high - low + 1)
+    expected = value if low <= value <= high else low + value % (high - low + 1)
+    assert instance["amount"] == expected
     assert env.score(instance, env.solve(instance)) == 1.0

@@ -30,11 +30,12 @@ def test_generate_from_maps_any_int_into_the_capacity_range(value):
     instance = env.generate_from(value, 5, 4)
     total = sum(instance["weights"])
     assert 1 <= instance["capacity"] <= total
-    assert instance["capacity"] == 1 + value % total
+    expected = value if 1 <= value <= total else 1 + value % total
+    assert instance["capacity"] == expected
 
 
 def test_generate_from_keeps_items_and_varies_capacity():
-    instances = [env.generate_from(value, 5, 4) for value in range(10)]
+    instances = [env.generate_from(value, 5, 4) for value in range(1, 11)]
     assert len({str(instance["weights"]) for instance in instances}) == 1
     assert len({instance["capacity"] for instance in instances}) == 10
 
