@@ -57,6 +57,7 @@ class ValidateConfig:
     max_near_miss_accept_share: float = 0.25  # near misses and other instances' answers
     max_constant_share: float = 0.5
     max_leak_share: float = 0.5
+    min_leak_excess: float = 0.25  # over how often other instances' answers appear in a prompt
     huge_probe_chars: int = 1_000_000
     huge_probe_instances: int = 2
     budget_generate_s: float = 0.5

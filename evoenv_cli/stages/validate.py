@@ -275,12 +275,20 @@ class Checker:
                            f"instances (at most {self.cfg.max_constant_share:.0%} allowed)")
 
     def check_leak(self, insts: list[Instance]) -> None:
+        """The reference written in most prompts, and more often than other instances'
+        references are: an answer that is one of the prompt's own labels (a SELECT composite's
+        "B") appears in every prompt but tells the solver nothing."""
         leaked = sum(whole_token_in(i.reference, i.text) for i in insts)
         share = leaked / len(insts)
+        others = [(i, o) for k, i in enumerate(insts) for o in insts[k + 1:k + 6]
+                  if o.reference.strip() != i.reference.strip()]
+        baseline = sum(whole_token_in(o.reference, i.text) for i, o in others) / len(others) if others else 0.0
         self.m["leak_share"] = round(share, 4)
-        if share > self.cfg.max_leak_share:
+        self.m["leak_baseline_share"] = round(baseline, 4)
+        if share > self.cfg.max_leak_share and share - baseline > self.cfg.min_leak_excess:
             raise Rejected("leak", f"the reference answer is written in the prompt in {share:.0%} of "
-                           f"instances (at most {self.cfg.max_leak_share:.0%} allowed)")
+                           f"instances (at most {self.cfg.max_leak_share:.0%} allowed), against "
+                           f"{baseline:.0%} for other instances' answers")
 
     def check_budget(self, insts: list[Instance]) -> None:
         cfg = self.cfg
