@@ -1,0 +1,128 @@
+import ast
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import SEEDS
+
+from evoenv_cli.stages.compose import embed
+
+
+def evoenv(*args):
+    exe = Path(sys.executable).with_name("evoenv")
+    return subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, timeout=600)
+
+
+def records(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+@pytest.fixture(scope="module")
+def composed(tmp_path_factory):
+    out = tmp_path_factory.mktemp("compose") / "out"
+    r = evoenv("compose", SEEDS, "--out", out, "--n", "12", "--max-depth", "2", "--seed", "0", "--json")
+    assert r.returncode == 0, r.stderr
+    return out, json.loads(r.stdout)
+
+
+def test_every_operator_is_sampled_and_recorded(composed):
+    out, summary = composed
+    assert summary["admitted"] == 12
+    index = records(out / "index.jsonl")
+    assert {i["operator"] for i in index} == {"sequential", "parallel", "sort", "select"}
+    for i in index:
+        assert i["origin"] == "compose" and i["parents"] and i["depth"] in (1, 2)
+        head = {"sequential": "seq__", "parallel": "par__", "sort": "sort", "select": "select"}[i["operator"]]
+        assert i["name"].startswith(head)
+    assert any(i["depth"] == 2 for i in index), "no composite of a composite"
+    files = sorted(p.name for p in (out / "envs").iterdir())
+    assert files == sorted(i["file"] for i in index)
+    for f in (out / "envs").iterdir():  # standalone: imports nothing but the standard library
+        tree = ast.parse(f.read_text())
+        imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert not any(m.startswith("evoenv") for m in imported), f.name
+
+
+def test_admitted_composites_pass_validate(composed, tmp_path):
+    out, summary = composed
+    r = evoenv("validate", out, "--out", tmp_path / "v", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["admitted"] == summary["admitted"]
+
+
+def test_same_seed_same_files_and_resume_adds_nothing(composed, tmp_path):
+    out, _ = composed
+    again = tmp_path / "again"
+    assert evoenv("compose", SEEDS, "--out", again, "--n", "12", "--max-depth", "2", "--seed", "0").returncode == 0
+    mine = {p.name: p.read_bytes() for p in (out / "envs").iterdir()}
+    theirs = {p.name: p.read_bytes() for p in (again / "envs").iterdir()}
+    assert mine == theirs
+    before = records(again / "verdicts.jsonl")
+    r = evoenv("compose", SEEDS, "--out", again, "--n", "12", "--max-depth", "2", "--seed", "0", "--resume")
+    assert r.returncode == 0, r.stderr
+    assert records(again / "verdicts.jsonl") == before
+    other = tmp_path / "other"
+    assert evoenv("compose", SEEDS, "--out", other, "--n", "12", "--seed", "5").returncode == 0
+    assert {p.name for p in (other / "envs").iterdir()} != set(mine)
+
+
+BROKEN = '''"""Counts to n, but its solve breaks."""
+import random
+NAME = "broken_counter"
+ANSWER_TYPE = "int"
+INPUT_TYPE = "int"
+def generate(seed, difficulty):
+    return {"n": random.Random(f"b:{seed}:{difficulty}").randint(1, 999)}
+def generate_from(value, seed, difficulty):
+    return {"n": value}
+def prompt(instance):
+    return "What is n + 1 where n is " + str(instance["n"]) + "? Give an integer."
+def solve(instance):
+    raise ZeroDivisionError("the oracle is broken")
+def score(instance, answer):
+    return 0.0
+'''
+
+
+def test_a_composite_of_a_broken_part_names_the_part(tmp_path):
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    shutil.copy(SEEDS / "register_machine.py", lib)
+    (lib / "broken_counter.py").write_text(BROKEN)
+    out = tmp_path / "out"
+    r = evoenv("compose", lib, "--out", out, "--n", "4", "--ops", "sort,parallel,sequential", "--json")
+    assert r.returncode == 0, r.stderr
+    with_broken = [v for v in records(out / "verdicts.jsonl") if "broken_counter.py" in v["parents"]]
+    assert with_broken and not any(v["admitted"] for v in with_broken)
+    assert all("broken_counter" in v["reason"] for v in with_broken), [v["reason"] for v in with_broken]
+
+
+def test_unknown_operator_is_a_one_line_error(tmp_path):
+    r = evoenv("compose", SEEDS, "--out", tmp_path / "o", "--ops", "sequential,zip")
+    assert r.returncode == 2 and "zip" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_embed_keeps_a_parts_globals_and_future_imports_working():
+    source = '''from __future__ import annotations
+import random
+NAME = "counter"
+calls = 0
+def generate(seed: int, difficulty: int) -> dict:
+    global calls
+    calls += 1
+    return {"n": calls}
+def prompt(instance): return "x"
+def solve(instance): return str(instance["n"])
+def score(instance, answer): return 1.0
+'''
+    code = embed(source, "_part_0")
+    assert "nonlocal calls" in code and "__future__" not in code
+    namespace: dict = {}
+    exec(compile(code, "<composite>", "exec"), namespace)  # test-only: our own generated code
+    part = namespace["_part_0"]()
+    assert part["generate"](0, 1) == {"n": 1} and part["generate"](0, 1) == {"n": 2}
+    assert part["NAME"] == "counter" and "generate_from" not in part
