@@ -1,0 +1,236 @@
+"""The one small interface every generation backend implements.
+
+A stage hands a backend a list of chat conversations and a `SamplingConfig`, and gets back one
+`Generation` per conversation, in order, each with exactly `n` `Completion`s (text, token count,
+finish reason). Stages never see which backend produced them.
+
+Failures are data: a request that still fails after the backend's retries gives completions
+with `finish_reason == "error"` and the message in `Generation.error`; `generate` raises only
+when nothing at all could be done (every request failed to connect, the model cannot load).
+
+Seeds: completion `j` of the prompt with id `p` is sampled with `request_seed(sampling.seed,
+p, j)`. Prompt ids default to positions in the call (0, 1, ...); a stage that generates in
+chunks (or resumes) passes stable ids (`prompt_ids=`) so a prompt gets the same seeds however
+the work is split. Backends honour the seeds where they can: `vllm` per completion, `openai`
+per request (servers differ in how faithfully), `hf` per batch (same call, same output).
+
+Heavy libraries (torch, transformers, vllm) are imported only when a backend is built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from evoenv_cli.artifacts import InputError
+
+Messages = list[dict[str, Any]]  # one chat conversation: [{"role": ..., "content": ...}, ...]
+FINISH_REASONS = ("stop", "length", "error")
+
+
+class BackendError(InputError, ValueError):
+    """A backend asked for wrongly (unknown kind, bad option, missing model): exit 2 in the CLI."""
+
+
+class BackendUnavailable(InputError, RuntimeError):
+    """The backend's library is not installed here (e.g. vLLM on a CPU box): exit 2 in the CLI."""
+
+
+class BackendConnectionError(RuntimeError):
+    """Every request failed to reach the server: a run error (exit 1), naming the URL."""
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How to sample: `n` completions per prompt; temperature 0 means greedy."""
+
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 512
+    seed: int | None = 0  # None: unseeded (not reproducible)
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not isinstance(self.n, int) or self.n < 1:
+            problems.append(f"n must be an integer >= 1, got {self.n!r}")
+        if not self.temperature >= 0:
+            problems.append(f"temperature must be >= 0, got {self.temperature!r}")
+        if not 0 < self.top_p <= 1:
+            problems.append(f"top_p must be in (0, 1], got {self.top_p!r}")
+        if not isinstance(self.max_tokens, int) or self.max_tokens < 1:
+            problems.append(f"max_tokens must be an integer >= 1, got {self.max_tokens!r}")
+        if self.seed is not None and not isinstance(self.seed, int):
+            problems.append(f"seed must be an integer or None, got {self.seed!r}")
+        if problems:
+            raise BackendError("sampling: " + "; ".join(problems))
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def record(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class Completion:
+    text: str
+    tokens: int  # generated tokens (0 when the backend could not say)
+    finish_reason: str  # "stop" (EOS or stop string) | "length" (hit max_tokens) | "error"
+    seed: int | None = None  # the seed of the request that produced it
+
+
+@dataclass
+class Generation:
+    """What one prompt got: exactly `n` completions, in order."""
+
+    completions: list[Completion]
+    prompt_tokens: int  # 0 when unknown (e.g. the request failed)
+    error: str | None = None  # set when any completion failed after retries
+
+    @property
+    def texts(self) -> list[str]:
+        return [c.text for c in self.completions]
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def record(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: str  # "hf" | "openai" | "vllm"
+    model: str
+
+    def generate(self, prompts: Sequence[Messages], sampling: SamplingConfig, *,
+                 prompt_ids: Sequence[int] | None = None) -> list[Generation]: ...
+
+    def close(self) -> None: ...
+
+
+class BaseBackend:
+    """Shared plumbing: context manager, argument checks, seeds."""
+
+    name = "base"
+    model = ""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        pass
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.model}>"
+
+    @staticmethod
+    def _check(prompts: Sequence[Messages], sampling: SamplingConfig,
+               prompt_ids: Sequence[int] | None) -> list[int]:
+        if not isinstance(sampling, SamplingConfig):
+            raise BackendError(f"sampling must be a SamplingConfig, got {type(sampling).__name__}")
+        for i, conv in enumerate(prompts):
+            if not isinstance(conv, (list, tuple)) or not conv or not all(
+                    isinstance(m, dict) and isinstance(m.get("role"), str)
+                    and isinstance(m.get("content"), str) for m in conv):
+                raise BackendError(f"prompt {i}: expected a non-empty list of chat messages "
+                                   "{'role': str, 'content': str}")
+        if prompt_ids is None:
+            return list(range(len(prompts)))
+        ids = list(prompt_ids)
+        if len(ids) != len(prompts):
+            raise BackendError(f"prompt_ids has {len(ids)} ids for {len(prompts)} prompts")
+        return ids
+
+
+def request_seed(seed: int | None, prompt_id: int, j: int) -> int | None:
+    """The seed of completion `j` of prompt `prompt_id`: stable, in [0, 2**31), None if unseeded."""
+    if seed is None:
+        return None
+    digest = hashlib.sha256(f"evoenv:{seed}:{prompt_id}:{j}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: its type and the first line of its message."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def normalize_finish_reason(reason: Any) -> str:
+    """Map what servers say to "stop" | "length" (an unknown or missing reason is a stop)."""
+    if reason in ("length", "max_tokens", "max_output_tokens", "model_length"):
+        return "length"
+    if reason == "error":
+        return "error"
+    return "stop"
+
+
+BACKENDS = {
+    "hf": ("evoenv_cli.llm.hf", "HFBackend"),
+    "openai": ("evoenv_cli.llm.openai_compat", "OpenAIBackend"),
+    "vllm": ("evoenv_cli.llm.vllm_backend", "VLLMBackend"),
+}
+
+
+def make_backend(kind: str, model: str, **options: Any) -> Backend:
+    """Build a backend: "hf" (transformers), "openai" (an OpenAI-compatible server) or "vllm"
+    (in-process). Options are the backend's keyword arguments; unknown ones are a BackendError."""
+    import importlib
+    import inspect
+
+    if kind not in BACKENDS:
+        hint = difflib.get_close_matches(str(kind), list(BACKENDS), n=1)
+        more = f" (did you mean {hint[0]!r}?)" if hint else ""
+        raise BackendError(f"unknown backend {kind!r}{more}; choose one of {', '.join(BACKENDS)}")
+    if not model or not isinstance(model, str):
+        raise BackendError(f"the {kind} backend needs a model: pass --model or set backend.model")
+    module, cls_name = BACKENDS[kind]
+    cls = getattr(importlib.import_module(module), cls_name)
+    params = inspect.signature(cls.__init__).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        unknown = [k for k in options if k not in params or k in ("self", "model")]
+        if unknown:
+            hint = difflib.get_close_matches(unknown[0], [p for p in params if p not in ("self", "model")], n=1)
+            more = f" (did you mean {hint[0]!r}?)" if hint else ""
+            raise BackendError(f"the {kind} backend has no option {unknown[0]!r}{more}")
+    return cls(model, **options)
+
+
+# Which BackendConfig fields each kind takes (the rest do not apply to it).
+_CONFIG_FIELDS = {
+    "hf": ("device", "dtype"),
+    "openai": ("base_url", "api_key_env", "concurrency", "timeout_s", "max_retries"),
+    "vllm": ("tensor_parallel_size", "dtype"),
+}
+
+
+def backend_from_config(cfg: Any, **overrides: Any) -> Backend:
+    """A backend from a recipe's `backend:` section (a `config.BackendConfig`), with the flags the
+    user gave (`kind=`, `model=`, `base_url=`, ...; None means not given) over it."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    cfg = dataclasses.replace(cfg, **given) if dataclasses.is_dataclass(cfg) else cfg
+    kind = cfg.kind
+    options = {k: getattr(cfg, k) for k in _CONFIG_FIELDS.get(kind, ())
+               if getattr(cfg, k, None) is not None}
+    if getattr(cfg, "chat_template_kwargs", None):
+        options["chat_template_kwargs"] = cfg.chat_template_kwargs
+    options.update(getattr(cfg, "options", None) or {})
+    return make_backend(kind, cfg.model, **options)
+
+
+__all__ = [
+    "FINISH_REASONS", "Backend", "BackendConnectionError", "BackendError", "BackendUnavailable",
+    "BaseBackend", "Completion", "Generation", "Messages", "SamplingConfig", "backend_from_config",
+    "make_backend", "normalize_finish_reason", "one_line", "request_seed",
+]

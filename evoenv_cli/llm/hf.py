@@ -1,0 +1,200 @@
+"""The `hf` backend: transformers `generate` in this process, batched, on CPU or GPU.
+
+Prompts go through the tokenizer's chat template (`add_generation_prompt=True`), are padded on
+the left and generated in batches of `batch_size` rows (one row per completion; greedy runs
+generate one row per prompt and copy it). A completion ends at the first EOS (finish reason
+"stop") or after `max_tokens` tokens ("length").
+
+Seeds: each batch is sampled under `torch.manual_seed` of a seed derived from the sampling seed
+and the (prompt id, completion index) pairs in it, inside `fork_rng` so the caller's RNG state
+is untouched: the same call gives the same texts on the same device and batch size. (Rows in
+one batch share a random stream, so a completion also depends on its batch-mates.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from evoenv_cli.llm.base import (
+    BackendError,
+    BaseBackend,
+    Completion,
+    Generation,
+    Messages,
+    SamplingConfig,
+    one_line,
+)
+
+
+class HFBackend(BaseBackend):
+    name = "hf"
+
+    def __init__(self, model: str, device: str = "auto", dtype: str = "auto",
+                 batch_size: int = 16, chat_template_kwargs: dict | None = None,
+                 trust_remote_code: bool = False):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        if batch_size < 1:
+            raise BackendError(f"hf backend: batch_size must be >= 1, got {batch_size}")
+        self.model = model
+        self.batch_size = batch_size
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.device = self._device(torch, device)
+        self.dtype = self._dtype(torch, dtype, self.device)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(
+                model, padding_side="left", trust_remote_code=trust_remote_code)
+            self.lm = AutoModelForCausalLM.from_pretrained(
+                model, dtype=self.dtype, trust_remote_code=trust_remote_code).to(self.device)
+        except (OSError, ValueError) as exc:
+            raise BackendError(f"hf backend: cannot load model {model!r}: {one_line(exc)}") from None
+        self.lm.eval()
+        tok = self.tokenizer
+        tok.padding_side = "left"
+        if not getattr(tok, "chat_template", None):
+            raise BackendError(f"hf backend: {model!r} has no chat template (a base model?); "
+                               "use a chat/instruct model")
+        gc = self.lm.generation_config
+        eos = gc.eos_token_id if gc.eos_token_id is not None else tok.eos_token_id
+        eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
+        if tok.eos_token_id is not None and tok.eos_token_id not in eos_ids:
+            eos_ids.append(tok.eos_token_id)
+        if not eos_ids:
+            raise BackendError(f"hf backend: {model!r} defines no EOS token")
+        self.eos_ids = eos_ids
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.convert_ids_to_tokens(eos_ids[0])
+        self.pad_id = tok.pad_token_id
+
+    # -- setup helpers ---------------------------------------------------------------------------
+    @staticmethod
+    def _device(torch, device: str):
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        try:
+            return torch.device(device)
+        except RuntimeError as exc:
+            raise BackendError(f"hf backend: bad device {device!r}: {exc}") from None
+
+    @staticmethod
+    def _dtype(torch, dtype: str, device):
+        if dtype == "auto":
+            if device.type == "cuda":
+                return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+            return torch.float32
+        value = getattr(torch, str(dtype), None)
+        if not isinstance(value, torch.dtype):
+            raise BackendError(f"hf backend: unknown dtype {dtype!r} (auto, float32, bfloat16, float16)")
+        return value
+
+    # -- generation ------------------------------------------------------------------------------
+    def render(self, conversation: Messages) -> str:
+        """The prompt text the model sees: the chat template with the assistant turn opened."""
+        return self.tokenizer.apply_chat_template(
+            list(conversation), tokenize=False, add_generation_prompt=True,
+            **self.chat_template_kwargs)
+
+    def generate(self, prompts: Sequence[Messages], sampling: SamplingConfig, *,
+                 prompt_ids: Sequence[int] | None = None) -> list[Generation]:
+        ids = self._check(prompts, sampling, prompt_ids)
+        if not prompts:
+            return []
+        encoded = [self.tokenizer(self.render(p), add_special_tokens=False)["input_ids"]
+                   for p in prompts]
+        per_prompt = 1 if sampling.greedy else sampling.n  # greedy copies are identical
+        rows = [(i, j) for i in range(len(prompts)) for j in range(per_prompt)]
+        rows.sort(key=lambda r: (len(encoded[r[0]]), r))  # less padding per batch
+        results: dict[tuple[int, int], Completion] = {}
+        errors: dict[int, str] = {}
+        first_exc: BaseException | None = None
+        for start in range(0, len(rows), self.batch_size):
+            batch = rows[start:start + self.batch_size]
+            try:
+                results.update(self._run(batch, encoded, ids, sampling))
+            except Exception as exc:  # recorded per prompt; raised only if nothing worked
+                first_exc = first_exc or exc
+                for i, _ in batch:
+                    errors.setdefault(i, one_line(exc))
+        if first_exc is not None and not results:
+            raise first_exc
+        out = []
+        for i in range(len(prompts)):
+            comps = []
+            for j in range(sampling.n):
+                got = results.get((i, 0 if sampling.greedy else j))
+                comps.append(Completion(got.text, got.tokens, got.finish_reason, got.seed)
+                             if got else Completion("", 0, "error"))
+            out.append(Generation(comps, len(encoded[i]), errors.get(i)))
+        return out
+
+    def _run(self, batch, encoded, ids, sampling: SamplingConfig) -> dict:
+        """Generate one batch of rows; on out-of-memory, split it in halves and go on."""
+        import torch
+
+        try:
+            return self._run_batch(batch, encoded, ids, sampling)
+        except torch.OutOfMemoryError:
+            if len(batch) == 1:
+                raise
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+            half = len(batch) // 2
+            return {**self._run(batch[:half], encoded, ids, sampling),
+                    **self._run(batch[half:], encoded, ids, sampling)}
+
+    def _run_batch(self, batch, encoded, ids, sampling: SamplingConfig) -> dict:
+        import torch
+
+        width = max(len(encoded[i]) for i, _ in batch)
+        input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for r, (i, _) in enumerate(batch):
+            seq = encoded[i]
+            input_ids[r, width - len(seq):] = torch.tensor(seq, dtype=torch.long)
+            mask[r, width - len(seq):] = 1
+        kwargs: dict[str, Any] = dict(
+            max_new_tokens=sampling.max_tokens, pad_token_id=self.pad_id,
+            eos_token_id=self.eos_ids, do_sample=not sampling.greedy)
+        if sampling.greedy:  # neutral values: no "sampling flags set but do_sample=False" noise
+            kwargs.update(temperature=1.0, top_p=1.0, top_k=None)
+        else:
+            kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=None)
+        seed = None
+        if sampling.seed is not None and not sampling.greedy:
+            keys = ",".join(f"{ids[i]}:{j}" for i, j in batch)
+            digest = hashlib.sha256(f"evoenv-hf:{sampling.seed}:{keys}".encode()).digest()
+            seed = int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+        devices = [self.device.index or 0] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices, enabled=seed is not None), torch.inference_mode():
+            if seed is not None:
+                torch.manual_seed(seed)
+            out = self.lm.generate(input_ids=input_ids.to(self.device),
+                                   attention_mask=mask.to(self.device), **kwargs)
+        generated = out[:, width:].tolist()
+        eos = set(self.eos_ids)
+        results = {}
+        for (i, j), toks in zip(batch, generated):
+            stop_at = next((k for k, t in enumerate(toks) if t in eos), None)
+            if stop_at is not None:
+                body, n_tokens, reason = toks[:stop_at], stop_at + 1, "stop"
+            else:
+                body, n_tokens = toks, len(toks)
+                reason = "length" if n_tokens >= sampling.max_tokens else "stop"
+            text = self.tokenizer.decode(body, skip_special_tokens=True)
+            results[(i, j)] = Completion(text, n_tokens, reason, seed)
+        return results
+
+    def close(self) -> None:
+        lm = getattr(self, "lm", None)
+        if lm is not None:
+            self.lm = None
+            if self.device.type == "cuda":
+                import torch
+
+                del lm
+                torch.cuda.empty_cache()

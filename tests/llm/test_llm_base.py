@@ -1,0 +1,75 @@
+"""The backend interface itself: sampling checks, seeds, make_backend's errors, building a
+backend from the recipe's `backend:` section, and that none of it imports torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from evoenv_cli.config import BackendConfig, Recipe
+from evoenv_cli.llm import (
+    BACKENDS,
+    BackendError,
+    SamplingConfig,
+    backend_from_config,
+    make_backend,
+    request_seed,
+)
+from evoenv_cli.llm.base import normalize_finish_reason
+
+
+def test_importing_the_cli_and_every_backend_module_loads_no_torch():
+    code = ("import sys, evoenv_cli.cli, evoenv_cli.llm, evoenv_cli.llm.hf, evoenv_cli.llm.openai_compat, "
+            "evoenv_cli.llm.vllm_backend, evoenv_cli.llm.tiny; "
+            "heavy = [m for m in ('torch', 'transformers', 'vllm') if m in sys.modules]; "
+            "assert not heavy, heavy")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"n": 0}, "n must be"), ({"temperature": -0.1}, "temperature"), ({"top_p": 0}, "top_p"),
+    ({"top_p": 1.5}, "top_p"), ({"max_tokens": 0}, "max_tokens"), ({"seed": 1.5}, "seed"),
+    ({"temperature": float("nan")}, "temperature"),
+])
+def test_sampling_config_refuses_nonsense(kwargs, needle):
+    with pytest.raises(BackendError, match=needle):
+        SamplingConfig(**kwargs)
+
+
+def test_request_seeds_are_stable_distinct_and_in_range():
+    seeds = {request_seed(0, i, j) for i in range(50) for j in range(8)}
+    assert len(seeds) == 400 and all(0 <= s < 2**31 for s in seeds)
+    assert request_seed(0, 3, 1) == request_seed(0, 3, 1) != request_seed(1, 3, 1)
+    assert request_seed(None, 3, 1) is None
+    assert request_seed(0, 3, 1) == 621293539  # fixed across runs, machines and hash seeds
+
+
+def test_finish_reasons_are_normalized():
+    assert [normalize_finish_reason(r) for r in ("stop", "length", "eos", None, "tool_calls", "max_tokens")] == \
+        ["stop", "length", "stop", "stop", "stop", "length"]
+
+
+def test_make_backend_names_the_problem():
+    with pytest.raises(BackendError, match="did you mean 'hf'"):
+        make_backend("hff", "m")
+    with pytest.raises(BackendError, match="did you mean 'openai'"):
+        make_backend("opneai", "m")
+    with pytest.raises(BackendError, match="needs a model"):
+        make_backend("hf", None)
+    assert set(BACKENDS) == {"hf", "openai", "vllm"}
+
+
+def test_backend_from_the_recipe_section_with_flags_over_it():
+    assert Recipe().backend == BackendConfig()
+    cfg = BackendConfig(kind="openai", model="policy", base_url="http://127.0.0.1:9/v1",
+                        concurrency=3, options={"backoff_s": 0.5})
+    b = backend_from_config(cfg, base_url="http://127.0.0.1:10", model=None)
+    assert (b.name, b.model, b.base_url, b.concurrency, b.backoff_s) == \
+        ("openai", "policy", "http://127.0.0.1:10/v1", 3, 0.5)
+    with pytest.raises(BackendError, match="needs a model"):
+        backend_from_config(BackendConfig())
+    with pytest.raises(BackendError, match="unknown backend"):
+        backend_from_config(BackendConfig(kind="tgi", model="m"))
