@@ -21,3 +21,52 @@ def evoenv(tmp_path):
                               input=input, cwd=cwd or tmp_path, timeout=300)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory):
+    """A tiny random-weight chat model built once per test session (no downloads)."""
+    from evoenv_cli.llm.tiny import build_tiny_model
+
+    path = tmp_path_factory.mktemp("tiny") / "model"
+    build_tiny_model(path, seed=0)
+    return path
+
+
+class ScriptedBackend:
+    """A stand-in LLM for testing stage logic: `reply(text, prompt_id, j)` writes each
+    completion. Never the only test of a stage: each also runs on a real backend."""
+
+    name = "scripted"
+    model = "scripted"
+
+    def __init__(self, reply):
+        self.reply = reply
+        self.calls: list[list] = []
+
+    def generate(self, prompts, sampling, *, prompt_ids=None):
+        from evoenv_cli.llm import Completion, Generation
+
+        ids = list(prompt_ids) if prompt_ids is not None else list(range(len(prompts)))
+        self.calls.append([p[-1]["content"] for p in prompts])
+        out = []
+        for conv, pid in zip(prompts, ids):
+            completions, error = [], None
+            for j in range(sampling.n):
+                text = self.reply(conv[-1]["content"], pid, j)
+                if text is None:
+                    completions.append(Completion("", 0, "error"))
+                    error = "scripted failure"
+                else:
+                    completions.append(Completion(text, len(text.split()), "stop"))
+            out.append(Generation(completions, 10, error))
+        return out
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def close(self):
+        pass

@@ -1,0 +1,158 @@
+"""`evoenv review`: the semantic contract. The policy reads each candidate's source and a few
+instances it produced (computed in the sandbox) and votes, as JSON, on whether the reference
+answers the prompt, the task is well posed, the answer format is stated, the answer is not
+guessable, and which asymmetry it has. A majority of K votes admits.
+
+Backend failures are not verdicts: a candidate whose votes could not all be obtained is
+recorded as `backend_error` and judged again on --resume.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from evoenv_cli import artifacts
+from evoenv_cli.config import ReviewConfig, RuntimeConfig, to_dict
+from evoenv_cli.llm.base import Backend, SamplingConfig
+from evoenv_cli.runtime.pool import Call, EnvFile, EnvLoadError, SandboxPool
+from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
+from evoenv_cli.stages.synthesize import template
+
+CHECKS = ("run", "review", "backend_error")
+QUESTIONS = {
+    "reference_answers_prompt": True,
+    "well_posed": True,
+    "format_stated": True,
+    "trivially_guessable": False,
+}
+ASYMMETRIES = ("algorithmic", "planted", "none")
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+
+
+def parse_vote(text: str) -> tuple[dict | None, str]:
+    """The last JSON object in a response with every field well typed, or (None, why)."""
+    body = _THINK.sub("", text or "")
+    decoder = json.JSONDecoder()
+    found = None
+    for m in re.finditer(r"\{", body):
+        try:
+            obj, _ = decoder.raw_decode(body[m.start():])
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and "well_posed" in obj:
+            found = obj
+    if found is None:
+        return None, "no JSON verdict in the response"
+    for key in QUESTIONS:
+        if not isinstance(found.get(key), bool):
+            return None, f"verdict field {key!r} is not true/false"
+    if found.get("asymmetry") not in ASYMMETRIES:
+        return None, "verdict field 'asymmetry' is not algorithmic/planted/none"
+    rationale = found.get("rationale")
+    found["rationale"] = " ".join(rationale.split())[:400] if isinstance(rationale, str) else ""
+    return {k: found[k] for k in (*QUESTIONS, "asymmetry", "rationale")}, ""
+
+
+def approves(vote: dict) -> tuple[bool, str]:
+    for key, wanted in QUESTIONS.items():
+        if vote[key] != wanted:
+            return False, f"{key}={str(vote[key]).lower()}"
+    if vote["asymmetry"] == "none":
+        return False, "asymmetry=none"
+    return True, ""
+
+
+def instances_text(samples: list[tuple[int, str, str]]) -> str:
+    return "\n\n".join(f"## Instance {k + 1} (difficulty {d})\nPrompt:\n{p}\n\nReference answer: {a}"
+                       for k, (d, p, a) in enumerate(samples))
+
+
+def sample_instances(env: EnvFile, cfg: ReviewConfig, pool: SandboxPool) -> list[tuple[int, str, str]]:
+    """(difficulty, prompt, reference) for a few instances; raises ValueError naming the call."""
+    levels = [cfg.levels[k % len(cfg.levels)] for k in range(cfg.instances)]
+    gens = pool.run(env, [Call.generate(cfg.seed + k, d) for k, d in enumerate(levels)])
+    for g in gens:
+        if not g.ok:
+            raise ValueError(f"generate {g.status}: {g.error}")
+    ps = pool.run(env, [c for g in gens for c in (Call.prompt(g.value), Call.solve(g.value))])
+    out = []
+    for k, d in enumerate(levels):
+        p, a = ps[2 * k], ps[2 * k + 1]
+        for fn, r in (("prompt", p), ("solve", a)):
+            if not r.ok:
+                raise ValueError(f"{fn} {r.status}: {r.error}")
+        out.append((d, p.value, a.value))
+    return out
+
+
+def review_prompt(env: EnvFile, samples, cfg: ReviewConfig) -> str:
+    source = env.source.decode("utf-8", "replace")
+    if len(source) > cfg.max_source_chars:
+        source = source[: cfg.max_source_chars] + "\n# ... (truncated)"
+    return template("review.txt").format(source=source, instances=instances_text(samples))
+
+
+def decide(env: EnvFile, name: str | None, generation, votes_wanted: int) -> Verdict:
+    votes, approvals, reasons = [], 0, []
+    errors = [c for c in generation.completions if c.finish_reason == "error"]
+    if errors or len(generation.completions) < votes_wanted:
+        return Verdict(env.path.name, env.env_id, name, False, "backend_error",
+                       f"votes could not be obtained: {generation.error or 'missing completions'}")
+    for c in generation.completions:
+        vote, why = parse_vote(c.text)
+        if vote is None:
+            votes.append({"parsed": False, "reason": why, "finish_reason": c.finish_reason})
+            reasons.append(f"unparseable verdict ({why})")
+            continue
+        ok, why = approves(vote)
+        vote.update(parsed=True, approve=ok)
+        votes.append(vote)
+        approvals += ok
+        if not ok:
+            reasons.append(f"{why}: {vote['rationale']}" if vote["rationale"] else why)
+    admitted = approvals * 2 > votes_wanted
+    if admitted:
+        reason = f"{approvals}/{votes_wanted} votes approve"
+    else:
+        reason = f"{approvals}/{votes_wanted} votes approve; " + (reasons[0] if reasons else "")
+    return Verdict(env.path.name, env.env_id, name, admitted, "admitted" if admitted else "review",
+                   reason, {"votes": votes, "approvals": approvals})
+
+
+def run(library: artifacts.EnvLibrary, cfg: ReviewConfig, runtime: RuntimeConfig, backend: Backend,
+        out: Path, model_name: str, on_verdict: Callable[[Verdict], None] | None = None) -> Summary:
+    sampling = SamplingConfig(n=cfg.votes, temperature=cfg.temperature, top_p=cfg.top_p,
+                              max_tokens=cfg.max_tokens, seed=cfg.seed)
+    order = {e.path.name: k for k, e in enumerate(library.files)}
+    with AdmissionLog(out, library.files, retry_stages=("backend_error",)) as log, \
+            SandboxPool(runtime.limits, runtime.sandbox, runtime.workers) as pool:
+        def finish(v: Verdict) -> None:
+            log.add(v)
+            if on_verdict:
+                on_verdict(v)
+
+        pending = log.pending()
+        for start in range(0, len(pending), cfg.chunk):
+            asks = []
+            for env in pending[start:start + cfg.chunk]:
+                try:
+                    name = pool.describe(env).get("NAME")
+                    samples = sample_instances(env, cfg, pool)
+                except (EnvLoadError, ValueError) as exc:
+                    finish(Verdict(env.path.name, env.env_id, None, False, "run",
+                                   f"could not sample instances to show: {exc}"))
+                    continue
+                asks.append((env, name, review_prompt(env, samples, cfg)))
+            if not asks:
+                continue
+            conversations = [[{"role": "user", "content": text}] for _, _, text in asks]
+            generations = backend.generate(conversations, sampling,
+                                           prompt_ids=[order[env.path.name] for env, _, _ in asks])
+            for (env, name, _), gen in zip(asks, generations):
+                finish(decide(env, name, gen, cfg.votes))
+        return log.finish("review", CHECKS, library,
+                          {"review": to_dict(cfg), "runtime": to_dict(runtime), "model": model_name,
+                           "backend": backend.name, "sampling": sampling.record()})

@@ -1,0 +1,181 @@
+"""`evoenv synthesize`: the policy writes candidate environments.
+
+Each request is built from the environment contract, the two forms of solve-verify asymmetry,
+k example environments drawn from the seeds and the pool (varied per request), the names and
+descriptions already in the pool to steer away from, and a topic hint. Every response is
+recorded in generations.jsonl, parsed or not; candidates land in envs/ with unique names.
+Request i is the same text for the same seed, whatever the backend, so runs can be replayed.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from evoenv_cli import artifacts
+from evoenv_cli.config import SynthesizeConfig, to_dict
+from evoenv_cli.llm.base import Backend, SamplingConfig
+from evoenv_cli.runtime.contract import NAME_PATTERN, REQUIRED_FUNCTIONS
+from evoenv_cli.runtime.pool import EnvFile
+
+PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.DOTALL)
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+
+
+def template(name: str) -> str:
+    return (PROMPTS / name).read_text(encoding="utf-8")
+
+
+@dataclass
+class Example:
+    name: str
+    source: str
+    summary: str
+
+
+def load_examples(libraries: list[artifacts.EnvLibrary]) -> list[Example]:
+    """Every environment of the seeds and pool, by NAME (first library wins)."""
+    out: dict[str, Example] = {}
+    for lib in libraries:
+        for env in lib.files:
+            text = env.source.decode("utf-8", "replace")
+            name, summary = env.name, ""
+            try:
+                tree = ast.parse(text)
+                summary = " ".join((ast.get_docstring(tree) or "").split())[:200]
+                for node in tree.body:
+                    if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "NAME" for t in node.targets):
+                        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                            name = node.value.value
+            except SyntaxError:
+                pass
+            out.setdefault(name, Example(name, text, summary))
+    return list(out.values())
+
+
+def topics(cfg: SynthesizeConfig) -> list[str]:
+    if cfg.topics:
+        return list(cfg.topics)
+    path = Path(cfg.topics_file) if cfg.topics_file else PROMPTS / "topics.txt"
+    if not path.is_file():
+        raise artifacts.InputError(f"{path}: no such topics file")
+    found = [t.strip() for t in path.read_text(encoding="utf-8").splitlines() if t.strip() and not t.startswith("#")]
+    if not found:
+        raise artifacts.InputError(f"{path}: no topics in it")
+    return found
+
+
+def build_prompt(i: int, cfg: SynthesizeConfig, examples: list[Example], topic_list: list[str]) -> tuple[str, list[str], str]:
+    """Request i's text, the examples it shows, and its topic: a function of (seed, i) only."""
+    rng = random.Random(f"synthesize:{cfg.seed}:{i}")
+    shown = rng.sample(examples, min(cfg.examples, len(examples)))
+    topic = rng.choice(topic_list)
+    blocks = "\n\n".join(f"## {e.name}\n```python\n{e.source.strip()}\n```" for e in shown)
+    avoid = sorted(examples, key=lambda e: e.name)[: cfg.max_avoid]
+    avoid_text = "\n".join(f"- {e.name}: {e.summary}" if e.summary else f"- {e.name}" for e in avoid)
+    text = template("synthesize.txt").format(
+        contract=template("contract.txt").strip(), asymmetry=template("asymmetry.txt").strip(),
+        examples=blocks, avoid=avoid_text or "(nothing yet)", topic=topic)
+    return text, [e.name for e in shown], topic
+
+
+def extract_code(response: str) -> tuple[str | None, str]:
+    """(code, outcome): the last fenced block that parses and defines the contract's functions;
+    thinking text and several blocks are expected. Outcomes: ok, no_code, syntax_error,
+    missing_functions."""
+    text = _THINK.sub("", response or "")
+    if "<think>" in text.lower():  # an unclosed think block: nothing after it is an answer
+        return None, "no_code"
+    blocks = [body for lang, body in _FENCE.findall(text) if lang.lower() in ("", "python", "py", "python3")]
+    if not blocks:
+        return None, "no_code"
+    outcome = "syntax_error"
+    for body in reversed(blocks):
+        try:
+            tree = ast.parse(body)
+        except (SyntaxError, ValueError):
+            continue
+        names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        if all(fn in names for fn in REQUIRED_FUNCTIONS):
+            return body.strip() + "\n", "ok"
+        outcome = "missing_functions"
+    return None, outcome
+
+
+def declared_name(code: str) -> str | None:
+    m = re.search(r"^NAME\s*=\s*['\"]([^'\"]+)['\"]", code, re.MULTILINE)
+    return m.group(1) if m and NAME_PATTERN.match(m.group(1)) else None
+
+
+def run(seeds: artifacts.EnvLibrary, pools: list[artifacts.EnvLibrary], cfg: SynthesizeConfig,
+        backend: Backend, out: Path, model_name: str, on_round=None) -> dict:
+    """Request candidates until cfg.n parse, or cfg.max_requests requests were made."""
+    started = artifacts.now_iso()
+    examples = load_examples([seeds, *pools])
+    if not examples:
+        raise artifacts.InputError(f"{seeds.root}: no example environments to show the model")
+    topic_list = topics(cfg)
+    log_path = out / "generations.jsonl"
+    records = artifacts.read_jsonl_tolerant(log_path)
+    done_ids = {r["prompt_id"] for r in records}
+    have = sum(r["outcome"] == "ok" for r in records)
+    sampling = SamplingConfig(n=1, temperature=cfg.temperature, top_p=cfg.top_p,
+                              max_tokens=cfg.max_tokens, seed=cfg.seed)
+    next_id = max(done_ids, default=-1) + 1
+    limit = cfg.max_requests or 4 * cfg.n
+    with artifacts.JsonlAppender(log_path) as log:
+        while have < cfg.n and next_id < limit:
+            count = min(cfg.n - have, cfg.batch, limit - next_id)
+            ids = list(range(next_id, next_id + count))
+            built = [build_prompt(i, cfg, examples, topic_list) for i in ids]
+            conversations = [[{"role": "user", "content": text}] for text, _, _ in built]
+            generations = backend.generate(conversations, sampling, prompt_ids=ids)
+            for i, (text, parents, topic), gen in zip(ids, built, generations):
+                completion = gen.completions[0]
+                code, outcome = (None, "error") if completion.finish_reason == "error" else extract_code(completion.text)
+                file = None
+                if code is not None:
+                    name = declared_name(code) or "candidate"
+                    file = f"g{i:05d}_{name}.py"
+                    dest = out / "envs" / file
+                    tmp = dest.with_name(f".{file}.tmp")
+                    tmp.write_text(code, encoding="utf-8")
+                    tmp.replace(dest)
+                    have += 1
+                log.append({
+                    "prompt_id": i, "prompt_hash": hashlib.sha256(text.encode()).hexdigest()[:16],
+                    "prompt": text, "response": completion.text, "parents": parents, "topic": topic,
+                    "model": model_name, "backend": backend.name, "sampling": sampling.record(),
+                    "seed": completion.seed, "finish_reason": completion.finish_reason,
+                    "tokens": completion.tokens, "outcome": outcome, "error": gen.error, "file": file,
+                })
+            next_id += count
+            if on_round:
+                on_round(have, next_id)
+    records = artifacts.read_jsonl_tolerant(log_path)
+    return _finish(out, records, cfg, seeds, pools, model_name, backend.name, started)
+
+
+def _finish(out: Path, records: list[dict], cfg, seeds, pools, model_name, backend_name, started) -> dict:
+    outcomes: dict[str, int] = {}
+    for r in records:
+        outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
+    files = [r for r in records if r["file"]]
+    index = [{"file": r["file"], "env_id": EnvFile.from_path(out / "envs" / r["file"]).env_id,
+              "name": Path(r["file"]).stem, "origin": "synthesize", "parents": r["parents"],
+              "topic": r["topic"], "prompt_id": r["prompt_id"], "model": model_name} for r in files]
+    artifacts.write_jsonl_atomic(out / "index.jsonl", index)
+    summary = {"stage": "synthesize", "requests": len(records), "candidates": len(files),
+               "outcomes": outcomes, "target": cfg.n}
+    artifacts.write_json_atomic(out / "summary.json", summary)
+    inputs = [e for lib in [seeds, *pools] for e in lib.files]
+    artifacts.write_json_atomic(out / "manifest.json", artifacts.manifest(
+        "synthesize", {"synthesize": to_dict(cfg), "model": model_name, "backend": backend_name},
+        inputs, started, {"requests": len(records), "candidates": len(files), **outcomes},
+        {"seeds": str(seeds.root), "pools": [str(p.root) for p in pools]}))
+    return summary
