@@ -1,0 +1,223 @@
+"""`evoenv calibrate`: the difficulty contract, and pool rotation.
+
+The solver (by default the policy) answers M fresh instances K times at a few difficulty
+levels; answers are extracted and scored in the sandbox. A coarse sweep (1, 4, 7, 10 by
+default) is refined between coarse levels where the pass rate crosses the band, and the levels
+whose pass rate lies in [LO, HI] are the environment's calibrated levels. Every request of a
+sweep, over all environments, goes to the backend as one batch.
+
+Pass rate = mean score over responses with an extractable answer; the share of responses
+without one is a format problem, reported beside it, never mixed into it.
+
+Run on a pool that was calibrated before (its index.jsonl carries `calibration`), the same
+command is pool rotation: an environment that misses the band (widened by a margin) on
+`retire_after` consecutive calibrations retires as retired_too_easy / retired_too_hard.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evoenv_cli import artifacts
+from evoenv_cli.config import CalibrateConfig, RuntimeConfig, SampleConfig, to_dict
+from evoenv_cli.llm.base import Backend, SamplingConfig
+from evoenv_cli.rewards import extract_answer
+from evoenv_cli.runtime.pool import Call, EnvFile, EnvLoadError, SandboxPool
+from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
+from evoenv_cli.stages.sample import build_messages
+
+CHECKS = ("run", "no_answers", "too_easy", "too_hard", "flat", "missed_band",
+          "retired_too_easy", "retired_too_hard")
+
+
+def calibration_seed(base: int, env_name: str, level: int, i: int) -> int:
+    """Instance seeds of calibration: stable per (base, env, level, i), salted apart from the
+    seeds `sample` and `evaluate` use."""
+    digest = hashlib.sha256(f"calibrate:{base}:{env_name}:{level}:{i}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+@dataclass
+class Level:
+    """One level's measurement."""
+
+    scores: list[float] = field(default_factory=list)  # responses with an extractable answer
+    no_answer: int = 0
+    failed: int = 0  # instances that could not be generated in the sandbox
+
+    @property
+    def responses(self) -> int:
+        return len(self.scores) + self.no_answer
+
+    @property
+    def pass_rate(self) -> float | None:
+        return sum(self.scores) / len(self.scores) if self.scores else None
+
+    def record(self) -> dict:
+        p = self.pass_rate
+        return {"pass_rate": None if p is None else round(p, 4), "n": len(self.scores),
+                "no_answer_share": round(self.no_answer / self.responses, 4) if self.responses else None}
+
+
+@dataclass
+class Subject:
+    env: EnvFile
+    name: str
+    curve: dict[int, Level] = field(default_factory=dict)
+    error: str | None = None
+
+
+def sweep(subjects: list[Subject], levels_of: Callable[[Subject], list[int]], cfg: CalibrateConfig,
+          sample_cfg: SampleConfig, pool: SandboxPool, backend: Backend) -> None:
+    """Measure the given levels of every subject: instances in the sandbox, one backend batch
+    for all prompts, answers scored in the sandbox."""
+    plan: list[tuple[Subject, int, dict]] = []  # (subject, level, instance)
+    gen_jobs = []
+    for s in subjects:
+        if s.error:
+            continue
+        levels = [lv for lv in levels_of(s) if lv not in s.curve]
+        calls = [Call.generate(calibration_seed(cfg.seed, s.name, lv, i), lv) for lv in levels
+                 for i in range(cfg.instances)]
+        gen_jobs.append((s, levels, calls))
+    results = pool.run_many([(s.env, calls) for s, _, calls in gen_jobs])
+    prompt_jobs = []
+    for (s, levels, calls), rs in zip(gen_jobs, results):
+        for lv in levels:
+            s.curve[lv] = Level()
+        good = []
+        for c, r in zip(calls, rs):
+            if r.ok:
+                good.append((c.args[1], r.value))
+            else:
+                s.curve[c.args[1]].failed += 1
+        if rs and not good:
+            s.error = f"generate {rs[0].status}: {rs[0].error}"
+        prompt_jobs.append((s, good))
+    texts = pool.run_many([(s.env, [Call.prompt(inst) for _, inst in good]) for s, good in prompt_jobs])
+    conversations = []
+    for (s, good), rs in zip(prompt_jobs, texts):
+        for (lv, inst), r in zip(good, rs):
+            if r.ok:
+                plan.append((s, lv, inst))
+                conversations.append(build_messages(r.value, sample_cfg))
+            else:
+                s.curve[lv].failed += 1
+    if not conversations:
+        return
+    sampling = SamplingConfig(n=cfg.samples, temperature=cfg.temperature, top_p=cfg.top_p,
+                              max_tokens=cfg.max_tokens, seed=cfg.seed)
+    generations = backend.generate(conversations, sampling)
+    score_jobs: dict[str, tuple[EnvFile, list[Call], list[tuple[Subject, int]]]] = {}
+    for (s, lv, inst), gen in zip(plan, generations):
+        for c in gen.completions:
+            answer = None if c.finish_reason == "error" else extract_answer(c.text, cfg.answer_tag)
+            if answer is None:
+                s.curve[lv].no_answer += 1
+                continue
+            job = score_jobs.setdefault(s.env.env_id, (s.env, [], []))
+            job[1].append(Call.score(inst, answer))
+            job[2].append((s, lv))
+    jobs = list(score_jobs.values())
+    for (_, _, where), rs in zip(jobs, pool.run_many([(e, calls) for e, calls, _ in jobs])):
+        for (s, lv), r in zip(where, rs):
+            s.curve[lv].scores.append(r.value if r.ok else 0.0)
+
+
+def refine_levels(s: Subject, cfg: CalibrateConfig) -> list[int]:
+    """Levels between coarse neighbours whose pass rates bracket or touch the band."""
+    lo, hi = cfg.band
+    known = sorted(lv for lv, m in s.curve.items() if m.pass_rate is not None)
+    extra = []
+    for a, b in zip(known, known[1:]):
+        pa, pb = s.curve[a].pass_rate, s.curve[b].pass_rate
+        crosses = min(pa, pb) <= hi and max(pa, pb) >= lo
+        if crosses and b - a > 1:
+            extra += range(a + 1, b)
+    return extra
+
+
+def judge(s: Subject, cfg: CalibrateConfig, previous: dict | None) -> Verdict:
+    curve = {str(lv): s.curve[lv].record() for lv in sorted(s.curve)}
+    responses = sum(m.responses for m in s.curve.values())
+    no_answer = sum(m.no_answer for m in s.curve.values())
+    m = {"curve": curve, "no_answer_share": round(no_answer / responses, 4) if responses else None,
+         "band": list(cfg.band)}
+
+    def verdict(admitted: bool, stage: str, reason: str, **extra) -> Verdict:
+        return Verdict(s.env.path.name, s.env.env_id, s.name, admitted, stage, reason, {**m, **extra})
+
+    if s.error:
+        return verdict(False, "run", f"could not sample instances: {s.error}")
+    rates = {lv: lvl.pass_rate for lv, lvl in s.curve.items() if lvl.pass_rate is not None}
+    if not rates:
+        return verdict(False, "no_answers", f"no response had an extractable answer ({no_answer} "
+                       "responses): a format problem, not a difficulty signal")
+    lo, hi = cfg.band
+    chosen = sorted(lv for lv, p in rates.items() if lo <= p <= hi)
+    low_level, high_level = min(rates), max(rates)
+    spread = max(rates.values()) - min(rates.values())
+    if all(p > hi for p in rates.values()):
+        kind, why = "too_easy", f"pass rate {rates[high_level]:.2f} > {hi} even at level {high_level}"
+    elif all(p < lo for p in rates.values()):
+        kind, why = "too_hard", f"pass rate {rates[low_level]:.2f} < {lo} even at level {low_level}"
+    elif len(rates) >= 3 and spread < cfg.flat_tolerance:
+        kind, why = "flat", (f"the pass rate does not respond to difficulty (it spans {spread:.2f} "
+                             f"over levels {sorted(rates)})")
+    elif chosen:
+        return verdict(True, "admitted", f"pass rate in [{lo}, {hi}] at levels {chosen}",
+                       levels=chosen, misses=0)
+    else:
+        kind, why = "missed_band", "the pass rate jumps over the band between adjacent levels"
+    if previous is None:
+        return verdict(False, kind, why)
+    # pool rotation: an environment already in the pool gets hysteresis
+    wide = [lv for lv, p in rates.items() if lo - cfg.margin <= p <= hi + cfg.margin]
+    if wide:
+        return verdict(True, "admitted", f"within the band's margin at levels {sorted(wide)}",
+                       levels=sorted(wide), misses=0)
+    misses = int(previous.get("misses", 0) or 0) + 1
+    if misses >= cfg.retire_after and kind in ("too_easy", "too_hard"):
+        return verdict(False, f"retired_{kind}", f"{why}; missed the band {misses} times in a row",
+                       misses=misses)
+    if misses >= cfg.retire_after:
+        return verdict(False, kind, f"{why}; missed the band {misses} times in a row", misses=misses)
+    kept = [lv for lv in previous.get("levels", []) if type(lv) is int] or sorted(rates)
+    return verdict(True, "admitted", f"kept on its earlier levels: {why} (miss {misses} of "
+                   f"{cfg.retire_after})", levels=kept, misses=misses)
+
+
+def run(library: artifacts.EnvLibrary, cfg: CalibrateConfig, sample_cfg: SampleConfig,
+        runtime: RuntimeConfig, backend: Backend, out: Path, model_name: str,
+        on_verdict: Callable[[Verdict], None] | None = None) -> Summary:
+    with AdmissionLog(out, library.files) as log, \
+            SandboxPool(runtime.limits, runtime.sandbox, runtime.workers) as pool:
+        subjects = []
+        for env in log.pending():
+            try:
+                name = pool.describe(env).get("NAME") or env.name
+                subjects.append(Subject(env, name))
+            except EnvLoadError as exc:
+                subjects.append(Subject(env, env.name, error=str(exc)))
+        for start in range(0, len(subjects), cfg.chunk):
+            group = subjects[start:start + cfg.chunk]
+            sweep(group, lambda s: list(cfg.coarse_levels), cfg, sample_cfg, pool, backend)
+            sweep(group, lambda s: refine_levels(s, cfg), cfg, sample_cfg, pool, backend)
+            for s in group:
+                previous = (library.index.get(s.env.env_id) or {}).get("calibration")
+                v = judge(s, cfg, previous if isinstance(previous, dict) else None)
+                log.add(v)
+                if on_verdict:
+                    on_verdict(v)
+        extra = {}
+        for f, r in log.done.items():
+            if r["admitted"]:
+                extra[f] = {"calibration": {"curve": r["curve"], "levels": r["levels"], "band": r["band"],
+                                            "misses": r.get("misses", 0), "model": model_name,
+                                            "no_answer_share": r["no_answer_share"]}}
+        return log.finish("calibrate", CHECKS, library,
+                          {"calibrate": to_dict(cfg), "runtime": to_dict(runtime), "model": model_name,
+                           "backend": backend.name}, index_extra=extra)

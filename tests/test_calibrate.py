@@ -1,0 +1,132 @@
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import SEEDS, ScriptedBackend
+
+from evoenv_cli.artifacts import EnvLibrary, prepare_out_dir
+from evoenv_cli.config import CalibrateConfig, RuntimeConfig, SampleConfig
+from evoenv_cli.stages import calibrate
+
+ENVS = ("register_machine", "grid_shortest_path")
+CFG = CalibrateConfig(instances=3, samples=6)
+INSTRUCTION = "\n\n" + SampleConfig().answer_instruction
+
+
+def load(name):
+    spec = importlib.util.spec_from_file_location(f"cal_{name}", SEEDS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def answer_key(names=ENVS, cfg=CFG) -> dict[str, tuple[str, str, int]]:
+    """prompt text -> (env, reference, level) for every instance calibrate can ask about."""
+    key = {}
+    for name in names:
+        m = load(name)
+        for level in range(1, 11):
+            for i in range(cfg.instances):
+                inst = json.loads(json.dumps(m.generate(calibrate.calibration_seed(cfg.seed, name, level, i), level)))
+                key[m.prompt(inst)] = (name, m.solve(inst), level)
+    return key
+
+
+def solver(accuracy, key):
+    """A scripted solver of known accuracy per (env, level): of the K samples of an instance,
+    the first round(accuracy * K) are right."""
+
+    def reply(text, pid, j):
+        name, ref, level = key[text[: -len(INSTRUCTION)]]
+        right = j < round(accuracy(name, level) * CFG.samples)
+        return f"thinking... <answer>{ref if right else ref + '0'}</answer>"
+
+    return reply
+
+
+def library(tmp_path, names=ENVS):
+    lib = tmp_path / "lib"
+    lib.mkdir(exist_ok=True)
+    for n in names:
+        shutil.copy(SEEDS / f"{n}.py", lib)
+    return EnvLibrary.open(lib)
+
+
+def run(lib, backend, out):
+    calibrate.run(lib, CFG, SampleConfig(), RuntimeConfig(), backend, prepare_out_dir(out, False, False), "m")
+    return {json.loads(x)["name"]: json.loads(x) for x in (out / "verdicts.jsonl").read_text().splitlines()}
+
+
+@pytest.fixture(scope="module")
+def key():
+    return answer_key()
+
+
+def test_search_finds_the_band_and_refines_between_coarse_levels(tmp_path, key):
+    backend = ScriptedBackend(solver(lambda n, lv: 1 - (lv - 1) / 9 if n == "register_machine" else 1.0, key))
+    v = run(library(tmp_path), backend, tmp_path / "out")
+    rm = v["register_machine"]
+    assert rm["admitted"] and rm["levels"] == [2, 3, 4, 5, 6, 7, 8, 9]
+    assert rm["curve"]["1"]["pass_rate"] == 1.0 and rm["curve"]["10"]["pass_rate"] == 0.0
+    assert rm["curve"]["4"]["n"] == CFG.instances * CFG.samples and rm["no_answer_share"] == 0.0
+    assert v["grid_shortest_path"]["stage"] == "too_easy"
+    assert len(backend.calls) == 2  # one batch per sweep (coarse, refine), over all environments
+    index = [json.loads(x) for x in (tmp_path / "out" / "index.jsonl").read_text().splitlines()]
+    assert index[0]["calibration"]["levels"] == rm["levels"]
+    out = tmp_path / "rows.jsonl"
+    exe = Path(sys.executable).with_name("evoenv")
+    r = subprocess.run([exe, "sample", tmp_path / "out", "-o", out, "-n", "16", "--difficulty-from", "index"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert {json.loads(x)["difficulty"] for x in out.read_text().splitlines()} == set(rm["levels"])
+
+
+@pytest.mark.parametrize("accuracy, stage", [(0.0, "too_hard"), (0.5, "flat")])
+def test_too_hard_and_flat(tmp_path, key, accuracy, stage):
+    v = run(library(tmp_path, ("register_machine",)), ScriptedBackend(solver(lambda n, lv: accuracy, key)),
+            tmp_path / "out")
+    assert v["register_machine"]["stage"] == stage and not v["register_machine"]["admitted"]
+    assert "curve" in v["register_machine"]
+
+
+def test_no_extractable_answer_is_a_format_problem_not_difficulty(tmp_path):
+    v = run(library(tmp_path, ("register_machine",)), ScriptedBackend(lambda t, p, j: "42"), tmp_path / "out")
+    rm = v["register_machine"]
+    assert rm["stage"] == "no_answers" and rm["no_answer_share"] == 1.0
+    assert rm["curve"]["1"]["pass_rate"] is None
+
+
+def test_pool_rotation_retires_after_two_misses_not_one(tmp_path, key):
+    easy = ScriptedBackend(solver(lambda n, lv: 1 - (lv - 1) / 9, key))
+    first = run(library(tmp_path, ("register_machine",)), easy, tmp_path / "r1")
+    assert first["register_machine"]["admitted"]
+    solved = ScriptedBackend(solver(lambda n, lv: 1.0, key))  # the policy got better
+    second = run(EnvLibrary.open(tmp_path / "r1"), solved, tmp_path / "r2")["register_machine"]
+    assert second["admitted"] and second["misses"] == 1 and second["levels"] == first["register_machine"]["levels"]
+    third = run(EnvLibrary.open(tmp_path / "r2"), solved, tmp_path / "r3")["register_machine"]
+    assert not third["admitted"] and third["stage"] == "retired_too_easy" and third["misses"] == 2
+    back = run(EnvLibrary.open(tmp_path / "r2"), easy, tmp_path / "r3b")["register_machine"]
+    assert back["admitted"] and back["misses"] == 0
+
+
+def test_real_tiny_model_through_hf(tiny_model, tmp_path):
+    library(tmp_path, ("register_machine",))
+    exe = Path(sys.executable).with_name("evoenv")
+    r = subprocess.run([exe, "calibrate", tmp_path / "lib", "--out", tmp_path / "out", "--model", tiny_model,
+                        "--backend", "hf", "--instances", "1", "--samples", "2", "--json",
+                        "--config", write_recipe(tmp_path)], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0, r.stderr
+    v = json.loads((tmp_path / "out" / "verdicts.jsonl").read_text().splitlines()[0])
+    assert v["stage"] == "no_answers" and v["curve"]["1"]["no_answer_share"] == 1.0
+
+
+def write_recipe(tmp_path) -> Path:
+    p = tmp_path / "recipe.yaml"
+    p.write_text("calibrate:\n  max_tokens: 16\n")
+    return p
