@@ -25,9 +25,12 @@ _PATTERNS: dict[str, re.Pattern] = {}
 
 
 def extract_answer(text: Any, tag: str = "answer") -> str | None:
-    """The content of the last <tag>...</tag> block, stripped; None when there is none."""
+    """The content of the last <tag>...</tag> block, stripped; None when there is none.
+    An empty tag takes the whole response (for models trained without answer tags)."""
     if not isinstance(text, str):
         return None
+    if not tag:
+        return text.strip()
     pattern = _PATTERNS.get(tag)
     if pattern is None:
         t = re.escape(tag)

@@ -1,0 +1,211 @@
+"""`evoenv train`: GRPO (TRL's GRPOTrainer) on rows written by `evoenv sample`, rewarded by
+the environments' own `score` through the sandboxed runtime, batched per step.
+
+Inputs are checked before anything heavy loads: every row has the fields the reward needs,
+every env_id is in the library, the model exists. The run writes the checkpoint (full, or a
+LoRA adapter plus an optional merged copy), `train-manifest.json`, and `metrics.jsonl`: per
+logged step TRL's numbers (reward mean/std, zero-variance-group share, KL, lengths) and per
+environment reward mean/std and pass rate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import threading
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from evoenv_cli import artifacts
+from evoenv_cli.config import RewardConfig, RuntimeConfig, TrainConfig, to_dict
+from evoenv_cli.rewards import EnvReward
+
+ROW_FIELDS = ("prompt", "env_id", "instance")
+
+
+def check_inputs(data: Path, library: artifacts.EnvLibrary, model: str) -> list[dict]:
+    """The rows, or an InputError naming the file and the first problem."""
+    rows = list(artifacts.read_jsonl(data))
+    if not rows:
+        raise artifacts.InputError(f"{data}: no rows")
+    known = {e.env_id for e in library.files}
+    names = {e.name for e in library.files}
+    for n, row in enumerate(rows, 1):
+        missing = [f for f in ROW_FIELDS if f not in row]
+        if missing:
+            raise artifacts.InputError(f"{data}:{n}: row lacks {', '.join(missing)} (write rows with `evoenv sample`)")
+        if not isinstance(row["prompt"], (list, str)) or not row["prompt"]:
+            raise artifacts.InputError(f"{data}:{n}: prompt must be chat messages or text")
+        if row["env_id"] not in known and row.get("env_name") not in names:
+            raise artifacts.InputError(f"{data}:{n}: environment {row['env_id']} ({row.get('env_name', '?')}) "
+                                       f"is not in the library {library.root}")
+    check_model(model)
+    return rows
+
+
+def check_model(model: str) -> None:
+    """A local path must exist; an 'org/name' hub id is left to transformers."""
+    path = Path(model).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file() and not (path / "adapter_config.json").is_file():
+            raise artifacts.InputError(f"{model}: not a model folder (no config.json)")
+        return
+    looks_like_hub_id = model.count("/") == 1 and not model.startswith((".", "/", "~"))
+    if not looks_like_hub_id:
+        raise artifacts.InputError(f"{model}: no such model folder")
+
+
+class StepRewards:
+    """The reward function TRL calls, keeping per-environment rewards until the next log."""
+
+    __name__ = "evoenv_env_reward"
+
+    def __init__(self, reward: EnvReward):
+        self.reward = reward
+        self._lock = threading.Lock()
+        self.window: dict[str, list[tuple[float, float]]] = defaultdict(list)  # name -> (reward, score)
+
+    def __call__(self, prompts=None, completions=None, env_id=None, instance=None, env_name=None, **kwargs):
+        details = self.reward.details(completions, env_id, instance, env_name)
+        with self._lock:
+            for d, eid, name in zip(details, env_id, env_name or [None] * len(details)):
+                self.window[name or eid].append((d["reward"], d["score"]))
+        return [d["reward"] for d in details]
+
+    def drain(self) -> dict[str, dict]:
+        with self._lock:
+            window, self.window = self.window, defaultdict(list)
+        out = {}
+        for name, pairs in sorted(window.items()):
+            rewards = [r for r, _ in pairs]
+            out[name] = {"n": len(pairs), "reward_mean": round(statistics.fmean(rewards), 4),
+                         "reward_std": round(statistics.pstdev(rewards), 4),
+                         "pass_rate": round(sum(s >= 1.0 for _, s in pairs) / len(pairs), 4)}
+        return out
+
+
+def grpo_args(cfg: TrainConfig, out: Path) -> dict[str, Any]:
+    """GRPOConfig keyword arguments, as TRL 1.x names them."""
+    import torch
+
+    on_gpu = torch.cuda.is_available() and not cfg.use_cpu
+    args = dict(
+        output_dir=str(out / "checkpoints"),
+        learning_rate=cfg.learning_rate,
+        beta=cfg.beta,
+        num_generations=cfg.num_generations,
+        per_device_train_batch_size=cfg.per_device_train_batch_size,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        max_completion_length=cfg.max_completion_length,
+        temperature=cfg.temperature,
+        num_train_epochs=cfg.epochs,
+        max_steps=cfg.max_steps,
+        seed=cfg.seed,
+        loss_type=cfg.loss_type,
+        scale_rewards=cfg.scale_rewards,
+        logging_steps=cfg.logging_steps,
+        save_steps=cfg.save_steps,
+        save_total_limit=cfg.save_total_limit,
+        gradient_checkpointing=cfg.gradient_checkpointing,
+        max_grad_norm=cfg.max_grad_norm,
+        warmup_steps=cfg.warmup_steps,
+        report_to=cfg.report_to,
+        use_cpu=not on_gpu,
+        bf16=on_gpu if cfg.bf16 is None else cfg.bf16,
+        log_completions=cfg.log_completions,
+        use_vllm=cfg.use_vllm,
+    )
+    if cfg.use_vllm:
+        args.update(vllm_mode=cfg.vllm_mode, vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+                    vllm_tensor_parallel_size=cfg.vllm_tensor_parallel_size)
+        if cfg.vllm_mode == "server" and cfg.vllm_server_base_url:
+            args["vllm_server_base_url"] = cfg.vllm_server_base_url
+    if cfg.chat_template_kwargs:
+        args["chat_template_kwargs"] = cfg.chat_template_kwargs
+    return args
+
+
+def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: TrainConfig,
+        reward_cfg: RewardConfig, runtime: RuntimeConfig, resume: bool = False) -> dict:
+    rows = check_inputs(data, library, model)
+    started = artifacts.now_iso()
+    out.mkdir(parents=True, exist_ok=True)
+
+    import datasets
+    import transformers
+    from trl import GRPOConfig, GRPOTrainer
+
+    transformers.set_seed(cfg.seed)
+    dataset = datasets.load_dataset("json", data_files=str(data), split="train")
+    reward = EnvReward(library.files, answer_tag=reward_cfg.answer_tag, format_weight=reward_cfg.format_weight,
+                       sandbox=runtime.sandbox, workers=runtime.workers, limits=runtime.limits)
+    step_rewards = StepRewards(reward)
+    peft_config = None
+    if cfg.lora:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                                 target_modules=cfg.lora_target_modules, task_type="CAUSAL_LM")
+    metrics_path = out / "metrics.jsonl"
+    if not resume:
+        metrics_path.unlink(missing_ok=True)
+    trainer = GRPOTrainer(
+        model=model, reward_funcs=[step_rewards], args=GRPOConfig(**grpo_args(cfg, out)),
+        train_dataset=dataset, peft_config=peft_config,
+        callbacks=[_metrics_callback(metrics_path, step_rewards)],
+    )
+    checkpoint = resume and any((out / "checkpoints").glob("checkpoint-*"))
+    try:
+        result = trainer.train(resume_from_checkpoint=True if checkpoint else None)
+    finally:
+        reward.close()
+    trainer.save_model(str(out))
+    if trainer.processing_class is not None:
+        trainer.processing_class.save_pretrained(str(out))
+    merged = None
+    if cfg.lora and cfg.merge_lora:
+        merged = out / "merged"
+        trainer.model.merge_and_unload().save_pretrained(str(merged))
+        if trainer.processing_class is not None:
+            trainer.processing_class.save_pretrained(str(merged))
+    summary = {
+        "stage": "train", "steps": trainer.state.global_step, "rows": len(rows),
+        "train_loss": result.training_loss, "checkpoint": str(out),
+        "merged": str(merged) if merged else None, "adapter": bool(cfg.lora),
+        "mean_reward": _mean_reward(metrics_path),
+    }
+    artifacts.write_json_atomic(out / "train-manifest.json", {
+        **artifacts.manifest("train", {"train": to_dict(cfg), "reward": to_dict(reward_cfg),
+                                       "runtime": to_dict(runtime)}, library.files, started,
+                             {"rows": len(rows), "steps": summary["steps"]},
+                             {"data": str(data), "model": model, "library": str(library.root)}),
+        "summary": summary,
+    })
+    return summary
+
+
+def _mean_reward(metrics_path: Path) -> float | None:
+    values = [r["reward"] for r in artifacts.read_jsonl_tolerant(metrics_path) if isinstance(r.get("reward"), (int, float))]
+    return round(statistics.fmean(values), 4) if values else None
+
+
+def _metrics_callback(path: Path, step_rewards: StepRewards):
+    from transformers import TrainerCallback
+
+    class MetricsLog(TrainerCallback):
+        """One JSON line per logged step: TRL's numbers plus per-environment rewards."""
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if not state.is_world_process_zero or not logs or "reward" not in logs:
+                return
+            record = {"step": state.global_step, **{k: v for k, v in logs.items()
+                                                    if isinstance(v, (int, float)) and v == v}}
+            record["per_env"] = step_rewards.drain()
+            with path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+
+    return MetricsLog()

@@ -1,0 +1,111 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import SEEDS
+
+EXE = Path(sys.executable).with_name("evoenv")
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+FIXTURE = Path(__file__).parent / "fixtures" / "digit_share.py"
+RECIPE = """train:
+  num_generations: 2
+  per_device_train_batch_size: 4
+  max_completion_length: 8
+  learning_rate: 0.01
+  gradient_checkpointing: false
+  save_steps: 2
+reward:
+  answer_tag: ""
+"""
+
+
+def evoenv(*args, cwd=None):
+    return subprocess.run([str(EXE), *map(str, args)], capture_output=True, text=True, env=ENV,
+                          cwd=cwd, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    """Rows of a partial-credit fixture whose reward varies for a random model (the seeds'
+    rewards are all 0 for it, and a group of equal rewards teaches nothing); the library
+    holds the seeds too."""
+    d = tmp_path_factory.mktemp("train")
+    lib = d / "lib"
+    lib.mkdir()
+    for f in [FIXTURE, *SEEDS.glob("*.py")]:
+        (lib / f.name).write_bytes(f.read_bytes())
+    out = d / "rows.jsonl"
+    assert evoenv("sample", lib, "-o", out, "-n", "2", "-d", "1").returncode == 0
+    lines = out.read_text().splitlines()
+    digits = [x for x in lines if '"digit_share"' in x]
+    out.write_text("\n".join(digits * 4) + "\n")  # the seeds are in the library, not in these rows
+    (d / "recipe.yaml").write_text(RECIPE)
+    return out
+
+
+def weights(path: Path):
+    from safetensors.torch import load_file
+
+    files = sorted(path.glob("*.safetensors"))
+    assert files, f"no weights in {path}"
+    out = {}
+    for f in files:
+        out.update(load_file(str(f)))
+    return out
+
+
+def test_grpo_steps_change_weights_and_log_rewards(tiny_model, rows, tmp_path):
+    out = tmp_path / "ckpt"
+    r = evoenv("train", rows, "--library", rows.parent / "lib", "--model", tiny_model, "--out", out,
+               "--config", rows.parent / "recipe.yaml", "--max-steps", "2", "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["steps"] == 2
+    before, after = weights(tiny_model), weights(out)
+    changed = [k for k in before if k in after and not (before[k] == after[k]).all()]
+    assert changed, "training changed no weight"
+    metrics = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2]
+    for m in metrics:
+        assert "reward" in m and "reward_std" in m and "frac_reward_zero_std" in m
+        assert m["per_env"] and all({"reward_mean", "reward_std", "pass_rate", "n"} <= set(v) for v in m["per_env"].values())
+    manifest = json.loads((out / "train-manifest.json").read_text())
+    assert manifest["summary"]["steps"] == 2 and manifest["config"]["train"]["num_generations"] == 2
+    # resume from the last checkpoint runs the remaining steps only
+    r = evoenv("train", rows, "--library", rows.parent / "lib", "--model", tiny_model, "--out", out,
+               "--config", rows.parent / "recipe.yaml", "--max-steps", "3", "--resume", "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1])["steps"] == 3
+
+
+def test_lora_adapter_and_merged_copy(tiny_model, rows, tmp_path):
+    recipe = tmp_path / "lora.yaml"
+    recipe.write_text(RECIPE.replace("train:\n", "train:\n  lora: true\n  lora_r: 4\n  lora_alpha: 8\n  merge_lora: true\n"))
+    out = tmp_path / "lora"
+    r = evoenv("train", rows, "--library", rows.parent / "lib", "--model", tiny_model, "--out", out, "--config", recipe,
+               "--max-steps", "1")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (out / "adapter_config.json").is_file() and (out / "merged" / "config.json").is_file()
+
+
+def one_line(r, needle):
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], r.stderr
+
+
+def test_bad_inputs_fail_before_training(tiny_model, rows, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    row = json.loads(rows.read_text().splitlines()[0])
+    bad.write_text(json.dumps({k: v for k, v in row.items() if k != "instance"}) + "\n")
+    one_line(evoenv("train", bad, "--library", rows.parent / "lib", "--model", tiny_model, "--out", tmp_path / "a"),
+             "bad.jsonl:1: row lacks instance")
+    bad.write_text(json.dumps(dict(row, env_id="f" * 16, env_name="gone")) + "\n")
+    one_line(evoenv("train", bad, "--library", rows.parent / "lib", "--model", tiny_model, "--out", tmp_path / "b"),
+             "is not in the library")
+    one_line(evoenv("train", rows, "--library", rows.parent / "lib", "--model", tmp_path / "no-model", "--out", tmp_path / "c"),
+             "no such model folder")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
