@@ -32,6 +32,11 @@ state = {"verbose": False}
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Recipe YAML; flags override it.")]
 SandboxOpt = Annotated[str | None, typer.Option("--sandbox", help="Where environment code runs: auto (bwrap when it works), bwrap, or process (weaker fallback).")]
 WorkersOpt = Annotated[int | None, typer.Option("--workers", help="Sandboxed worker processes.", min=1)]
+# The policy model, shared by the LLM stages (synthesize, review, calibrate, evaluate); they go
+# over the recipe's `backend:` section via evoenv_cli.llm.backend_from_config(recipe.backend, ...).
+ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Policy model: a checkpoint folder or hub name (for --backend openai, the name the server serves).")]
+BackendOpt = Annotated[str | None, typer.Option("--backend", help="How to generate: hf (transformers, in-process), openai (an OpenAI-compatible server at --base-url) or vllm (in-process, GPU).")]
+BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="For --backend openai: the server, e.g. http://127.0.0.1:8000/v1 (key from $OPENAI_API_KEY if set).")]
 
 
 def fail(code: int, message: str) -> None:
@@ -219,6 +224,404 @@ def _funnel(summary: dict, out_dir: Path) -> None:
 
 @app.command()
 @stage_command
+def compose(
+    library: Annotated[Path, typer.Argument(help="Environments to compose: a folder of .py files or a stage's output folder.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (envs/, verdicts.jsonl, index.jsonl, manifest.json, summary.json).")],
+    ops: Annotated[str | None, typer.Option("--ops", help="Comma-separated operators: sequential, parallel, sort, select.")] = None,
+    n: Annotated[int | None, typer.Option("--n", "-n", help="Composites to admit (over all depths).", min=1)] = None,
+    max_depth: Annotated[int | None, typer.Option("--max-depth", help="Composites of composites up to this depth.", min=1)] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Which composites are sampled.")] = None,
+    config: ConfigOpt = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue a previous run into OUT, reusing its verdicts.")] = False,
+    clean: Annotated[bool, typer.Option("--clean", help="Delete OUT's results first.")] = False,
+    workers: WorkersOpt = None,
+    sandbox: SandboxOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout instead of the table.")] = False,
+) -> None:
+    """RACES: fuse environments into new verifiable ones (SEQUENTIAL, PARALLEL, SORT, SELECT),
+    each a standalone file judged by the execution contract before it is written.
+
+    Example: [bold]evoenv compose seeds/ --out runs/r1/compose --n 20 --max-depth 2 --seed 1[/]
+    """
+    import json
+
+    from evoenv_cli import artifacts
+    from evoenv_cli import config as cfgmod
+    from evoenv_cli.stages import compose as stage
+
+    recipe = _runtime(config, sandbox, workers)
+    op_list = None
+    if ops is not None:
+        op_list = [o.strip() for o in ops.split(",") if o.strip()]
+        unknown = [o for o in op_list if o not in stage.OPERATORS]
+        if unknown or not op_list:
+            raise artifacts.InputError(f"--ops: unknown operator {', '.join(unknown) or '(none)'} "
+                                       f"(choose from {', '.join(stage.OPERATORS)})")
+    cfg = cfgmod.override(recipe.compose, ops=op_list, n=n, max_depth=max_depth, seed=seed)
+    lib = artifacts.EnvLibrary.open(library)
+    out_dir = artifacts.prepare_out_dir(out, resume, clean)
+    progress = _progress(cfg.n, "compose", quiet=as_json)
+    try:
+        with progress:
+            summary = stage.run(lib, cfg, recipe.validate, recipe.runtime, out_dir,
+                                on_verdict=lambda v: progress.advance(v))
+    except KeyboardInterrupt:
+        err.print(f"[yellow]interrupted[/]: verdicts so far are in {out_dir / 'verdicts.jsonl'}; "
+                  "rerun with --resume to finish")
+        raise typer.Exit(130) from None
+    if as_json:
+        print(json.dumps(summary.record()))
+    else:
+        _funnel(summary.record(), out_dir)
+
+
+@app.command()
+@stage_command
+def dedupe(
+    library: Annotated[Path, typer.Argument(help="Candidates: a folder of .py files or a previous stage's output folder.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (envs/, verdicts.jsonl, index.jsonl, manifest.json, summary.json).")],
+    against: Annotated[list[Path] | None, typer.Option("--against", "-a", help="A pool (env library) the candidates must differ from; repeatable. Its saved dedupe-index.pkl is reused when it matches.")] = None,
+    threshold: Annotated[float | None, typer.Option("--threshold", "-t", help="Estimated Jaccard at or above which two environments are duplicates, for both signatures (code and behaviour).", min=0.0, max=1.0)] = None,
+    save_index: Annotated[bool | None, typer.Option("--save-index/--no-save-index", help="Write OUT/dedupe-index.pkl so the next round can pass OUT as --against.")] = None,
+    config: ConfigOpt = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue a previous run into OUT, skipping files already judged.")] = False,
+    clean: Annotated[bool, typer.Option("--clean", help="Delete OUT's results first.")] = False,
+    workers: WorkersOpt = None,
+    sandbox: SandboxOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout instead of the table.")] = False,
+) -> None:
+    """The novelty contract: reject near-duplicates of the pool and of earlier candidates, by
+    MinHash LSH over the normalized code and over prompts sampled in the sandbox; the earlier
+    of two duplicates is kept and named in the other's verdict.
+
+    Example: [bold]evoenv dedupe runs/r1/calibrate --out runs/r1/dedupe --against runs/pool --save-index[/]
+    """
+    import json
+
+    from evoenv_cli import artifacts
+    from evoenv_cli import config as cfgmod
+    from evoenv_cli.stages import dedupe as stage
+
+    recipe = _runtime(config, sandbox, workers)
+    cfg = cfgmod.override(recipe.dedupe, code_threshold=threshold, behaviour_threshold=threshold,
+                          save_index=save_index)
+    stage.check_config(cfg)
+    lib = artifacts.EnvLibrary.open(library, allow_empty=True)
+    pools = [artifacts.EnvLibrary.open(p, allow_empty=True) for p in against or []]
+    out_dir = artifacts.prepare_out_dir(out, resume, clean)
+    progress = _progress(len(lib.files), "dedupe", quiet=as_json)
+    try:
+        with progress:
+            summary = stage.run(lib, cfg, recipe.runtime, out_dir, pools,
+                                on_verdict=lambda v: progress.advance(v),
+                                note=None if as_json else lambda m: err.print(m, soft_wrap=True))
+    except KeyboardInterrupt:
+        err.print(f"[yellow]interrupted[/]: verdicts so far are in {out_dir / 'verdicts.jsonl'}; "
+                  "rerun with --resume to finish")
+        raise typer.Exit(130) from None
+    if as_json:
+        print(json.dumps(summary.record()))
+    else:
+        _funnel(summary.record(), out_dir)
+
+
+def _backend(recipe, backend: str | None, model: str | None, base_url: str | None):
+    from evoenv_cli.llm import backend_from_config
+
+    llm = backend_from_config(recipe.backend, kind=backend, model=model, base_url=base_url)
+    return llm, model or recipe.backend.model
+
+
+@app.command()
+@stage_command
+def synthesize(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: envs/ (candidates), generations.jsonl, index.jsonl, manifest.json, summary.json.")],
+    seeds: Annotated[Path, typer.Option("--seeds", help="The seed environments shown as examples.")] = Path("seeds"),
+    pool: Annotated[list[Path] | None, typer.Option("--pool", help="A pool library whose environments are examples and names to avoid (repeatable).")] = None,
+    n: Annotated[int | None, typer.Option("--n", "-n", help="Candidates wanted (responses with usable code).", min=1)] = None,
+    model: ModelOpt = None,
+    backend: BackendOpt = None,
+    base_url: BaseUrlOpt = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Which examples and topics each request shows, and the sampling seeds.")] = None,
+    temperature: Annotated[float | None, typer.Option("--temperature", help="Sampling temperature.")] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Tokens per response.", min=1)] = None,
+    config: ConfigOpt = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue until N candidates exist.")] = False,
+    clean: Annotated[bool, typer.Option("--clean", help="Delete OUT's results first.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout.")] = False,
+) -> None:
+    """The policy writes candidate environments from the contract, examples and a topic.
+
+    Example: [bold]evoenv synthesize --seeds seeds/ --pool runs/pool --out runs/r1/synthesize --n 64 --model Qwen/Qwen3-4B-Thinking-2507 --backend vllm[/]
+    """
+    import json
+
+    from evoenv_cli import artifacts
+    from evoenv_cli import config as cfgmod
+    from evoenv_cli.stages import synthesize as stage
+
+    recipe = _runtime(config, None, None)
+    cfg = cfgmod.override(recipe.synthesize, n=n, seed=seed, temperature=temperature, max_tokens=max_tokens)
+    seed_lib = artifacts.EnvLibrary.open(seeds)
+    pools = [artifacts.EnvLibrary.open(p, allow_empty=True) for p in pool or []]
+    out_dir = artifacts.prepare_out_dir(out, resume, clean)
+    llm, model_name = _backend(recipe, backend, model, base_url)
+    try:
+        with llm:
+            summary = stage.run(seed_lib, pools, cfg, llm, out_dir, model_name,
+                                on_round=lambda have, asked: err.print(f"synthesize: {have} candidates from {asked} requests"))
+    except KeyboardInterrupt:
+        err.print(f"[yellow]interrupted[/]: generations so far are in {out_dir / 'generations.jsonl'}; "
+                  "rerun with --resume to finish")
+        raise typer.Exit(130) from None
+    if as_json:
+        print(json.dumps(summary))
+    else:
+        outcomes = ", ".join(f"{k}={v}" for k, v in sorted(summary["outcomes"].items()))
+        err.print(f"synthesize: {summary['candidates']} candidates from {summary['requests']} requests "
+                  f"({outcomes}) -> {out_dir}")
+        if summary["candidates"] == 0:
+            err.print("[yellow]no response held a usable environment[/] (a tiny random model never writes one)")
+
+
+@app.command()
+@stage_command
+def review(
+    library: Annotated[Path, typer.Argument(help="Candidates: a folder of .py files or a previous stage's output folder.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (envs/, verdicts.jsonl with votes and rationales, index.jsonl, ...).")],
+    model: ModelOpt = None,
+    backend: BackendOpt = None,
+    base_url: BaseUrlOpt = None,
+    votes: Annotated[int | None, typer.Option("--votes", "-k", help="Votes per candidate; a majority admits.", min=1)] = None,
+    config: ConfigOpt = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue into OUT; candidates whose votes failed are asked again.")] = False,
+    clean: Annotated[bool, typer.Option("--clean", help="Delete OUT's results first.")] = False,
+    workers: WorkersOpt = None,
+    sandbox: SandboxOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout instead of the table.")] = False,
+) -> None:
+    """The semantic contract: the policy reviews each candidate's source and sampled instances
+    and votes; a majority of K structured verdicts admits.
+
+    Example: [bold]evoenv review runs/r1/validate --out runs/r1/review --model M --backend openai --base-url http://127.0.0.1:8000/v1 --votes 3[/]
+    """
+    import json
+
+    from evoenv_cli import artifacts
+    from evoenv_cli import config as cfgmod
+    from evoenv_cli.stages import review as stage
+
+    recipe = _runtime(config, sandbox, workers)
+    cfg = cfgmod.override(recipe.review, votes=votes)
+    lib = artifacts.EnvLibrary.open(library, allow_empty=True)
+    out_dir = artifacts.prepare_out_dir(out, resume, clean)
+    llm, model_name = _backend(recipe, backend, model, base_url)
+    progress = _progress(len(lib.files), "review", quiet=as_json)
+    try:
+        with llm, progress:
+            summary = stage.run(lib, cfg, recipe.runtime, llm, out_dir, model_name,
+                                on_verdict=lambda v: progress.advance(v))
+    except KeyboardInterrupt:
+        err.print(f"[yellow]interrupted[/]: verdicts so far are in {out_dir / 'verdicts.jsonl'}; "
+                  "rerun with --resume to finish")
+        raise typer.Exit(130) from None
+    record = summary.record()
+    if as_json:
+        print(json.dumps(record))
+    else:
+        _funnel(record, out_dir)
+    if record["rejected_by_stage"].get("backend_error"):
+        err.print("[yellow]some votes failed at the backend[/]: rerun with --resume to ask again")
+
+
+@app.command()
+@stage_command
+def calibrate(
+    library: Annotated[Path, typer.Argument(help="Candidates, or an existing pool to re-measure (pool rotation).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (envs/, verdicts.jsonl with curves, index.jsonl with calibrated levels, ...).")],
+    model: ModelOpt = None,
+    backend: BackendOpt = None,
+    base_url: BaseUrlOpt = None,
+    band: Annotated[str | None, typer.Option("--band", help="LO,HI: the pass rates to keep, e.g. 0.15,0.85.")] = None,
+    instances: Annotated[int | None, typer.Option("--instances", "-m", help="Fresh instances per level.", min=1)] = None,
+    samples: Annotated[int | None, typer.Option("--samples", "-k", help="Answers per instance.", min=1)] = None,
+    config: ConfigOpt = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue into OUT, skipping environments already judged.")] = False,
+    clean: Annotated[bool, typer.Option("--clean", help="Delete OUT's results first.")] = False,
+    workers: WorkersOpt = None,
+    sandbox: SandboxOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout instead of the table.")] = False,
+) -> None:
+    """The difficulty contract: keep environments whose pass rate for the solver lies in the
+    band at some difficulty level, with those levels; on a calibrated pool, retire the ones
+    that left it (pool rotation, with hysteresis).
+
+    Example: [bold]evoenv calibrate runs/r1/review --out runs/r1/calibrate --model M --backend vllm --band 0.15,0.85[/]
+    """
+    import json
+
+    from evoenv_cli import artifacts
+    from evoenv_cli import config as cfgmod
+    from evoenv_cli.stages import calibrate as stage
+
+    recipe = _runtime(config, sandbox, workers)
+    band_values = None
+    if band is not None:
+        try:
+            band_values = [float(x) for x in band.split(",")]
+        except ValueError:
+            band_values = []
+        if len(band_values) != 2 or not 0 <= band_values[0] <= band_values[1] <= 1:
+            raise artifacts.InputError(f"--band: expected LO,HI with 0 <= LO <= HI <= 1 (got {band!r})")
+    cfg = cfgmod.override(recipe.calibrate, band=band_values, instances=instances, samples=samples)
+    lib = artifacts.EnvLibrary.open(library, allow_empty=True)
+    out_dir = artifacts.prepare_out_dir(out, resume, clean)
+    llm, model_name = _backend(recipe, backend, model, base_url)
+    progress = _progress(len(lib.files), "calibrate", quiet=as_json)
+    try:
+        with llm, progress:
+            summary = stage.run(lib, cfg, recipe.sample, recipe.runtime, llm, out_dir, model_name,
+                                on_verdict=lambda v: progress.advance(v))
+    except KeyboardInterrupt:
+        err.print(f"[yellow]interrupted[/]: verdicts so far are in {out_dir / 'verdicts.jsonl'}; "
+                  "rerun with --resume to finish")
+        raise typer.Exit(130) from None
+    if as_json:
+        print(json.dumps(summary.record()))
+    else:
+        _funnel(summary.record(), out_dir)
+
+
+@app.command()
+@stage_command
+def train(
+    data: Annotated[Path, typer.Argument(help="Rows written by `evoenv sample` (JSONL).")],
+    library: Annotated[Path, typer.Option("--library", "-l", help="The environments the rows name by env_id.")],
+    model: Annotated[str, typer.Option("--model", "-m", help="Policy to train: a checkpoint folder or hub name.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Checkpoint folder (model or adapter, metrics.jsonl, train-manifest.json).")],
+    config: ConfigOpt = None,
+    max_steps: Annotated[int | None, typer.Option("--max-steps", help="Stop after this many optimizer steps.")] = None,
+    learning_rate: Annotated[float | None, typer.Option("--lr", help="Learning rate.")] = None,
+    beta: Annotated[float | None, typer.Option("--beta", help="KL coefficient (0: no reference model).")] = None,
+    num_generations: Annotated[int | None, typer.Option("--num-generations", help="Completions per prompt (the GRPO group).", min=2)] = None,
+    batch_size: Annotated[int | None, typer.Option("--batch-size", help="Completions per device per step (a multiple of --num-generations).", min=1)] = None,
+    max_completion_length: Annotated[int | None, typer.Option("--max-completion-length", help="Tokens per completion.", min=1)] = None,
+    lora: Annotated[bool | None, typer.Option("--lora/--full", help="Train a LoRA adapter (peft) or all weights.")] = None,
+    use_vllm: Annotated[bool | None, typer.Option("--use-vllm/--no-vllm", help="Generate with vLLM (GPU; see README).")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Training seed.")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue from the last checkpoint in OUT.")] = False,
+    workers: WorkersOpt = None,
+    sandbox: SandboxOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout.")] = False,
+) -> None:
+    """GRPO (TRL) on sampled rows; the reward is each environment's score in the sandbox.
+
+    Example: [bold]evoenv train data.jsonl --library runs/pool --model Qwen/Qwen3-4B-Thinking-2507 --out runs/r1/train --config recipes/single-gpu.yaml[/]
+    """
+    import json
+
+    from evoenv_cli import artifacts
+    from evoenv_cli import config as cfgmod
+    from evoenv_cli.stages import train as stage
+
+    recipe = _runtime(config, sandbox, workers)
+    cfg = cfgmod.override(recipe.train, max_steps=max_steps, learning_rate=learning_rate, beta=beta,
+                          num_generations=num_generations, per_device_train_batch_size=batch_size,
+                          max_completion_length=max_completion_length, lora=lora, use_vllm=use_vllm,
+                          seed=seed)
+    lib = artifacts.EnvLibrary.open(library)
+    if out.exists() and any(out.iterdir()) and not resume:
+        raise artifacts.InputError(f"{out}: already holds a run; pass --resume to continue it")
+    artifacts.check_writable_parent(out)
+    summary = stage.run(data, lib, model, out, cfg, recipe.reward, recipe.runtime, resume=resume)
+    if as_json:
+        print(json.dumps(summary))
+    else:
+        err.print(f"train: {summary['steps']} steps, mean reward {summary['mean_reward']} -> {out}")
+
+
+@app.command()
+@stage_command
+def evaluate(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: samples.jsonl (one row per sample), metrics.json, manifest.json.")],
+    model: ModelOpt = None,
+    library: Annotated[Path | None, typer.Option("--library", "-l", help="Environments to evaluate on at held-out seeds: a folder of .py files or a stage's output folder (calibrated levels from its index.jsonl).")] = None,
+    bench: Annotated[list[Path] | None, typer.Option("--bench", "-b", help="A benchmark JSONL file of {\"question\", \"answer\"} rows; repeatable.")] = None,
+    baseline: Annotated[str | None, typer.Option("--baseline", help="A second model asked the same items; metrics.json gets both and the deltas.")] = None,
+    backend: BackendOpt = None,
+    base_url: BaseUrlOpt = None,
+    baseline_base_url: Annotated[str | None, typer.Option("--baseline-base-url", help="For --backend openai: the baseline's server (default: --base-url).")] = None,
+    n: Annotated[int | None, typer.Option("--n", "-n", help="Samples per item; pass@1 is their mean correctness.", min=1)] = None,
+    temperature: Annotated[float | None, typer.Option("--temperature", help="Sampling temperature (0: greedy).", min=0.0)] = None,
+    instances: Annotated[int | None, typer.Option("--instances", help="Held-out instances per environment.", min=1)] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Base of the held-out instance seeds and the sampling seeds.")] = None,
+    config: ConfigOpt = None,
+    clean: Annotated[bool, typer.Option("--clean", help="Delete OUT's results first.")] = False,
+    workers: WorkersOpt = None,
+    sandbox: SandboxOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print metrics.json on stdout instead of the table.")] = False,
+) -> None:
+    """Evaluate a model: pass@1 on held-out environment instances (seeds with bit 31 set, never
+    a training seed) and on benchmark files (math-verify, exact match as fallback); with
+    --baseline, a side-by-side table and the deltas.
+
+    Example: [bold]evoenv evaluate --model runs/r1/ckpt --out runs/r1/eval --library runs/pool --bench gsm8k.jsonl --baseline Qwen/Qwen3-4B --n 4[/]
+    """
+    import json
+
+    from evoenv_cli import artifacts
+    from evoenv_cli import config as cfgmod
+    from evoenv_cli.llm import backend_from_config
+    from evoenv_cli.stages import evaluate as stage
+
+    recipe = _runtime(config, sandbox, workers)
+    cfg = cfgmod.override(recipe.evaluate, samples=n, temperature=temperature, instances=instances, seed=seed)
+    if library is None and not bench:
+        raise artifacts.InputError("nothing to evaluate: pass --library, --bench FILE, or both")
+    stage.check_config(cfg)
+    benches = stage.load_benches(bench or [])
+    lib = artifacts.EnvLibrary.open(library) if library is not None else None
+    model_name = model or recipe.backend.model
+    if not model_name:
+        raise artifacts.InputError("no model: pass --model or set backend.model in the recipe")
+    out_dir = stage.prepare_out(out, clean)
+    spec = stage.ModelSpec(model_name, lambda: _backend(recipe, backend, model, base_url)[0])
+    base_spec = None
+    if baseline:
+        base_spec = stage.ModelSpec(baseline, lambda: backend_from_config(
+            recipe.backend, kind=backend, model=baseline, base_url=baseline_base_url or base_url))
+    try:
+        metrics = stage.run(out_dir, cfg, spec, library=lib, benches=benches, baseline=base_spec,
+                            sample_cfg=recipe.sample, runtime=recipe.runtime,
+                            note=None if as_json else lambda m: err.print(m, soft_wrap=True))
+    except KeyboardInterrupt:
+        err.print(f"[yellow]interrupted[/]: samples so far are in {out_dir / 'samples.jsonl'}; "
+                  "rerun with --clean to start over")
+        raise typer.Exit(130) from None
+    if as_json:
+        print(json.dumps(metrics))
+        return
+    from rich.table import Table
+
+    def fmt(v, signed=False):
+        return "[dim]-[/]" if v is None else (f"{v:+.3f}" if signed else f"{v:.3f}")
+
+    table = Table(title="evaluate", title_justify="left")
+    table.add_column("metric")
+    table.add_column(model_name, justify="right")
+    if base_spec:
+        table.add_column(f"baseline {baseline}", justify="right")
+        table.add_column("delta", justify="right")
+    for name, mine, theirs, delta in stage.table_rows(metrics):
+        table.add_row(name, fmt(mine), *((fmt(theirs), fmt(delta, True)) if base_spec else ()))
+    err.print(table)
+    if metrics.get("skipped"):
+        err.print(f"[yellow]{len(metrics['skipped'])} environment instances skipped[/] (see metrics.json)")
+    err.print(f"results in {out_dir}")
+
+
+@app.command()
+@stage_command
 def preview(
     data: Annotated[Path, typer.Argument(help="A JSONL file written by `evoenv sample`.")],
     n: Annotated[int, typer.Option("--n", "-n", help="Rows to show.")] = 3,
@@ -246,14 +649,32 @@ def preview(
         out.print(Panel(f"{text}\n\n[bold green]reference:[/] {ref}", title=title, expand=False))
 
 
+@app.command("tiny-model")
+@stage_command
+def tiny_model(
+    out_dir: Annotated[Path, typer.Argument(help="Folder to write the model and tokenizer into (created; must be empty unless --force).")],
+    seed: Annotated[int, typer.Option("--seed", help="Weight seed: the same seed gives the same weights.")] = 0,
+    head_dim: Annotated[int, typer.Option("--head-dim", help="Attention head size: 16 is smallest; vLLM's CPU build needs 64.", min=1)] = 16,
+    force: Annotated[bool, typer.Option("--force", help="Write into a folder that is not empty (its model files are replaced).")] = False,
+) -> None:
+    """Write a tiny random-weight chat model and its tokenizer, with no downloads.
+
+    A Qwen3-architecture model (~0.2M parameters) with a byte-level BPE tokenizer and a ChatML
+    template: for tests, the CPU demo and trying the pipeline without a GPU with any backend
+    (hf; openai via `transformers serve DIR`; vllm with --head-dim 64).
+
+    Example: [bold]evoenv tiny-model runs/tiny --seed 0[/]
+    """
+    from evoenv_cli.llm import tiny
+
+    tiny.check_target(out_dir, force)  # before the slow imports
+    info = tiny.build_tiny_model(out_dir, seed=seed, head_dim=head_dim, force=force)
+    err.print(f"wrote a tiny chat model ({info['parameters']:,} parameters, vocabulary "
+              f"{info['vocab_size']}, head_dim {info['head_dim']}, seed {info['seed']}) -> {out_dir}",
+              soft_wrap=True)
+
+
 NOT_YET = {
-    "synthesize": ("Write candidate environments with the policy (LLM).", "evoenv synthesize --seeds seeds/ --out runs/r1/synth --n 64 --model M"),
-    "review": ("The semantic contract: the policy reviews its own candidates.", "evoenv review runs/r1/validate --out runs/r1/review --model M"),
-    "calibrate": ("The difficulty contract: keep environments the solver sometimes solves.", "evoenv calibrate runs/r1/review --out runs/r1/calibrate --model M"),
-    "dedupe": ("The novelty contract: drop near-duplicates of the pool and of each other.", "evoenv dedupe runs/r1/calibrate --out runs/r1/dedupe --against runs/pool"),
-    "compose": ("RACES: compose environments into new verifiable ones.", "evoenv compose seeds/ --out runs/r1/compose --n 20"),
-    "train": ("GRPO on sampled rows, rewarded by the environments in the sandbox.", "evoenv train data.jsonl --library runs/pool --model M --out runs/r1/ckpt"),
-    "evaluate": ("Held-out environment instances and benchmark files.", "evoenv evaluate --model runs/r1/ckpt --out runs/r1/eval --library runs/pool"),
 }
 
 

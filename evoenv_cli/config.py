@@ -70,6 +70,167 @@ class ValidateConfig:
 
 
 @dataclass
+class DedupeConfig:
+    """The novelty contract: near-duplicates by MinHash (estimated Jaccard) over two signatures,
+    the normalized code and the text of sampled prompts; either over its threshold rejects."""
+
+    code_threshold: float = 0.5  # estimated Jaccard of code shingle sets that makes a duplicate
+    behaviour_threshold: float = 0.5  # the same for prompt shingle sets
+    code_shingle: int = 5  # normalized tokens per code shingle
+    behaviour_shingle: int = 3  # words per prompt shingle
+    behaviour_seeds: int = 3  # prompts at seeds 0..n-1 ...
+    behaviour_levels: list[int] = field(default_factory=lambda: [1, 4, 7, 10])  # ... at these levels
+    num_perm: int = 128  # MinHash permutations: the estimate's error is about 0.5/sqrt(num_perm)
+    lsh_weights: list[float] = field(default_factory=lambda: [0.2, 0.8])  # false positive, negative
+    save_index: bool = False  # write OUT/dedupe-index.pkl for the next round's --against
+
+
+@dataclass
+class ComposeConfig:
+    """RACES: which operators, how many composites, how deep."""
+
+    ops: list[str] = field(default_factory=lambda: ["sequential", "parallel", "sort", "select"])
+    n: int = 20
+    max_depth: int = 1
+    seed: int = 0
+    partial_credit: bool = False  # PARALLEL: mean of the parts instead of all-or-nothing
+
+
+@dataclass
+class BackendConfig:
+    """The policy model and how to reach it; one section shared by every LLM stage (synthesize,
+    review, calibrate, evaluate), so one policy plays every role unless a flag says otherwise."""
+
+    kind: str = "hf"  # hf (transformers, in-process) | openai (an OpenAI-compatible server) | vllm
+    model: str | None = None  # a checkpoint folder or hub name; for openai, the served name
+    base_url: str | None = None  # openai: e.g. http://127.0.0.1:8000/v1
+    api_key_env: str = "OPENAI_API_KEY"  # openai: the variable holding the key (may be unset)
+    concurrency: int = 8  # openai: requests in flight
+    timeout_s: float = 120.0  # openai: per request
+    max_retries: int = 4  # openai: on 429/5xx/timeouts/connection errors, with backoff
+    tensor_parallel_size: int = 1  # vllm
+    device: str = "auto"  # hf: auto | cpu | cuda | cuda:1 ...
+    dtype: str = "auto"  # hf, vllm: auto | float32 | bfloat16 | float16
+    chat_template_kwargs: dict[str, Any] | None = None  # e.g. {enable_thinking: false}
+    options: dict[str, Any] = field(default_factory=dict)  # more keyword arguments for the backend
+
+
+@dataclass
+class SynthesizeConfig:
+    """The policy as generator: how many candidates, what each request shows it."""
+
+    n: int = 32  # candidates wanted (responses with usable code)
+    max_requests: int = 0  # give up after this many requests (0: 4 x n)
+    batch: int = 64  # requests sent to the backend at once
+    examples: int = 2  # example environments shown per request, drawn from seeds and pool
+    max_avoid: int = 60  # pool names listed to steer away from
+    topics: list[str] = field(default_factory=list)  # empty: prompts/topics.txt
+    topics_file: str | None = None
+    temperature: float = 1.0
+    top_p: float = 0.95
+    max_tokens: int = 4096
+    seed: int = 0
+
+
+@dataclass
+class ReviewConfig:
+    """The semantic contract: the policy judges its own candidates by majority vote."""
+
+    votes: int = 3
+    temperature: float = 0.7
+    top_p: float = 0.95
+    max_tokens: int = 1024
+    instances: int = 3  # sampled instances shown per candidate
+    levels: list[int] = field(default_factory=lambda: [1, 5, 10])
+    max_source_chars: int = 12_000
+    chunk: int = 32  # candidates per backend call (a verdict is final after its chunk)
+    seed: int = 0
+
+
+@dataclass
+class CalibrateConfig:
+    """The difficulty contract. The band keeps GRPO groups informative: at a pass rate p and
+    K samples a group is all-solved or all-failed with probability p**K + (1-p)**K, which in
+    [0.15, 0.85] with K = 8 stays under 0.28, so most groups carry a learning signal."""
+
+    band: list[float] = field(default_factory=lambda: [0.15, 0.85])
+    coarse_levels: list[int] = field(default_factory=lambda: [1, 4, 7, 10])
+    instances: int = 8  # M fresh instances per level
+    samples: int = 8  # K answers per instance
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 2048
+    flat_tolerance: float = 0.15  # a curve whose range is under this does not respond to difficulty
+    margin: float = 0.05  # pool rotation: the band widened by this before a miss counts
+    retire_after: int = 2  # pool rotation: consecutive misses that retire an environment
+    answer_tag: str = "answer"
+    chunk: int = 512  # environments per sweep (each sweep is one backend batch)
+    seed: int = 0
+
+
+@dataclass
+class TrainConfig:
+    """GRPO with TRL. Defaults are TRL 1.x's (beta 0: no reference model; loss 'dapo')."""
+
+    learning_rate: float = 1e-6
+    beta: float = 0.0  # KL coefficient
+    num_generations: int = 8
+    per_device_train_batch_size: int = 8  # completions per device per step; a multiple of num_generations
+    gradient_accumulation_steps: int = 1
+    max_completion_length: int = 2048
+    temperature: float = 1.0
+    epochs: float = 1.0
+    max_steps: int = -1  # > 0 overrides epochs
+    seed: int = 0
+    loss_type: str = "dapo"
+    scale_rewards: str = "group"
+    logging_steps: int = 1
+    save_steps: int = 50
+    save_total_limit: int = 2
+    gradient_checkpointing: bool = True
+    max_grad_norm: float = 1.0
+    warmup_steps: float = 0.0  # a count, or a fraction of the run below 1 (transformers 5)
+    bf16: bool | None = None  # None: on GPUs only
+    use_cpu: bool = False
+    report_to: str = "none"
+    log_completions: bool = False
+    lora: bool = False
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    lora_target_modules: str = "all-linear"
+    merge_lora: bool = False  # also write a merged full model to OUT/merged
+    use_vllm: bool = False
+    vllm_mode: str = "colocate"  # colocate | server (`trl vllm-serve` on other GPUs)
+    vllm_server_base_url: str | None = None
+    vllm_gpu_memory_utilization: float = 0.3
+    vllm_tensor_parallel_size: int = 1
+    chat_template_kwargs: dict | None = None
+
+
+DEFAULT_BENCH_INSTRUCTION = (
+    "Reason step by step, then give your final answer between <answer> and </answer> at the "
+    "very end of your response."
+)
+
+
+@dataclass
+class EvaluateConfig:
+    """Held-out evaluation: environment instances at held-out seeds (bit 31 set, so never a
+    training seed) and benchmark files of {question, answer} rows; pass@1 over `samples`."""
+
+    instances: int = 16  # held-out instances per environment, spread over its levels
+    samples: int = 4  # n: responses per item; pass@1 is their mean correctness
+    temperature: float = 0.6
+    top_p: float = 0.95
+    max_tokens: int = 2048
+    seed: int = 0  # base of the held-out instance seeds and of the sampling seeds
+    answer_tag: str = "answer"  # the last <answer>...</answer> block is the final answer
+    bench_instruction: str = DEFAULT_BENCH_INSTRUCTION  # appended to each benchmark question
+    verify_timeout_s: int = 5  # math-verify: seconds per comparison before it counts as wrong
+
+
+@dataclass
 class RewardConfig:
     """How a completion becomes a reward: answer extraction, then the environment's score."""
 
@@ -83,6 +244,14 @@ class Recipe:
     sample: SampleConfig = field(default_factory=SampleConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     validate: ValidateConfig = field(default_factory=ValidateConfig)
+    compose: ComposeConfig = field(default_factory=ComposeConfig)
+    synthesize: SynthesizeConfig = field(default_factory=SynthesizeConfig)
+    review: ReviewConfig = field(default_factory=ReviewConfig)
+    calibrate: CalibrateConfig = field(default_factory=CalibrateConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
+    dedupe: DedupeConfig = field(default_factory=DedupeConfig)
+    backend: BackendConfig = field(default_factory=BackendConfig)
     extra: dict[str, Any] = field(default_factory=dict)  # sections of stages not built yet
 
 
@@ -106,10 +275,11 @@ def _build(cls: type[T], data: dict, where: str) -> T:
         raise InputError(f"{where}: {exc}") from None
 
 
-LATER_SECTIONS = ("synthesize", "review", "calibrate", "dedupe", "compose",
-                  "train", "evaluate", "iterate", "model")
-KNOWN_SECTIONS = {"runtime": RuntimeConfig, "sample": SampleConfig, "reward": RewardConfig,
-                  "validate": ValidateConfig}
+LATER_SECTIONS = ("iterate",)
+KNOWN_SECTIONS = {"runtime": RuntimeConfig, "backend": BackendConfig, "sample": SampleConfig, "reward": RewardConfig,
+                  "validate": ValidateConfig, "compose": ComposeConfig, "dedupe": DedupeConfig,
+                  "synthesize": SynthesizeConfig, "review": ReviewConfig, "calibrate": CalibrateConfig,
+                  "train": TrainConfig, "evaluate": EvaluateConfig}
 
 
 def load_recipe(path: str | Path | None) -> Recipe:

@@ -50,18 +50,24 @@ class Summary:
 class AdmissionLog:
     """verdicts.jsonl of one stage run, resumable; thread-safe `add`."""
 
-    def __init__(self, out: Path, files: list[EnvFile]):
+    def __init__(self, out: Path, files: list[EnvFile] | None, retry_stages: tuple[str, ...] = ()):
+        """`files` None: the files become known as they are made (compose); every earlier
+        verdict is kept and the stage compares env_ids itself. Verdicts whose stage is in
+        `retry_stages` (a backend that failed) are not final: a resumed run judges them again."""
         self.out = out
         self.path = out / "verdicts.jsonl"
         self.started = artifacts.now_iso()
-        self.current = {e.path.name: e for e in files}
+        self.current = {e.path.name: e for e in files or []}
         self.done: dict[str, dict] = {}
         kept = 0
         records = artifacts.read_jsonl_tolerant(self.path)
         for record in records:
-            env = self.current.get(record.get("file"))
-            if env is not None and record.get("env_id") == env.env_id and env.path.name not in self.done:
-                self.done[env.path.name] = record
+            name = record.get("file")
+            env = self.current.get(name)
+            known = files is None or (env is not None and record.get("env_id") == env.env_id)
+            final = record.get("stage") not in retry_stages
+            if isinstance(name, str) and known and final and name not in self.done:
+                self.done[name] = record
                 kept += 1
         if kept != len(records):  # verdicts of files no longer in the input, or changed since
             artifacts.write_jsonl_atomic(self.path, list(self.done.values()))
