@@ -1,0 +1,478 @@
+"""`evoenv evaluate`: how well a model does on held-out environment instances and benchmarks.
+
+Two kinds of items, asked in ONE backend batch:
+
+- Held-out environment instances: `instances` per environment of the library, at seeds
+  `instance_seed(cfg.seed, NAME, i, split="heldout")`. Those set bit 31 (>= 2**31) while every
+  seed `sample` gives training (and every `calibrate` seed) is below 2**31, so no training or
+  calibration instance seed is ever a held-out one, whatever base seeds the runs used. Levels:
+  the library's calibrated levels (index.jsonl) when it has them, else 1..10, spread evenly.
+  Prompts are built exactly as for training (`sample.build_messages`); answers are scored by
+  the environment in the sandbox through `rewards.EnvReward` (the training reward's own path).
+- Benchmark files of {"question", "answer"} rows: the question plus an instruction to answer in
+  <answer></answer>; the last answer block is compared with the reference by math-verify
+  (equivalence: \\frac{1}{2} == 0.5), with exact match (whitespace and case normalized) where
+  math-verify is not installed or cannot parse a side.
+
+pass@1 of an item = mean correctness over its n samples (a sample without an answer counts 0);
+per environment / benchmark = the mean over its items; `overall` = the mean over all items,
+with the macro means over environments and over benchmarks beside it. The share of samples
+without an extractable answer is reported beside every pass@1.
+
+With a baseline model, the same items (same prompts, same sampling seeds) are asked of it
+too, and metrics.json carries both and the deltas (model - baseline). Models are passed as
+factories so that only one is loaded at a time (the CLI builds real backends; tests pass
+scripted ones).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import shutil
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evoenv_cli import artifacts
+from evoenv_cli.artifacts import EnvLibrary, InputError
+from evoenv_cli.config import EvaluateConfig, RuntimeConfig, SampleConfig, to_dict
+from evoenv_cli.llm.base import Backend, SamplingConfig
+from evoenv_cli.rewards import EnvReward, extract_answer
+from evoenv_cli.runtime.pool import Call, EnvFile, SandboxPool
+from evoenv_cli.stages.sample import REQUIRED, build_messages, instance_seed, levels_for
+
+HELDOUT_BIT = 1 << 31
+MAX_VERIFY_CHARS = 1000  # longer answers are compared by exact match only
+
+
+# -- benchmark files -------------------------------------------------------------------------------
+@dataclass
+class Bench:
+    path: Path
+    label: str  # the name metrics use: the file name, or the path when two share a name
+    rows: list[dict]  # {"question": str, "answer": str, "line": int}
+
+
+def load_bench(path: str | Path, label: str | None = None) -> Bench:
+    """A benchmark file: JSONL of {"question": str, "answer": str | number} rows. Anything else
+    is an InputError naming the file and the line."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p}: no such benchmark file")
+    rows = []
+    try:
+        with p.open(encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError as exc:
+                    raise InputError(f"{p}:{n}: not valid JSON ({exc.msg})") from None
+                if not isinstance(row, dict):
+                    raise InputError(f"{p}:{n}: expected a JSON object with \"question\" and \"answer\"")
+                q, a = row.get("question"), row.get("answer")
+                if not isinstance(q, str) or not q.strip():
+                    raise InputError(f"{p}:{n}: a benchmark row needs a non-empty \"question\" string")
+                if isinstance(a, bool) or not isinstance(a, (str, int, float)) or not str(a).strip():
+                    raise InputError(f"{p}:{n}: a benchmark row needs an \"answer\" (a string or a number)")
+                rows.append({"question": q, "answer": str(a), "line": n})
+    except UnicodeDecodeError:
+        raise InputError(f"{p}: not UTF-8 text") from None
+    if not rows:
+        raise InputError(f"{p}: no benchmark rows")
+    return Bench(p, label or p.name, rows)
+
+
+def load_benches(paths: Sequence[str | Path]) -> list[Bench]:
+    """Every file, each labelled by its name (by its path where names collide)."""
+    names = [Path(p).name for p in paths]
+    return [load_bench(p, Path(p).name if names.count(Path(p).name) == 1 else str(p)) for p in paths]
+
+
+# -- answer checking -------------------------------------------------------------------------------
+def load_math_verify():
+    """math-verify, imported on first use; None when it is not installed."""
+    try:
+        import math_verify
+    except Exception:
+        return None
+    logging.getLogger("math_verify").setLevel(logging.ERROR)  # its "timeout disabled" notes
+    return math_verify
+
+
+def normalize(text: str) -> str:
+    return " ".join(str(text).split()).casefold()
+
+
+_MATHY = set("0123456789\\^_{}=+-*/()[]<>|.,%")
+
+
+def _latex(text: str) -> str:
+    """An answer as math-verify's LaTeX extraction wants it: inside $...$ unless delimited."""
+    if "$" in text or "\\(" in text or "\\[" in text:
+        return text
+    return f"${text}$"
+
+
+class AnswerChecker:
+    """Is an answer right? Exact match (normalized) first; then math-verify equivalence where
+    both sides look like math and parse; otherwise wrong. Word answers never go to math-verify
+    (it would read `stop` and `pots` as the same product of symbols)."""
+
+    def __init__(self, timeout_s: int = 5, math_verify: Any = "auto"):
+        self.mv = load_math_verify() if math_verify == "auto" else math_verify
+        self.timeout_s = max(1, int(timeout_s))
+        self._gold: dict[str, Any] = {}
+
+    def check(self, answer: str | None, reference: str) -> tuple[bool, str]:
+        """(correct, method): method is "no_answer", "exact" or "math_verify"."""
+        if answer is None:
+            return False, "no_answer"
+        if normalize(answer) == normalize(reference):
+            return True, "exact"
+        if self.mv is None or len(answer) > MAX_VERIFY_CHARS or not self._mathy(answer) \
+                or not self._mathy(reference):
+            return False, "exact"
+        if reference not in self._gold:
+            self._gold[reference] = self._parse(reference)
+        gold, pred = self._gold[reference], self._parse(answer)
+        if not gold or not pred:
+            return False, "exact"
+        return bool(self._bounded(self._verify, gold, pred)), "math_verify"
+
+    @staticmethod
+    def _mathy(text: str) -> bool:
+        return any(c in _MATHY for c in text)
+
+    def _parse(self, text: str) -> list:
+        return self._bounded(self._parse_now, text) or []
+
+    def _parse_now(self, text: str, timeout: int | None) -> list:
+        return self.mv.parse(_latex(text), parsing_timeout=timeout)
+
+    def _verify(self, gold: list, pred: list, timeout: int | None) -> bool:
+        return self.mv.verify(gold, pred, timeout_seconds=timeout)
+
+    def _bounded(self, fn: Callable, *args: Any) -> Any:
+        """On the main thread math-verify bounds itself (signal.alarm); elsewhere the alarm is
+        off and the call runs in a daemon thread we stop waiting for after the timeout (the
+        result then counts as unparsable / not equal)."""
+        if threading.current_thread() is threading.main_thread():
+            try:
+                return fn(*args, self.timeout_s)
+            except Exception:
+                return None
+        box: list = []
+
+        def work() -> None:
+            try:
+                box.append(fn(*args, None))
+            except Exception:
+                box.append(None)
+
+        t = threading.Thread(target=work, daemon=True, name="evoenv-math-verify")
+        t.start()
+        t.join(self.timeout_s)
+        return box[0] if box else None
+
+
+# -- items -----------------------------------------------------------------------------------------
+@dataclass
+class Item:
+    kind: str  # "env" | "bench"
+    source: str  # environment NAME or benchmark label
+    item: str  # id, unique in a run
+    messages: list[dict]
+    reference: str | None
+    seed: int | None = None  # env: the held-out instance seed
+    difficulty: int | None = None  # env
+    index: int | None = None  # bench: the row's position in its file (0-based)
+    env: EnvFile | None = None
+    instance: dict | None = None
+
+
+@dataclass
+class ModelSpec:
+    """A model to evaluate: its name (recorded) and how to build its backend when its turn
+    comes (a callable returning a Backend, used as a context manager and closed after)."""
+
+    name: str
+    factory: Callable[[], Backend]
+
+
+def spread_levels(levels: Sequence[int], count: int) -> list[int]:
+    """`count` levels spread evenly over `levels` (each about equally often, low to high)."""
+    return [levels[i * len(levels) // count] for i in range(count)]
+
+
+def env_items(library: EnvLibrary, cfg: EvaluateConfig, sample_cfg: SampleConfig,
+              pool: SandboxPool) -> tuple[list[Item], list[dict]]:
+    """Held-out instances of every environment, generated and prompted in the sandbox.
+    Environments or instances that fail are returned as skips ({"env", "seed", "difficulty",
+    "reason"}), not raised."""
+    skipped: list[dict] = []
+    plans = []
+    index_cfg = dataclasses.replace(sample_cfg, difficulty=None, difficulty_from="index")
+    for env in library.files:
+        error = pool.load_error(env)
+        meta = {} if error else pool.describe(env)
+        missing = [n for n in REQUIRED if n not in meta.get("callables", [])]
+        if error or missing:
+            skipped.append({"env": env.path.name, "seed": None, "difficulty": None,
+                            "reason": error or f"missing {', '.join(missing)}"})
+            continue
+        name = meta.get("NAME") or env.name
+        levels = spread_levels(levels_for(env, library, index_cfg), cfg.instances)
+        pairs = [(instance_seed(cfg.seed, name, i, split="heldout"), lv) for i, lv in enumerate(levels)]
+        plans.append((env, name, pairs))
+    generated = pool.run_many([(env, [Call.generate(s, d) for s, d in pairs]) for env, _, pairs in plans])
+    second = []
+    for (env, name, pairs), results in zip(plans, generated):
+        good = []
+        for (s, d), r in zip(pairs, results):
+            if r.ok:
+                good.append((s, d, r.value))
+            else:
+                skipped.append({"env": env.path.name, "seed": s, "difficulty": d,
+                                "reason": f"generate {r.status}: {r.error}"})
+        second.append((env, name, good))
+    answered = pool.run_many([(env, [c for _, _, inst in good for c in (Call.prompt(inst), Call.solve(inst))])
+                              for env, _, good in second])
+    items = []
+    for (env, name, good), results in zip(second, answered):
+        for k, (s, d, inst) in enumerate(good):
+            p, a = results[2 * k], results[2 * k + 1]
+            if not p.ok:
+                skipped.append({"env": env.path.name, "seed": s, "difficulty": d,
+                                "reason": f"prompt {p.status}: {p.error}"})
+                continue
+            items.append(Item("env", name, f"{name}:{s}", build_messages(p.value, sample_cfg),
+                              a.value if a.ok else None, seed=s, difficulty=d, env=env, instance=inst))
+    return items, skipped
+
+
+def bench_items(benches: Sequence[Bench], cfg: EvaluateConfig, sample_cfg: SampleConfig) -> list[Item]:
+    items = []
+    for b in benches:
+        for i, row in enumerate(b.rows):
+            messages = [{"role": "system", "content": sample_cfg.system_prompt}] if sample_cfg.system_prompt else []
+            text = f"{row['question']}\n\n{cfg.bench_instruction}" if cfg.bench_instruction else row["question"]
+            messages.append({"role": "user", "content": text})
+            items.append(Item("bench", b.label, f"{b.label}:{i}", messages, row["answer"], index=i))
+    return items
+
+
+# -- asking and scoring ----------------------------------------------------------------------------
+def sampling_of(cfg: EvaluateConfig) -> SamplingConfig:
+    return SamplingConfig(n=cfg.samples, temperature=cfg.temperature, top_p=cfg.top_p,
+                          max_tokens=cfg.max_tokens, seed=cfg.seed)
+
+
+def ask(items: list[Item], backend: Backend, cfg: EvaluateConfig, reward: EnvReward,
+        checker: AnswerChecker, model_name: str) -> list[dict]:
+    """Every item's n samples from one backend batch, scored; one record per sample."""
+    if not items:
+        return []
+    generations = backend.generate([it.messages for it in items], sampling_of(cfg))
+    records: list[dict] = []
+    env_at: list[int] = []  # positions in records of env samples that have text to score
+    texts, env_ids, instances, names = [], [], [], []
+    for it, gen in zip(items, generations):
+        for j, c in enumerate(gen.completions):
+            error = c.finish_reason == "error"
+            rec = {"model": model_name, "kind": it.kind, "source": it.source, "item": it.item,
+                   "seed": it.seed, "difficulty": it.difficulty, "index": it.index, "sample": j,
+                   "prompt": it.messages, "response": c.text, "answer": None,
+                   "reference": it.reference, "score": 0.0,
+                   "status": "backend_error" if error else "", "finish_reason": c.finish_reason}
+            if it.kind == "bench" and not error:
+                answer = extract_answer(c.text, cfg.answer_tag)
+                ok, method = checker.check(answer, it.reference)
+                rec.update(answer=answer, score=1.0 if ok else 0.0, status=method)
+            elif it.kind == "env" and not error:
+                env_at.append(len(records))
+                texts.append(c.text)
+                env_ids.append(it.env.env_id)
+                instances.append(it.instance)
+                names.append(it.source)
+            records.append(rec)
+    if texts:  # the training reward's own path: extraction, then score() in the sandbox
+        for k, d in zip(env_at, reward.details(texts, env_ids, instances, names)):
+            records[k].update(answer=d["answer"], score=float(d["score"]), status=d["status"])
+    return records
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def summarize(items: list[Item], records: list[dict], n: int) -> dict:
+    """pass@1 and no-answer share per environment, per benchmark and overall."""
+    per_item: dict[str, list[dict]] = {}
+    for r in records:
+        per_item.setdefault(r["item"], []).append(r)
+    groups: dict[tuple[str, str], list[Item]] = {}
+    for it in items:
+        groups.setdefault((it.kind, it.source), []).append(it)
+
+    def stats(group: list[Item]) -> dict:
+        samples = [r for it in group for r in per_item.get(it.item, [])]
+        item_means = [sum(r["score"] for r in per_item[it.item]) / len(per_item[it.item])
+                      for it in group if per_item.get(it.item)]
+        no_answer = sum(r["answer"] is None for r in samples)
+        out = {"pass@1": _mean(item_means), "items": len(group), "n": n, "samples": len(samples),
+               "no_answer_share": round(no_answer / len(samples), 4) if samples else None,
+               "errors": sum(r["status"] == "backend_error" for r in samples)}
+        return out, item_means
+
+    envs, benches, all_means, raw = {}, {}, [], {"env": [], "bench": []}
+    for (kind, source), group in groups.items():
+        s, means = stats(group)
+        all_means += means
+        if means:
+            raw[kind].append(sum(means) / len(means))
+        if kind == "env":
+            s["levels"] = sorted({it.difficulty for it in group})
+            s["seeds"] = [it.seed for it in group]
+            envs[source] = s
+        else:
+            methods = [r["status"] for it in group for r in per_item.get(it.item, [])]
+            s["checked_by"] = {m: methods.count(m) for m in ("math_verify", "exact") if methods.count(m)}
+            benches[source] = s
+    everything, _ = stats(items)
+    overall = {"pass@1": _mean(all_means),
+               "env_mean": _mean(raw["env"]), "bench_mean": _mean(raw["bench"]),
+               "items": everything["items"], "samples": everything["samples"],
+               "no_answer_share": everything["no_answer_share"], "errors": everything["errors"]}
+    return {"overall": overall, "environments": envs, "benchmarks": benches}
+
+
+def flat(results: dict) -> dict[str, float | None]:
+    """The numbers a comparison shows, in table order: name -> value."""
+    o = results["overall"]
+    out = {"overall pass@1": o["pass@1"]}
+    if results["environments"]:
+        out["environments pass@1 (mean)"] = o["env_mean"]
+        out.update({f"  env {k}": v["pass@1"] for k, v in results["environments"].items()})
+    if results["benchmarks"]:
+        out["benchmarks pass@1 (mean)"] = o["bench_mean"]
+        out.update({f"  bench {k}": v["pass@1"] for k, v in results["benchmarks"].items()})
+    out["no-answer share"] = o["no_answer_share"]
+    return out
+
+
+def deltas(results: dict, baseline: dict) -> dict[str, float | None]:
+    a, b = flat(results), flat(baseline)
+    return {k.strip(): None if a[k] is None or b.get(k) is None else round(a[k] - b[k], 4) for k in a}
+
+
+def table_rows(metrics: dict) -> list[tuple[str, float | None, float | None, float | None]]:
+    """(metric, model, baseline, delta) for the side-by-side table (baseline/delta None
+    without a baseline)."""
+    mine = flat(metrics)
+    base = flat(metrics["baseline"]) if metrics.get("baseline") else {}
+    d = metrics.get("delta") or {}
+    return [(k, v, base.get(k), d.get(k.strip())) for k, v in mine.items()]
+
+
+# -- the stage -------------------------------------------------------------------------------------
+def prepare_out(out: str | Path, clean: bool) -> Path:
+    """The output folder: refused if it holds results, unless `clean` (then emptied)."""
+    d = Path(out)
+    if d.exists() and not d.is_dir():
+        raise InputError(f"{d}: exists and is not a directory")
+    if d.exists() and any(d.iterdir()):
+        if not clean:
+            raise InputError(f"{d}: already holds results; pass --clean to start over")
+        shutil.rmtree(d)
+    artifacts.check_writable_parent(d)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{d}: cannot create ({exc.strerror})") from None
+    return d
+
+
+def check_config(cfg: EvaluateConfig) -> None:
+    if not isinstance(cfg.instances, int) or cfg.instances < 1:
+        raise InputError(f"evaluate.instances must be an integer >= 1 (got {cfg.instances!r})")
+    sampling_of(cfg)  # a BackendError (exit 2) for a bad n, temperature, top_p or max_tokens
+    if not isinstance(cfg.verify_timeout_s, int) or cfg.verify_timeout_s < 1:
+        raise InputError(f"evaluate.verify_timeout_s must be an integer >= 1 (got {cfg.verify_timeout_s!r})")
+
+
+def _file_hash(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+
+
+def run(out: Path, cfg: EvaluateConfig, model: ModelSpec, *, library: EnvLibrary | None = None,
+        benches: Sequence[Bench] = (), baseline: ModelSpec | None = None,
+        sample_cfg: SampleConfig | None = None, runtime: RuntimeConfig | None = None,
+        checker: AnswerChecker | None = None, note: Callable[[str], None] | None = None) -> dict:
+    """Evaluate `model` (and `baseline`) into `out` (a prepared, empty folder): samples.jsonl
+    (appended per model as it finishes), metrics.json (rewritten after each model) and
+    manifest.json. Returns the metrics."""
+    check_config(cfg)
+    if library is None and not benches:
+        raise InputError("nothing to evaluate: give a library, benchmark files, or both")
+    sample_cfg = sample_cfg or SampleConfig()
+    runtime = runtime or RuntimeConfig()
+    checker = checker or AnswerChecker(cfg.verify_timeout_s)
+    started = artifacts.now_iso()
+    envs = library.files if library is not None else []
+    reward = EnvReward(envs, answer_tag=cfg.answer_tag, sandbox=runtime.sandbox,
+                       workers=runtime.workers, limits=runtime.limits)
+    metrics: dict = {}
+    try:
+        items, skipped = env_items(library, cfg, sample_cfg, reward.pool) if envs else ([], [])
+        items += bench_items(benches, cfg, sample_cfg)
+        if note:
+            note(f"evaluate: {sum(it.kind == 'env' for it in items)} held-out instances, "
+                 f"{sum(it.kind == 'bench' for it in items)} benchmark questions, n={cfg.samples}")
+        base_metrics = {
+            "n": cfg.samples, "config": to_dict(cfg), "sampling": sampling_of(cfg).record(),
+            "library": str(library.root) if library is not None else None,
+            "bench_files": [str(b.path) for b in benches],
+            "seeds": {"base": cfg.seed, "split": "heldout", "min_heldout_seed": HELDOUT_BIT,
+                      "environments": {}},
+            "skipped": skipped,
+            "math_verify": checker.mv is not None,
+        }
+        results = {}
+        with artifacts.JsonlAppender(out / "samples.jsonl") as samples:
+            for role, spec in (("model", model), ("baseline", baseline)):
+                if spec is None:
+                    continue
+                if note:
+                    note(f"evaluate: asking {spec.name} ({role})")
+                with spec.factory() as backend:
+                    records = ask(items, backend, cfg, reward, checker, spec.name)
+                for r in records:
+                    samples.append({**r, "role": role})
+                results[role] = {"model": spec.name, **summarize(items, records, cfg.samples)}
+                metrics = {**results["model"], "baseline": None, "delta": None, **base_metrics}
+                metrics["seeds"]["environments"] = {k: v["seeds"] for k, v in results["model"]["environments"].items()}
+                if "baseline" in results:
+                    metrics["baseline"] = results["baseline"]
+                    metrics["delta"] = deltas(results["model"], results["baseline"])
+                artifacts.write_json_atomic(out / "metrics.json", metrics)
+    finally:
+        reward.close()
+    inputs: list = list(envs) + [b.path for b in benches]
+    artifacts.write_json_atomic(out / "manifest.json", artifacts.manifest(
+        "evaluate", {"evaluate": to_dict(cfg), "sample": to_dict(sample_cfg), "runtime": to_dict(runtime)},
+        inputs, started, {"items": len(items), "skipped": len(skipped)},
+        extra={"model": model.name, "baseline": baseline.name if baseline else None,
+               "bench_hashes": {str(b.path): _file_hash(b.path) for b in benches}}))
+    return metrics
+
+
+__all__ = ["AnswerChecker", "Bench", "Item", "ModelSpec", "ask", "bench_items", "check_config",
+           "deltas", "env_items", "flat", "load_bench", "load_benches", "load_math_verify",
+           "normalize", "prepare_out", "run", "spread_levels", "summarize", "table_rows"]
