@@ -6,8 +6,11 @@ EXTRAS ?= train,serving,math,dev
 export OMP_NUM_THREADS ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 RUN ?= runs/demo
+ROUNDS ?= 2
+RECIPE ?= recipes/cpu-demo.yaml
+MODEL ?=
 
-.PHONY: setup test bench demo lint clean
+.PHONY: setup test bench demo iterate lint clean
 
 $(BIN)/evoenv: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,12 +27,17 @@ test: setup
 bench: setup
 	$(BIN)/python benchmarks/bench_score.py
 	$(BIN)/python benchmarks/bench_validate.py
+	$(BIN)/python benchmarks/bench_dedupe.py
 
+# The self-evolving loop. Every stage leaves a marker file when it finishes: kill `make` at any
+# point and run it again, and it resumes where it was without redoing finished stages.
+iterate: setup
+	$(BIN)/evoenv iterate --rounds $(ROUNDS) --recipe $(RECIPE) --run $(RUN) $(if $(MODEL),--model $(MODEL))
+
+# The main job on CPU: two full rounds with the tiny random model (no GPU, no download).
 demo: setup
-	@mkdir -p $(RUN)
-	$(BIN)/evoenv validate seeds/ --out $(RUN)/validate --clean
-	$(BIN)/evoenv sample $(RUN)/validate --out $(RUN)/train.jsonl --per-env 8 --seed 0
-	$(BIN)/evoenv preview $(RUN)/train.jsonl -n 3
+	$(MAKE) iterate ROUNDS=2 RECIPE=recipes/cpu-demo.yaml RUN=$(RUN)
+	$(BIN)/evoenv preview $(RUN)/round-02/sample/train.jsonl -n 3
 
 lint: setup
 	$(BIN)/ruff check evoenv_cli tests benchmarks seeds

@@ -622,6 +622,48 @@ def evaluate(
 
 @app.command()
 @stage_command
+def iterate(
+    rounds: Annotated[int, typer.Option("--rounds", "-r", help="Rounds to have finished when this returns.", min=1)] = 1,
+    recipe: Annotated[Path, typer.Option("--recipe", "--config", "-c", help="The recipe every stage runs with.")] = Path("recipes/cpu-demo.yaml"),
+    model: ModelOpt = None,
+    run_dir: Annotated[Path, typer.Option("--run", help="Run folder: round-NN/<stage>/, pool/, rounds.jsonl.")] = Path("runs/demo"),
+    seeds: Annotated[Path, typer.Option("--seeds", help="The seed environments that start the pool.")] = Path("seeds"),
+) -> None:
+    """The self-evolving loop: synthesize, validate, review, compose, calibrate, dedupe, rotate
+    the pool, sample, train and evaluate, round after round. Killed and rerun, it resumes
+    without redoing finished stages.
+
+    Example: [bold]evoenv iterate --rounds 10 --recipe recipes/paper-8xgpu.yaml --model Qwen/Qwen3-4B-Thinking-2507 --run runs/paper[/]
+    """
+    from evoenv_cli import config as cfgmod
+    from evoenv_cli.stages import iterate as stage
+
+    recipe_cfg = cfgmod.load_recipe(recipe)
+    policy = model or recipe_cfg.backend.model
+    if not policy:
+        raise InputError(f"{recipe}: no model: pass --model or set backend.model")
+    if recipe_cfg.iterate.build_tiny_model and not Path(policy).exists():
+        from evoenv_cli.llm import tiny
+
+        err.print(f"building the tiny random model at {policy} (CPU demo; it writes no working environment)")
+        tiny.build_tiny_model(policy)
+    if not Path(seeds).is_dir():
+        raise InputError(f"{seeds}: no such seeds folder")
+    loop = stage.Loop(run_dir, recipe, policy, recipe_cfg.iterate, seeds, log=lambda m: err.print(m, markup=False, soft_wrap=True))
+    try:
+        stage.run(loop, rounds)
+    except stage.StageFailed as exc:
+        err.print(f"[red]error:[/] {exc}")
+        err.print(f"finished stages are kept in {run_dir}; fix the cause and run the same command again")
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        err.print(f"[yellow]interrupted[/]: finished stages are kept in {run_dir}; run the same command to resume")
+        raise typer.Exit(130) from None
+    err.print(f"rounds in {run_dir / 'rounds.jsonl'}")
+
+
+@app.command()
+@stage_command
 def preview(
     data: Annotated[Path, typer.Argument(help="A JSONL file written by `evoenv sample`.")],
     n: Annotated[int, typer.Option("--n", "-n", help="Rows to show.")] = 3,

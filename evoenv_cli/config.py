@@ -165,6 +165,7 @@ class CalibrateConfig:
     retire_after: int = 2  # pool rotation: consecutive misses that retire an environment
     answer_tag: str = "answer"
     chunk: int = 512  # environments per sweep (each sweep is one backend batch)
+    on_no_answers: str = "reject"  # reject | admit (uncalibrated, all levels: a solver that never answers, e.g. the CPU demo's tiny model)
     seed: int = 0
 
 
@@ -231,6 +232,19 @@ class EvaluateConfig:
 
 
 @dataclass
+class IterateConfig:
+    """`make iterate`: what each round asks of its stages (each stage's own section still applies)."""
+
+    synthesize_n: int = 64  # candidates requested from the policy per round
+    compose_n: int = 16  # composites of the pool per round
+    sample_per_env: int = 64  # training rows per pool environment per round
+    bench: list[str] = field(default_factory=list)  # benchmark JSONL files for evaluate
+    baseline: bool = True  # evaluate the round's policy beside the starting model
+    build_tiny_model: bool = False  # CPU demo: write the tiny model to backend.model when missing
+    train_launch: str = ""  # prefix for the train stage, e.g. "accelerate launch --num_processes 8"
+
+
+@dataclass
 class RewardConfig:
     """How a completion becomes a reward: answer extraction, then the environment's score."""
 
@@ -249,6 +263,7 @@ class Recipe:
     review: ReviewConfig = field(default_factory=ReviewConfig)
     calibrate: CalibrateConfig = field(default_factory=CalibrateConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    iterate: IterateConfig = field(default_factory=IterateConfig)
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
     dedupe: DedupeConfig = field(default_factory=DedupeConfig)
     backend: BackendConfig = field(default_factory=BackendConfig)
@@ -275,11 +290,11 @@ def _build(cls: type[T], data: dict, where: str) -> T:
         raise InputError(f"{where}: {exc}") from None
 
 
-LATER_SECTIONS = ("iterate",)
+LATER_SECTIONS = ()
 KNOWN_SECTIONS = {"runtime": RuntimeConfig, "backend": BackendConfig, "sample": SampleConfig, "reward": RewardConfig,
                   "validate": ValidateConfig, "compose": ComposeConfig, "dedupe": DedupeConfig,
                   "synthesize": SynthesizeConfig, "review": ReviewConfig, "calibrate": CalibrateConfig,
-                  "train": TrainConfig, "evaluate": EvaluateConfig}
+                  "train": TrainConfig, "iterate": IterateConfig, "evaluate": EvaluateConfig}
 
 
 def load_recipe(path: str | Path | None) -> Recipe:

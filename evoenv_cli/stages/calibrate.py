@@ -154,8 +154,12 @@ def judge(s: Subject, cfg: CalibrateConfig, previous: dict | None) -> Verdict:
         return verdict(False, "run", f"could not sample instances: {s.error}")
     rates = {lv: lvl.pass_rate for lv, lvl in s.curve.items() if lvl.pass_rate is not None}
     if not rates:
-        return verdict(False, "no_answers", f"no response had an extractable answer ({no_answer} "
-                       "responses): a format problem, not a difficulty signal")
+        why = (f"no response had an extractable answer ({no_answer} responses): a format problem, "
+               "not a difficulty signal")
+        if cfg.on_no_answers == "admit":
+            return verdict(True, "admitted", f"uncalibrated: {why}", levels=list(range(1, 11)),
+                           misses=0, uncalibrated=True)
+        return verdict(False, "no_answers", why)
     lo, hi = cfg.band
     chosen = sorted(lv for lv, p in rates.items() if lo <= p <= hi)
     low_level, high_level = min(rates), max(rates)

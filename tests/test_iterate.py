@@ -1,0 +1,60 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import ROOT
+
+EXE = Path(sys.executable).with_name("evoenv")
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def recipe(tmp_path: Path) -> Path:
+    text = (ROOT / "recipes" / "cpu-demo.yaml").read_text()
+    text = text.replace("build_tiny_model: true", "build_tiny_model: false")
+    text = text.replace("recipes/bench/", str(ROOT / "recipes" / "bench") + "/")
+    p = tmp_path / "recipe.yaml"
+    p.write_text(text)
+    return p
+
+
+def iterate(tmp_path, model, run, rounds=1, **kw):
+    argv = [str(EXE), "iterate", "--rounds", str(rounds), "--recipe", str(recipe(tmp_path)),
+            "--model", str(model), "--run", str(run), "--seeds", str(ROOT / "seeds")]
+    return subprocess.Popen(argv, env=ENV, cwd=tmp_path, text=True, **kw)
+
+
+def test_a_killed_loop_resumes_without_redoing_finished_stages(tiny_model, tmp_path):
+    run = tmp_path / "run"
+    proc = iterate(tmp_path, tiny_model, run, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   start_new_session=True)
+    marker = run / "round-01" / "compose" / "summary.json"
+    deadline = time.monotonic() + 300
+    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert marker.exists(), "the loop never reached compose"
+    synth_manifest = (run / "round-01" / "synthesize" / "manifest.json").read_text()
+
+    done = iterate(tmp_path, tiny_model, run, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = done.communicate(timeout=900)
+    assert done.returncode == 0, err[-3000:]
+    assert "synthesize: done" in err and "compose: done" in err
+    assert (run / "round-01" / "synthesize" / "manifest.json").read_text() == synth_manifest
+    rounds = [json.loads(x) for x in (run / "rounds.jsonl").read_text().splitlines()]
+    assert [r["round"] for r in rounds] == [1]
+    r = rounds[0]
+    assert r["candidates"] == 0 and r["admitted"]["compose"] > 0 and r["train_steps"] == 4
+    assert r["pool_size"] >= 10 and "pass@1" in r["evaluation"]
+    assert "round 1: candidates=0" in err and "wrote no usable environment" in err
+    pool = [json.loads(x) for x in (run / "pool" / "index.jsonl").read_text().splitlines()]
+    assert {p["origin"] for p in pool} >= {"seed", "compose"}
+    assert len(list((run / "pool" / "envs").iterdir())) == len(pool)
+    # a second invocation with the round finished does nothing but say so
+    again = iterate(tmp_path, tiny_model, run, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, err = again.communicate(timeout=300)
+    assert again.returncode == 0 and "round 1: done" in err
