@@ -55,7 +55,7 @@ class Loop:
         argv = [*launch, "-m", "evoenv_cli", *map(str, args)]
         self.log("  $ evoenv " + " ".join(map(str, args)))
         env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-        r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        r = subprocess.run(argv, capture_output=True, text=True, env=env)
         if r.returncode != 0:
             tail = (r.stderr.strip().splitlines() or ["(no message)"])[-1]
             raise StageFailed(f"evoenv {args[0]} failed (exit {r.returncode}): {tail}")
