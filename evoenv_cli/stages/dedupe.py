@@ -1,0 +1,772 @@
+"""`evoenv dedupe`: the novelty contract. Keeps the pool from collapsing into renamed copies of
+one template by rejecting near-duplicates, found with MinHash + LSH over two signatures:
+
+- code: the source as normalized tokens (comments, docstrings and layout dropped, string and
+  number literals bucketed, identifiers renamed canonically by recency within each top-level
+  statement), shingled k tokens at a time within each top-level statement, so a renamed,
+  re-commented or reordered copy has the same shingle set and a lightly edited one nearly so;
+- behaviour: the words of prompts sampled in the sandbox at fixed seeds and difficulties
+  (numbers bucketed), shingled k words at a time, so the same task posed by other code is caught.
+
+Streaming and index-based: each environment queries the LSH indexes and, when kept, is inserted;
+nothing compares all pairs. The pool (`--against`) goes in first, then the candidates in the
+library's order, so of two colliding environments the earlier one is kept. A pool's index
+(signatures and LSH tables) can be saved beside it and reused next round.
+"""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import collections
+import functools
+import hashlib
+import heapq
+import io
+import itertools
+import json
+import keyword
+import math
+import pickle
+import random
+import re
+import string
+import zlib
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from evoenv_cli import artifacts
+from evoenv_cli.config import DedupeConfig, RuntimeConfig, to_dict
+from evoenv_cli.runtime.pool import Call, EnvFile, SandboxPool
+from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
+
+STAGES = ("run", "duplicate_code", "duplicate_behaviour")
+SIGNATURE_VERSION = 1  # bump when normalization changes: saved indexes then rebuild
+INDEX_FILE = "dedupe-index.pkl"
+SIGNATURE_CACHE = "dedupe-signatures.jsonl"
+INDEX_MAGIC = b"evoenv-dedupe-index\n"
+MINHASH_SEED = 1
+MINHASH_SCHEME = "affine32"
+
+# -- code signature ------------------------------------------------------------------------------
+_TOKEN = re.compile(  # one token, after spaces: name, string, line start, operator, number, ...
+    r"""[ \t]*+((?:[^\W\d]\w*+(?!['"]))"""
+    r"""|(?:[rRbBuUfF]{1,2})?(?:'''[\s\S]*?'''|\"\"\"[\s\S]*?\"\"\"|'(?:\\.|[^'\\\n])*+'|"(?:\\.|[^"\\\n])*+")"""
+    r"|\n[ \t]*+"
+    r"|[-+*/%&|^@<>=!:]=|\*\*=?|//=?|->|<<=?|>>=?"
+    r"|(?:\d[\d_]*\.?[\d_]*|\.\d[\d_]*)(?:[eE][+-]?\d+)?[jJ]?"
+    r"|\#[^\n]*+"
+    r"|\\\n"
+    r"|\w+"
+    r"|[^\w\s])"
+)
+_QUOTES = frozenset("'\"")
+_NAME_START = frozenset(string.ascii_letters + "_")
+_OPENS, _CLOSES = frozenset("([{"), frozenset(")]}")
+CONTRACT_NAMES = frozenset({"NAME", "TAGS", "ANSWER_TYPE", "INPUT_TYPE", "generate",
+                            "generate_from", "prompt", "solve", "score", "self", "cls"})
+
+
+def _stable_names() -> tuple[frozenset[str], frozenset[str]]:
+    """Bare names kept as they are (keywords, builtins, the contract's names, stdlib module
+    names; a file's own imports are added per file) and attribute names kept after a dot (the
+    public names of builtin types and stdlib modules and classes)."""
+    modules = (random, math, re, collections, itertools, heapq, string, json, hashlib, zlib)
+    bare = set(keyword.kwlist) | set(dir(builtins)) - {"_"} | CONTRACT_NAMES
+    bare |= {m.__name__ for m in modules} | {"functools", "bisect", "fractions", "decimal",
+                                             "statistics", "dataclasses", "typing", "operator",
+                                             "copy", "enum", "textwrap", "cmath", "array"}
+    attrs: set[str] = set()
+    for obj in (*modules, list, dict, set, frozenset, str, bytes, int, float, tuple,
+                random.Random, collections.deque, collections.Counter, re.Pattern, re.Match, io.StringIO):
+        attrs |= {n for n in dir(obj) if not n.startswith("__")}
+    return frozenset(bare), frozenset(attrs)
+
+
+STABLE_BARE, STABLE_ATTRS = _stable_names()
+_IMPORT = re.compile(r"import[ \t]+\(?([^\n#)]*)")  # `import a, b`, `from m import (a, b` (a \b would be slow)
+
+
+def _imported_names(text: str) -> set[str]:
+    names = set()
+    for m in _IMPORT.finditer(text):
+        for part in m.group(1).split(","):
+            words = part.split()
+            if words:
+                names.add(words[0].split(".")[0])  # `import a as b`: the alias b is renamed
+    return names
+
+
+RECENCY_CAP = 4  # identifiers remembered per statement when naming by recency
+
+
+def code_tokens(source: str | bytes) -> list[list[str]]:
+    """The source as normalized tokens, one list per top-level statement.
+
+    Comments, docstrings (a statement that is only a string), parentheses, trailing commas and
+    layout vanish; strings become `S` (adjacent ones merge), numbers `N`; indentation becomes
+    `>`/`<`; logical lines are separated by `;`. Keywords, builtins, imported modules and the
+    contract's names stay, and so do attribute names of builtin and stdlib types; every other
+    identifier is named by recency: `v0` if it is the identifier used last, `v1` if one other
+    came in between, ... `vn` when new or not among the last few (`RECENCY_CAP`). So renaming
+    changes nothing, a reordered function keeps its statement, and an added line disturbs only
+    the names around it (numbering by first appearance would renumber the rest of the function).
+    """
+    text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
+    stable = STABLE_BARE | _imported_names(text)
+    attrs, cap, recents = STABLE_ATTRS, RECENCY_CAP, _RECENT
+    name_start, opens, closes, quotes = _NAME_START, _OPENS, _CLOSES, _QUOTES
+    chunks: list[list[str]] = []
+    cur: list[str] = []
+    recent: list[str] = []  # the last identifiers used, most recent last
+    depth = 0
+    indents = [0]
+    line_indent = 0  # >= 0 at a logical line's start, until its first token; else -1
+    prev = ""
+    line_start = 0  # where the current logical line begins in `cur`
+    for tok in _TOKEN.findall(text):
+        c = tok[0]
+        if c == "(":  # parentheses are dropped (optional ones are a matter of style); depth kept
+            depth += 1
+            continue
+        if c == ")":
+            if depth:
+                depth -= 1
+            if prev == ",":
+                cur.pop()  # a trailing comma
+                prev = ""
+            continue
+        if c == "\n":
+            if not depth:
+                line_indent = len(tok.expandtabs(8)) - 1 if "\t" in tok else len(tok) - 1
+            continue
+        if c == "#" or c == "\\":
+            continue
+        if line_indent >= 0:  # the first token of a logical line
+            if len(cur) - line_start == 1 and cur[-1] == "S":
+                cur.pop()  # the last line was only a string: a docstring or a bare literal
+            if line_indent == 0:
+                if cur:
+                    chunks.append(cur)
+                cur, recent, indents = [], [], [0]
+            elif cur:
+                if cur[-1] != ";" and cur[-1] != ">":  # (after a dropped docstring it is there)
+                    cur.append(";")
+                while line_indent < indents[-1]:
+                    indents.pop()
+                    cur.append("<")
+                if line_indent > indents[-1]:
+                    indents.append(line_indent)
+                    cur.append(">")
+            line_start = len(cur)
+            line_indent = -1
+        if c in name_start or c > "\x7f":
+            if tok[-1] in quotes:
+                if prev == "S":
+                    continue
+                norm = "S"  # a prefixed string: f"...", rb'...'
+            elif tok in stable if prev != "." else tok in attrs:
+                norm = tok
+            elif tok in recent:
+                k = len(recent) - 1 - recent.index(tok)
+                norm = recents[k]
+                if k:
+                    recent.remove(tok)
+                    recent.append(tok)
+            else:
+                norm = "vn"
+                if len(recent) >= cap:
+                    del recent[0]
+                recent.append(tok)
+        elif c in quotes:
+            if prev == "S":
+                continue  # implicit concatenation: adjacent strings are one
+            norm = "S"
+        elif c in opens:
+            depth += 1
+            norm = tok
+        elif c in closes:
+            if depth:
+                depth -= 1
+            if prev == ",":
+                cur.pop()  # a trailing comma
+            norm = tok
+        elif c.isdigit() or (c == "." and len(tok) > 1):
+            norm = "N"
+        else:
+            norm = tok
+        cur.append(norm)
+        prev = norm
+    if len(cur) - line_start == 1 and cur and cur[-1] == "S":
+        cur.pop()
+    if cur:
+        chunks.append(cur)
+    return chunks
+
+
+_RECENT = [f"v{k}" for k in range(RECENCY_CAP)]
+
+
+class _Vocab(dict):
+    """A stable 32-bit id per token (crc32, cached): no hash seed, the same in every process."""
+
+    def __missing__(self, token: str) -> int:
+        value = self[token] = zlib.crc32(token.encode("utf-8"))
+        return value
+
+
+_VOCAB = _Vocab()
+_PAD = "\x00"
+_MULT = np.uint64(0x9E3779B97F4A7C15)
+
+
+def shingle_hashes(chunks: list[list[str]], k: int) -> np.ndarray:
+    """Sorted distinct 32-bit hashes of the k-token shingles inside each chunk; a chunk shorter
+    than k is padded to one shingle, and no shingle spans two chunks, so the set does not
+    depend on the chunks' order."""
+    chunks = [ch for ch in chunks if ch]
+    if not chunks:
+        return np.zeros(0, dtype=np.uint32)
+    lens = [max(len(ch), k) for ch in chunks]
+    seq: list[str] = []
+    for ch, n in zip(chunks, lens):
+        seq.extend(ch)
+        if n > len(ch):
+            seq.extend([_PAD] * (n - len(ch)))
+    ids = np.fromiter(map(_VOCAB.__getitem__, seq), dtype=np.uint64, count=len(seq))
+    cid = np.repeat(np.arange(len(chunks)), lens)
+    n = len(ids) - k + 1
+    h = ids[:n].copy()  # polynomial hash of the k ids, wrapping mod 2**64
+    for j in range(1, k):
+        h *= _MULT
+        h += ids[j:j + n]
+    h = h[cid[:n] == cid[k - 1:]]
+    h ^= h >> np.uint64(31)  # mix the high bits down before keeping 32
+    h *= np.uint64(0xBF58476D1CE4E5B9)
+    h ^= h >> np.uint64(32)
+    return np.unique(h.astype(np.uint32))
+
+
+# -- MinHash -------------------------------------------------------------------------------------
+_PERMUTATIONS: dict[int, np.ndarray] = {}
+_FMIX32 = (np.uint32(16), np.uint32(0x85EBCA6B), np.uint32(13), np.uint32(0xC2B2AE35), np.uint32(16))
+
+
+def permutations(num_perm: int) -> np.ndarray:
+    """datasketch's permutation parameters (scheme affine32, seed 1), made once per num_perm."""
+    perms = _PERMUTATIONS.get(num_perm)
+    if perms is None:
+        from datasketch import MinHash
+
+        perms = _PERMUTATIONS[num_perm] = MinHash(num_perm, seed=MINHASH_SEED, scheme=MINHASH_SCHEME).permutations
+    return perms
+
+
+def minhash_values(hashes: np.ndarray, num_perm: int) -> np.ndarray | None:
+    """The MinHash of a set of 32-bit hashes: what datasketch's `MinHash.update_batch` computes
+    under scheme affine32 (murmur3 finalizer, then h -> a*h + b mod 2**32, then the minimum),
+    in a few vectorized steps instead of a Python call per element (tests check they agree).
+    None for the empty set, which has no signature."""
+    if len(hashes) == 0:
+        return None
+    a, b = permutations(num_perm)
+    s1, m1, s2, m2, s3 = _FMIX32
+    hv = hashes.astype(np.uint32)  # a copy: updated in place below
+    hv ^= hv >> s1
+    hv *= m1
+    hv ^= hv >> s2
+    hv *= m2
+    hv ^= hv >> s3
+    out = np.full(num_perm, np.uint32(0xFFFFFFFF), dtype=np.uint32)
+    b = b[:, None]
+    for start in range(0, len(hv), 8192):  # bounded memory for a huge set
+        phv = np.multiply.outer(a, hv[start:start + 8192])  # (num_perm, n): min along rows
+        phv += b
+        np.minimum(out, phv.min(axis=1), out=out)
+    return out
+
+
+def as_minhash(values: np.ndarray):
+    from datasketch import MinHash
+
+    return MinHash(seed=MINHASH_SEED, hashvalues=values, permutations=permutations(len(values)),
+                   scheme=MINHASH_SCHEME)
+
+
+def code_signature(source: str | bytes, cfg: DedupeConfig) -> np.ndarray | None:
+    """MinHash values of the source's normalized code shingles (None: no code at all)."""
+    return minhash_values(shingle_hashes(code_tokens(source), cfg.code_shingle), cfg.num_perm)
+
+
+_WORD = re.compile(r"[^\W\d_]+|\d+")
+
+
+def prompt_words(text: str) -> list[str]:
+    """Lower-cased words; a number becomes its digit count (`#3`), so instances of one task at
+    one difficulty read alike while the wording of the task stays."""
+    return [w if not w[0].isdigit() else f"#{min(len(w), 9)}" for w in _WORD.findall(text.lower())]
+
+
+def behaviour_signature(prompts: list[str], cfg: DedupeConfig) -> np.ndarray | None:
+    """MinHash values of the word shingles of the prompts (no shingle spans two prompts)."""
+    return minhash_values(shingle_hashes([prompt_words(p) for p in prompts], cfg.behaviour_shingle),
+                          cfg.num_perm)
+
+
+def behaviour_pairs(cfg: DedupeConfig) -> list[tuple[int, int]]:
+    return [(seed, level) for level in cfg.behaviour_levels for seed in range(cfg.behaviour_seeds)]
+
+
+def sample_prompts(env: EnvFile, pool: SandboxPool, cfg: DedupeConfig) -> tuple[list[str] | None, str | None]:
+    """(prompts, None), or (None, why not) when the sandbox cannot produce them."""
+    pairs = behaviour_pairs(cfg)
+    generated = pool.run(env, [Call.generate(s, d) for s, d in pairs])
+    for (s, d), r in zip(pairs, generated):
+        if not r.ok:
+            return None, _failure("generate", s, d, r)
+    prompts = pool.run(env, [Call.prompt(r.value) for r in generated])
+    for (s, d), r in zip(pairs, prompts):
+        if not r.ok:
+            return None, _failure("prompt", s, d, r)
+    return [r.value for r in prompts], None
+
+
+def _failure(fn: str, seed: int, level: int, r) -> str:
+    what = {"timeout": "timed out", "crash": "crashed", "invalid": "returned a bad value",
+            "error": "raised", "skipped": "was skipped"}.get(r.status, r.status)
+    return " ".join(f"{fn} at seed {seed} difficulty {level} {what}: {r.error}".split())[:400]
+
+
+_NAME = re.compile(rb"""^NAME\s*(?::\s*str\s*)?=\s*(['"])([A-Za-z0-9_]{1,64})\1""", re.M)
+
+
+def static_name(source: bytes) -> str | None:
+    m = _NAME.search(source)
+    return m.group(2).decode() if m else None
+
+
+# -- the index -----------------------------------------------------------------------------------
+KINDS = ("code", "behaviour")
+
+
+@dataclass(frozen=True)
+class Member:
+    """An environment in the index: where it came from and whether it belongs to a pool."""
+
+    file: str
+    library: str
+    env_id: str
+    name: str | None
+    pool: bool
+
+    def ref(self, jaccard: float) -> dict:
+        return {"file": self.file, "library": self.library, "env_id": self.env_id, "name": self.name,
+                "pool": self.pool, "jaccard": round(jaccard, 4)}
+
+
+@functools.cache
+def lsh_params(threshold: float, num_perm: int, weights: tuple[float, float]) -> tuple[int, int]:
+    """(bands, rows) datasketch picks for this threshold and weighting (computed once)."""
+    from datasketch import MinHashLSH
+
+    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm, weights=weights)
+    return lsh.b, lsh.r
+
+
+def _lsh_weights(cfg: DedupeConfig) -> tuple[float, float]:
+    fp, fn = (float(w) for w in cfg.lsh_weights)
+    return fp, fn
+
+
+class _Signatures:
+    """Rows of MinHash values in one growing matrix (gathered in one step to compare)."""
+
+    def __init__(self, num_perm: int):
+        self.values = np.zeros((64, num_perm), dtype=np.uint32)
+        self.n = 0
+
+    def put(self, row: int, values: np.ndarray) -> None:
+        if row >= len(self.values):
+            grown = np.zeros((max(row + 1, 2 * len(self.values)), self.values.shape[1]), dtype=np.uint32)
+            grown[:self.n] = self.values[:self.n]
+            self.values = grown
+        self.values[row] = values
+        self.n = max(self.n, row + 1)
+
+
+class NoveltyIndex:
+    """Members in the order they were kept, with one MinHash LSH index per signature kind.
+    `nearest` queries an index (never all pairs); `add` inserts a kept environment."""
+
+    def __init__(self, cfg: DedupeConfig):
+        from datasketch import MinHashLSH
+
+        self.cfg = cfg
+        self.members: list[Member] = []
+        self.has: dict[str, list[bool]] = {k: [] for k in KINDS}
+        self.sigs = {k: _Signatures(cfg.num_perm) for k in KINDS}
+        self.thresholds = {"code": cfg.code_threshold, "behaviour": cfg.behaviour_threshold}
+        self.lsh = {k: MinHashLSH(num_perm=cfg.num_perm, params=self.params(k)) for k in KINDS}
+        self._last: tuple | None = None  # (values, MinHash): a query is usually followed by its insert
+
+    def _sketch(self, values: np.ndarray):
+        """The datasketch MinHash of `values`, reused when the same array (never modified:
+        signatures are not) is queried and then inserted."""
+        last = self._last
+        if last is not None and last[0] is values:
+            return last[1]
+        sketch = as_minhash(values)
+        self._last = (values, sketch)
+        return sketch
+
+    def params(self, kind: str) -> tuple[int, int]:
+        return lsh_params(float(self.thresholds[kind]), self.cfg.num_perm, _lsh_weights(self.cfg))
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def nearest(self, kind: str, values: np.ndarray | None) -> tuple[int, float] | None:
+        """The most similar member among the LSH candidates (ties: the earliest), or None."""
+        if values is None:
+            return None
+        rows = self.lsh[kind].query(self._sketch(values))
+        if not rows:
+            return None
+        rows = np.array(sorted(rows))
+        same = np.count_nonzero(self.sigs[kind].values[rows] == values, axis=1)
+        best = int(np.argmax(same))  # first of the maxima: the earliest member
+        return int(rows[best]), float(same[best]) / len(values)
+
+    def add(self, member: Member, code: np.ndarray | None, behaviour: np.ndarray | None,
+            insert: bool = True) -> int:
+        row = len(self.members)
+        self.members.append(member)
+        for kind, values in (("code", code), ("behaviour", behaviour)):
+            self.has[kind].append(values is not None)
+            if values is not None:
+                self.sigs[kind].put(row, values)
+                if insert:
+                    self.lsh[kind].insert(row, self._sketch(values), check_duplication=False)
+        return row
+
+    def values(self, kind: str, row: int) -> np.ndarray | None:
+        return self.sigs[kind].values[row] if self.has[kind][row] else None
+
+
+@dataclass
+class Decision:
+    stage: str
+    reason: str
+    measurements: dict
+
+    @property
+    def admitted(self) -> bool:
+        return self.stage == "admitted"
+
+
+def decide(index: NoveltyIndex, code: np.ndarray | None, behaviour: np.ndarray | None,
+           failure: str | None = None) -> Decision:
+    """The verdict on one environment against everything kept before it: code first (no
+    execution needed), then whether its prompts could be sampled, then behaviour."""
+    m: dict = {}
+    near_code = index.nearest("code", code)
+    m["nearest_code"] = index.members[near_code[0]].ref(near_code[1]) if near_code else None
+    if near_code and near_code[1] >= index.cfg.code_threshold:
+        kept = index.members[near_code[0]]
+        m["duplicate_of"] = kept.ref(near_code[1])
+        return Decision("duplicate_code", f"its code is a near-duplicate of {_where(kept)}: estimated "
+                        f"Jaccard {near_code[1]:.2f} >= {index.cfg.code_threshold}", m)
+    if failure is not None:
+        return Decision("run", f"its prompts could not be sampled: {failure}", m)
+    near_beh = index.nearest("behaviour", behaviour)
+    m["nearest_behaviour"] = index.members[near_beh[0]].ref(near_beh[1]) if near_beh else None
+    if near_beh and near_beh[1] >= index.cfg.behaviour_threshold:
+        kept = index.members[near_beh[0]]
+        m["duplicate_of"] = kept.ref(near_beh[1])
+        return Decision("duplicate_behaviour", f"its prompts pose the task of {_where(kept)}: "
+                        f"estimated Jaccard {near_beh[1]:.2f} >= {index.cfg.behaviour_threshold}", m)
+    return Decision("admitted", "no near-duplicate in the pool or earlier in the batch", m)
+
+
+def _where(member: Member) -> str:
+    return f"{member.file} ({'pool' if member.pool else 'batch'} {member.library})"
+
+
+# -- saved indexes -------------------------------------------------------------------------------
+_VOCABULARY_DIGEST = hashlib.sha256("\n".join(sorted(STABLE_BARE) + ["."] + sorted(STABLE_ATTRS)).encode()).hexdigest()
+
+
+def _signature_settings(cfg: DedupeConfig) -> dict:
+    """Everything a signature depends on besides the file itself (the stable names come from
+    the running Python's builtins and stdlib, so they are in it too)."""
+    return {"signature_version": SIGNATURE_VERSION, "minhash": [MINHASH_SCHEME, MINHASH_SEED],
+            "stable_names": _VOCABULARY_DIGEST, "num_perm": cfg.num_perm,
+            "code_shingle": cfg.code_shingle, "behaviour_shingle": cfg.behaviour_shingle,
+            "behaviour_pairs": behaviour_pairs(cfg)}
+
+
+def settings_key(cfg: DedupeConfig) -> str:
+    return hashlib.sha256(json.dumps(_signature_settings(cfg)).encode()).hexdigest()[:16]
+
+
+def index_keys(files: list[EnvFile], cfg: DedupeConfig) -> tuple[str, str]:
+    """(signatures key, LSH key): the pool's files (names and env_ids, in order) with the
+    settings that shape the signatures; then also those that shape the LSH tables."""
+    sig = hashlib.sha256(json.dumps({**_signature_settings(cfg),
+                                     "files": [[e.path.name, e.env_id] for e in files]}).encode()).hexdigest()
+    lsh = hashlib.sha256(json.dumps({"signatures": sig, "thresholds": [cfg.code_threshold, cfg.behaviour_threshold],
+                                     "weights": list(_lsh_weights(cfg)),
+                                     "datasketch": _datasketch_version()}).encode()).hexdigest()
+    return sig, lsh
+
+
+def _datasketch_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("datasketch")
+    except metadata.PackageNotFoundError:
+        return "?"
+
+
+def save_index(path: Path, files: list[EnvFile], index: NoveltyIndex, rows: list[int]) -> None:
+    """Write the signatures (and LSH tables) of `rows`, which are `files` in order, to `path`:
+    a magic line, a JSON header (keys, payload size and sha256), then the pickled payload."""
+    from datasketch import MinHashLSH
+
+    cfg = index.cfg
+    own = {k: MinHashLSH(num_perm=cfg.num_perm, params=index.params(k)) for k in KINDS}
+    code = np.zeros((len(rows), cfg.num_perm), dtype=np.uint32)
+    behaviour = np.zeros((len(rows), cfg.num_perm), dtype=np.uint32)
+    has = {k: np.zeros(len(rows), dtype=bool) for k in KINDS}
+    for i, row in enumerate(rows):
+        for kind, matrix in (("code", code), ("behaviour", behaviour)):
+            values = index.values(kind, row)
+            if values is not None:
+                matrix[i] = values
+                has[kind][i] = True
+                own[kind].insert(i, as_minhash(values), check_duplication=False)
+    members = [(e.path.name, e.env_id, index.members[row].name) for e, row in zip(files, rows)]
+    payload = pickle.dumps({"members": members, "code": code, "behaviour": behaviour,
+                            "has_code": has["code"], "has_behaviour": has["behaviour"], "lsh": own},
+                           protocol=pickle.HIGHEST_PROTOCOL)
+    sig_key, lsh_key = index_keys(files, cfg)
+    header = {"version": 1, "signature_key": sig_key, "lsh_key": lsh_key, "files": len(files),
+              "payload_bytes": len(payload), "payload_sha256": hashlib.sha256(payload).hexdigest()}
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("wb") as f:
+        f.write(INDEX_MAGIC + json.dumps(header).encode() + b"\n")
+        f.write(payload)
+    tmp.replace(path)
+
+
+@dataclass
+class SavedIndex:
+    members: list[tuple[str, str, str | None]]
+    code: np.ndarray
+    behaviour: np.ndarray
+    has_code: np.ndarray
+    has_behaviour: np.ndarray
+    lsh: dict | None  # None when the LSH settings changed: rebuilt from the signatures
+
+
+def load_index(path: Path, files: list[EnvFile], cfg: DedupeConfig) -> tuple[SavedIndex | None, str]:
+    """A pool's saved index when it matches the pool's files and the settings, else (None, why).
+    The header is checked, and the payload's size and sha256, before anything is unpickled."""
+    if not path.is_file():
+        return None, "no saved index"
+    sig_key, lsh_key = index_keys(files, cfg)
+    try:
+        with path.open("rb") as f:
+            if f.read(len(INDEX_MAGIC)) != INDEX_MAGIC:
+                return None, "saved index unreadable (not an evoenv dedupe index)"
+            header = json.loads(f.readline(4096))
+            if not isinstance(header, dict) or header.get("version") != 1:
+                return None, "saved index unreadable (unknown version)"
+            if header.get("signature_key") != sig_key:
+                return None, "saved index stale (the pool's files or the signature settings changed)"
+            payload = f.read(int(header["payload_bytes"]) + 1)
+        if len(payload) != header["payload_bytes"] or \
+                hashlib.sha256(payload).hexdigest() != header.get("payload_sha256"):
+            return None, "saved index unreadable (payload size or checksum mismatch)"
+        data = pickle.loads(payload)
+        saved = SavedIndex(data["members"], data["code"], data["behaviour"], data["has_code"],
+                           data["has_behaviour"], data["lsh"] if header.get("lsh_key") == lsh_key else None)
+    except (OSError, ValueError, KeyError, TypeError, pickle.UnpicklingError, EOFError) as exc:
+        return None, f"saved index unreadable ({type(exc).__name__})"
+    if [tuple(m[:2]) for m in saved.members] != [(e.path.name, e.env_id) for e in files]:
+        return None, "saved index stale (its members differ from the pool's files)"
+    return saved, "loaded" if saved.lsh is not None else "loaded signatures; LSH tables rebuilt (thresholds changed)"
+
+
+# -- the stage -------------------------------------------------------------------------------------
+def check_config(cfg: DedupeConfig) -> None:
+    """Settings that cannot work are an InputError (exit 2), before anything runs."""
+    problems = []
+    for name in ("code_threshold", "behaviour_threshold"):
+        v = getattr(cfg, name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 < v <= 1.0:
+            problems.append(f"{name} must be a number in (0, 1], not {v!r}")
+    for name, low in (("code_shingle", 1), ("behaviour_shingle", 1), ("behaviour_seeds", 1), ("num_perm", 16)):
+        v = getattr(cfg, name)
+        if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= 4096:
+            problems.append(f"{name} must be an integer from {low} to 4096, not {v!r}")
+    levels = cfg.behaviour_levels
+    if not isinstance(levels, list) or not levels or \
+            any(isinstance(d, bool) or not isinstance(d, int) or not 1 <= d <= 10 for d in levels):
+        problems.append(f"behaviour_levels must be a non-empty list of difficulties 1..10, not {levels!r}")
+    w = cfg.lsh_weights
+    if not isinstance(w, (list, tuple)) or len(w) != 2 or \
+            any(isinstance(x, bool) or not isinstance(x, (int, float)) or x < 0 for x in w) or \
+            abs(sum(w) - 1.0) > 1e-9:
+        problems.append(f"lsh_weights must be two non-negative numbers that sum to 1, not {w!r}")
+    if problems:
+        raise artifacts.InputError(f"dedupe config: {problems[0]}")
+
+
+class _LazyPool:
+    """The sandboxed pool, started only when some prompts must actually be sampled."""
+
+    def __init__(self, runtime: RuntimeConfig):
+        self.runtime = runtime
+        self.pool: SandboxPool | None = None
+
+    def get(self) -> SandboxPool:
+        if self.pool is None:
+            rt = self.runtime
+            self.pool = SandboxPool(rt.limits, rt.sandbox, rt.workers)
+        return self.pool
+
+    def __enter__(self) -> _LazyPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+
+def _sample_many(envs: list[EnvFile], pools: _LazyPool, cfg: DedupeConfig) -> dict[str, tuple]:
+    """{file name: (prompts, failure)} for `envs`, sampled in parallel on the pool's workers."""
+    if not envs:
+        return {}
+    pool = pools.get()
+    with ThreadPoolExecutor(max_workers=pools.runtime.workers) as ex:
+        results = list(ex.map(lambda e: sample_prompts(e, pool, cfg), envs))
+    return {e.path.name: r for e, r in zip(envs, results)}
+
+
+def _chunks(items: list, size: int) -> Iterator[list]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def add_pool(index: NoveltyIndex, lib: artifacts.EnvLibrary, label: str, pools: _LazyPool) -> dict:
+    """Put a pool's environments in the index (not judged), from its saved index when valid."""
+    cfg = index.cfg
+    saved, status = load_index(lib.root / INDEX_FILE, lib.files, cfg)
+    unsampled = 0
+    if saved is not None:
+        adopt = saved.lsh is not None and len(index) == 0  # its LSH keys are our rows
+        for i, (file, env_id, name) in enumerate(saved.members):
+            index.add(Member(file, label, env_id, name, True),
+                      saved.code[i] if saved.has_code[i] else None,
+                      saved.behaviour[i] if saved.has_behaviour[i] else None, insert=not adopt)
+            unsampled += not saved.has_behaviour[i]
+        if adopt:
+            index.lsh = dict(saved.lsh)
+    else:
+        status = f"built ({status})"
+        for chunk in _chunks(lib.files, 8 * pools.runtime.workers):
+            sampled = _sample_many(chunk, pools, cfg)
+            for env in chunk:
+                prompts, _ = sampled[env.path.name]
+                unsampled += prompts is None
+                index.add(Member(env.path.name, label, env.env_id, static_name(env.source), True),
+                          code_signature(env.source, cfg),
+                          behaviour_signature(prompts, cfg) if prompts is not None else None)
+    return {"library": label, "files": len(lib.files), "index": status, "behaviour_unsampled": unsampled}
+
+
+def _encode(values: np.ndarray | None) -> str | None:
+    return None if values is None else base64.b64encode(values.astype("<u4").tobytes()).decode()
+
+
+def _decode(text: str | None, num_perm: int) -> np.ndarray | None:
+    if not isinstance(text, str):
+        return None
+    values = np.frombuffer(base64.b64decode(text), dtype="<u4").astype(np.uint32)
+    return values if len(values) == num_perm else None
+
+
+def run(library: artifacts.EnvLibrary, cfg: DedupeConfig, runtime: RuntimeConfig, out: Path,
+        against: list[artifacts.EnvLibrary] = (), on_verdict: Callable[[Verdict], None] | None = None,
+        note: Callable[[str], None] | None = None) -> Summary:
+    """Judge every file of `library` into `out` (already prepared) against the pools and the
+    earlier files of the batch, resuming what is final."""
+    index = NoveltyIndex(cfg)
+    reports = []
+    with AdmissionLog(out, library.files) as log, _LazyPool(runtime) as pools:
+        for lib in against:
+            report = add_pool(index, lib, str(lib.root), pools)
+            reports.append(report)
+            if note:
+                note(f"pool {report['library']}: {report['files']} environments, index {report['index']}")
+        # behaviour signatures of the kept ones, so that a resumed run puts them back in the
+        # index without sampling them again (only records made with the same settings count)
+        cache_path = out / SIGNATURE_CACHE
+        key = settings_key(cfg)
+        cached = {r.get("env_id"): r for r in artifacts.read_jsonl_tolerant(cache_path) if r.get("settings") == key}
+        label = str(library.root)
+        rows: dict[str, int] = {}  # file -> row of the batch's kept environments
+        with artifacts.JsonlAppender(cache_path) as cache:
+            for chunk in _chunks(library.files, 8 * runtime.workers):
+                codes = {e.path.name: code_signature(e.source, cfg) for e in chunk}
+                need = []
+                for env in chunk:
+                    done = log.done.get(env.path.name)
+                    if done is not None:
+                        if done["admitted"] and env.env_id not in cached:
+                            need.append(env)
+                        continue
+                    near = index.nearest("code", codes[env.path.name])
+                    if not (near and near[1] >= cfg.code_threshold):  # a sure duplicate needs no run
+                        need.append(env)
+                sampled = _sample_many(need, pools, cfg)
+                for env in chunk:
+                    file = env.path.name
+                    prompts, failure = sampled.get(file, (None, None))
+                    member = Member(file, label, env.env_id, static_name(env.source), False)
+                    done = log.done.get(file)
+                    if done is not None:
+                        if done["admitted"]:
+                            hit = cached.get(env.env_id)
+                            beh = _decode(hit.get("behaviour"), cfg.num_perm) if hit is not None \
+                                else (behaviour_signature(prompts, cfg) if prompts is not None else None)
+                            rows[file] = index.add(member, codes[file], beh)
+                        continue
+                    beh = behaviour_signature(prompts, cfg) if prompts is not None else None
+                    decision = decide(index, codes[file], beh, failure)
+                    if decision.admitted:
+                        cache.append({"env_id": env.env_id, "settings": key, "behaviour": _encode(beh)})
+                        rows[file] = index.add(member, codes[file], beh)
+                    verdict = Verdict(file, env.env_id, member.name, decision.admitted, decision.stage,
+                                      decision.reason, decision.measurements)
+                    log.add(verdict)
+                    if on_verdict:
+                        on_verdict(verdict)
+        saved_to = None
+        if cfg.save_index:  # the admitted files, in the order the output library will list them
+            files = [e for e in library.files if e.path.name in rows]
+            saved_to = out / INDEX_FILE
+            save_index(saved_to, files, index, [rows[e.path.name] for e in files])
+            if note:
+                note(f"index of the {len(files)} admitted environments saved to {saved_to}")
+        summary = log.finish("dedupe", STAGES, library, {"dedupe": to_dict(cfg), "runtime": to_dict(runtime)},
+                             manifest_extra={"against": reports,
+                                             "lsh_bands_rows": {k: list(index.params(k)) for k in KINDS},
+                                             "index_saved": str(saved_to) if saved_to else None})
+        return summary
