@@ -716,26 +716,6 @@ def tiny_model(
               soft_wrap=True)
 
 
-NOT_YET = {
-}
-
-
-def _not_yet(name: str, summary: str, example: str):
-    def command(args: Annotated[list[str] | None, typer.Argument(hidden=True)] = None) -> None:
-        err.print(f"evoenv {name}: not implemented yet")
-        raise typer.Exit(1)
-
-    command.__doc__ = f"{summary}\n\nExample: [bold]{example}[/]"
-    command.__name__ = name
-    return command
-
-
-for _name, (_summary, _example) in NOT_YET.items():
-    app.command(name=_name, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
-        _not_yet(_name, _summary, _example)
-    )
-
-
 def main() -> None:
     try:
         app()

@@ -267,7 +267,6 @@ class Recipe:
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
     dedupe: DedupeConfig = field(default_factory=DedupeConfig)
     backend: BackendConfig = field(default_factory=BackendConfig)
-    extra: dict[str, Any] = field(default_factory=dict)  # sections of stages not built yet
 
 
 def _build(cls: type[T], data: dict, where: str) -> T:
@@ -290,11 +289,7 @@ def _build(cls: type[T], data: dict, where: str) -> T:
         raise InputError(f"{where}: {exc}") from None
 
 
-LATER_SECTIONS = ()
-KNOWN_SECTIONS = {"runtime": RuntimeConfig, "backend": BackendConfig, "sample": SampleConfig, "reward": RewardConfig,
-                  "validate": ValidateConfig, "compose": ComposeConfig, "dedupe": DedupeConfig,
-                  "synthesize": SynthesizeConfig, "review": ReviewConfig, "calibrate": CalibrateConfig,
-                  "train": TrainConfig, "iterate": IterateConfig, "evaluate": EvaluateConfig}
+SECTIONS = {f.name: type(f.default_factory()) for f in dataclasses.fields(Recipe)}
 
 
 def load_recipe(path: str | Path | None) -> Recipe:
@@ -314,13 +309,10 @@ def load_recipe(path: str | Path | None) -> Recipe:
         raise InputError(f"{p}: expected a mapping of stage sections")
     recipe = Recipe()
     for section, body in data.items():
-        if section in KNOWN_SECTIONS:
-            setattr(recipe, section, _build(KNOWN_SECTIONS[section], body or {}, f"{p}: {section}"))
-        elif section in LATER_SECTIONS:
-            recipe.extra[section] = body
+        if section in SECTIONS:
+            setattr(recipe, section, _build(SECTIONS[section], body or {}, f"{p}: {section}"))
         else:
-            names = list(KNOWN_SECTIONS) + list(LATER_SECTIONS)
-            hint = difflib.get_close_matches(str(section), names, n=1)
+            hint = difflib.get_close_matches(str(section), list(SECTIONS), n=1)
             more = f" (did you mean {hint[0]!r}?)" if hint else ""
             raise InputError(f"{p}: unknown section {section!r}{more}")
     return recipe

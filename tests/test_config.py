@@ -1,8 +1,10 @@
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import ROOT, SEEDS
 
 from evoenv_cli.artifacts import InputError
@@ -10,7 +12,15 @@ from evoenv_cli.config import Recipe, load_recipe, override
 
 
 def test_default_recipe_file_matches_the_dataclasses():
-    assert load_recipe(ROOT / "recipes" / "default.yaml") == Recipe()
+    path = ROOT / "recipes" / "default.yaml"
+    assert load_recipe(path) == Recipe()
+    sections = set(yaml.safe_load(path.read_text()))
+    assert sections == {f.name for f in dataclasses.fields(Recipe)}
+
+
+@pytest.mark.parametrize("name", ["cpu-demo", "single-gpu", "paper-8xgpu"])
+def test_shipped_recipes_load(name):
+    load_recipe(ROOT / "recipes" / f"{name}.yaml")
 
 
 def test_sections_override_defaults_and_nested_limits_build(tmp_path):
