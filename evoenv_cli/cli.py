@@ -152,7 +152,6 @@ def validate(
 
     Example: [bold]evoenv validate runs/r1/synthesize --out runs/r1/validate --workers 2[/]
     """
-    import json
 
     from evoenv_cli import artifacts
     from evoenv_cli.stages import validate as stage
@@ -160,19 +159,29 @@ def validate(
     recipe = _runtime(config, sandbox, workers)
     lib = artifacts.EnvLibrary.open(library, allow_empty=True)
     out_dir = artifacts.prepare_out_dir(out, resume, clean)
-    progress = _progress(len(lib.files), "validate", quiet=as_json)
+    _admit("validate", len(lib.files), out_dir, as_json,
+           lambda advance: stage.run(lib, recipe.validate, recipe.runtime, out_dir, on_verdict=advance))
+
+
+def _admit(label: str, total: int, out_dir: Path, as_json: bool, run, llm=None) -> dict:
+    """Run an admission stage under a progress bar (the backend open around it, if any):
+    Ctrl-C says where the verdicts are; then the funnel on stderr, or the summary as JSON."""
+    import contextlib
+    import json
+
+    progress = _progress(total, label, quiet=as_json)
     try:
-        with progress:
-            summary = stage.run(lib, recipe.validate, recipe.runtime, out_dir,
-                                on_verdict=lambda v: progress.advance(v))
+        with llm if llm is not None else contextlib.nullcontext(), progress:
+            record = run(progress.advance).record()
     except KeyboardInterrupt:
         err.print(f"[yellow]interrupted[/]: verdicts so far are in {out_dir / 'verdicts.jsonl'}; "
                   "rerun with --resume to finish")
         raise typer.Exit(130) from None
     if as_json:
-        print(json.dumps(summary.record()))
+        print(json.dumps(record))
     else:
-        _funnel(summary.record(), out_dir)
+        _funnel(record, out_dir)
+    return record
 
 
 class _progress:
@@ -243,7 +252,6 @@ def compose(
 
     Example: [bold]evoenv compose seeds/ --out runs/r1/compose --n 20 --max-depth 2 --seed 1[/]
     """
-    import json
 
     from evoenv_cli import artifacts
     from evoenv_cli import config as cfgmod
@@ -260,19 +268,8 @@ def compose(
     cfg = cfgmod.override(recipe.compose, ops=op_list, n=n, max_depth=max_depth, seed=seed)
     lib = artifacts.EnvLibrary.open(library)
     out_dir = artifacts.prepare_out_dir(out, resume, clean)
-    progress = _progress(cfg.n, "compose", quiet=as_json)
-    try:
-        with progress:
-            summary = stage.run(lib, cfg, recipe.validate, recipe.runtime, out_dir,
-                                on_verdict=lambda v: progress.advance(v))
-    except KeyboardInterrupt:
-        err.print(f"[yellow]interrupted[/]: verdicts so far are in {out_dir / 'verdicts.jsonl'}; "
-                  "rerun with --resume to finish")
-        raise typer.Exit(130) from None
-    if as_json:
-        print(json.dumps(summary.record()))
-    else:
-        _funnel(summary.record(), out_dir)
+    _admit("compose", cfg.n, out_dir, as_json,
+           lambda advance: stage.run(lib, cfg, recipe.validate, recipe.runtime, out_dir, on_verdict=advance))
 
 
 @app.command()
@@ -296,7 +293,6 @@ def dedupe(
 
     Example: [bold]evoenv dedupe runs/r1/calibrate --out runs/r1/dedupe --against runs/pool --save-index[/]
     """
-    import json
 
     from evoenv_cli import artifacts
     from evoenv_cli import config as cfgmod
@@ -309,20 +305,9 @@ def dedupe(
     lib = artifacts.EnvLibrary.open(library, allow_empty=True)
     pools = [artifacts.EnvLibrary.open(p, allow_empty=True) for p in against or []]
     out_dir = artifacts.prepare_out_dir(out, resume, clean)
-    progress = _progress(len(lib.files), "dedupe", quiet=as_json)
-    try:
-        with progress:
-            summary = stage.run(lib, cfg, recipe.runtime, out_dir, pools,
-                                on_verdict=lambda v: progress.advance(v),
-                                note=None if as_json else lambda m: err.print(m, soft_wrap=True))
-    except KeyboardInterrupt:
-        err.print(f"[yellow]interrupted[/]: verdicts so far are in {out_dir / 'verdicts.jsonl'}; "
-                  "rerun with --resume to finish")
-        raise typer.Exit(130) from None
-    if as_json:
-        print(json.dumps(summary.record()))
-    else:
-        _funnel(summary.record(), out_dir)
+    note = None if as_json else (lambda m: err.print(m, soft_wrap=True))
+    _admit("dedupe", len(lib.files), out_dir, as_json,
+           lambda advance: stage.run(lib, cfg, recipe.runtime, out_dir, pools, on_verdict=advance, note=note))
 
 
 def _backend(recipe, backend: str | None, model: str | None, base_url: str | None):
@@ -405,7 +390,6 @@ def review(
 
     Example: [bold]evoenv review runs/r1/validate --out runs/r1/review --model M --backend openai --base-url http://127.0.0.1:8000/v1 --votes 3[/]
     """
-    import json
 
     from evoenv_cli import artifacts
     from evoenv_cli import config as cfgmod
@@ -416,20 +400,9 @@ def review(
     lib = artifacts.EnvLibrary.open(library, allow_empty=True)
     out_dir = artifacts.prepare_out_dir(out, resume, clean)
     llm, model_name = _backend(recipe, backend, model, base_url)
-    progress = _progress(len(lib.files), "review", quiet=as_json)
-    try:
-        with llm, progress:
-            summary = stage.run(lib, cfg, recipe.runtime, llm, out_dir, model_name,
-                                on_verdict=lambda v: progress.advance(v))
-    except KeyboardInterrupt:
-        err.print(f"[yellow]interrupted[/]: verdicts so far are in {out_dir / 'verdicts.jsonl'}; "
-                  "rerun with --resume to finish")
-        raise typer.Exit(130) from None
-    record = summary.record()
-    if as_json:
-        print(json.dumps(record))
-    else:
-        _funnel(record, out_dir)
+    record = _admit("review", len(lib.files), out_dir, as_json,
+                    lambda advance: stage.run(lib, cfg, recipe.runtime, llm, out_dir, model_name,
+                                              on_verdict=advance), llm=llm)
     if record["rejected_by_stage"].get("backend_error"):
         err.print("[yellow]some votes failed at the backend[/]: rerun with --resume to ask again")
 
@@ -458,7 +431,6 @@ def calibrate(
 
     Example: [bold]evoenv calibrate runs/r1/review --out runs/r1/calibrate --model M --backend vllm --band 0.15,0.85[/]
     """
-    import json
 
     from evoenv_cli import artifacts
     from evoenv_cli import config as cfgmod
@@ -477,19 +449,9 @@ def calibrate(
     lib = artifacts.EnvLibrary.open(library, allow_empty=True)
     out_dir = artifacts.prepare_out_dir(out, resume, clean)
     llm, model_name = _backend(recipe, backend, model, base_url)
-    progress = _progress(len(lib.files), "calibrate", quiet=as_json)
-    try:
-        with llm, progress:
-            summary = stage.run(lib, cfg, recipe.sample, recipe.runtime, llm, out_dir, model_name,
-                                on_verdict=lambda v: progress.advance(v))
-    except KeyboardInterrupt:
-        err.print(f"[yellow]interrupted[/]: verdicts so far are in {out_dir / 'verdicts.jsonl'}; "
-                  "rerun with --resume to finish")
-        raise typer.Exit(130) from None
-    if as_json:
-        print(json.dumps(summary.record()))
-    else:
-        _funnel(summary.record(), out_dir)
+    _admit("calibrate", len(lib.files), out_dir, as_json,
+           lambda advance: stage.run(lib, cfg, recipe.sample, recipe.runtime, llm, out_dir, model_name,
+                                     on_verdict=advance), llm=llm)
 
 
 @app.command()
