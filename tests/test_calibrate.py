@@ -130,3 +130,16 @@ def write_recipe(tmp_path) -> Path:
     p = tmp_path / "recipe.yaml"
     p.write_text("calibrate:\n  max_tokens: 16\n")
     return p
+
+
+def test_real_tiny_model_through_openai_against_transformers_serve(tiny_model, served_tiny_model, tmp_path):
+    library(tmp_path, ("register_machine",))
+    exe = Path(sys.executable).with_name("evoenv")
+    r = subprocess.run([exe, "calibrate", tmp_path / "lib", "--out", tmp_path / "out", "--model", tiny_model,
+                        "--backend", "openai", "--base-url", served_tiny_model, "--instances", "1",
+                        "--samples", "2", "--json", "--config", write_recipe(tmp_path)],
+                       capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0, r.stderr
+    v = json.loads((tmp_path / "out" / "verdicts.jsonl").read_text().splitlines()[0])
+    assert v["stage"] == "no_answers"
+    assert all(level["n"] == 0 and level["no_answer_share"] == 1.0 for level in v["curve"].values())

@@ -7,15 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 
@@ -29,7 +24,6 @@ from evoenv_cli.llm import (  # noqa: E402
     make_backend,
     request_seed,
 )
-from evoenv_cli.llm.tiny import build_tiny_model  # noqa: E402
 
 PROMPTS = [
     [{"role": "user", "content": "What is 2 + 2?"}],
@@ -46,49 +40,13 @@ def free_port() -> int:
 
 # -- a real transformers serve ---------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny") / "model"
-    build_tiny_model(path, seed=0)
-    return path
+def model_dir(tiny_model):
+    return tiny_model
 
 
 @pytest.fixture(scope="module")
-def served(model_dir, tmp_path_factory):
-    """`transformers serve DIR` on a free port; yields its base URL; stopped by PID (group)."""
-    exe = Path(sys.executable).with_name("transformers")
-    if not exe.exists():
-        pytest.fail(f"{exe} not found: install the serving extra (transformers[serving])")
-    port = free_port()
-    log = tmp_path_factory.mktemp("serve") / "serve.log"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    with log.open("wb") as log_file:
-        proc = subprocess.Popen(
-            [str(exe), "serve", str(model_dir), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"],
-            stdout=log_file, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"transformers serve exited with {proc.returncode}:\n{log.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"transformers serve not healthy after 60 s:\n{log.read_text()[-2000:]}")
-            time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=10)
-        except ProcessLookupError:
-            pass
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+def served(served_tiny_model):
+    return served_tiny_model
 
 
 def test_real_server_n_is_emulated_with_separate_requests(served, model_dir):
