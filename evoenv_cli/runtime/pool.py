@@ -449,11 +449,14 @@ class SandboxPool:
             return str(exc)
         return None
 
-    def run(self, env: EnvFile, calls: list[Call]) -> list[CallResult]:
-        return self.run_many([(env, calls)])[0]
+    def run(self, env: EnvFile, calls: list[Call], stop_on_failure: bool = False) -> list[CallResult]:
+        return self.run_many([(env, calls)], stop_on_failure)[0]
 
-    def run_many(self, jobs: list[tuple[EnvFile, list[Call]]]) -> list[list[CallResult]]:
-        """All jobs' calls, batched and spread over the workers; results in input order."""
+    def run_many(self, jobs: list[tuple[EnvFile, list[Call]]],
+                 stop_on_failure: bool = False) -> list[list[CallResult]]:
+        """All jobs' calls, batched and spread over the workers; results in input order.
+        With stop_on_failure, a batch whose call failed skips the rest instead of paying each
+        remaining call's time limit (for a caller that rejects on the first failure)."""
         out: list[list[CallResult | None]] = [[None] * len(calls) for _, calls in jobs]
         chunks = []
         for j, (env, calls) in enumerate(jobs):
@@ -464,7 +467,7 @@ class SandboxPool:
 
         def work(chunk):
             j, start, env, calls = chunk
-            for k, r in enumerate(self._run_chunk(env, calls)):
+            for k, r in enumerate(self._run_chunk(env, calls, stop_on_failure)):
                 out[j][start + k] = r
 
         if len(chunks) == 1 or self.workers == 1:
@@ -475,7 +478,7 @@ class SandboxPool:
                 list(ex.map(work, chunks))
         return out  # type: ignore[return-value]
 
-    def _run_chunk(self, env: EnvFile, calls: list[Call]) -> list[CallResult]:
+    def _run_chunk(self, env: EnvFile, calls: list[Call], stop_on_failure: bool = False) -> list[CallResult]:
         results: list[CallResult] = []
         kills = 0
         while len(results) < len(calls):
@@ -493,5 +496,9 @@ class SandboxPool:
             got, died = worker.run(calls[len(results):len(results) + room])
             self._release(None if died else worker, env)
             results += got
+            if stop_on_failure and any(not r.ok for r in got):
+                skipped = CallResult("skipped", None, "skipped after a failed call")
+                results += [skipped] * (len(calls) - len(results))
+                break
             kills = (kills + 1 if len(got) == 1 else 1) if died else 0
         return results
