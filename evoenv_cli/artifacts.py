@@ -157,8 +157,9 @@ def check_writable_parent(p: Path) -> None:
 
 
 # -- stage output directories ----------------------------------------------------------------------
-def prepare_out_dir(out: str | Path, resume: bool, clean: bool) -> Path:
-    """An admission stage's output folder: refused if it holds results, unless resume/clean."""
+def prepare_out_dir(out: str | Path, resume: bool, clean: bool, envs: bool = True) -> Path:
+    """A stage's output folder: refused if it holds results, unless resume (for stages that
+    can) or clean. `envs`: an admission stage's folder, with envs/ in it."""
     d = Path(out)
     if resume and clean:
         raise InputError("--resume and --clean contradict each other: pass one")
@@ -168,10 +169,11 @@ def prepare_out_dir(out: str | Path, resume: bool, clean: bool) -> Path:
     if used and clean:
         shutil.rmtree(d)
     elif used and not resume:
-        raise InputError(f"{d}: already holds results; pass --resume to continue or --clean to start over")
+        how = "pass --resume to continue or --clean to start over" if envs else "pass --clean to start over"
+        raise InputError(f"{d}: already holds results; {how}")
     check_writable_parent(d)
     try:
-        (d / "envs").mkdir(parents=True, exist_ok=True)
+        (d / "envs" if envs else d).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"{d}: cannot create ({exc.strerror})") from None
     return d

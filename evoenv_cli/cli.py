@@ -546,7 +546,7 @@ def evaluate(
     model_name = model or recipe.backend.model
     if not model_name:
         raise artifacts.InputError("no model: pass --model or set backend.model in the recipe")
-    out_dir = stage.prepare_out(out, clean)
+    out_dir = artifacts.prepare_out_dir(out, resume=False, clean=clean, envs=False)
     spec = stage.ModelSpec(model_name, lambda: _backend(recipe, backend, model, base_url)[0])
     base_spec = None
     if baseline:

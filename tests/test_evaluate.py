@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, SEEDS, ScriptedBackend
 
-from evoenv_cli.artifacts import EnvLibrary, InputError
+from evoenv_cli.artifacts import EnvLibrary, InputError, prepare_out_dir
 from evoenv_cli.config import EvaluateConfig, SampleConfig
 from evoenv_cli.runtime.pool import EnvFile, SandboxPool
 from evoenv_cli.stages import evaluate, sample
@@ -97,7 +97,7 @@ def read(out):
 def test_pass_at_1_per_env_and_bench_from_one_batch(tmp_path, key):
     lib = library(tmp_path, calibrated={"register_machine": [3, 4]})
     backend = ScriptedBackend(scripted(key, lambda name, j: name == "register_machine" or j == 0))
-    out = evaluate.prepare_out(tmp_path / "out", clean=False)
+    out = prepare_out_dir(tmp_path / "out", resume=False, clean=False, envs=False)
     m = evaluate.run(out, CFG, evaluate.ModelSpec("policy", lambda: backend), library=lib,
                      benches=benches())
     assert len(backend.calls) == 1 and len(backend.calls[0]) == 2 * CFG.instances + 10
@@ -150,7 +150,7 @@ def test_heldout_seeds_never_meet_training_seeds(tmp_path):
 
 def test_exact_match_when_math_verify_is_missing(tmp_path, monkeypatch):
     monkeypatch.setattr(evaluate, "load_math_verify", lambda: None)
-    out = evaluate.prepare_out(tmp_path / "out", clean=False)
+    out = prepare_out_dir(tmp_path / "out", resume=False, clean=False, envs=False)
     m = evaluate.run(out, EvaluateConfig(samples=1), evaluate.ModelSpec("p", lambda: ScriptedBackend(scripted({}, None))),
                      benches=benches())
     assert m["math_verify"] is False
@@ -186,7 +186,7 @@ def test_baseline_gets_the_same_items_and_deltas(tmp_path, key):
         return build
 
     cfg = EvaluateConfig(instances=2, samples=1)
-    out = evaluate.prepare_out(tmp_path / "out", clean=False)
+    out = prepare_out_dir(tmp_path / "out", resume=False, clean=False, envs=False)
     evaluate.run(out, cfg, evaluate.ModelSpec("new", factory("new", True)), library=lib,
                  benches=benches()[:1], baseline=evaluate.ModelSpec("old", factory("old", False)))
     assert order == ["new", "old"]
@@ -205,7 +205,7 @@ def test_baseline_gets_the_same_items_and_deltas(tmp_path, key):
     assert table["overall pass@1"] == (metrics["overall"]["pass@1"], 0.0, d["overall pass@1"])
     assert table["no-answer share"][2] == metrics["overall"]["no_answer_share"] - 0.0
     # same inputs, same scripted models: byte-identical artifacts
-    again = evaluate.prepare_out(tmp_path / "again", clean=False)
+    again = prepare_out_dir(tmp_path / "again", resume=False, clean=False, envs=False)
     evaluate.run(again, cfg, evaluate.ModelSpec("new", factory("new", True)), library=lib,
                  benches=benches()[:1], baseline=evaluate.ModelSpec("old", factory("old", False)))
     for f in ("samples.jsonl", "metrics.json"):

@@ -31,7 +31,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import shutil
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -382,23 +381,6 @@ def table_rows(metrics: dict) -> list[tuple[str, float | None, float | None, flo
 
 
 # -- the stage -------------------------------------------------------------------------------------
-def prepare_out(out: str | Path, clean: bool) -> Path:
-    """The output folder: refused if it holds results, unless `clean` (then emptied)."""
-    d = Path(out)
-    if d.exists() and not d.is_dir():
-        raise InputError(f"{d}: exists and is not a directory")
-    if d.exists() and any(d.iterdir()):
-        if not clean:
-            raise InputError(f"{d}: already holds results; pass --clean to start over")
-        shutil.rmtree(d)
-    artifacts.check_writable_parent(d)
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"{d}: cannot create ({exc.strerror})") from None
-    return d
-
-
 def check_config(cfg: EvaluateConfig) -> None:
     if not isinstance(cfg.instances, int) or cfg.instances < 1:
         raise InputError(f"evaluate.instances must be an integer >= 1 (got {cfg.instances!r})")
@@ -475,4 +457,4 @@ def run(out: Path, cfg: EvaluateConfig, model: ModelSpec, *, library: EnvLibrary
 
 __all__ = ["AnswerChecker", "Bench", "Item", "ModelSpec", "ask", "bench_items", "check_config",
            "deltas", "env_items", "flat", "load_bench", "load_benches", "load_math_verify",
-           "normalize", "prepare_out", "run", "spread_levels", "summarize", "table_rows"]
+           "normalize", "run", "spread_levels", "summarize", "table_rows"]
