@@ -32,6 +32,9 @@ state = {"verbose": False}
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Recipe YAML; flags override it.")]
 SandboxOpt = Annotated[str | None, typer.Option("--sandbox", help="Where environment code runs: auto (bwrap when it works), bwrap, or process (weaker fallback).")]
 WorkersOpt = Annotated[int | None, typer.Option("--workers", help="Sandboxed worker processes.", min=1)]
+ResumeOpt = Annotated[bool, typer.Option("--resume", help="Continue a previous run into OUT: verdicts already final are kept, the rest is judged.")]
+CleanOpt = Annotated[bool, typer.Option("--clean", help="Delete OUT's results first.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout instead of the table.")]
 # The policy model, shared by the LLM stages (synthesize, review, calibrate, evaluate); they go
 # over the recipe's `backend:` section via evoenv_cli.llm.backend_from_config(recipe.backend, ...).
 ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Policy model: a checkpoint folder or hub name (for --backend openai, the name the server serves).")]
@@ -140,11 +143,11 @@ def validate(
     library: Annotated[Path, typer.Argument(help="Candidates: a folder of .py files or a previous stage's output folder.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (envs/, verdicts.jsonl, index.jsonl, manifest.json, summary.json).")],
     config: ConfigOpt = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue a previous run into OUT, skipping files already judged.")] = False,
-    clean: Annotated[bool, typer.Option("--clean", help="Delete OUT's results first.")] = False,
+    resume: ResumeOpt = False,
+    clean: CleanOpt = False,
     workers: WorkersOpt = None,
     sandbox: SandboxOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout instead of the table.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """The execution contract: admit only environment files that pass ten staged checks
     (static, load, run, determinism, diversity, reference, discrimination, constant_answer,
@@ -241,11 +244,11 @@ def compose(
     max_depth: Annotated[int | None, typer.Option("--max-depth", help="Composites of composites up to this depth.", min=1)] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Which composites are sampled.")] = None,
     config: ConfigOpt = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue a previous run into OUT, reusing its verdicts.")] = False,
-    clean: Annotated[bool, typer.Option("--clean", help="Delete OUT's results first.")] = False,
+    resume: ResumeOpt = False,
+    clean: CleanOpt = False,
     workers: WorkersOpt = None,
     sandbox: SandboxOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout instead of the table.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """RACES: fuse environments into new verifiable ones (SEQUENTIAL, PARALLEL, SORT, SELECT),
     each a standalone file judged by the execution contract before it is written.
@@ -281,11 +284,11 @@ def dedupe(
     threshold: Annotated[float | None, typer.Option("--threshold", "-t", help="Estimated Jaccard at or above which two environments are duplicates, for both signatures (code and behaviour).", min=0.0, max=1.0)] = None,
     save_index: Annotated[bool | None, typer.Option("--save-index/--no-save-index", help="Write OUT/dedupe-index.pkl so the next round can pass OUT as --against.")] = None,
     config: ConfigOpt = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue a previous run into OUT, skipping files already judged.")] = False,
-    clean: Annotated[bool, typer.Option("--clean", help="Delete OUT's results first.")] = False,
+    resume: ResumeOpt = False,
+    clean: CleanOpt = False,
     workers: WorkersOpt = None,
     sandbox: SandboxOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout instead of the table.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """The novelty contract: reject near-duplicates of the pool and of earlier candidates, by
     MinHash LSH over the normalized code and over prompts sampled in the sandbox; the earlier
@@ -332,7 +335,7 @@ def synthesize(
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Tokens per response.", min=1)] = None,
     config: ConfigOpt = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue until N candidates exist.")] = False,
-    clean: Annotated[bool, typer.Option("--clean", help="Delete OUT's results first.")] = False,
+    clean: CleanOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout.")] = False,
 ) -> None:
     """The policy writes candidate environments from the contract, examples and a topic.
@@ -380,10 +383,10 @@ def review(
     votes: Annotated[int | None, typer.Option("--votes", "-k", help="Votes per candidate; a majority admits.", min=1)] = None,
     config: ConfigOpt = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue into OUT; candidates whose votes failed are asked again.")] = False,
-    clean: Annotated[bool, typer.Option("--clean", help="Delete OUT's results first.")] = False,
+    clean: CleanOpt = False,
     workers: WorkersOpt = None,
     sandbox: SandboxOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout instead of the table.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """The semantic contract: the policy reviews each candidate's source and sampled instances
     and votes; a majority of K structured verdicts admits.
@@ -419,11 +422,11 @@ def calibrate(
     instances: Annotated[int | None, typer.Option("--instances", "-m", help="Fresh instances per level.", min=1)] = None,
     samples: Annotated[int | None, typer.Option("--samples", "-k", help="Answers per instance.", min=1)] = None,
     config: ConfigOpt = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue into OUT, skipping environments already judged.")] = False,
-    clean: Annotated[bool, typer.Option("--clean", help="Delete OUT's results first.")] = False,
+    resume: ResumeOpt = False,
+    clean: CleanOpt = False,
     workers: WorkersOpt = None,
     sandbox: SandboxOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout instead of the table.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """The difficulty contract: keep environments whose pass rate for the solver lies in the
     band at some difficulty level, with those levels; on a calibrated pool, retire the ones
@@ -518,7 +521,7 @@ def evaluate(
     instances: Annotated[int | None, typer.Option("--instances", help="Held-out instances per environment.", min=1)] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Base of the held-out instance seeds and the sampling seeds.")] = None,
     config: ConfigOpt = None,
-    clean: Annotated[bool, typer.Option("--clean", help="Delete OUT's results first.")] = False,
+    clean: CleanOpt = False,
     workers: WorkersOpt = None,
     sandbox: SandboxOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print metrics.json on stdout instead of the table.")] = False,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -161,6 +162,14 @@ def request_seed(seed: int | None, prompt_id: int, j: int) -> int | None:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+
+
+def strip_thinking(text: str | None) -> str:
+    """A response without its closed <think>...</think> blocks (what a stage should parse)."""
+    return _THINK.sub("", text or "")
+
+
 def one_line(exc: BaseException) -> str:
     """An exception as one line: its type and the first line of its message."""
     lines = str(exc).strip().splitlines()
@@ -232,5 +241,5 @@ def backend_from_config(cfg: Any, **overrides: Any) -> Backend:
 __all__ = [
     "FINISH_REASONS", "Backend", "BackendConnectionError", "BackendError", "BackendUnavailable",
     "BaseBackend", "Completion", "Generation", "Messages", "SamplingConfig", "backend_from_config",
-    "make_backend", "normalize_finish_reason", "one_line", "request_seed",
+    "make_backend", "normalize_finish_reason", "one_line", "request_seed", "strip_thinking",
 ]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from evoenv_cli import artifacts
 from evoenv_cli.config import ReviewConfig, RuntimeConfig, to_dict
-from evoenv_cli.llm.base import Backend, SamplingConfig
+from evoenv_cli.llm.base import Backend, SamplingConfig, strip_thinking
 from evoenv_cli.runtime.pool import Call, EnvFile, EnvLoadError, SandboxPool
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
 from evoenv_cli.stages.synthesize import template
@@ -29,12 +29,11 @@ QUESTIONS = {
     "trivially_guessable": False,
 }
 ASYMMETRIES = ("algorithmic", "planted", "none")
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 
 
 def parse_vote(text: str) -> tuple[dict | None, str]:
     """The last JSON object in a response with every field well typed, or (None, why)."""
-    body = _THINK.sub("", text or "")
+    body = strip_thinking(text)
     decoder = json.JSONDecoder()
     found = None
     for m in re.finditer(r"\{", body):

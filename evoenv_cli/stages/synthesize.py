@@ -18,13 +18,12 @@ from pathlib import Path
 
 from evoenv_cli import artifacts
 from evoenv_cli.config import SynthesizeConfig, to_dict
-from evoenv_cli.llm.base import Backend, SamplingConfig
+from evoenv_cli.llm.base import Backend, SamplingConfig, strip_thinking
 from evoenv_cli.runtime.contract import NAME_PATTERN, REQUIRED_FUNCTIONS
 from evoenv_cli.runtime.pool import EnvFile
 
 PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.DOTALL)
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 
 
 def template(name: str) -> str:
@@ -88,7 +87,7 @@ def extract_code(response: str) -> tuple[str | None, str]:
     """(code, outcome): the last fenced block that parses and defines the contract's functions;
     thinking text and several blocks are expected. Outcomes: ok, no_code, syntax_error,
     missing_functions."""
-    text = _THINK.sub("", response or "")
+    text = strip_thinking(response)
     if "<think>" in text.lower():  # an unclosed think block: nothing after it is an answer
         return None, "no_code"
     blocks = [body for lang, body in _FENCE.findall(text) if lang.lower() in ("", "python", "py", "python3")]
