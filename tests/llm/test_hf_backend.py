@@ -11,7 +11,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from evoenv_cli.llm import BackendError, SamplingConfig, make_backend  # noqa: E402
-from evoenv_cli.llm.tiny import build_tiny_model  # noqa: E402
 
 PROMPTS = [
     [{"role": "user", "content": "What is 2 + 2?"}],
@@ -22,10 +21,8 @@ PROMPTS = [
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny") / "model"
-    build_tiny_model(path, seed=0)
-    return path
+def model_dir(tiny_model):
+    return tiny_model
 
 
 @pytest.fixture(scope="module")

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from conftest import free_port
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -30,12 +30,6 @@ PROMPTS = [
     [{"role": "system", "content": "You write Python."}, {"role": "user", "content": "Sort a list."}],
     [{"role": "user", "content": "Hi"}],
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # -- a real transformers serve ---------------------------------------------------------------------
