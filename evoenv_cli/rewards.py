@@ -19,15 +19,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from evoenv_cli.llm.base import final_text
 from evoenv_cli.runtime.pool import Call, EnvFile, Limits, SandboxPool
 
 _PATTERNS: dict[str, re.Pattern] = {}
 
 
 def extract_answer(text: Any, tag: str = "answer") -> str | None:
-    """The content of the last <tag>...</tag> block, stripped; None when there is none.
-    An empty tag takes the whole response (for models trained without answer tags)."""
+    """The content of the last <tag>...</tag> block after the reasoning, stripped; None when
+    there is none. Only the part after the last `</think>` counts (an `<answer>` mentioned
+    while reasoning is not the answer), and a response whose `<think>` never closes has no
+    answer. An empty tag takes the whole final part (for models trained without answer tags)."""
     if not isinstance(text, str):
+        return None
+    text = final_text(text)
+    if text is None:
         return None
     if not tag:
         return text.strip()

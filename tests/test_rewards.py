@@ -18,6 +18,12 @@ from evoenv_cli.stages import sample
     ("no tags at all", None),
     ("<answer>unclosed", None),
     (None, None),
+    # thinking: only what follows the reasoning counts
+    ("<think>put it between <answer> and </answer></think> so <answer>7</answer>", "7"),
+    ("the template opened the thinking: between <answer> and </answer>...</think>\n<answer>7</answer>", "7"),
+    ("between <answer> and </answer> I should write it</think> I give up", None),
+    ("<think>between <answer> and </answer> the reasoning never ends", None),
+    ("<think>a</think> <answer>1</answer> <think>b</think> <answer>2</answer>", "2"),
 ])
 def test_extract_answer_takes_the_last_block(text, expected):
     assert extract_answer(text) == expected

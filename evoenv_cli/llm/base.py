@@ -23,7 +23,7 @@ import dataclasses
 import difflib
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -118,10 +118,21 @@ class Backend(Protocol):
 
 
 class BaseBackend:
-    """Shared plumbing: context manager, argument checks, seeds."""
+    """Shared plumbing: context manager, argument checks, seeds, progress."""
 
     name = "base"
     model = ""
+    # Set by a caller that shows progress: called as progress(done, total) with completions
+    # finished so far in the current `generate` call (0 at its start). Never raises into it.
+    progress: Callable[[int, int], None] | None = None
+    generated_tokens = 0  # over the backend's life, for run statistics
+
+    def _report(self, done: int, total: int) -> None:
+        if self.progress is not None:
+            try:
+                self.progress(done, total)
+            except Exception:  # a display problem must never cost a generation
+                pass
 
     def __enter__(self):
         return self
@@ -162,12 +173,27 @@ def request_seed(seed: int | None, prompt_id: int, j: int) -> int | None:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
+
+
+def final_text(text: str | None) -> str | None:
+    """What a response says after its reasoning: the text after the last `</think>` (a chat
+    template may open `<think>` in the prompt, so the response holds only the closing tag);
+    the whole text when it has no thinking tags; None when a `<think>` never closes (the
+    reasoning did not end, so the response has no final part)."""
+    text = text or ""
+    closes = list(_THINK_CLOSE.finditer(text))
+    if closes:
+        return text[closes[-1].end():]
+    if _THINK_OPEN.search(text):
+        return None
+    return text
 
 
 def strip_thinking(text: str | None) -> str:
-    """A response without its closed <think>...</think> blocks (what a stage should parse)."""
-    return _THINK.sub("", text or "")
+    """A response without its reasoning (what a stage should parse); "" when it never ended."""
+    return final_text(text) or ""
 
 
 def one_line(exc: BaseException) -> str:
@@ -241,5 +267,6 @@ def backend_from_config(cfg: Any, **overrides: Any) -> Backend:
 __all__ = [
     "FINISH_REASONS", "Backend", "BackendConnectionError", "BackendError", "BackendUnavailable",
     "BaseBackend", "Completion", "Generation", "Messages", "SamplingConfig", "backend_from_config",
-    "make_backend", "normalize_finish_reason", "one_line", "request_seed", "strip_thinking",
+    "final_text", "make_backend", "normalize_finish_reason", "one_line", "request_seed",
+    "strip_thinking",
 ]
