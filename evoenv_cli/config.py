@@ -41,6 +41,9 @@ class SampleConfig:
     format: str = "trl"  # trl | verl | openrlhf
     system_prompt: str | None = None
     answer_instruction: str = DEFAULT_ANSWER_INSTRUCTION
+    # Demonstration turns before the task: another instance of the same environment and level,
+    # answered by the oracle in the answer tags (how a weak policy learns the format).
+    demonstrations: int = 0
 
 
 @dataclass
@@ -240,7 +243,9 @@ class IterateConfig:
     sample_per_env: int = 64  # training rows per pool environment per round
     bench: list[str] = field(default_factory=list)  # benchmark JSONL files for evaluate
     baseline: bool = True  # evaluate the round's policy beside the starting model
-    build_tiny_model: bool = False  # CPU demo: write the tiny model to backend.model when missing
+    # Build the policy at backend.model / --model when that folder is missing: "starter" (the
+    # SmolLM2-135M-Instruct checkpoint, offline; the CPU demo), "tiny" (random weights, tests).
+    build_model: str = ""
     train_launch: str = ""  # prefix for the train stage, e.g. "accelerate launch --num_processes 8"
 
 

@@ -31,6 +31,23 @@ def test_rows_have_trl_fields_and_spread_difficulties():
         assert count == 10 and levels == set(range(1, 11))
 
 
+def test_a_demonstration_turn_shows_another_instance_answered_in_tags():
+    lib = EnvLibrary.open(SEEDS)
+    with SandboxPool() as pool:
+        plain = sample.run(lib, SampleConfig(per_env=6, seed=3), pool).rows
+        shown = sample.run(lib, SampleConfig(per_env=6, seed=3, demonstrations=1), pool).rows
+    assert [r["seed"] for r in plain] == [r["seed"] for r in shown]  # the same questions
+    differ = 0
+    for a, b in zip(plain, shown):
+        assert a["prompt"][-1] == b["prompt"][-1] and a["answer"] == b["answer"]
+        user, assistant = b["prompt"][-3], b["prompt"][-2]
+        assert user["role"] == "user" and assistant["role"] == "assistant"
+        assert user["content"] != b["prompt"][-1]["content"]  # never the asked instance
+        demo = re.fullmatch(r"<answer>(.*)</answer>", assistant["content"], re.DOTALL).group(1)
+        differ += demo.strip() != b["answer"].strip()
+    assert differ == len(shown)  # copying the demonstration never scores on the seeds
+
+
 def test_heldout_seeds_never_meet_training_seeds():
     train = {sample.instance_seed(s, "x", i) for s in range(3) for i in range(2000)}
     held = {sample.instance_seed(s, "x", i, split="heldout") for s in range(3) for i in range(2000)}

@@ -7,7 +7,7 @@ Two kinds of items, asked in ONE backend batch:
   seed `sample` gives training (and every `calibrate` seed) is below 2**31, so no training or
   calibration instance seed is ever a held-out one, whatever base seeds the runs used. Levels:
   the library's calibrated levels (index.jsonl) when it has them, else 1..10, spread evenly.
-  Prompts are built exactly as for training (`sample.build_messages`); answers are scored by
+  Prompts are built exactly as for training (`instances.prepare`); answers are scored by
   the environment in the sandbox through `rewards.EnvReward` (the training reward's own path).
 - Benchmark files of {"question", "answer"} rows: the question plus an instruction to answer in
   <answer></answer>; the last answer block is compared with the reference by math-verify
@@ -42,8 +42,9 @@ from evoenv_cli.artifacts import EnvLibrary, InputError
 from evoenv_cli.config import EvaluateConfig, RuntimeConfig, SampleConfig, to_dict
 from evoenv_cli.llm.base import Backend, SamplingConfig
 from evoenv_cli.rewards import EnvReward, extract_answer
-from evoenv_cli.runtime.pool import Call, EnvFile, SandboxPool
-from evoenv_cli.stages.sample import REQUIRED, build_messages, instance_seed, levels_for
+from evoenv_cli.runtime.pool import EnvFile, SandboxPool
+from evoenv_cli.stages.instances import DEMONSTRATION_ANSWER, Plan, prepare, user_turn
+from evoenv_cli.stages.sample import REQUIRED, instance_seed, levels_for
 
 HELDOUT_BIT = 1 << 31
 MAX_VERIFY_CHARS = 1000  # longer answers are compared by exact match only
@@ -229,42 +230,40 @@ def env_items(library: EnvLibrary, cfg: EvaluateConfig, sample_cfg: SampleConfig
         name = meta.get("NAME") or env.name
         levels = spread_levels(levels_for(env, library, index_cfg), cfg.instances)
         pairs = [(instance_seed(cfg.seed, name, i, split="heldout"), lv) for i, lv in enumerate(levels)]
-        plans.append((env, name, pairs))
-    generated = pool.run_many([(env, [Call.generate(s, d) for s, d in pairs]) for env, _, pairs in plans])
-    second = []
-    for (env, name, pairs), results in zip(plans, generated):
-        good = []
-        for (s, d), r in zip(pairs, results):
-            if r.ok:
-                good.append((s, d, r.value))
-            else:
-                skipped.append({"env": env.path.name, "seed": s, "difficulty": d,
-                                "reason": f"generate {r.status}: {r.error}"})
-        second.append((env, name, good))
-    answered = pool.run_many([(env, [c for _, _, inst in good for c in (Call.prompt(inst), Call.solve(inst))])
-                              for env, _, good in second])
-    items = []
-    for (env, name, good), results in zip(second, answered):
-        for k, (s, d, inst) in enumerate(good):
-            p, a = results[2 * k], results[2 * k + 1]
-            if not p.ok:
-                skipped.append({"env": env.path.name, "seed": s, "difficulty": d,
-                                "reason": f"prompt {p.status}: {p.error}"})
-                continue
-            items.append(Item("env", name, f"{name}:{s}", build_messages(p.value, sample_cfg),
-                              a.value if a.ok else None, seed=s, difficulty=d, env=env, instance=inst))
+        plans.append(Plan(env, name, pairs))
+    prepared, more = prepare(pool, plans, sample_cfg, need_answer=False)
+    skipped += more
+    items = [Item("env", p.name, f"{p.name}:{p.seed}", p.messages, p.answer, seed=p.seed,
+                  difficulty=p.difficulty, env=p.env, instance=p.instance)
+             for made in prepared for p in made]
     return items, skipped
 
 
 def bench_items(benches: Sequence[Bench], cfg: EvaluateConfig, sample_cfg: SampleConfig) -> list[Item]:
+    """One item per benchmark row. With `sample.demonstrations = k`, each question is preceded
+    by k other rows of the same file with their reference answers in the answer tags (few-shot,
+    as for environment instances), chosen with an answer unlike the asked one where possible."""
     items = []
+    asked = dataclasses.replace(sample_cfg, answer_instruction=cfg.bench_instruction)
     for b in benches:
         for i, row in enumerate(b.rows):
             messages = [{"role": "system", "content": sample_cfg.system_prompt}] if sample_cfg.system_prompt else []
-            text = f"{row['question']}\n\n{cfg.bench_instruction}" if cfg.bench_instruction else row["question"]
-            messages.append({"role": "user", "content": text})
+            for demo in bench_demonstrations(b.rows, i, sample_cfg.demonstrations):
+                messages.append(user_turn(demo["question"], asked))
+                messages.append({"role": "assistant", "content": DEMONSTRATION_ANSWER.format(answer=demo["answer"])})
+            messages.append(user_turn(row["question"], asked))
             items.append(Item("bench", b.label, f"{b.label}:{i}", messages, row["answer"], index=i))
     return items
+
+
+def bench_demonstrations(rows: list[dict], i: int, wanted: int) -> list[dict]:
+    """Up to `wanted` other rows, in file order after row i (wrapping), unlike answers first."""
+    if not wanted:
+        return []
+    others = [rows[(i + k) % len(rows)] for k in range(1, len(rows))]
+    mine = normalize(rows[i]["answer"])
+    differ = [r for r in others if normalize(r["answer"]) != mine]
+    return (differ + [r for r in others if normalize(r["answer"]) == mine])[:wanted]
 
 
 # -- asking and scoring ----------------------------------------------------------------------------

@@ -15,7 +15,11 @@ from dataclasses import dataclass, field
 
 from evoenv_cli.artifacts import EnvLibrary, InputError
 from evoenv_cli.config import SampleConfig
-from evoenv_cli.runtime.pool import Call, EnvFile, SandboxPool
+from evoenv_cli.runtime.pool import EnvFile, SandboxPool
+from evoenv_cli.stages.instances import Plan, Prepared, build_messages, prepare
+
+__all__ = ["FORMATS", "LEVELS", "REQUIRED", "SampleReport", "build_messages", "check_config",
+           "instance_seed", "levels_for", "make_row", "run", "to_format"]
 
 FORMATS = ("trl", "verl", "openrlhf")
 LEVELS = tuple(range(1, 11))
@@ -48,14 +52,6 @@ def levels_for(env: EnvFile, library: EnvLibrary, cfg: SampleConfig) -> list[int
     return list(LEVELS)
 
 
-def build_messages(task: str, cfg: SampleConfig) -> list[dict]:
-    messages = []
-    if cfg.system_prompt:
-        messages.append({"role": "system", "content": cfg.system_prompt})
-    messages.append({"role": "user", "content": f"{task}\n\n{cfg.answer_instruction}"})
-    return messages
-
-
 def check_config(cfg: SampleConfig, library: EnvLibrary) -> None:
     if cfg.per_env < 1:
         raise InputError(f"--per-env must be at least 1 (got {cfg.per_env})")
@@ -74,7 +70,7 @@ def check_config(cfg: SampleConfig, library: EnvLibrary) -> None:
 def run(library: EnvLibrary, cfg: SampleConfig, pool: SandboxPool) -> SampleReport:
     check_config(cfg, library)
     report = SampleReport()
-    plans: list[tuple[EnvFile, list[tuple[int, int]]]] = []
+    plans: list[Plan] = []
     for env in library.files:
         error = pool.load_error(env)
         meta = {} if error else pool.describe(env)
@@ -86,51 +82,26 @@ def run(library: EnvLibrary, cfg: SampleConfig, pool: SandboxPool) -> SampleRepo
         name = meta.get("NAME") or env.name
         levels = levels_for(env, library, cfg)
         pairs = [(instance_seed(cfg.seed, name, i), levels[i % len(levels)]) for i in range(cfg.per_env)]
-        plans.append((env, pairs))
-
-    generated = pool.run_many([(env, [Call.generate(s, d) for s, d in pairs]) for env, pairs in plans])
-    second = []
-    for (env, pairs), results in zip(plans, generated):
-        good = []
-        for (s, d), r in zip(pairs, results):
-            if r.ok:
-                good.append((s, d, r.value))
-            else:
-                report.skipped.append({"env": env.path.name, "seed": s, "difficulty": d,
-                                       "reason": f"generate {r.status}: {r.error}"})
-        second.append((env, good))
-    calls = [(env, [c for _, _, inst in good for c in (Call.prompt(inst), Call.solve(inst))])
-             for env, good in second]
-    answered = pool.run_many(calls)
-    for (env, good), results in zip(second, answered):
-        name = pool.describe(env).get("NAME") or env.name
-        count = 0
-        for k, (s, d, inst) in enumerate(good):
-            p, a = results[2 * k], results[2 * k + 1]
-            if not (p.ok and a.ok):
-                bad = p if not p.ok else a
-                which = "prompt" if not p.ok else "solve"
-                report.skipped.append({"env": env.path.name, "seed": s, "difficulty": d,
-                                       "reason": f"{which} {bad.status}: {bad.error}"})
-                continue
-            report.rows.append(make_row(env, name, inst, p.value, a.value, s, d, cfg))
-            count += 1
-        report.per_env[name] = count
+        plans.append(Plan(env, name, pairs))
+    prepared, skipped = prepare(pool, plans, cfg)
+    report.skipped += skipped
+    for plan, made in zip(plans, prepared):
+        report.rows += [make_row(p) for p in made]
+        report.per_env[plan.name] = len(made)
     return report
 
 
-def make_row(env: EnvFile, name: str, instance: dict, task: str, answer: str, seed: int,
-             difficulty: int, cfg: SampleConfig) -> dict:
+def make_row(p: Prepared) -> dict:
     return {
-        "prompt": build_messages(task, cfg),
-        "answer": answer,
-        "solution": answer,
-        "env_id": env.env_id,
-        "env_name": name,
-        "instance": json.dumps(instance, ensure_ascii=False),
-        "seed": seed,
-        "difficulty": difficulty,
-        "data_source": f"evoenv/{name}",
+        "prompt": p.messages,
+        "answer": p.answer,
+        "solution": p.answer,
+        "env_id": p.env.env_id,
+        "env_name": p.name,
+        "instance": json.dumps(p.instance, ensure_ascii=False),
+        "seed": p.seed,
+        "difficulty": p.difficulty,
+        "data_source": f"evoenv/{p.name}",
     }
 
 
