@@ -11,6 +11,7 @@ from conftest import SEEDS, ScriptedBackend
 
 from evoenv_cli.artifacts import EnvLibrary, prepare_out_dir
 from evoenv_cli.config import CalibrateConfig, RuntimeConfig, SampleConfig
+from evoenv_cli.runtime.pool import SandboxPool
 from evoenv_cli.stages import calibrate
 
 ENVS = ("register_machine", "grid_shortest_path")
@@ -98,7 +99,50 @@ def test_no_extractable_answer_is_a_format_problem_not_difficulty(tmp_path):
     v = run(library(tmp_path, ("register_machine",)), ScriptedBackend(lambda t, p, j: "42"), tmp_path / "out")
     rm = v["register_machine"]
     assert rm["stage"] == "no_answers" and rm["no_answer_share"] == 1.0
-    assert rm["curve"]["1"]["pass_rate"] is None
+    assert rm["curve"]["1"]["pass_rate"] == 0.0  # what training would reward
+
+
+def test_no_answer_responses_count_zero_like_the_training_reward(tmp_path, key):
+    """Half the samples right, half without an answer: pass rate 0.5, not 1.0."""
+
+    def reply(text, pid, j):
+        name, ref, level = key[text[: -len(INSTRUCTION)]]
+        return f"<answer>{ref}</answer>" if j % 2 == 0 else "I ran out of tokens before answer"
+
+    v = run(library(tmp_path, ("register_machine",)), ScriptedBackend(reply), tmp_path / "out")["register_machine"]
+    assert {lv["pass_rate"] for lv in v["curve"].values()} == {0.5}
+    assert {lv["no_answer_share"] for lv in v["curve"].values()} == {0.5}
+    assert v["admitted"] is False and v["stage"] == "flat"
+
+
+def test_every_response_is_kept_with_its_score_and_prompt_ids_are_stable(tmp_path, key):
+    backend = ScriptedBackend(solver(lambda n, lv: 1 - (lv - 1) / 9, key))
+    seen = []
+    real = backend.generate
+    backend.generate = lambda prompts, sampling, prompt_ids=None: seen.extend(prompt_ids) or \
+        real(prompts, sampling, prompt_ids=prompt_ids)
+    run(library(tmp_path, ("register_machine",)), backend, tmp_path / "out")
+    rows = [json.loads(x) for x in (tmp_path / "out" / "responses.jsonl").read_text().splitlines()]
+    v = json.loads((tmp_path / "out" / "verdicts.jsonl").read_text())
+    assert len(rows) == sum(lv["n"] for lv in v["curve"].values())
+    assert all(r["response"].startswith("thinking...") and r["score"] in (0.0, 1.0) for r in rows)
+    seeds = {calibrate.calibration_seed(0, "register_machine", int(lv), i)
+             for lv in v["curve"] for i in range(CFG.instances)}
+    assert {r["seed"] for r in rows} == seeds
+    # a prompt's id (so its sampling seeds) is its instance seed, however the work is chunked
+    assert sorted(seen) == sorted(seeds)
+
+
+def test_a_band_whose_low_edge_minus_margin_is_zero_still_retires(tmp_path, key):
+    cfg = CalibrateConfig(instances=3, samples=6, band=(0.05, 0.95), margin=0.05)
+    lib = library(tmp_path, ("register_machine",))
+    hard = ScriptedBackend(solver(lambda n, lv: 0.0, key))
+    previous = {"levels": [1, 2], "misses": 1}
+    subject = calibrate.Subject(lib.files[0], "register_machine")
+    with SandboxPool() as pool:
+        calibrate.sweep([subject], lambda s: [1, 4, 7, 10], cfg, SampleConfig(), pool, hard)
+    v = calibrate.judge(subject, cfg, previous)
+    assert not v.admitted and v.stage == "retired_too_hard"
 
 
 def test_pool_rotation_retires_after_two_misses_not_one(tmp_path, key):
@@ -142,4 +186,5 @@ def test_real_tiny_model_through_openai_against_transformers_serve(tiny_model, s
     assert r.returncode == 0, r.stderr
     v = json.loads((tmp_path / "out" / "verdicts.jsonl").read_text().splitlines()[0])
     assert v["stage"] == "no_answers"
-    assert all(level["n"] == 0 and level["no_answer_share"] == 1.0 for level in v["curve"].values())
+    assert all(level["n"] == 2 and level["pass_rate"] == 0.0 and level["no_answer_share"] == 1.0
+               for level in v["curve"].values())

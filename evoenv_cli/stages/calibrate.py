@@ -6,8 +6,12 @@ default) is refined between coarse levels where the pass rate crosses the band, 
 whose pass rate lies in [LO, HI] are the environment's calibrated levels. Every request of a
 sweep, over all environments, goes to the backend as one batch.
 
-Pass rate = mean score over responses with an extractable answer; the share of responses
-without one is a format problem, reported beside it, never mixed into it.
+Pass rate = the mean score over every response, as training rewards it: a response without an
+extractable answer scores 0 (so a model that runs out of tokens does not make a hard
+environment look easy), and the no-answer share is reported beside it. Only when no response
+at all had an answer is the verdict `no_answers` (a format problem, not a difficulty signal).
+A pass rate of exactly 0 or 1 is never in the band, whatever its edges. Every response is kept
+in `responses.jsonl` (raw text, extracted answer, score), so a calibration can be audited.
 
 Run on a pool that was calibrated before (its index.jsonl carries `calibration`), the same
 command is pool rotation: an environment that misses the band (widened by a margin) on
@@ -27,9 +31,9 @@ from evoenv_cli.llm.base import Backend, SamplingConfig
 from evoenv_cli.rewards import extract_answer
 from evoenv_cli.runtime.pool import Call, EnvFile, EnvLoadError, SandboxPool
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
-from evoenv_cli.stages.sample import build_messages
+from evoenv_cli.stages.instances import Plan, prepare
 
-CHECKS = ("run", "no_answers", "too_easy", "too_hard", "flat", "missed_band",
+CHECKS = ("run", "backend_error", "no_answers", "too_easy", "too_hard", "flat", "missed_band",
           "retired_too_easy", "retired_too_hard")
 
 
@@ -42,15 +46,18 @@ def calibration_seed(base: int, env_name: str, level: int, i: int) -> int:
 
 @dataclass
 class Level:
-    """One level's measurement."""
+    """One level's measurement. Every response the model gave counts, as training rewards it:
+    a response without an extractable answer scores 0 (its share is reported beside the pass
+    rate); completions the backend failed to return are not the model's and are left out."""
 
-    scores: list[float] = field(default_factory=list)  # responses with an extractable answer
+    scores: list[float] = field(default_factory=list)  # one per response, 0.0 without an answer
     no_answer: int = 0
-    failed: int = 0  # instances that could not be generated in the sandbox
+    errors: int = 0  # completions the backend failed to return
+    failed: int = 0  # instances that could not be made in the sandbox
 
     @property
     def responses(self) -> int:
-        return len(self.scores) + self.no_answer
+        return len(self.scores)
 
     @property
     def pass_rate(self) -> float | None:
@@ -70,61 +77,77 @@ class Subject:
     error: str | None = None
 
 
+def in_band(p: float, lo: float, hi: float) -> bool:
+    """A pass rate of exactly 0 or 1 is never in a band, whatever its edges: every group of
+    such a level has zero reward variance, so GRPO learns nothing there."""
+    return lo <= p <= hi and 0.0 < p < 1.0
+
+
 def sweep(subjects: list[Subject], levels_of: Callable[[Subject], list[int]], cfg: CalibrateConfig,
-          sample_cfg: SampleConfig, pool: SandboxPool, backend: Backend) -> None:
-    """Measure the given levels of every subject: instances in the sandbox, one backend batch
-    for all prompts, answers scored in the sandbox."""
-    plan: list[tuple[Subject, int, dict]] = []  # (subject, level, instance)
-    gen_jobs = []
+          sample_cfg: SampleConfig, pool: SandboxPool, backend: Backend,
+          responses: artifacts.JsonlAppender | None = None) -> None:
+    """Measure the given levels of every subject: instances in the sandbox (prompts built as
+    for training), one backend batch for all of them, answers scored in the sandbox. Every
+    response is appended to `responses` (the raw text, the extracted answer and its score)."""
+    plans, levels_asked = [], []
     for s in subjects:
         if s.error:
             continue
         levels = [lv for lv in levels_of(s) if lv not in s.curve]
-        calls = [Call.generate(calibration_seed(cfg.seed, s.name, lv, i), lv) for lv in levels
-                 for i in range(cfg.instances)]
-        gen_jobs.append((s, levels, calls))
-    results = pool.run_many([(s.env, calls) for s, _, calls in gen_jobs])
-    prompt_jobs = []
-    for (s, levels, calls), rs in zip(gen_jobs, results):
         for lv in levels:
             s.curve[lv] = Level()
-        good = []
-        for c, r in zip(calls, rs):
-            if r.ok:
-                good.append((c.args[1], r.value))
-            else:
-                s.curve[c.args[1]].failed += 1
-        if rs and not good:
-            s.error = f"generate {rs[0].status}: {rs[0].error}"
-        prompt_jobs.append((s, good))
-    texts = pool.run_many([(s.env, [Call.prompt(inst) for _, inst in good]) for s, good in prompt_jobs])
-    conversations = []
-    for (s, good), rs in zip(prompt_jobs, texts):
-        for (lv, inst), r in zip(good, rs):
-            if r.ok:
-                plan.append((s, lv, inst))
-                conversations.append(build_messages(r.value, sample_cfg))
-            else:
-                s.curve[lv].failed += 1
-    if not conversations:
+        pairs = [(calibration_seed(cfg.seed, s.name, lv, i), lv) for lv in levels for i in range(cfg.instances)]
+        if pairs:
+            plans.append(Plan(s.env, s.name, pairs))
+            levels_asked.append(s)
+    if not plans:
+        return
+    prepared, skipped = prepare(pool, plans, sample_cfg)
+    by_file = {s.env.path.name: s for s in levels_asked}
+    for skip in skipped:
+        by_file[skip["env"]].curve[skip["difficulty"]].failed += 1
+    asked = []
+    for s, made in zip(levels_asked, prepared):
+        if not made:
+            first = next(k for k in skipped if k["env"] == s.env.path.name)
+            s.error = f"{first['reason']} (every instance failed)"
+        asked += [(s, p) for p in made]
+    if not asked:
         return
     sampling = SamplingConfig(n=cfg.samples, temperature=cfg.temperature, top_p=cfg.top_p,
                               max_tokens=cfg.max_tokens, seed=cfg.seed)
-    generations = backend.generate(conversations, sampling)
-    score_jobs: dict[str, tuple[EnvFile, list[Call], list[tuple[Subject, int]]]] = {}
-    for (s, lv, inst), gen in zip(plan, generations):
-        for c in gen.completions:
-            answer = None if c.finish_reason == "error" else extract_answer(c.text, cfg.answer_tag)
+    generations = backend.generate([p.messages for _, p in asked], sampling,
+                                   prompt_ids=[p.seed for _, p in asked])
+    score_jobs: dict[str, tuple[EnvFile, list[Call], list[int]]] = {}
+    rows: list[dict] = []
+    for (s, p), gen in zip(asked, generations):
+        for j, c in enumerate(gen.completions):
+            row = {"file": s.env.path.name, "env_id": s.env.env_id, "name": s.name, "level": p.difficulty,
+                   "seed": p.seed, "sample": j, "response": c.text, "finish_reason": c.finish_reason,
+                   "tokens": c.tokens, "answer": None, "score": None, "reference": p.answer}
+            rows.append(row)
+            if c.finish_reason == "error":
+                s.curve[p.difficulty].errors += 1
+                continue
+            answer = extract_answer(c.text, cfg.answer_tag)
+            row["answer"] = answer
             if answer is None:
-                s.curve[lv].no_answer += 1
+                s.curve[p.difficulty].no_answer += 1
+                s.curve[p.difficulty].scores.append(0.0)
+                row["score"] = 0.0
                 continue
             job = score_jobs.setdefault(s.env.env_id, (s.env, [], []))
-            job[1].append(Call.score(inst, answer))
-            job[2].append((s, lv))
+            job[1].append(Call.score(p.instance, answer))
+            job[2].append(len(rows) - 1)
     jobs = list(score_jobs.values())
     for (_, _, where), rs in zip(jobs, pool.run_many([(e, calls) for e, calls, _ in jobs])):
-        for (s, lv), r in zip(where, rs):
-            s.curve[lv].scores.append(r.value if r.ok else 0.0)
+        for k, r in zip(where, rs):
+            value = r.value if r.ok else 0.0
+            rows[k]["score"] = value
+            by_file[rows[k]["file"]].curve[rows[k]["level"]].scores.append(value)
+    if responses is not None:
+        for row in rows:
+            responses.append(row)
 
 
 def refine_levels(s: Subject, cfg: CalibrateConfig) -> list[int]:
@@ -134,7 +157,7 @@ def refine_levels(s: Subject, cfg: CalibrateConfig) -> list[int]:
     extra = []
     for a, b in zip(known, known[1:]):
         pa, pb = s.curve[a].pass_rate, s.curve[b].pass_rate
-        crosses = min(pa, pb) <= hi and max(pa, pb) >= lo
+        crosses = min(pa, pb) <= hi and max(pa, pb) >= lo and min(pa, pb) < 1 and max(pa, pb) > 0
         if crosses and b - a > 1:
             extra += range(a + 1, b)
     return extra
@@ -153,7 +176,10 @@ def judge(s: Subject, cfg: CalibrateConfig, previous: dict | None) -> Verdict:
     if s.error:
         return verdict(False, "run", f"could not sample instances: {s.error}")
     rates = {lv: lvl.pass_rate for lv, lvl in s.curve.items() if lvl.pass_rate is not None}
-    if not rates:
+    if not responses:
+        errors = sum(m.errors for m in s.curve.values())
+        return verdict(False, "backend_error", f"the backend returned no response ({errors} failed completions)")
+    if no_answer == responses:
         why = (f"no response had an extractable answer ({no_answer} responses): a format problem, "
                "not a difficulty signal")
         if cfg.on_no_answers == "admit":
@@ -161,12 +187,12 @@ def judge(s: Subject, cfg: CalibrateConfig, previous: dict | None) -> Verdict:
                            misses=0, uncalibrated=True)
         return verdict(False, "no_answers", why)
     lo, hi = cfg.band
-    chosen = sorted(lv for lv, p in rates.items() if lo <= p <= hi)
+    chosen = sorted(lv for lv, p in rates.items() if in_band(p, lo, hi))
     low_level, high_level = min(rates), max(rates)
     spread = max(rates.values()) - min(rates.values())
-    if all(p > hi for p in rates.values()):
+    if all(p > hi or p >= 1.0 for p in rates.values()):
         kind, why = "too_easy", f"pass rate {rates[high_level]:.2f} > {hi} even at level {high_level}"
-    elif all(p < lo for p in rates.values()):
+    elif all(p < lo or p <= 0.0 for p in rates.values()):
         kind, why = "too_hard", f"pass rate {rates[low_level]:.2f} < {lo} even at level {low_level}"
     elif len(rates) >= 3 and spread < cfg.flat_tolerance:
         kind, why = "flat", (f"the pass rate does not respond to difficulty (it spans {spread:.2f} "
@@ -179,7 +205,7 @@ def judge(s: Subject, cfg: CalibrateConfig, previous: dict | None) -> Verdict:
     if previous is None:
         return verdict(False, kind, why)
     # pool rotation: an environment already in the pool gets hysteresis
-    wide = [lv for lv, p in rates.items() if lo - cfg.margin <= p <= hi + cfg.margin]
+    wide = [lv for lv, p in rates.items() if in_band(p, lo - cfg.margin, hi + cfg.margin)]
     if wide:
         return verdict(True, "admitted", f"within the band's margin at levels {sorted(wide)}",
                        levels=sorted(wide), misses=0)
@@ -197,8 +223,9 @@ def judge(s: Subject, cfg: CalibrateConfig, previous: dict | None) -> Verdict:
 def run(library: artifacts.EnvLibrary, cfg: CalibrateConfig, sample_cfg: SampleConfig,
         runtime: RuntimeConfig, backend: Backend, out: Path, model_name: str,
         on_verdict: Callable[[Verdict], None] | None = None) -> Summary:
-    with AdmissionLog(out, library.files) as log, \
+    with AdmissionLog(out, library.files, retry_stages=("backend_error",)) as log, \
             SandboxPool(runtime.limits, runtime.sandbox, runtime.workers) as pool:
+        responses = _responses_log(out / "responses.jsonl", set(log.done))
         subjects = []
         for env in log.pending():
             try:
@@ -208,14 +235,15 @@ def run(library: artifacts.EnvLibrary, cfg: CalibrateConfig, sample_cfg: SampleC
                 subjects.append(Subject(env, env.name, error=str(exc)))
         for start in range(0, len(subjects), cfg.chunk):
             group = subjects[start:start + cfg.chunk]
-            sweep(group, lambda s: list(cfg.coarse_levels), cfg, sample_cfg, pool, backend)
-            sweep(group, lambda s: refine_levels(s, cfg), cfg, sample_cfg, pool, backend)
+            sweep(group, lambda s: list(cfg.coarse_levels), cfg, sample_cfg, pool, backend, responses)
+            sweep(group, lambda s: refine_levels(s, cfg), cfg, sample_cfg, pool, backend, responses)
             for s in group:
                 previous = (library.index.get(s.env.env_id) or {}).get("calibration")
                 v = judge(s, cfg, previous if isinstance(previous, dict) else None)
                 log.add(v)
                 if on_verdict:
                     on_verdict(v)
+        responses.close()
         extra = {}
         for f, r in log.done.items():
             if r["admitted"]:
@@ -225,3 +253,14 @@ def run(library: artifacts.EnvLibrary, cfg: CalibrateConfig, sample_cfg: SampleC
         return log.finish("calibrate", CHECKS, library,
                           {"calibrate": to_dict(cfg), "runtime": to_dict(runtime), "model": model_name,
                            "backend": backend.name}, index_extra=extra)
+
+
+def _responses_log(path: Path, final: set[str]) -> artifacts.JsonlAppender:
+    """responses.jsonl, keeping (on resume) only the responses of files whose verdict is final:
+    the others are measured again and would be counted twice."""
+    if path.exists():
+        rows = artifacts.read_jsonl_tolerant(path)
+        kept = [r for r in rows if r.get("file") in final]
+        if len(kept) != len(rows):
+            artifacts.write_jsonl_atomic(path, kept)
+    return artifacts.JsonlAppender(path)

@@ -1,7 +1,9 @@
 """`evoenv review`: the semantic contract. The policy reads each candidate's source and a few
 instances it produced (computed in the sandbox) and votes, as JSON, on whether the reference
 answers the prompt, the task is well posed, the answer format is stated, the answer is not
-guessable, and which asymmetry it has. A majority of K votes admits.
+guessable, and which asymmetry it has. A majority of K votes admits; an unparseable vote
+counts against. Every vote keeps the model's raw response (`text`), parsed or not, so a
+review can be audited.
 
 Backend failures are not verdicts: a candidate whose votes could not all be obtained is
 recorded as `backend_error` and judged again on --resume.
@@ -103,11 +105,11 @@ def decide(env: EnvFile, name: str | None, generation, votes_wanted: int) -> Ver
     for c in generation.completions:
         vote, why = parse_vote(c.text)
         if vote is None:
-            votes.append({"parsed": False, "reason": why, "finish_reason": c.finish_reason})
+            votes.append({"parsed": False, "reason": why, "finish_reason": c.finish_reason, "text": c.text})
             reasons.append(f"unparseable verdict ({why})")
             continue
         ok, why = approves(vote)
-        vote.update(parsed=True, approve=ok)
+        vote.update(parsed=True, approve=ok, finish_reason=c.finish_reason, text=c.text)
         votes.append(vote)
         approvals += ok
         if not ok:
