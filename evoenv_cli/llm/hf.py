@@ -33,7 +33,7 @@ class HFBackend(BaseBackend):
 
     def __init__(self, model: str, device: str = "auto", dtype: str = "auto",
                  batch_size: int = 16, chat_template_kwargs: dict | None = None,
-                 trust_remote_code: bool = False):
+                 trust_remote_code: bool = False, share_prefill: bool = True):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
@@ -43,6 +43,7 @@ class HFBackend(BaseBackend):
             raise BackendError(f"hf backend: batch_size must be >= 1, got {batch_size}")
         self.model = model
         self.batch_size = batch_size
+        self.share_prefill = share_prefill
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.device = self._device(torch, device)
         self.dtype = self._dtype(torch, dtype, self.device)
@@ -112,6 +113,7 @@ class HFBackend(BaseBackend):
         results: dict[tuple[int, int], Completion] = {}
         errors: dict[int, str] = {}
         first_exc: BaseException | None = None
+        self._report(0, len(rows))
         for start in range(0, len(rows), self.batch_size):
             batch = rows[start:start + self.batch_size]
             try:
@@ -120,6 +122,8 @@ class HFBackend(BaseBackend):
                 first_exc = first_exc or exc
                 for i, _ in batch:
                     errors.setdefault(i, one_line(exc))
+            self._report(min(start + self.batch_size, len(rows)), len(rows))
+        self.generated_tokens += sum(c.tokens for c in results.values())
         if first_exc is not None and not results:
             raise first_exc
         out = []
@@ -170,11 +174,14 @@ class HFBackend(BaseBackend):
             digest = hashlib.sha256(f"evoenv-hf:{sampling.seed}:{keys}".encode()).digest()
             seed = int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
         devices = [self.device.index or 0] if self.device.type == "cuda" else []
+        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
         with torch.random.fork_rng(devices=devices, enabled=seed is not None), torch.inference_mode():
+            cache = self._shared_prefill(batch, input_ids, mask)
+            if cache is not None:
+                kwargs[self._cache_kwarg()] = cache
             if seed is not None:
                 torch.manual_seed(seed)
-            out = self.lm.generate(input_ids=input_ids.to(self.device),
-                                   attention_mask=mask.to(self.device), **kwargs)
+            out = self.lm.generate(input_ids=input_ids, attention_mask=mask, **kwargs)
         generated = out[:, width:].tolist()
         eos = set(self.eos_ids)
         results = {}
@@ -188,6 +195,44 @@ class HFBackend(BaseBackend):
             text = self.tokenizer.decode(body, skip_special_tokens=True)
             results[(i, j)] = Completion(text, n_tokens, reason, seed)
         return results
+
+    def _shared_prefill(self, batch, input_ids, mask):
+        """When a batch holds several completions of one prompt, read each distinct prompt once:
+        its KV cache is computed on the distinct rows and copied to every completion (on a CPU
+        the prompt dominates the cost of short answers). None when every row is distinct, or
+        the model's cache cannot be shared this way."""
+        import torch
+
+        firsts: dict[int, int] = {}
+        for r, (i, _) in enumerate(batch):
+            firsts.setdefault(i, r)
+        if len(firsts) == len(batch) or input_ids.shape[1] < 2 or not self.share_prefill:
+            return None
+        rows = torch.tensor(list(firsts.values()), device=input_ids.device)
+        try:
+            pre = self.lm.generate(input_ids=input_ids[rows], attention_mask=mask[rows], max_new_tokens=1,
+                                   do_sample=False, temperature=1.0, top_p=1.0, top_k=None,
+                                   pad_token_id=self.pad_id, eos_token_id=self.eos_ids,
+                                   return_dict_in_generate=True)
+            cache = getattr(pre, "cache", None) or getattr(pre, "past_key_values", None)
+            if cache is None or not hasattr(cache, "batch_select_indices"):
+                raise TypeError(f"{type(cache).__name__} cannot be shared")
+            cache.crop(-1)  # the last prompt token is read again, with the real sampling settings
+            order = list(firsts)
+            cache.batch_select_indices(torch.tensor([order.index(i) for i, _ in batch], device=input_ids.device))
+            return cache
+        except (TypeError, ValueError, AttributeError, NotImplementedError):
+            self.share_prefill = False  # this model's cache does not work so: plain batches from now on
+            return None
+
+    @staticmethod
+    def _cache_kwarg() -> str:
+        """transformers >= 5.2x names generate's cache `cache` (past_key_values is deprecated)."""
+        try:
+            from transformers.generation.utils import ALL_CACHE_NAMES
+        except ImportError:
+            return "past_key_values"
+        return "cache" if "cache" in ALL_CACHE_NAMES else "past_key_values"
 
     def close(self) -> None:
         lm = getattr(self, "lm", None)

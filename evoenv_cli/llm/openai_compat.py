@@ -262,9 +262,11 @@ class OpenAIBackend(BaseBackend):
                 else:
                     submit(i, 0, n)
             received = 0
+            self._report(0, sent)
             while received < sent:
                 (i, j, k, seed), res = done.get()
                 received += 1
+                self._report(received, sent)  # requests answered (a retried one adds to both)
                 if res.error is not None:
                     connection_failures += res.connection_error
                     errors[i] = errors[i] or res.error
@@ -274,6 +276,7 @@ class OpenAIBackend(BaseBackend):
                 prompt_tokens[i] = prompt_tokens[i] or res.prompt_tokens
                 got = res.choices[:k]
                 tokens = _share_tokens(res.completion_tokens, [t for t, _ in got])
+                self.generated_tokens += sum(tokens)
                 for off, ((text, reason), ntok) in enumerate(zip(got, tokens)):
                     slots[i][j + off] = Completion(text, ntok, reason, seed)
                 if k > 1:

@@ -64,7 +64,7 @@ class VLLMBackend(BaseBackend):
                                     max_tokens=sampling.max_tokens, seed=seed)
 
     def _chat(self, conversations: list, params: list) -> list:
-        kwargs: dict[str, Any] = {"use_tqdm": False}
+        kwargs: dict[str, Any] = {"use_tqdm": self.progress is not None}  # vLLM's own bar
         if self.chat_template_kwargs:
             kwargs["chat_template_kwargs"] = self.chat_template_kwargs
         return self.llm.chat(conversations, params, add_generation_prompt=True, **kwargs)
@@ -102,6 +102,7 @@ class VLLMBackend(BaseBackend):
             o = out.outputs[0]
             reason = "error" if o.finish_reason == "abort" else normalize_finish_reason(o.finish_reason)
             comps[(i, j)] = Completion(o.text, len(o.token_ids), reason, seed)
+            self.generated_tokens += len(o.token_ids)
             if reason == "error":
                 errors.setdefault(i, "request aborted by vLLM")
         result = []

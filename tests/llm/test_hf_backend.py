@@ -98,3 +98,18 @@ def test_empty_call_and_bad_arguments(hf, model_dir, tmp_path):
         make_backend("hf", str(model_dir), devcie="cpu")
     with pytest.raises(BackendError, match="cannot load model"):
         make_backend("hf", str(tmp_path / "missing"))
+
+
+def test_completions_of_one_prompt_share_its_prefill_and_sample_the_same(model_dir):
+    """n completions of a prompt read the prompt once (its cache copied to each row): the texts
+    are exactly those of separate rows, and progress reaches the total."""
+    shared = make_backend("hf", str(model_dir), device="cpu", batch_size=6)
+    plain = make_backend("hf", str(model_dir), device="cpu", batch_size=6, share_prefill=False)
+    seen = []
+    shared.progress = lambda done, total: seen.append((done, total))
+    sampling = SamplingConfig(n=3, temperature=1.0, max_tokens=10, seed=4)
+    a = [g.texts for g in shared.generate(PROMPTS, sampling)]
+    b = [g.texts for g in plain.generate(PROMPTS, sampling)]
+    assert a == b and shared.share_prefill
+    assert seen[0] == (0, 9) and seen[-1] == (9, 9)
+    assert shared.generated_tokens > 0
