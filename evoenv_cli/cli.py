@@ -526,7 +526,7 @@ def evaluate(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: samples.jsonl (one row per sample), metrics.json, manifest.json.")],
     model: ModelOpt = None,
     library: Annotated[Path | None, typer.Option("--library", "-l", help="Environments to evaluate on at held-out seeds: a folder of .py files or a stage's output folder (calibrated levels from its index.jsonl).")] = None,
-    bench: Annotated[list[Path] | None, typer.Option("--bench", "-b", help="A benchmark JSONL file of {\"question\", \"answer\"} rows; repeatable.")] = None,
+    bench: Annotated[list[str] | None, typer.Option("--bench", "-b", help="A benchmark JSONL file of {\"question\", \"answer\"} rows, or a reasoning-gym task rg:TASK[:N[:KEY=VALUE,...]] (N items at fixed held-out seeds, scored by the task's own score_answer; needs the [rg] extra); repeatable.")] = None,
     baseline: Annotated[str | None, typer.Option("--baseline", help="A second model asked the same items; metrics.json gets both and the deltas.")] = None,
     backend: BackendOpt = None,
     base_url: BaseUrlOpt = None,
@@ -542,10 +542,11 @@ def evaluate(
     as_json: Annotated[bool, typer.Option("--json", help="Print metrics.json on stdout instead of the table.")] = False,
 ) -> None:
     """Evaluate a model: pass@1 on held-out environment instances (seeds with bit 31 set, never
-    a training seed) and on benchmark files (math-verify, exact match as fallback); with
-    --baseline, a side-by-side table and the deltas.
+    a training seed), on benchmark files (math-verify, exact match as fallback) and on
+    reasoning-gym tasks (rg:TASK[:N], scored by the task's own score_answer); with --baseline,
+    a side-by-side table and the deltas.
 
-    Example: [bold]evoenv evaluate --model runs/r1/ckpt --out runs/r1/eval --library runs/pool --bench gsm8k.jsonl --baseline Qwen/Qwen3-4B --n 4[/]
+    Example: [bold]evoenv evaluate --model runs/r1/ckpt --out runs/r1/eval --library runs/pool --bench gsm8k.jsonl --bench rg:chain_sum:64 --baseline Qwen/Qwen3-4B --n 4[/]
     """
     import json
 
@@ -559,7 +560,7 @@ def evaluate(
     if library is None and not bench:
         raise artifacts.InputError("nothing to evaluate: pass --library, --bench FILE, or both")
     stage.check_config(cfg)
-    benches = stage.load_benches(bench or [])
+    benches = stage.load_benches(bench or [], seed=cfg.seed)
     lib = artifacts.EnvLibrary.open(library) if library is not None else None
     model_name = model or recipe.backend.model
     if not model_name:

@@ -241,7 +241,7 @@ class IterateConfig:
     synthesize_n: int = 64  # candidates requested from the policy per round
     compose_n: int = 16  # composites of the pool per round
     sample_per_env: int = 64  # training rows per pool environment per round
-    bench: list[str] = field(default_factory=list)  # benchmark JSONL files for evaluate
+    bench: list[str] = field(default_factory=list)  # benchmark JSONL files or rg:TASK[:N] specs for evaluate
     baseline: bool = True  # evaluate the round's policy beside the starting model
     # Build the policy at backend.model / --model when that folder is missing: "starter" (the
     # SmolLM2-135M-Instruct checkpoint, offline; the CPU demo), "tiny" (random weights, tests).

@@ -13,6 +13,11 @@ Two kinds of items, asked in ONE backend batch:
   <answer></answer>; the last answer block is compared with the reference by math-verify
   (equivalence: \\frac{1}{2} == 0.5), with exact match (whitespace and case normalized) where
   math-verify is not installed or cannot parse a side.
+- reasoning-gym tasks (`rg:TASK[:N[:KEY=VALUE,...]]`): N items generated offline at the dataset
+  seed `RG_SEED_BASE + seed` (item i from that + i, all at or above 2**31 like every held-out
+  seed), asked like benchmark questions, and scored by the task's own `score_answer` on the
+  extracted answer. A sample counts as correct when score_answer gives full credit; the mean
+  of its raw (partial-credit) scores is reported beside pass@1 as `mean_score`.
 
 pass@1 of an item = mean correctness over its n samples (a sample without an answer counts 0);
 per environment / benchmark = the mean over its items; `overall` = the mean over all items,
@@ -38,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from evoenv_cli import artifacts
+from evoenv_cli import reasoning_gym_tasks as rg
 from evoenv_cli.artifacts import EnvLibrary, InputError
 from evoenv_cli.config import EvaluateConfig, RuntimeConfig, SampleConfig, to_dict
 from evoenv_cli.llm.base import Backend, SamplingConfig
@@ -47,15 +53,28 @@ from evoenv_cli.stages.instances import DEMONSTRATION_ANSWER, Plan, prepare, use
 from evoenv_cli.stages.sample import REQUIRED, instance_seed, levels_for
 
 HELDOUT_BIT = 1 << 31
+RG_SEED_BASE = HELDOUT_BIT  # reasoning-gym items at held-out seeds, like every evaluation item
 MAX_VERIFY_CHARS = 1000  # longer answers are compared by exact match only
 
 
 # -- benchmark files -------------------------------------------------------------------------------
 @dataclass
 class Bench:
-    path: Path
-    label: str  # the name metrics use: the file name, or the path when two share a name
-    rows: list[dict]  # {"question": str, "answer": str, "line": int}
+    path: Path | None  # the JSONL file; None for a reasoning-gym task
+    label: str  # the name metrics use: the file name (the path when two share a name), or the rg: spec
+    rows: list[dict]  # {"question": str, "answer": str | None, "line": int}
+    rg_items: rg.Items | None = None  # a reasoning-gym task: its items and its own scorer
+
+    @property
+    def source(self) -> str:
+        return str(self.path) if self.path is not None else self.label
+
+    def digest(self) -> str:
+        """A hash of what was asked and expected, so two runs can be shown to share items."""
+        if self.path is not None:
+            return _file_hash(self.path)
+        text = artifacts.dumps([[r["question"], r["answer"]] for r in self.rows])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def load_bench(path: str | Path, label: str | None = None) -> Bench:
@@ -89,10 +108,31 @@ def load_bench(path: str | Path, label: str | None = None) -> Bench:
     return Bench(p, label or p.name, rows)
 
 
-def load_benches(paths: Sequence[str | Path]) -> list[Bench]:
-    """Every file, each labelled by its name (by its path where names collide)."""
-    names = [Path(p).name for p in paths]
-    return [load_bench(p, Path(p).name if names.count(Path(p).name) == 1 else str(p)) for p in paths]
+def load_rg_bench(spec: str, seed: int = 0) -> Bench:
+    """A reasoning-gym task spec (`rg:chain_sum:32`) as a benchmark: its items at the dataset
+    seed RG_SEED_BASE + seed, scored later by the task's own score_answer."""
+    items = rg.generate(rg.parse_spec(spec), RG_SEED_BASE + seed)
+    rows = [{"question": e["question"], "answer": e.get("answer"), "line": i}
+            for i, e in enumerate(items.entries)]
+    return Bench(None, spec, rows, rg_items=items)
+
+
+def load_benches(paths: Sequence[str | Path], seed: int = 0) -> list[Bench]:
+    """Every benchmark: files, each labelled by its name (by its path where names collide),
+    and reasoning-gym task specs (`rg:TASK[:N[:KEY=VALUE,...]]`), labelled by the spec."""
+    files = [p for p in paths if not rg.is_spec(str(p))]
+    names = [Path(p).name for p in files]
+    out = []
+    for p in paths:
+        if rg.is_spec(str(p)):
+            out.append(load_rg_bench(str(p), seed))
+        else:
+            out.append(load_bench(p, Path(p).name if names.count(Path(p).name) == 1 else str(p)))
+    labels = [b.label for b in out]
+    dup = next((x for x in labels if labels.count(x) > 1), None)
+    if dup is not None:
+        raise InputError(f"{dup}: benchmark given twice")
+    return out
 
 
 # -- answer checking -------------------------------------------------------------------------------
@@ -195,6 +235,7 @@ class Item:
     index: int | None = None  # bench: the row's position in its file (0-based)
     env: EnvFile | None = None
     instance: dict | None = None
+    rg_items: rg.Items | None = None  # bench from reasoning-gym: scored by its score_answer
 
 
 @dataclass
@@ -252,7 +293,8 @@ def bench_items(benches: Sequence[Bench], cfg: EvaluateConfig, sample_cfg: Sampl
                 messages.append(user_turn(demo["question"], asked))
                 messages.append({"role": "assistant", "content": DEMONSTRATION_ANSWER.format(answer=demo["answer"])})
             messages.append(user_turn(row["question"], asked))
-            items.append(Item("bench", b.label, f"{b.label}:{i}", messages, row["answer"], index=i))
+            items.append(Item("bench", b.label, f"{b.label}:{i}", messages, row["answer"], index=i,
+                              rg_items=b.rg_items))
     return items
 
 
@@ -289,7 +331,15 @@ def ask(items: list[Item], backend: Backend, cfg: EvaluateConfig, reward: EnvRew
                    "prompt": it.messages, "response": c.text, "answer": None,
                    "reference": it.reference, "score": 0.0,
                    "status": "backend_error" if error else "", "finish_reason": c.finish_reason}
-            if it.kind == "bench" and not error:
+            if it.kind == "bench" and not error and it.rg_items is not None:
+                answer = extract_answer(c.text, cfg.answer_tag)
+                raw, problem = it.rg_items.score(answer, it.index) if answer is not None else (0.0, None)
+                rec.update(answer=answer, score=1.0 if raw >= 1.0 else 0.0, rg_score=raw,
+                           status="no_answer" if answer is None else
+                           ("score_answer_error" if problem else "score_answer"))
+                if problem:
+                    rec["error"] = problem
+            elif it.kind == "bench" and not error:
                 answer = extract_answer(c.text, cfg.answer_tag)
                 ok, method = checker.check(answer, it.reference)
                 rec.update(answer=answer, score=1.0 if ok else 0.0, status=method)
@@ -341,7 +391,13 @@ def summarize(items: list[Item], records: list[dict], n: int) -> dict:
             envs[source] = s
         else:
             methods = [r["status"] for it in group for r in per_item.get(it.item, [])]
-            s["checked_by"] = {m: methods.count(m) for m in ("math_verify", "exact") if methods.count(m)}
+            s["checked_by"] = {m: methods.count(m) for m in ("math_verify", "exact", "score_answer")
+                               if methods.count(m)}
+            if group[0].rg_items is not None:  # reasoning-gym's own partial-credit mean
+                partial = [sum(r.get("rg_score", 0.0) for r in per_item[it.item]) / len(per_item[it.item])
+                           for it in group if per_item.get(it.item)]
+                s["mean_score"] = _mean(partial)
+                s["score_answer_errors"] = methods.count("score_answer_error")
             benches[source] = s
     everything, _ = stats(items)
     overall = {"pass@1": _mean(all_means),
@@ -419,7 +475,8 @@ def run(out: Path, cfg: EvaluateConfig, model: ModelSpec, *, library: EnvLibrary
         base_metrics = {
             "n": cfg.samples, "config": to_dict(cfg), "sampling": sampling_of(cfg).record(),
             "library": str(library.root) if library is not None else None,
-            "bench_files": [str(b.path) for b in benches],
+            "bench_files": [b.source for b in benches],
+            "reasoning_gym": {b.label: b.rg_items.record() for b in benches if b.rg_items},
             "seeds": {"base": cfg.seed, "split": "heldout", "min_heldout_seed": HELDOUT_BIT,
                       "environments": {}},
             "skipped": skipped,
@@ -445,15 +502,15 @@ def run(out: Path, cfg: EvaluateConfig, model: ModelSpec, *, library: EnvLibrary
                 artifacts.write_json_atomic(out / "metrics.json", metrics)
     finally:
         reward.close()
-    inputs: list = list(envs) + [b.path for b in benches]
+    inputs: list = list(envs) + [b.path for b in benches if b.path is not None]
     artifacts.write_json_atomic(out / "manifest.json", artifacts.manifest(
         "evaluate", {"evaluate": to_dict(cfg), "sample": to_dict(sample_cfg), "runtime": to_dict(runtime)},
         inputs, started, {"items": len(items), "skipped": len(skipped)},
         extra={"model": model.name, "baseline": baseline.name if baseline else None,
-               "bench_hashes": {str(b.path): _file_hash(b.path) for b in benches}}))
+               "bench_hashes": {b.source: b.digest() for b in benches}}))
     return metrics
 
 
 __all__ = ["AnswerChecker", "Bench", "Item", "ModelSpec", "ask", "bench_items", "check_config",
-           "deltas", "env_items", "flat", "load_bench", "load_benches", "load_math_verify",
+           "deltas", "env_items", "flat", "load_bench", "load_benches", "load_math_verify", "load_rg_bench",
            "normalize", "run", "spread_levels", "summarize", "table_rows"]
