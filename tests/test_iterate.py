@@ -13,8 +13,8 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
 def recipe(tmp_path: Path) -> Path:
-    text = (ROOT / "recipes" / "cpu-demo.yaml").read_text()
-    text = text.replace("build_tiny_model: true", "build_tiny_model: false")
+    text = (ROOT / "tests" / "recipes" / "tiny.yaml").read_text()
+    text = text.replace("build_model: tiny", "build_model: ''")
     text = text.replace("recipes/bench/", str(ROOT / "recipes" / "bench") + "/")
     p = tmp_path / "recipe.yaml"
     p.write_text(text)

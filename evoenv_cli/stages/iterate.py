@@ -7,7 +7,8 @@ Round r, in RUN/round-NN/<stage>/:
   the pool) -> rotate (the pool re-calibrated against the policy) -> pool update -> sample ->
   train -> evaluate.
 
-Every stage is the same `evoenv <stage>` command a user would run, as a subprocess. A stage is
+Every stage is the same `evoenv <stage>` command a user would run, as a subprocess whose output
+(progress bars, messages) goes straight to the terminal. A stage is
 finished when its marker file exists (summary.json, metrics.json, train-manifest.json, ...);
 killed at any point and run again, the loop skips finished stages and resumes the one it was
 in (`--resume`), so nothing finished is redone or lost. The pool lives in RUN/pool/ (the
@@ -55,10 +56,10 @@ class Loop:
         argv = [*launch, "-m", "evoenv_cli", *map(str, args)]
         self.log("  $ evoenv " + " ".join(map(str, args)))
         env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-        r = subprocess.run(argv, capture_output=True, text=True, env=env)
+        # The stage writes to this terminal as it goes: its progress bars and messages show live.
+        r = subprocess.run(argv, env=env)
         if r.returncode != 0:
-            tail = (r.stderr.strip().splitlines() or ["(no message)"])[-1]
-            raise StageFailed(f"evoenv {args[0]} failed (exit {r.returncode}): {tail}")
+            raise StageFailed(f"evoenv {args[0]} failed (exit {r.returncode}); its messages are above")
         return r
 
     def stage(self, name: str, out: Path, args: list, resumable: bool = True) -> Path:
