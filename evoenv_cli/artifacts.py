@@ -9,6 +9,8 @@ file and the problem.
 from __future__ import annotations
 
 import ast
+import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from evoenv_cli.runtime.pool import EnvFile
 
@@ -32,6 +34,61 @@ class InputError(Exception):
 def dumps(record: Any) -> str:
     """The one JSON-line encoding: stable key order as built, UTF-8, no NaN."""
     return json.dumps(record, ensure_ascii=False, allow_nan=False)
+
+
+# -- stdout carries data only ---------------------------------------------------------------------
+_DATA_OUT: list[TextIO] = []
+
+
+@contextlib.contextmanager
+def stdout_for_data():
+    """While a command runs, stdout carries its data only (JSONL rows, --json summaries):
+    whatever else prints there (TRL's log dicts, a library's print) goes to stderr."""
+    _DATA_OUT.append(sys.stdout)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        _DATA_OUT.pop()
+
+
+def data_stdout() -> TextIO:
+    """Where a command's data goes: the real stdout, even inside `stdout_for_data`."""
+    return _DATA_OUT[-1] if _DATA_OUT else sys.stdout
+
+
+# -- file modes ------------------------------------------------------------------------------------
+def _umask() -> int:
+    """The process umask, read without setting it (os.umask sets it, racing other threads)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return _UMASK_AT_IMPORT
+
+
+_UMASK_AT_IMPORT = os.umask(0o022)
+os.umask(_UMASK_AT_IMPORT)
+
+
+def new_file_mode() -> int:
+    """The mode `open()` gives a new file under the current umask (0644 under 022)."""
+    return 0o666 & ~_umask()
+
+
+def follow_umask(root: str | Path) -> None:
+    """Widen files under `root` that a library wrote 0600 (temp-file-and-rename savers, e.g.
+    safetensors through transformers) to what the umask allows, so a teammate can read them;
+    no permission bit is ever removed."""
+    mode = new_file_mode()
+    root = Path(root)
+    paths = [root] if root.is_file() else (p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+    for p in paths:
+        current = p.stat().st_mode & 0o777
+        if current | mode != current:
+            p.chmod(current | mode)
 
 
 # -- JSONL ---------------------------------------------------------------------------------------
@@ -65,15 +122,15 @@ def read_jsonl(path: str | Path) -> Iterator[dict]:
 def write_jsonl_atomic(path: str | Path, records: Iterable[dict]) -> int:
     """Write all records, replacing `path` only when complete; '-' writes stdout."""
     if str(path) == "-":
-        n = 0
+        out, n = data_stdout(), 0
         for record in records:
-            sys.stdout.write(dumps(record) + "\n")
+            out.write(dumps(record) + "\n")
             n += 1
-        sys.stdout.flush()
+        out.flush()
         return n
     p = Path(path)
     check_writable_parent(p)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    fd, tmp = _temp_beside(p)
     n = 0
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -89,9 +146,17 @@ def write_jsonl_atomic(path: str | Path, records: Iterable[dict]) -> int:
     return n
 
 
+def _temp_beside(p: Path) -> tuple[int, str]:
+    """A temp file next to `p` for an atomic replace, with the mode a plain `open()` would
+    give (mkstemp's own 0600 would make every output unreadable to the user's group)."""
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    os.fchmod(fd, new_file_mode())
+    return fd, tmp
+
+
 def write_json_atomic(path: str | Path, obj: Any) -> None:
     p = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    fd, tmp = _temp_beside(p)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(obj, f, ensure_ascii=False, indent=2, allow_nan=False)
@@ -157,25 +222,96 @@ def check_writable_parent(p: Path) -> None:
 
 
 # -- stage output directories ----------------------------------------------------------------------
-def prepare_out_dir(out: str | Path, resume: bool, clean: bool, envs: bool = True) -> Path:
-    """A stage's output folder: refused if it holds results, unless resume (for stages that
-    can) or clean. `envs`: an admission stage's folder, with envs/ in it."""
+RUN_CONFIG = "run-config.json"  # the settings a stage folder was started with, and their hash
+
+
+def holds_results(d: Path) -> bool:
+    """Whether a stage folder holds anything worth keeping: a file with content other than the
+    settings record. A run that failed at its start (a wrong model path, a missing backend)
+    leaves at most empty folders and files, so fixing the mistake and rerunning just works."""
+    if not d.is_dir():
+        return False
+    record = (RUN_CONFIG, f".{RUN_CONFIG}.")  # the record, and its temp file while it is written
+    return any(p.is_file() and not p.name.startswith(record) and p.stat().st_size > 0 for p in d.rglob("*"))
+
+
+def config_hash(settings: dict) -> str:
+    """A short, stable hash of a stage's resolved settings (canonical JSON)."""
+    text = json.dumps(settings, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def recorded_config_hash(d: str | Path) -> str | None:
+    """The config hash a stage folder was started with (None if it has no record)."""
+    return _read_run_config(Path(d)).get("config_hash")
+
+
+def _read_run_config(d: Path) -> dict:
+    try:
+        record = json.loads((d / RUN_CONFIG).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def settings_changes(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """'key: old -> new' for every leaf that differs between two settings trees."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for k in sorted(set(old) | set(new), key=str):
+            out += settings_changes(old.get(k, "(unset)"), new.get(k, "(unset)"), f"{prefix}{k}.")
+        return out
+    if old == new:
+        return []
+    return [f"{prefix.rstrip('.')}: {json.dumps(old, default=str)} -> {json.dumps(new, default=str)}"]
+
+
+def check_parent_creatable(p: Path) -> None:
+    """The nearest existing folder above `p` is a writable folder (missing ones are created)."""
+    parent = p.parent if str(p.parent) else Path(".")
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(f"{p}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK):
+        raise InputError(f"{p}: folder {parent} is not writable")
+
+
+def prepare_out_dir(out: str | Path, resume: bool, clean: bool, envs: bool = True,
+                    settings: dict | None = None, resumable: bool | None = None) -> Path:
+    """A stage's output folder, created (with its parents) and ready: refused if it holds
+    results, unless resume (for stages that can) or clean. `envs`: an admission stage's
+    folder, with envs/ in it. `resumable`: whether the stage has --resume (default: `envs`).
+
+    `settings`: the resolved settings the results depend on; their hash goes in
+    OUT/run-config.json (and from there in the manifest), and resuming a folder that was
+    started with other settings is refused, naming what changed."""
     d = Path(out)
+    resumable = envs if resumable is None else resumable
     if resume and clean:
         raise InputError("--resume and --clean contradict each other: pass one")
     if d.exists() and not d.is_dir():
         raise InputError(f"{d}: exists and is not a directory")
-    used = d.exists() and any(d.iterdir())
-    if used and clean:
-        shutil.rmtree(d)
-    elif used and not resume:
-        how = "pass --resume to continue or --clean to start over" if envs else "pass --clean to start over"
+    used = holds_results(d)
+    if used and not resume and not clean:
+        how = "pass --resume to continue or --clean to start over" if resumable else "pass --clean to start over"
         raise InputError(f"{d}: already holds results; {how}")
-    check_writable_parent(d)
+    if used and resume and settings is not None:
+        old = _read_run_config(d)
+        if old.get("config_hash") not in (None, config_hash(settings)):
+            changes = settings_changes(old.get("settings", {}), settings)
+            shown = "; ".join(changes[:3]) + (f"; and {len(changes) - 3} more" if len(changes) > 3 else "")
+            raise InputError(f"{d}: was started with other settings ({shown or 'see ' + RUN_CONFIG}); "
+                             "resume with the same ones, or pass --clean to start over")
+    if d.exists() and clean:
+        shutil.rmtree(d)
+    check_parent_creatable(d)
     try:
         (d / "envs" if envs else d).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"{d}: cannot create ({exc.strerror})") from None
+    if settings is not None:
+        write_json_atomic(d / RUN_CONFIG, {"config_hash": config_hash(settings), "settings": settings})
     return d
 
 
@@ -259,7 +395,8 @@ def package_versions(names: Iterable[str] = ("evoenv", "typer", "rich", "dataske
 
 
 def manifest(stage: str, config: dict, inputs: list[EnvFile] | list[Path], started: str,
-             counts: dict[str, int], extra: dict | None = None) -> dict:
+             counts: dict[str, int], extra: dict | None = None, out: str | Path | None = None) -> dict:
+    """A stage's manifest; `out`: its folder, whose recorded settings hash it carries."""
     rows = []
     for item in inputs:
         if isinstance(item, EnvFile):
@@ -269,6 +406,7 @@ def manifest(stage: str, config: dict, inputs: list[EnvFile] | list[Path], start
     return {
         "stage": stage,
         "config": config,
+        "config_hash": recorded_config_hash(out) if out is not None else None,
         "inputs": rows,
         "versions": package_versions(),
         "git_commit": git_commit(),

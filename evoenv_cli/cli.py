@@ -2,31 +2,75 @@
 
 Each command turns flags into a stage config (recipe first, flags over it), calls the stage,
 and maps failures to exit codes: 2 for bad input (one line, no traceback), 1 for a run error,
-130 on Ctrl-C. Data goes to stdout or files; progress and messages go to stderr.
+130 on Ctrl-C, 0 when the reader of a pipe goes away (`... --out - | head`). Data goes to
+stdout or files, and nothing else goes to stdout (libraries' prints are sent to stderr);
+progress and messages go to stderr, with rich markup escaped in every value they show.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+from typer.core import TyperGroup
 
 from evoenv_cli.artifacts import InputError
 
+# `evoenv --help` lists the commands in the order the loop runs them; any other command
+# (a new one not yet placed here) follows in the order it was registered.
+PIPELINE_ORDER = ("synthesize", "validate", "review", "compose", "calibrate", "dedupe", "sample",
+                  "train", "evaluate", "iterate", "preview", "tiny-model", "starter-model")
+
+
+def reflow(text: str | None) -> str | None:
+    """Help text with the source's line breaks inside paragraphs joined (rich help keeps them,
+    which makes ragged text); blank lines still separate paragraphs."""
+    if not text:
+        return text
+    import inspect
+
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+
+
+class PipelineGroup(TyperGroup):
+    """The `evoenv` group: commands in pipeline order, help text reflowed, and no type label
+    (`<bool>`) beside a plain on/off flag."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for command in [self, *self.commands.values()]:
+            command.help = reflow(command.help)
+            ctx = typer.Context(command)
+            for param in [*command.params, command.get_help_option(ctx)]:
+                if param is not None and getattr(param, "is_flag", False):
+                    param.metavar = ""
+
+    def list_commands(self, ctx) -> list[str]:
+        names = list(self.commands)
+        rank = {name: i for i, name in enumerate(PIPELINE_ORDER)}
+        return sorted(names, key=lambda n: (rank.get(n, len(rank)), names.index(n)))
+
+
 app = typer.Typer(
     name="evoenv",
+    cls=PipelineGroup,
     help="Self-evolving reasoning RL: synthesize verifiable environments, admit them through "
     "four contracts, and train on them with GRPO.",
     no_args_is_help=True,
+    invoke_without_command=True,
     add_completion=False,
     rich_markup_mode="rich",
     pretty_exceptions_enable=False,
 )
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)  # one message, one line
 state = {"verbose": False}
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Recipe YAML; flags override it.")]
@@ -43,21 +87,54 @@ BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="For --backen
 
 
 def fail(code: int, message: str) -> None:
-    err.print(f"[red]error:[/] {message}", soft_wrap=True)
+    err.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
     raise typer.Exit(code)
 
 
+def emit(text: str) -> None:
+    """A command's data line on stdout (kept clean: see `artifacts.stdout_for_data`)."""
+    from evoenv_cli import artifacts
+
+    print(text, file=artifacts.data_stdout(), flush=True)
+
+
+def _reader_gone() -> None:
+    """The reader of our stdout went away (`| head`): stop quietly, as Unix tools do. Point
+    stdout at /dev/null so the interpreter's final flush does not complain either."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+class _DataConsole(Console):
+    """rich on stdout for data: a closed pipe is handled like any other (rich would exit 1)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def stage_command(fn):
-    """Shared error handling: InputError -> 2, Ctrl-C -> 130, anything else -> 1."""
+    """Shared error handling: InputError -> 2, Ctrl-C -> 130, a closed pipe -> 0 quietly,
+    anything else -> 1. While the command runs, stdout carries its data only."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        from evoenv_cli import artifacts
         from evoenv_cli.runtime.sandbox import SandboxUnavailable
 
         try:
-            return fn(*args, **kwargs)
+            with artifacts.stdout_for_data():
+                result = fn(*args, **kwargs)
+            sys.stdout.flush()  # here, so a reader gone by now is seen as such too
+            return result
         except typer.Exit:
             raise
+        except BrokenPipeError:
+            _reader_gone()
+            raise typer.Exit(0) from None
         except (InputError, SandboxUnavailable) as exc:
             if state["verbose"]:
                 err.print_exception()
@@ -73,11 +150,66 @@ def stage_command(fn):
     return wrapper
 
 
+class _Notes(logging.Handler):
+    """evoenv's own log messages (a backend's notes) as one stderr line each."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        style = "yellow" if record.levelno >= logging.WARNING else "dim"
+        err.print(f"[{style}]note:[/] {escape(record.getMessage())}", soft_wrap=True)
+
+
+def _route_notes() -> None:
+    logger = logging.getLogger("evoenv_cli")
+    if not any(isinstance(h, _Notes) for h in logger.handlers):
+        logger.addHandler(_Notes())
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+
+
+def versions(verbose: bool) -> list[str]:
+    """`evoenv --version` lines: evoenv's own, then (verbose) what it runs on."""
+    import shutil
+    import subprocess
+    from importlib import metadata
+
+    def version(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    lines = [f"evoenv {version('evoenv')}"]
+    if not verbose:
+        return lines
+    lines.append(f"python {sys.version.split()[0]}")
+    lines += [f"{name} {version(name)}" for name in ("torch", "transformers", "trl", "vllm")]
+    bwrap = shutil.which("bwrap")
+    found = "not installed (the sandbox falls back to a weaker one)"
+    if bwrap:
+        try:
+            r = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10)
+            found = f"{r.stdout.strip().split()[-1]} ({bwrap})" if r.returncode == 0 and r.stdout.strip() else f"unknown ({bwrap})"
+        except (OSError, subprocess.TimeoutExpired):
+            found = f"unknown ({bwrap})"
+    lines.append(f"bubblewrap {found}")
+    return lines
+
+
 @app.callback()
 def main_options(
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks for errors.")] = False,
+    ctx: typer.Context,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks for errors; with --version, the versions of what evoenv runs on.")] = False,
+    version: Annotated[bool, typer.Option("--version", help="Print evoenv's version and exit.")] = False,
 ) -> None:
     state["verbose"] = verbose
+    _route_notes()
+    if version:
+        for line in versions(verbose):
+            emit(line)
+        raise typer.Exit(0)
+    if ctx.invoked_subcommand is None:
+        emit(ctx.get_help())  # `evoenv -v` alone: what `evoenv` alone shows
+        raise typer.Exit(0)
 
 
 def _runtime(config: Path | None, sandbox: str | None, workers: int | None):
@@ -86,6 +218,34 @@ def _runtime(config: Path | None, sandbox: str | None, workers: int | None):
     recipe = cfgmod.load_recipe(config)
     recipe.runtime = cfgmod.override(recipe.runtime, sandbox=sandbox, workers=workers)
     return recipe
+
+
+def _settings(**parts) -> dict:
+    """The resolved settings a stage's results depend on: hashed into OUT/run-config.json and
+    the manifest, and what `--resume` refuses to change (worker counts and sandbox mode do not
+    change results, so they are not in it)."""
+    from evoenv_cli.config import to_dict
+
+    def plain(v):
+        v = to_dict(v)
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        return str(v) if isinstance(v, Path) else v
+
+    return {k: plain(v) for k, v in parts.items()}
+
+
+def _llm_settings(recipe, backend: str | None, model: str | None) -> dict:
+    """The policy's part of the settings."""
+    return {"kind": backend or recipe.backend.kind, "model": model or recipe.backend.model,
+            "chat_template_kwargs": recipe.backend.chat_template_kwargs}
+
+
+def _prompt_settings(recipe) -> dict:
+    """The part of the recipe's `sample:` section that shapes every environment prompt."""
+    return {"system_prompt": recipe.sample.system_prompt, "answer_instruction": recipe.sample.answer_instruction}
 
 
 def _pool(recipe):
@@ -130,11 +290,12 @@ def sample(
     rows = (stage.to_format(r, cfg.format, i) for i, r in enumerate(report.rows))
     n = artifacts.write_jsonl_atomic(out, rows)
     for s in report.skipped[:5]:
-        err.print(f"[yellow]skipped[/] {s['env']} seed={s['seed']} d={s['difficulty']}: {s['reason']}")
+        err.print(f"[yellow]skipped[/] {escape(str(s['env']))} seed={s['seed']} d={s['difficulty']}: "
+                  f"{escape(str(s['reason']))}", soft_wrap=True)
     if len(report.skipped) > 5:
         err.print(f"[yellow]... and {len(report.skipped) - 5} more skipped[/]")
     err.print(f"sampled {n} rows from {len(report.per_env)} environments"
-              f" ({len(report.skipped)} skipped) -> {out}")
+              f" ({len(report.skipped)} skipped) -> {out}", markup=False)
 
 
 @app.command()
@@ -161,7 +322,8 @@ def validate(
 
     recipe = _runtime(config, sandbox, workers)
     lib = artifacts.EnvLibrary.open(library, allow_empty=True)
-    out_dir = artifacts.prepare_out_dir(out, resume, clean)
+    out_dir = artifacts.prepare_out_dir(out, resume, clean, settings=_settings(
+        validate=recipe.validate, limits=recipe.runtime.limits))
     _admit("validate", len(lib.files), out_dir, as_json,
            lambda advance: stage.run(lib, recipe.validate, recipe.runtime, out_dir, on_verdict=advance))
 
@@ -177,11 +339,11 @@ def _admit(label: str, total: int, out_dir: Path, as_json: bool, run, llm=None) 
         with llm if llm is not None else contextlib.nullcontext(), progress:
             record = run(progress.advance).record()
     except KeyboardInterrupt:
-        err.print(f"[yellow]interrupted[/]: verdicts so far are in {out_dir / 'verdicts.jsonl'}; "
+        err.print(f"[yellow]interrupted[/]: verdicts so far are in {escape(str(out_dir / 'verdicts.jsonl'))}; "
                   "rerun with --resume to finish")
         raise typer.Exit(130) from None
     if as_json:
-        print(json.dumps(record))
+        emit(json.dumps(record))
     else:
         _funnel(record, out_dir)
     return record
@@ -223,8 +385,8 @@ class _progress:
 
     def advance(self, verdict) -> None:
         if self.bar and self.task is not None:
-            mark = "[green]admitted[/]" if verdict.admitted else f"[red]{verdict.stage}[/]"
-            self.bar.update(self.task, advance=1, last=f"{verdict.file}: {mark}")
+            mark = "[green]admitted[/]" if verdict.admitted else f"[red]{escape(verdict.stage)}[/]"
+            self.bar.update(self.task, advance=1, last=f"{escape(verdict.file)}: {mark}")
 
     def generation(self, done: int, total: int) -> None:
         """The backend's progress callback: completions done of this generate call."""
@@ -243,10 +405,18 @@ def _funnel(summary: dict, out_dir: Path) -> None:
     table.add_column("count", justify="right")
     table.add_row("entered", str(summary["entered"]))
     for stage_name, n in summary["rejected_by_stage"].items():
-        table.add_row(f"  rejected: {stage_name}", str(n) if n else "[dim]0[/]")
-    table.add_row("[bold]admitted[/]", f"[bold]{summary['admitted']}[/]")
+        table.add_row(f"  rejected: {escape(stage_name)}", str(n) if n else "[dim]0[/]")
+    uncalibrated = summary.get("admitted_uncalibrated")
+    if uncalibrated is None:
+        table.add_row("[bold]admitted[/]", f"[bold]{summary['admitted']}[/]")
+    else:  # admitted without a measurement is not admitted by the difficulty contract
+        table.add_row("[bold]admitted, calibrated[/]", f"[bold]{summary['admitted'] - uncalibrated}[/]")
+        table.add_row("[yellow]admitted uncalibrated[/]", f"[yellow]{uncalibrated}[/]" if uncalibrated else "[dim]0[/]")
     err.print(table)
-    err.print(f"results in {out_dir}")
+    if uncalibrated:
+        err.print(f"[yellow]{uncalibrated} of {summary['admitted']} admitted uncalibrated[/]: the solver gave no "
+                  "extractable answer, so no difficulty was measured (calibrate.on_no_answers: admit)")
+    err.print(f"results in {escape(str(out_dir))}")
 
 
 @app.command()
@@ -285,7 +455,8 @@ def compose(
                                        f"(choose from {', '.join(stage.OPERATORS)})")
     cfg = cfgmod.override(recipe.compose, ops=op_list, n=n, max_depth=max_depth, seed=seed)
     lib = artifacts.EnvLibrary.open(library)
-    out_dir = artifacts.prepare_out_dir(out, resume, clean)
+    out_dir = artifacts.prepare_out_dir(out, resume, clean, settings=_settings(
+        compose=cfg, validate=recipe.validate, limits=recipe.runtime.limits))
     _admit("compose", cfg.n, out_dir, as_json,
            lambda advance: stage.run(lib, cfg, recipe.validate, recipe.runtime, out_dir, on_verdict=advance))
 
@@ -322,16 +493,18 @@ def dedupe(
     stage.check_config(cfg)
     lib = artifacts.EnvLibrary.open(library, allow_empty=True)
     pools = [artifacts.EnvLibrary.open(p, allow_empty=True) for p in against or []]
-    out_dir = artifacts.prepare_out_dir(out, resume, clean)
-    note = None if as_json else (lambda m: err.print(m, soft_wrap=True))
+    out_dir = artifacts.prepare_out_dir(out, resume, clean, settings=_settings(
+        dedupe=cfg, limits=recipe.runtime.limits, against=list(against or [])))
+    note = None if as_json else (lambda m: err.print(m, markup=False, soft_wrap=True))
     _admit("dedupe", len(lib.files), out_dir, as_json,
            lambda advance: stage.run(lib, cfg, recipe.runtime, out_dir, pools, on_verdict=advance, note=note))
 
 
-def _backend(recipe, backend: str | None, model: str | None, base_url: str | None):
+def _backend(recipe, backend: str | None, model: str | None, base_url: str | None, stage: str | None = None):
     from evoenv_cli.llm import backend_from_config
 
     llm = backend_from_config(recipe.backend, kind=backend, model=model, base_url=base_url)
+    llm.stage = stage
     return llm, model or recipe.backend.model
 
 
@@ -367,22 +540,26 @@ def synthesize(
     cfg = cfgmod.override(recipe.synthesize, n=n, seed=seed, temperature=temperature, max_tokens=max_tokens)
     seed_lib = artifacts.EnvLibrary.open(seeds)
     pools = [artifacts.EnvLibrary.open(p, allow_empty=True) for p in pool or []]
-    out_dir = artifacts.prepare_out_dir(out, resume, clean)
-    llm, model_name = _backend(recipe, backend, model, base_url)
+    # --resume may raise n (and max_requests) to ask for more candidates: not in the settings
+    wanted = {k: v for k, v in cfgmod.to_dict(cfg).items() if k not in ("n", "max_requests")}
+    settings = _settings(synthesize=wanted, backend=_llm_settings(recipe, backend, model),
+                         seeds=seeds, pools=list(pool or []))
+    out_dir = artifacts.prepare_out_dir(out, resume, clean, settings=settings)
+    llm, model_name = _backend(recipe, backend, model, base_url, "synthesize")
     try:
         with llm, _progress(None, "synthesize", quiet=as_json, llm=llm):
             summary = stage.run(seed_lib, pools, cfg, llm, out_dir, model_name,
                                 on_round=lambda have, asked: err.print(f"synthesize: {have} candidates from {asked} requests"))
     except KeyboardInterrupt:
-        err.print(f"[yellow]interrupted[/]: generations so far are in {out_dir / 'generations.jsonl'}; "
+        err.print(f"[yellow]interrupted[/]: generations so far are in {escape(str(out_dir / 'generations.jsonl'))}; "
                   "rerun with --resume to finish")
         raise typer.Exit(130) from None
     if as_json:
-        print(json.dumps(summary))
+        emit(json.dumps(summary))
     else:
         outcomes = ", ".join(f"{k}={v}" for k, v in sorted(summary["outcomes"].items()))
         err.print(f"synthesize: {summary['candidates']} candidates from {summary['requests']} requests "
-                  f"({outcomes}) -> {out_dir}")
+                  f"({outcomes}) -> {out_dir}", markup=False)
         if summary["candidates"] == 0:
             err.print("[yellow]no response held a usable environment[/] (a tiny random model never writes one)")
 
@@ -416,8 +593,9 @@ def review(
     recipe = _runtime(config, sandbox, workers)
     cfg = cfgmod.override(recipe.review, votes=votes)
     lib = artifacts.EnvLibrary.open(library, allow_empty=True)
-    out_dir = artifacts.prepare_out_dir(out, resume, clean)
-    llm, model_name = _backend(recipe, backend, model, base_url)
+    out_dir = artifacts.prepare_out_dir(out, resume, clean, settings=_settings(
+        review=cfg, backend=_llm_settings(recipe, backend, model), limits=recipe.runtime.limits))
+    llm, model_name = _backend(recipe, backend, model, base_url, "review")
     record = _admit("review", len(lib.files), out_dir, as_json,
                     lambda advance: stage.run(lib, cfg, recipe.runtime, llm, out_dir, model_name,
                                               on_verdict=advance), llm=llm)
@@ -434,7 +612,7 @@ def calibrate(
     backend: BackendOpt = None,
     base_url: BaseUrlOpt = None,
     band: Annotated[str | None, typer.Option("--band", help="LO,HI: the pass rates to keep, e.g. 0.15,0.85.")] = None,
-    instances: Annotated[int | None, typer.Option("--instances", "-m", help="Fresh instances per level.", min=1)] = None,
+    instances: Annotated[int | None, typer.Option("--instances", help="Fresh instances per level.", min=1)] = None,
     samples: Annotated[int | None, typer.Option("--samples", "-k", help="Answers per instance.", min=1)] = None,
     config: ConfigOpt = None,
     resume: ResumeOpt = False,
@@ -465,8 +643,10 @@ def calibrate(
             raise artifacts.InputError(f"--band: expected LO,HI with 0 <= LO <= HI <= 1 (got {band!r})")
     cfg = cfgmod.override(recipe.calibrate, band=band_values, instances=instances, samples=samples)
     lib = artifacts.EnvLibrary.open(library, allow_empty=True)
-    out_dir = artifacts.prepare_out_dir(out, resume, clean)
-    llm, model_name = _backend(recipe, backend, model, base_url)
+    out_dir = artifacts.prepare_out_dir(out, resume, clean, settings=_settings(
+        calibrate=cfg, prompts=_prompt_settings(recipe), backend=_llm_settings(recipe, backend, model),
+        limits=recipe.runtime.limits))
+    llm, model_name = _backend(recipe, backend, model, base_url, "calibrate")
     _admit("calibrate", len(lib.files), out_dir, as_json,
            lambda advance: stage.run(lib, cfg, recipe.sample, recipe.runtime, llm, out_dir, model_name,
                                      on_verdict=advance), llm=llm)
@@ -490,6 +670,7 @@ def train(
     use_vllm: Annotated[bool | None, typer.Option("--use-vllm/--no-vllm", help="Generate with vLLM (GPU; see README).")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Training seed.")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from the last checkpoint in OUT.")] = False,
+    clean: CleanOpt = False,
     workers: WorkersOpt = None,
     sandbox: SandboxOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout.")] = False,
@@ -510,14 +691,20 @@ def train(
                           max_completion_length=max_completion_length, lora=lora, use_vllm=use_vllm,
                           seed=seed)
     lib = artifacts.EnvLibrary.open(library)
-    if out.exists() and any(out.iterdir()) and not resume:
-        raise artifacts.InputError(f"{out}: already holds a run; pass --resume to continue it")
-    artifacts.check_writable_parent(out)
+    stage.check_inputs(data, lib, model)  # before any folder is made
+    stage.check_model(model)
+    # --resume may raise max_steps to train on: not in the settings
+    wanted = {k: v for k, v in cfgmod.to_dict(cfg).items() if k != "max_steps"}
+    artifacts.prepare_out_dir(out, resume, clean, envs=False, resumable=True, settings=_settings(
+        train=wanted, reward=recipe.reward, limits=recipe.runtime.limits, model=model, data=data))
     summary = stage.run(data, lib, model, out, cfg, recipe.reward, recipe.runtime, resume=resume)
     if as_json:
-        print(json.dumps(summary))
+        emit(json.dumps(summary))
     else:
-        err.print(f"train: {summary['steps']} steps, mean reward {summary['mean_reward']} -> {out}")
+        err.print(f"train: {summary['steps']} steps, mean reward {summary['mean_reward']} -> {out}", markup=False)
+        if summary.get("all_groups_zero_variance"):
+            err.print("[yellow]the weights did not change[/]: in every GRPO group all completions scored the "
+                      "same (zero variance), so no completion was better than another to learn from")
 
 
 @app.command()
@@ -552,7 +739,7 @@ def evaluate(
 
     from evoenv_cli import artifacts
     from evoenv_cli import config as cfgmod
-    from evoenv_cli.llm import backend_from_config
+    from evoenv_cli.llm import backend_from_config, check_backend
     from evoenv_cli.stages import evaluate as stage
 
     recipe = _runtime(config, sandbox, workers)
@@ -565,14 +752,19 @@ def evaluate(
     model_name = model or recipe.backend.model
     if not model_name:
         raise artifacts.InputError("no model: pass --model or set backend.model in the recipe")
-    out_dir = artifacts.prepare_out_dir(out, resume=False, clean=clean, envs=False)
+    policy = _llm_settings(recipe, backend, model)
+    out_dir = artifacts.prepare_out_dir(out, resume=False, clean=clean, envs=False, settings=_settings(
+        evaluate=cfg, prompts=_prompt_settings(recipe), backend=policy, baseline=baseline, library=library,
+        bench=list(bench or []), limits=recipe.runtime.limits))
+    for name in (model_name, baseline) if baseline else (model_name,):  # before the first one is asked
+        check_backend(policy["kind"], name)
     progress = _progress(None, "evaluate", quiet=as_json)
 
     def shown(llm):
         llm.progress = progress.generation
         return llm
 
-    spec = stage.ModelSpec(model_name, lambda: shown(_backend(recipe, backend, model, base_url)[0]))
+    spec = stage.ModelSpec(model_name, lambda: shown(_backend(recipe, backend, model, base_url, "evaluate")[0]))
     base_spec = None
     if baseline:
         base_spec = stage.ModelSpec(baseline, lambda: shown(backend_from_config(
@@ -581,13 +773,13 @@ def evaluate(
         with progress:
             metrics = stage.run(out_dir, cfg, spec, library=lib, benches=benches, baseline=base_spec,
                                 sample_cfg=recipe.sample, runtime=recipe.runtime,
-                                note=None if as_json else lambda m: err.print(m, soft_wrap=True))
+                                note=None if as_json else lambda m: err.print(m, markup=False, soft_wrap=True))
     except KeyboardInterrupt:
-        err.print(f"[yellow]interrupted[/]: samples so far are in {out_dir / 'samples.jsonl'}; "
+        err.print(f"[yellow]interrupted[/]: samples so far are in {escape(str(out_dir / 'samples.jsonl'))}; "
                   "rerun with --clean to start over")
         raise typer.Exit(130) from None
     if as_json:
-        print(json.dumps(metrics))
+        emit(json.dumps(metrics))
         return
     from rich.table import Table
 
@@ -596,16 +788,16 @@ def evaluate(
 
     table = Table(title="evaluate", title_justify="left")
     table.add_column("metric")
-    table.add_column(model_name, justify="right")
+    table.add_column(escape(model_name), justify="right")
     if base_spec:
-        table.add_column(f"baseline {baseline}", justify="right")
+        table.add_column(f"baseline {escape(baseline)}", justify="right")
         table.add_column("delta", justify="right")
     for name, mine, theirs, delta in stage.table_rows(metrics):
-        table.add_row(name, fmt(mine), *((fmt(theirs), fmt(delta, True)) if base_spec else ()))
+        table.add_row(escape(name), fmt(mine), *((fmt(theirs), fmt(delta, True)) if base_spec else ()))
     err.print(table)
     if metrics.get("skipped"):
         err.print(f"[yellow]{len(metrics['skipped'])} environment instances skipped[/] (see metrics.json)")
-    err.print(f"results in {out_dir}")
+    err.print(f"results in {escape(str(out_dir))}")
 
 
 @app.command()
@@ -637,12 +829,12 @@ def iterate(
         if build == "starter":
             from evoenv_cli.llm import starter
 
-            err.print(f"building the starter model ({starter.MODEL_ID}) at {policy}, offline")
-            starter.build_starter_model(policy, note=lambda m: err.print(m, soft_wrap=True))
+            err.print(f"building the starter model ({starter.MODEL_ID}) at {policy}, offline", markup=False)
+            starter.build_starter_model(policy, note=lambda m: err.print(m, markup=False, soft_wrap=True))
         else:
             from evoenv_cli.llm import tiny
 
-            err.print(f"building the tiny random model at {policy} (it writes no working environment)")
+            err.print(f"building the tiny random model at {policy} (it writes no working environment)", markup=False)
             tiny.build_tiny_model(policy)
     if not Path(seeds).is_dir():
         raise InputError(f"{seeds}: no such seeds folder")
@@ -650,13 +842,13 @@ def iterate(
     try:
         stage.run(loop, rounds)
     except stage.StageFailed as exc:
-        err.print(f"[red]error:[/] {exc}")
-        err.print(f"finished stages are kept in {run_dir}; fix the cause and run the same command again")
+        err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        err.print(f"finished stages are kept in {run_dir}; fix the cause and run the same command again", markup=False)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
-        err.print(f"[yellow]interrupted[/]: finished stages are kept in {run_dir}; run the same command to resume")
+        err.print(f"[yellow]interrupted[/]: finished stages are kept in {escape(str(run_dir))}; run the same command to resume")
         raise typer.Exit(130) from None
-    err.print(f"rounds in {run_dir / 'rounds.jsonl'}")
+    err.print(f"rounds in {run_dir / 'rounds.jsonl'}", markup=False)
 
 
 @app.command()
@@ -673,7 +865,7 @@ def preview(
 
     from evoenv_cli import artifacts
 
-    out = Console()
+    out = _DataConsole(file=artifacts.data_stdout(), highlight=False)
     shown: set = set()
     for row in artifacts.read_jsonl(data):
         if len(shown) >= n:
@@ -685,7 +877,7 @@ def preview(
         text = "\n\n".join(m.get("content", "") for m in messages if isinstance(m, dict))
         ref = row.get("answer", row.get("label", ""))
         title = f"{row.get('env_name', '?')}  difficulty={row.get('difficulty')}  seed={row.get('seed')}"
-        out.print(Panel(f"{text}\n\n[bold green]reference:[/] {ref}", title=title, expand=False))
+        out.print(Panel(f"{escape(text)}\n\n[bold green]reference:[/] {escape(str(ref))}", title=escape(title), expand=False))
 
 
 @app.command("tiny-model")
@@ -710,7 +902,7 @@ def tiny_model(
     info = tiny.build_tiny_model(out_dir, seed=seed, head_dim=head_dim, force=force)
     err.print(f"wrote a tiny chat model ({info['parameters']:,} parameters, vocabulary "
               f"{info['vocab_size']}, head_dim {info['head_dim']}, seed {info['seed']}) -> {out_dir}",
-              soft_wrap=True)
+              markup=False, soft_wrap=True)
 
 
 @app.command("starter-model")

@@ -51,6 +51,12 @@ def test_a_killed_loop_resumes_without_redoing_finished_stages(tiny_model, tmp_p
     assert r["candidates"] == 0 and r["admitted"]["compose"] > 0 and r["train_steps"] == 4
     assert r["pool_size"] >= 10 and "pass@1" in r["evaluation"]
     assert "round 1: candidates=0" in err and "wrote no usable environment" in err
+    # the tiny model never answers: nothing is calibrated and nothing is learned, and the line says so
+    assert r["admitted"]["calibrate"] == 0 and r["admitted"]["uncalibrated"] > 0
+    assert r["train_weights_unchanged"] is True and len(r["config_hash"]) == 16
+    line = next(x for x in err.splitlines() if x.startswith("round 1: candidates="))
+    assert f"calibrate=0 uncalibrated={r['admitted']['uncalibrated']} dedupe=" in line
+    assert "(weights unchanged: every group zero-variance)" in line
     pool = [json.loads(x) for x in (run / "pool" / "index.jsonl").read_text().splitlines()]
     assert {p["origin"] for p in pool} >= {"seed", "compose"}
     assert len(list((run / "pool" / "envs").iterdir())) == len(pool)

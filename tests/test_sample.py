@@ -172,14 +172,3 @@ def test_broken_environment_rows_are_skipped_not_fatal(tmp_path, evoenv):
     assert r.returncode == 0, r.stderr
     assert "crashy.py" in r.stderr and "boom" in r.stderr
     assert len(out.read_text().splitlines()) == 3
-
-
-def test_every_command_has_help_with_an_example(evoenv):
-    r = evoenv("--help")
-    assert r.returncode == 0
-    commands = ["synthesize", "validate", "review", "calibrate", "dedupe", "compose", "sample",
-                "train", "evaluate"]
-    for c in commands:
-        assert re.search(rf"\b{c}\b", r.stdout), c
-        h = evoenv(c, "--help")
-        assert h.returncode == 0 and "Example" in h.stdout, (c, h.stdout)

@@ -21,12 +21,15 @@ from evoenv_cli.llm.base import (
     Messages,
     SamplingConfig,
     backend_from_config,
+    check_backend,
     make_backend,
     request_seed,
+    resolve_model,
 )
 
 __all__ = [
     "BACKENDS", "FINISH_REASONS", "Backend", "BackendConnectionError", "BackendError",
     "BackendUnavailable", "BaseBackend", "Completion", "Generation", "Messages",
-    "SamplingConfig", "backend_from_config", "make_backend", "request_seed",
+    "SamplingConfig", "backend_from_config", "check_backend", "make_backend", "request_seed",
+    "resolve_model",
 ]

@@ -22,9 +22,11 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import hashlib
+import importlib.util
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from evoenv_cli.artifacts import InputError
@@ -133,6 +135,7 @@ class BaseBackend:
                 self.progress(done, total)
             except Exception:  # a display problem must never cost a generation
                 pass
+    stage: str | None = None  # the stage it serves (set by the CLI), named in its notes
 
     def __enter__(self):
         return self
@@ -211,6 +214,65 @@ def normalize_finish_reason(reason: Any) -> str:
     return "stop"
 
 
+def resolve_model(model: str) -> str:
+    """Where transformers or vLLM should load `model` from, decided without the network.
+
+    A name is a local path when it starts with '.', '/' or '~', when it exists, when it has
+    more than one '/', or when the folder it sits in exists (`runs/nope` with a runs/ folder
+    here); a path must be a model folder, and a mistyped one fails at once instead of being
+    looked up on the hub and retried. Anything else is a hub id ('org/name'); with
+    HF_HUB_OFFLINE set it must be in the local Hugging Face cache."""
+    path = Path(model).expanduser()
+    parent = Path(model).parent
+    is_path = (model.startswith((".", "/", "~")) or path.exists() or model.count("/") > 1
+               or (str(parent) not in ("", ".") and parent.is_dir()))
+    if is_path:
+        if not path.exists():
+            raise BackendError(f"{model}: no such model folder{_nearby(path)}")
+        if path.is_file() and path.suffix != ".gguf":
+            raise BackendError(f"{model}: not a model folder (a file)")
+        if path.is_dir() and not any((path / f).is_file() for f in ("config.json", "adapter_config.json")):
+            raise BackendError(f"{model}: not a model folder (no config.json)")
+        return str(path)
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    if constants.HF_HUB_OFFLINE and not isinstance(try_to_load_from_cache(model, "config.json"), str):
+        raise BackendError(f"{model}: not a local folder, and not in the Hugging Face cache "
+                           "(HF_HUB_OFFLINE is set, so nothing is downloaded)")
+    return model
+
+
+def _nearby(path: Path) -> str:
+    """' (did you mean X?)' for a sibling folder whose name is close to the missing one."""
+    parent = path.parent
+    if not parent.is_dir():
+        return f" ({parent} does not exist either)"
+    try:
+        names = [p.name for p in parent.iterdir() if p.is_dir()]
+    except OSError:
+        return ""
+    hint = difflib.get_close_matches(path.name, names, n=1)
+    return f" (did you mean {parent / hint[0]}?)" if hint else ""
+
+
+def check_backend(kind: str, model: str | None) -> None:
+    """What can be known about a backend request before building it (cheap, no network, no
+    model load): the kind exists, a model is named, a local model path exists, vLLM is
+    installed for the vllm backend. A BackendError or BackendUnavailable otherwise."""
+    if kind not in BACKENDS:
+        hint = difflib.get_close_matches(str(kind), list(BACKENDS), n=1)
+        more = f" (did you mean {hint[0]!r}?)" if hint else ""
+        raise BackendError(f"unknown backend {kind!r}{more}; choose one of {', '.join(BACKENDS)}")
+    if not model or not isinstance(model, str):
+        raise BackendError(f"the {kind} backend needs a model: pass --model or set backend.model")
+    if kind == "vllm" and importlib.util.find_spec("vllm") is None:
+        from evoenv_cli.llm.vllm_backend import NEEDS_VLLM
+
+        raise BackendUnavailable(NEEDS_VLLM)
+    if kind in ("hf", "vllm"):  # an openai backend's model is the name the server serves
+        resolve_model(model)
+
+
 BACKENDS = {
     "hf": ("evoenv_cli.llm.hf", "HFBackend"),
     "openai": ("evoenv_cli.llm.openai_compat", "OpenAIBackend"),
@@ -221,15 +283,9 @@ BACKENDS = {
 def make_backend(kind: str, model: str, **options: Any) -> Backend:
     """Build a backend: "hf" (transformers), "openai" (an OpenAI-compatible server) or "vllm"
     (in-process). Options are the backend's keyword arguments; unknown ones are a BackendError."""
-    import importlib
     import inspect
 
-    if kind not in BACKENDS:
-        hint = difflib.get_close_matches(str(kind), list(BACKENDS), n=1)
-        more = f" (did you mean {hint[0]!r}?)" if hint else ""
-        raise BackendError(f"unknown backend {kind!r}{more}; choose one of {', '.join(BACKENDS)}")
-    if not model or not isinstance(model, str):
-        raise BackendError(f"the {kind} backend needs a model: pass --model or set backend.model")
+    check_backend(kind, model)
     module, cls_name = BACKENDS[kind]
     cls = getattr(importlib.import_module(module), cls_name)
     params = inspect.signature(cls.__init__).parameters
@@ -267,6 +323,6 @@ def backend_from_config(cfg: Any, **overrides: Any) -> Backend:
 __all__ = [
     "FINISH_REASONS", "Backend", "BackendConnectionError", "BackendError", "BackendUnavailable",
     "BaseBackend", "Completion", "Generation", "Messages", "SamplingConfig", "backend_from_config",
-    "final_text", "make_backend", "normalize_finish_reason", "one_line", "request_seed",
-    "strip_thinking",
+    "check_backend", "final_text", "make_backend", "normalize_finish_reason", "one_line",
+    "request_seed", "resolve_model", "strip_thinking",
 ]

@@ -9,11 +9,16 @@ Seeds: each batch is sampled under `torch.manual_seed` of a seed derived from th
 and the (prompt id, completion index) pairs in it, inside `fork_rng` so the caller's RNG state
 is untouched: the same call gives the same texts on the same device and batch size. (Rows in
 one batch share a random stream, so a completion also depends on its batch-mates.)
+
+A prompt (plus the tokens to generate) longer than the model's context is said once per
+backend, in one `evoenv_cli` log message naming the setting to change, instead of
+transformers' two warnings (the tokenizer's and generate's).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,7 +30,24 @@ from evoenv_cli.llm.base import (
     Messages,
     SamplingConfig,
     one_line,
+    resolve_model,
 )
+
+log = logging.getLogger(__name__)
+
+# What makes a stage's prompts long, for the context-length note (other stages' prompts are
+# the environments' own, longest at high difficulty levels).
+PROMPT_LENGTH_SETTINGS = {
+    "synthesize": "synthesize.examples (example environments per request) or synthesize.max_avoid",
+    "review": "review.max_source_chars or review.instances",
+}
+
+
+class _GenerateLengthReminder(logging.Filter):
+    """Drops generate's 'friendly reminder' about exceeding the context: the backend says it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "exceeded the model's predefined maximum length" not in record.getMessage()
 
 
 class HFBackend(BaseBackend):
@@ -41,6 +63,7 @@ class HFBackend(BaseBackend):
         hf_logging.disable_progress_bar()
         if batch_size < 1:
             raise BackendError(f"hf backend: batch_size must be >= 1, got {batch_size}")
+        where = resolve_model(model)
         self.model = model
         self.batch_size = batch_size
         self.share_prefill = share_prefill
@@ -49,12 +72,17 @@ class HFBackend(BaseBackend):
         self.dtype = self._dtype(torch, dtype, self.device)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(
-                model, padding_side="left", trust_remote_code=trust_remote_code)
+                where, padding_side="left", trust_remote_code=trust_remote_code)
             self.lm = AutoModelForCausalLM.from_pretrained(
-                model, dtype=self.dtype, trust_remote_code=trust_remote_code).to(self.device)
+                where, dtype=self.dtype, trust_remote_code=trust_remote_code).to(self.device)
         except (OSError, ValueError) as exc:
             raise BackendError(f"hf backend: cannot load model {model!r}: {one_line(exc)}") from None
         self.lm.eval()
+        self.context = getattr(self.lm.config, "max_position_embeddings", None)
+        self._context_noted = False
+        reminder = logging.getLogger("transformers.generation.stopping_criteria")
+        if not any(isinstance(f, _GenerateLengthReminder) for f in reminder.filters):
+            reminder.addFilter(_GenerateLengthReminder())
         tok = self.tokenizer
         tok.padding_side = "left"
         if not getattr(tok, "chat_template", None):
@@ -93,6 +121,28 @@ class HFBackend(BaseBackend):
             raise BackendError(f"hf backend: unknown dtype {dtype!r} (auto, float32, bfloat16, float16)")
         return value
 
+    def _note_context(self, encoded: list[list[int]], max_tokens: int) -> None:
+        """Say once when prompts (plus the tokens to generate) do not fit the model's context."""
+        ctx = self.context
+        if self._context_noted or not isinstance(ctx, int) or ctx <= 0:
+            return
+        over = [len(e) for e in encoded if len(e) + max_tokens > ctx]
+        if not over:
+            return
+        self._context_noted = True
+        stage = self.stage or "the stage"
+        longest = max(over)
+        if longest >= ctx:
+            fix = (f"shorten them with {PROMPT_LENGTH_SETTINGS[self.stage]}"
+                   if self.stage in PROMPT_LENGTH_SETTINGS else "use lower difficulty levels")
+            what = f"are longer than it (up to {longest} tokens)"
+        else:
+            fix = f"lower {stage}.max_tokens (now {max_tokens})"
+            what = f"plus the {max_tokens} tokens to generate exceed it (up to {longest} + {max_tokens})"
+        log.warning(f"{self.model} reads at most {ctx} tokens (its max_position_embeddings), and "
+                    f"{len(over)} of {len(encoded)} prompts {what}, so answers to them are unreliable: "
+                    f"{fix}, or use a model with a longer context")
+
     # -- generation ------------------------------------------------------------------------------
     def render(self, conversation: Messages) -> str:
         """The prompt text the model sees: the chat template with the assistant turn opened."""
@@ -105,8 +155,9 @@ class HFBackend(BaseBackend):
         ids = self._check(prompts, sampling, prompt_ids)
         if not prompts:
             return []
-        encoded = [self.tokenizer(self.render(p), add_special_tokens=False)["input_ids"]
+        encoded = [self.tokenizer(self.render(p), add_special_tokens=False, verbose=False)["input_ids"]
                    for p in prompts]
+        self._note_context(encoded, sampling.max_tokens)
         per_prompt = 1 if sampling.greedy else sampling.n  # greedy copies are identical
         rows = [(i, j) for i in range(len(prompts)) for j in range(per_prompt)]
         rows.sort(key=lambda r: (len(encoded[r[0]]), r))  # less padding per batch

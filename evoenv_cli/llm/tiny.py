@@ -19,7 +19,7 @@ from __future__ import annotations
 import sysconfig
 from pathlib import Path
 
-from evoenv_cli.artifacts import InputError
+from evoenv_cli.artifacts import InputError, follow_umask
 
 ENDOFTEXT, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 VOCAB_SIZE = 2048
@@ -128,6 +128,7 @@ def build_tiny_model(out_dir: str | Path, seed: int = 0, head_dim: int = 16,
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     _portable_tokenizer_class(out / "tokenizer_config.json")
+    follow_umask(out)  # transformers writes model.safetensors 0600
     params = sum(p.numel() for p in model.parameters())
     return {"path": str(out), "parameters": params, "vocab_size": len(tokenizer),
             "head_dim": head_dim, "seed": seed}

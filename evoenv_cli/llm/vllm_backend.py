@@ -26,6 +26,7 @@ from evoenv_cli.llm.base import (
     normalize_finish_reason,
     one_line,
     request_seed,
+    resolve_model,
 )
 
 NEEDS_VLLM = "the vllm backend needs vLLM: pip install 'evoenv[vllm]' on a GPU machine"
@@ -47,11 +48,12 @@ class VLLMBackend(BaseBackend):
                  max_model_len: int | None = None, enforce_eager: bool = False,
                  trust_remote_code: bool = False, chat_template_kwargs: dict | None = None,
                  **engine_kwargs: Any):
+        where = resolve_model(model)
         vllm = _import_vllm()
         self.model = model
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self._SamplingParams = vllm.SamplingParams
-        kwargs = dict(model=model, tensor_parallel_size=tensor_parallel_size, dtype=dtype,
+        kwargs = dict(model=where, tensor_parallel_size=tensor_parallel_size, dtype=dtype,
                       seed=seed, gpu_memory_utilization=gpu_memory_utilization,
                       enforce_eager=enforce_eager, trust_remote_code=trust_remote_code,
                       **engine_kwargs)

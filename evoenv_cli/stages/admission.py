@@ -41,10 +41,14 @@ class Summary:
     entered: int
     admitted: int
     rejected_by_stage: dict[str, int]
+    admitted_uncalibrated: int | None = None  # calibrate: admitted with nothing measured
 
     def record(self) -> dict:
-        return {"stage": self.stage, "entered": self.entered, "admitted": self.admitted,
-                "rejected": self.entered - self.admitted, "rejected_by_stage": self.rejected_by_stage}
+        record = {"stage": self.stage, "entered": self.entered, "admitted": self.admitted,
+                  "rejected": self.entered - self.admitted, "rejected_by_stage": self.rejected_by_stage}
+        if self.admitted_uncalibrated is not None:
+            record["admitted_uncalibrated"] = self.admitted_uncalibrated
+        return record
 
 
 class AdmissionLog:
@@ -100,10 +104,11 @@ class AdmissionLog:
 
     def finish(self, stage: str, checks: tuple[str, ...], library: artifacts.EnvLibrary,
                config: dict, order: list[str] | None = None, index_extra: dict[str, dict] | None = None,
-               manifest_extra: dict | None = None) -> Summary:
+               manifest_extra: dict | None = None, count_uncalibrated: bool = False) -> Summary:
         """envs/ made exactly the admitted set; index, summary and manifest written atomically.
         Each admitted file's index record carries forward the input's and adds this stage's
-        measurements under the stage's name."""
+        measurements under the stage's name. `count_uncalibrated`: the summary counts apart
+        the admitted verdicts marked `uncalibrated` (nothing was measured)."""
         order = order or [e.path.name for e in library.files]
         records = [self.done[f] for f in order if f in self.done]
         admitted = [r for r in records if r["admitted"]]
@@ -121,11 +126,12 @@ class AdmissionLog:
             index.append(record)
         artifacts.write_jsonl_atomic(self.out / "index.jsonl", index)
         by_check = Counter(r["stage"] for r in records if not r["admitted"])
-        summary = Summary(stage, len(records), len(admitted), {c: by_check.get(c, 0) for c in checks})
+        summary = Summary(stage, len(records), len(admitted), {c: by_check.get(c, 0) for c in checks},
+                          sum(bool(r.get("uncalibrated")) for r in admitted) if count_uncalibrated else None)
         artifacts.write_json_atomic(self.out / "summary.json", summary.record())
         artifacts.write_json_atomic(self.out / "manifest.json", artifacts.manifest(
             stage, config, library.files, self.started,
             {"entered": summary.entered, "admitted": summary.admitted, **by_check},
-            {"library": str(library.root), **(manifest_extra or {})},
+            {"library": str(library.root), **(manifest_extra or {})}, out=self.out,
         ))
         return summary

@@ -252,7 +252,7 @@ def run(library: artifacts.EnvLibrary, cfg: CalibrateConfig, sample_cfg: SampleC
                                             "no_answer_share": r["no_answer_share"]}}
         return log.finish("calibrate", CHECKS, library,
                           {"calibrate": to_dict(cfg), "runtime": to_dict(runtime), "model": model_name,
-                           "backend": backend.name}, index_extra=extra)
+                           "backend": backend.name}, index_extra=extra, count_uncalibrated=True)
 
 
 def _responses_log(path: Path, final: set[str]) -> artifacts.JsonlAppender:

@@ -507,7 +507,7 @@ def run(out: Path, cfg: EvaluateConfig, model: ModelSpec, *, library: EnvLibrary
         "evaluate", {"evaluate": to_dict(cfg), "sample": to_dict(sample_cfg), "runtime": to_dict(runtime)},
         inputs, started, {"items": len(items), "skipped": len(skipped)},
         extra={"model": model.name, "baseline": baseline.name if baseline else None,
-               "bench_hashes": {b.source: b.digest() for b in benches}}))
+               "bench_hashes": {b.source: b.digest() for b in benches}}, out=out))
     return metrics
 
 

@@ -13,6 +13,10 @@ finished when its marker file exists (summary.json, metrics.json, train-manifest
 killed at any point and run again, the loop skips finished stages and resumes the one it was
 in (`--resume`), so nothing finished is redone or lost. The pool lives in RUN/pool/ (the
 seeds start it and stay unless retired) and is replaced atomically after each round.
+
+RUN/run-config.json keeps every resolved recipe the run was started with: rerun after an
+edit, the loop says what changed and goes on with the new settings for the stages still to
+run (a partly done stage refuses to resume under settings of its own that changed).
 """
 
 from __future__ import annotations
@@ -154,12 +158,35 @@ def read_json(path: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def record_recipe(loop: Loop, from_round: int) -> str:
+    """Add the resolved recipe to RUN/run-config.json unless it is the one recorded last;
+    say what changed. Returns its hash."""
+    from evoenv_cli.config import load_recipe, to_dict
+
+    settings = {"recipe": to_dict(load_recipe(loop.recipe)), "model": loop.model, "seeds": str(loop.seeds)}
+    digest = artifacts.config_hash(settings)
+    path = loop.run_dir / artifacts.RUN_CONFIG
+    history = read_json(path).get("history", [])
+    if history and history[-1].get("config_hash") == digest:
+        return digest
+    if history:
+        changes = artifacts.settings_changes(history[-1].get("settings", {}), settings)
+        shown = "; ".join(changes[:3]) + (f"; and {len(changes) - 3} more" if len(changes) > 3 else "")
+        loop.log(f"the settings changed since this run was started ({shown}): finished stages keep "
+                 f"their results, the stages still to run use the new ones (both are recorded in {path})")
+    history.append({"config_hash": digest, "from_round": from_round, "recorded": artifacts.now_iso(),
+                    "settings": settings})
+    artifacts.write_json_atomic(path, {"config_hash": digest, "history": history})
+    return digest
+
+
 def run(loop: Loop, rounds: int) -> list[dict]:
     cfg, rc = loop.cfg, ["--config", loop.recipe]
     loop.run_dir.mkdir(parents=True, exist_ok=True)
     loop.init_pool()
     summaries = artifacts.read_jsonl_tolerant(loop.run_dir / "rounds.jsonl")
     done_rounds = {s["round"] for s in summaries}
+    digest = record_recipe(loop, min(set(range(1, rounds + 2)) - done_rounds))
     policy = loop.model
     for r in range(1, rounds + 1):
         d = loop.run_dir / f"round-{r:02d}"
@@ -197,7 +224,7 @@ def run(loop: Loop, rounds: int) -> list[dict]:
         loop.stage("evaluate", d / "evaluate",
                    ["evaluate", "--model", policy, "--out", d / "evaluate", "--library", loop.pool,
                     *bench, *baseline, *rc], resumable=False)
-        summary = round_summary(r, d, pool_change)
+        summary = round_summary(r, d, pool_change, digest)
         artifacts.JsonlAppender(loop.run_dir / "rounds.jsonl").append(summary)
         loop.log(round_line(summary))
         if summary["candidates"] == 0:
@@ -206,17 +233,26 @@ def run(loop: Loop, rounds: int) -> list[dict]:
     return artifacts.read_jsonl_tolerant(loop.run_dir / "rounds.jsonl")
 
 
-def round_summary(r: int, d: Path, pool_change: dict) -> dict:
+def round_summary(r: int, d: Path, pool_change: dict, config_hash: str | None = None) -> dict:
+    """The round's numbers. `admitted.calibrate` counts what the difficulty contract measured
+    in band; `admitted.uncalibrated`, what it let through unmeasured (no answers to score)."""
     syn = read_json(d / "synthesize" / "summary.json")
-    admitted = {s: read_json(d / s / "summary.json").get("admitted") for s in
-                ("validate", "review", "compose", "calibrate", "dedupe")}
+    admitted = {}
+    for s in ("validate", "review", "compose", "calibrate", "dedupe"):
+        summary = read_json(d / s / "summary.json")
+        admitted[s] = summary.get("admitted")
+        if s == "calibrate" and admitted[s] is not None:
+            admitted["uncalibrated"] = summary.get("admitted_uncalibrated", 0)
+            admitted[s] -= admitted["uncalibrated"]
     train = read_json(d / "train" / "train-manifest.json").get("summary", {})
     metrics = read_json(d / "evaluate" / "metrics.json")
     return {
         "round": r, "candidates": syn.get("candidates", 0), "admitted": admitted,
         "pool_size": pool_change.get("pool_size"), "joined": len(pool_change.get("joined", [])),
         "retired": len(pool_change.get("retired", [])), "train_steps": train.get("steps"),
-        "mean_train_reward": train.get("mean_reward"), "evaluation": headline(metrics),
+        "mean_train_reward": train.get("mean_reward"),
+        "train_weights_unchanged": bool(train.get("all_groups_zero_variance")),
+        "evaluation": headline(metrics), "config_hash": config_hash,
     }
 
 
@@ -237,6 +273,7 @@ def round_line(s: dict) -> str:
     contracts = " ".join(f"{k}={v if v is not None else '-'}" for k, v in adm.items())
     ev = " ".join(f"{k}={v:.3f}" for k, v in s["evaluation"].items() if isinstance(v, (int, float)))
     reward = s["mean_train_reward"]
+    unchanged = " (weights unchanged: every group zero-variance)" if s.get("train_weights_unchanged") else ""
     return (f"round {s['round']}: candidates={s['candidates']} admitted[{contracts}] "
             f"pool={s['pool_size']} (+{s['joined']} -{s['retired']}) "
-            f"train_reward={reward if reward is not None else '-'} eval[{ev or '-'}]")
+            f"train_reward={reward if reward is not None else '-'}{unchanged} eval[{ev or '-'}]")

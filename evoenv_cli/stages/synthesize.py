@@ -176,5 +176,5 @@ def _finish(out: Path, records: list[dict], cfg, seeds, pools, model_name, backe
     artifacts.write_json_atomic(out / "manifest.json", artifacts.manifest(
         "synthesize", {"synthesize": to_dict(cfg), "model": model_name, "backend": backend_name},
         inputs, started, {"requests": len(records), "candidates": len(files), **outcomes},
-        {"seeds": str(seeds.root), "pools": [str(p.root) for p in pools]}))
+        {"seeds": str(seeds.root), "pools": [str(p.root) for p in pools]}, out=out))
     return summary

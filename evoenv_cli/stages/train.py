@@ -14,6 +14,7 @@ import json
 import os
 import statistics
 import threading
+import warnings
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -41,20 +42,15 @@ def check_inputs(data: Path, library: artifacts.EnvLibrary, model: str) -> list[
         if row["env_id"] not in known and row.get("env_name") not in names:
             raise artifacts.InputError(f"{data}:{n}: environment {row['env_id']} ({row.get('env_name', '?')}) "
                                        f"is not in the library {library.root}")
-    check_model(model)
     return rows
 
 
-def check_model(model: str) -> None:
-    """A local path must exist; an 'org/name' hub id is left to transformers."""
-    path = Path(model).expanduser()
-    if path.exists():
-        if not (path / "config.json").is_file() and not (path / "adapter_config.json").is_file():
-            raise artifacts.InputError(f"{model}: not a model folder (no config.json)")
-        return
-    looks_like_hub_id = model.count("/") == 1 and not model.startswith((".", "/", "~"))
-    if not looks_like_hub_id:
-        raise artifacts.InputError(f"{model}: no such model folder")
+def check_model(model: str) -> str:
+    """The model as transformers should load it: a local folder (checked here, never looked up
+    on the hub) or a hub id (see `llm.base.resolve_model`)."""
+    from evoenv_cli.llm.base import resolve_model
+
+    return resolve_model(model)
 
 
 class StepRewards:
@@ -108,7 +104,6 @@ def grpo_args(cfg: TrainConfig, out: Path) -> dict[str, Any]:
         logging_steps=cfg.logging_steps,
         save_steps=cfg.save_steps,
         save_total_limit=cfg.save_total_limit,
-        gradient_checkpointing=cfg.gradient_checkpointing,
         max_grad_norm=cfg.max_grad_norm,
         warmup_steps=cfg.warmup_steps,
         report_to=cfg.report_to,
@@ -124,12 +119,25 @@ def grpo_args(cfg: TrainConfig, out: Path) -> dict[str, Any]:
             args["vllm_server_base_url"] = cfg.vllm_server_base_url
     if cfg.chat_template_kwargs:
         args["chat_template_kwargs"] = cfg.chat_template_kwargs
+    # transformers 5 renamed gradient_checkpointing to activation_checkpointing and warns on
+    # the old name, which TRL's config always sets: pass the new one where it exists.
+    from trl import GRPOConfig
+
+    fields = getattr(GRPOConfig, "__dataclass_fields__", {})
+    args["activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"] = \
+        cfg.gradient_checkpointing
     return args
+
+
+# TRL toggles checkpointing through the old method names, which transformers 5 deprecates:
+# noise the user can do nothing about, so it is silenced while training (and only that).
+_TRL_CHECKPOINTING_NOISE = r"`(is_)?gradient_checkpointing\w*` is deprecated"
 
 
 def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: TrainConfig,
         reward_cfg: RewardConfig, runtime: RuntimeConfig, resume: bool = False) -> dict:
     rows = check_inputs(data, library, model)
+    model = check_model(model)
     started = artifacts.now_iso()
     out.mkdir(parents=True, exist_ok=True)
 
@@ -151,16 +159,18 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
     metrics_path = out / "metrics.jsonl"
     if not resume:
         metrics_path.unlink(missing_ok=True)
-    trainer = GRPOTrainer(
-        model=model, reward_funcs=[step_rewards], args=GRPOConfig(**grpo_args(cfg, out)),
-        train_dataset=dataset, peft_config=peft_config,
-        callbacks=[_metrics_callback(metrics_path, step_rewards)],
-    )
-    checkpoint = resume and any((out / "checkpoints").glob("checkpoint-*"))
-    try:
-        result = trainer.train(resume_from_checkpoint=True if checkpoint else None)
-    finally:
-        reward.close()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_TRL_CHECKPOINTING_NOISE, category=FutureWarning)
+        trainer = GRPOTrainer(
+            model=model, reward_funcs=[step_rewards], args=GRPOConfig(**grpo_args(cfg, out)),
+            train_dataset=dataset, peft_config=peft_config,
+            callbacks=[_metrics_callback(metrics_path, step_rewards)],
+        )
+        checkpoint = resume and any((out / "checkpoints").glob("checkpoint-*"))
+        try:
+            result = trainer.train(resume_from_checkpoint=True if checkpoint else None)
+        finally:
+            reward.close()
     trainer.save_model(str(out))
     if trainer.processing_class is not None:
         trainer.processing_class.save_pretrained(str(out))
@@ -170,20 +180,30 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
         trainer.model.merge_and_unload().save_pretrained(str(merged))
         if trainer.processing_class is not None:
             trainer.processing_class.save_pretrained(str(merged))
+    artifacts.follow_umask(out)
     summary = {
         "stage": "train", "steps": trainer.state.global_step, "rows": len(rows),
         "train_loss": result.training_loss, "checkpoint": str(out),
         "merged": str(merged) if merged else None, "adapter": bool(cfg.lora),
         "mean_reward": _mean_reward(metrics_path),
+        "all_groups_zero_variance": all_groups_zero_variance(metrics_path),
     }
     artifacts.write_json_atomic(out / "train-manifest.json", {
         **artifacts.manifest("train", {"train": to_dict(cfg), "reward": to_dict(reward_cfg),
                                        "runtime": to_dict(runtime)}, library.files, started,
                              {"rows": len(rows), "steps": summary["steps"]},
-                             {"data": str(data), "model": model, "library": str(library.root)}),
+                             {"data": str(data), "model": model, "library": str(library.root)}, out=out),
         "summary": summary,
     })
     return summary
+
+
+def all_groups_zero_variance(metrics_path: Path) -> bool:
+    """Whether every GRPO group of the run scored all its completions the same: then every
+    advantage is 0, nothing is learned and the weights did not change. (Each logged record
+    averages its logging window, so 1.0 everywhere means every group, not just logged ones.)"""
+    shares = [r.get("frac_reward_zero_std") for r in artifacts.read_jsonl_tolerant(metrics_path)]
+    return bool(shares) and all(s == 1 for s in shares)
 
 
 def _mean_reward(metrics_path: Path) -> float | None:
@@ -207,5 +227,9 @@ def _metrics_callback(path: Path, step_rewards: StepRewards):
                 f.write(json.dumps(record) + "\n")
                 f.flush()
                 os.fsync(f.fileno())
+
+        def on_save(self, args, state, control, **kwargs):
+            if state.is_world_process_zero:  # checkpoints as readable as every other output
+                artifacts.follow_umask(args.output_dir)
 
     return MetricsLog()

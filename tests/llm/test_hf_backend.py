@@ -96,7 +96,7 @@ def test_empty_call_and_bad_arguments(hf, model_dir, tmp_path):
         hf.generate(PROMPTS, SamplingConfig(), prompt_ids=[1])
     with pytest.raises(BackendError, match="did you mean 'device'"):
         make_backend("hf", str(model_dir), devcie="cpu")
-    with pytest.raises(BackendError, match="cannot load model"):
+    with pytest.raises(BackendError, match="missing: no such model folder"):
         make_backend("hf", str(tmp_path / "missing"))
 
 
