@@ -630,7 +630,7 @@ def iterate(
 @app.command()
 @stage_command
 def report(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder written by `evoenv iterate` (finished, running or killed).")],
+    run: Annotated[Path, typer.Argument(help="A run folder written by `evoenv iterate` (finished, running or killed).")],
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Report folder (default RUN/report): index.html, figures/, examples/, numbers.json.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Also print the numbers behind every figure as JSON on stdout.")] = False,
 ) -> None:
@@ -644,7 +644,7 @@ def report(
 
     from evoenv_cli import report as stage
 
-    result = stage.build(run_dir, out)
+    result = stage.build(run, out)
     for p in result.numbers["problems"][:5]:
         where = f"{p['path']}:{p['line']}" if p["line"] is not None else p["path"]
         err.print(f"[yellow]warning:[/] {where}: {p['message']}", markup=True, highlight=False, soft_wrap=True)

@@ -58,7 +58,8 @@ def table(headers: Iterable[str], rows: Iterable[Iterable[str]], caption: str | 
     head = "".join(f"<th>{h(x)}</th>" for x in headers)
     body = "".join("<tr>" + "".join(r) + "</tr>" for r in rows)
     cap = f"<caption class='note' style='text-align:left'>{h(caption)}</caption>" if caption else ""
-    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    thead = f"<thead><tr>{head}</tr></thead>" if head else ""
+    return f"<table>{cap}{thead}<tbody>{body}</tbody></table>"
 
 
 def document(title: str, body: str) -> str:
@@ -93,7 +94,7 @@ def status_section(numbers: dict) -> str:
     for r in numbers["rounds"]:
         s = r["summary"] or {}
         ev = s.get("evaluation") if isinstance(s.get("evaluation"), dict) else {}
-        state = "finished" if r["finished"] else f"unfinished: stopped in {r['stopped_in'] or '?'}"
+        state = "finished" if r["finished"] else f"unfinished: at {r['stopped_in'] or '?'} (running or stopped)"
         done = sum(v == "done" for v in r["steps"].values())
         rows.append([f"<td><a href='#round-{r['round']}'>{r['round']}</a></td>", f"<td>{h(state)}</td>",
                      f"<td class='n'>{done}/{len(r['steps'])}</td>", cell(s.get("pool_size")),
@@ -299,7 +300,7 @@ def index_page(numbers: dict, links: Links, fig_src, example_page, generated: st
 def example_body(run: RunFiles, links: Links, ex: dict, r: int, stage: str) -> str:
     """One rejected candidate: its verdict line as written, and the file it judged."""
     record = next((ln.record for ln in run.jsonl(ex["verdicts"]) if ln.number == ex["line"]), None)
-    facts = table(["", ""], [
+    facts = table([], [
         ["<th>round</th>", f"<td>{r}</td>"], ["<th>stage</th>", f"<td>{h(stage)}</td>"],
         ["<th>check</th>", f"<td>{h(ex.get('check'))}</td>"], ["<th>reason</th>", f"<td>{h(ex.get('reason'))}</td>"],
         ["<th>verdict</th>", f"<td>{links.a(ex['verdicts'], ex['verdicts'] + ':' + str(ex['line']))}</td>"],
