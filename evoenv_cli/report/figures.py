@@ -79,11 +79,12 @@ def pool(pool_numbers: dict, path: Path) -> bool:
         ax.text(xi, total, str(total), ha="center", va="bottom", fontsize=8)
     ax.set_ylim(0, max(bottom + [1]) * 1.45)
     ax.set_ylabel("pool size")
+    ax.yaxis.set_major_locator(_integer_ticks())
     ax.set_title("the pool after each round (round 0: the seeds it starts with)", fontsize=10)
     ax.legend(fontsize=8, loc="upper left", ncols=3)
     changes = [r for r in rows if r["round"] > 0]
     cx = [r["round"] for r in changes]
-    ax2.bar(cx, [r["joined"] for r in changes], color="#4C72B0", label="joined")
+    ax2.bar(cx, [r["joined"] for r in changes], color="#8172B3", label="joined")
     easy = [-r["retired_too_easy"] for r in changes]
     hard = [-r["retired_too_hard"] for r in changes]
     ax2.bar(cx, easy, color=RETIRED["retired_too_easy"], label="retired: too easy")
@@ -94,6 +95,7 @@ def pool(pool_numbers: dict, path: Path) -> bool:
     ax2.set_xticks(x)
     lim = max([abs(v) for r in changes for v in (r["joined"], r["retired_too_easy"] + r["retired_too_hard"])] + [1])
     ax2.set_ylim(-lim * 1.3, lim * 1.3)
+    ax2.yaxis.set_major_locator(_integer_ticks())
     ax2.legend(fontsize=7, loc="lower left", ncols=3)
     fig.tight_layout()
     return _save(fig, path)
