@@ -302,6 +302,8 @@ def test_fields_of_the_wrong_kind_are_shown_as_missing(run):
     jsonl(run / "pool" / "index.jsonl", [{"name": "A", "calibration": {"levels": 5, "curve": [1], "band": "wide"}},
                                          {"calibration": "none"}, {"name": "B", "calibrate": "x"}])
     jsonl(r1 / "synthesize" / "generations.jsonl", [{"outcome": "ok", "file": "x.py", "parents": "AB", "topic": 7}])
+    jsonl(r1 / "compose" / "verdicts.jsonl", [{"file": ["x.py"], "admitted": True}, {"file": "y.py", "name": [1]}])
+    jsonl(r1 / "dedupe" / "index.jsonl", [{"name": {"a": 1}, "origin": "compose"}])
     report = build(run)
     n = report.numbers
     assert n["evaluation"]["rounds"][0]["headline"]["overall"] == {"model": None, "baseline": None, "delta": None}

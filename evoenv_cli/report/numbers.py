@@ -75,6 +75,12 @@ def stem(file: str) -> str:
     return Path(file).stem
 
 
+def files_of(lines: list[Line], admitted_only: bool = False) -> set[str]:
+    """The `file` names of verdict lines (only the admitted ones, if asked)."""
+    return {ln.record["file"] for ln in lines if isinstance(ln.record.get("file"), str)
+            and (not admitted_only or ln.record.get("admitted") is True)}
+
+
 def unique_by_file(lines: list[Line]) -> list[Line]:
     """One verdict per file (the last one written wins, as a resumed stage's would)."""
     seen: dict[str, Line] = {}
@@ -207,15 +213,15 @@ def joined_names(update: dict | None) -> list[str] | None:
 def funnel(run: RunFiles, r: int) -> dict:
     """One round's admission funnel: how many candidates survived each step, split into
     synthesized candidates and composites, and why the others were rejected."""
-    compose_files = {ln.record.get("file") for ln in run.jsonl(f"{rdir(r)}/compose/verdicts.jsonl")}
+    compose_files = files_of(run.jsonl(f"{rdir(r)}/compose/verdicts.jsonl"))
     synth = synthesize_stage(run, r)
     stages = {"synthesize": synth}
     for stage, inputs in ADMISSION:
         stages[stage] = admission_stage(run, r, stage, inputs, compose_files)
     update = pool_update(run, r)
     joined = joined_names(update)
-    dedupe_origin = {ln.record.get("name"): ln.record.get("origin")
-                     for ln in run.jsonl(f"{rdir(r)}/dedupe/index.jsonl")}
+    dedupe_origin = {ln.record["name"]: ln.record.get("origin")
+                     for ln in run.jsonl(f"{rdir(r)}/dedupe/index.jsonl") if isinstance(ln.record.get("name"), str)}
 
     def joined_composite(name: str) -> bool:
         origin = dedupe_origin.get(name)
@@ -426,8 +432,7 @@ def synthesis(run: RunFiles) -> dict:
     for r in run.rounds():
         admitted = {}
         for stage in ("validate", "review", "calibrate", "dedupe"):
-            admitted[stage] = {ln.record.get("file") for ln in run.jsonl(f"{rdir(r)}/{stage}/verdicts.jsonl")
-                               if ln.record.get("admitted") is True}
+            admitted[stage] = files_of(run.jsonl(f"{rdir(r)}/{stage}/verdicts.jsonl"), admitted_only=True)
         joined = set(joined_names(pool_update(run, r)) or [])
         for ln in run.jsonl(f"{rdir(r)}/synthesize/generations.jsonl"):
             g = ln.record
