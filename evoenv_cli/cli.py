@@ -853,6 +853,35 @@ def iterate(
 
 @app.command()
 @stage_command
+def report(
+    run: Annotated[Path, typer.Argument(help="A run folder written by `evoenv iterate` (finished, running or killed).")],
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Report folder (default RUN/report): index.html, figures/, examples/, numbers.json.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Also print the numbers behind every figure as JSON on stdout.")] = False,
+) -> None:
+    """Write a static HTML report of a run: the admission funnel per round, the pool over
+    rounds, calibration curves, training and evaluation curves and synthesis yield, each
+    figure with its numbers beside it. Opens from disk; prints the page's path.
+
+    Example: [bold]evoenv report runs/demo[/]  (then open runs/demo/report/index.html)
+    """
+    import json
+
+    from evoenv_cli import report as stage
+
+    result = stage.build(run, out)
+    for p in result.numbers["problems"][:5]:
+        where = f"{p['path']}:{p['line']}" if p["line"] is not None else p["path"]
+        err.print(f"[yellow]warning:[/] {where}: {p['message']}", markup=True, highlight=False, soft_wrap=True)
+    if len(result.numbers["problems"]) > 5:
+        err.print(f"[yellow]... and {len(result.numbers['problems']) - 5} more (listed in the report)[/]")
+    if as_json:
+        print(json.dumps(result.numbers))
+    else:
+        print(result.index)
+
+
+@app.command()
+@stage_command
 def preview(
     data: Annotated[Path, typer.Argument(help="A JSONL file written by `evoenv sample`.")],
     n: Annotated[int, typer.Option("--n", "-n", help="Rows to show.")] = 3,

@@ -1,0 +1,483 @@
+"""The numbers behind every figure of `evoenv report`, computed from a run's files alone.
+
+One function per figure, each returning plain JSON-ready data: the page draws exactly these
+numbers and tables them beside each figure, and `evoenv report --json` prints them. Counts
+come from the records themselves (verdicts.jsonl, generations.jsonl, metrics.jsonl), not from
+summary.json, so a stage still running or killed part way counts what it has decided so far.
+A missing file or field is None (shown as missing), never an error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from evoenv_cli.report.run_files import Line, RunFiles
+
+# The round's steps, in order, with the file that says each one finished.
+ROUND_STEPS = (
+    ("synthesize", "synthesize/summary.json"), ("validate", "validate/summary.json"),
+    ("review", "review/summary.json"), ("compose", "compose/summary.json"),
+    ("calibrate", "calibrate/summary.json"), ("dedupe", "dedupe/summary.json"),
+    ("rotate", "rotate/summary.json"), ("pool update", "pool-update.json"),
+    ("sample", "sample/train.jsonl"), ("train", "train/train-manifest.json"),
+    ("evaluate", "evaluate/metrics.json"),
+)
+# Admission stages: (folder, the folder whose envs/ holds the files it judged)
+ADMISSION = (("validate", "synthesize"), ("review", "validate"), ("compose", None),
+             ("calibrate", "candidates"), ("dedupe", "calibrate"))
+FUNNEL_STEPS = ("generations", "parsed", "validate", "review", "candidates", "calibrate",
+                "dedupe", "joined")
+ORIGINS = {"seed": "seed", "compose": "composite", "synthesize": "synthesized"}
+PARSE_REASONS = {
+    "no_code": "no fenced Python block in the response",
+    "syntax_error": "no fenced block that parses as Python",
+    "missing_functions": "the code lacks generate/prompt/solve/score",
+    "error": "the backend returned an error",
+}
+TOP_REASONS = 8
+EXAMPLES_PER_REASON = 3
+
+
+def rdir(r: int) -> str:
+    return f"round-{r:02d}"
+
+
+def mean(values: list[float]) -> float | None:
+    values = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def obj(value) -> dict:
+    """A field that should hold a JSON object: itself, or {} when it holds anything else."""
+    return value if isinstance(value, dict) else {}
+
+
+def items(value) -> list:
+    """A field that should hold a JSON list: itself, or [] when it holds anything else."""
+    return value if isinstance(value, list) else []
+
+
+def number(value) -> float | None:
+    """A finite real number from a record, or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if value == value and abs(value) != float("inf") else None
+
+
+def delta(a, b) -> float | None:
+    a, b = number(a), number(b)
+    return None if a is None or b is None else round(a - b, 4)
+
+
+def stem(file: str) -> str:
+    return Path(file).stem
+
+
+def files_of(lines: list[Line], admitted_only: bool = False) -> set[str]:
+    """The `file` names of verdict lines (only the admitted ones, if asked)."""
+    return {ln.record["file"] for ln in lines if isinstance(ln.record.get("file"), str)
+            and (not admitted_only or ln.record.get("admitted") is True)}
+
+
+def unique_by_file(lines: list[Line]) -> list[Line]:
+    """One verdict per file (the last one written wins, as a resumed stage's would)."""
+    seen: dict[str, Line] = {}
+    for line in lines:
+        f = line.record.get("file")
+        if isinstance(f, str):
+            seen[f] = line
+    return list(seen.values())
+
+
+_NUMBER = re.compile(r"\d+(\.\d+)?(e-?\d+)?")
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+_FILE = re.compile(r"\S+\.py\b")
+
+
+def reason_pattern(reason: str) -> str:
+    """A verdict's reason with its particulars (numbers, quoted values, file names) blanked, so
+    that reasons of one kind group together."""
+    text = _FILE.sub("FILE", str(reason).splitlines()[0] if reason else "")
+    text = _QUOTED.sub("'…'", text)
+    text = _NUMBER.sub("N", text)
+    return text[:160]
+
+
+# -- the round's progress --------------------------------------------------------------------------
+def rounds_status(run: RunFiles) -> list[dict]:
+    finished = {r["round"]: r for r in run.records("rounds.jsonl") if type(r.get("round")) is int}
+    out = []
+    for r in run.rounds():
+        steps = {}
+        for name, marker in ROUND_STEPS:
+            folder = Path(rdir(r)) / Path(marker).parent
+            if run.exists(f"{rdir(r)}/{marker}"):
+                steps[name] = "done"
+            elif str(folder) != rdir(r) and run.exists(str(folder)):
+                steps[name] = "partial"
+            else:
+                steps[name] = "not started"
+        stopped = next((name for name, s in steps.items() if s != "done"), None)
+        out.append({"round": r, "finished": r in finished, "steps": steps,
+                    "stopped_in": None if r in finished else stopped,
+                    "summary": finished.get(r)})
+    return out
+
+
+# -- the admission funnel --------------------------------------------------------------------------
+def _examples(run: RunFiles, lines: list[Line], verdicts: str, inputs: str | None) -> list[dict]:
+    """A few rejected verdicts: where the verdict line is, and the judged file where it still is."""
+    out = []
+    for line in lines[:EXAMPLES_PER_REASON]:
+        f = line.record.get("file")
+        source = f"{inputs}/envs/{f}" if inputs and isinstance(f, str) and "/" not in f else None
+        out.append({"file": f, "name": line.record.get("name"), "verdicts": verdicts, "line": line.number,
+                    "check": line.record.get("stage"), "reason": line.record.get("reason"),
+                    "source": source if source and run.exists(source) else None})
+    return out
+
+
+def reasons(run: RunFiles, rejected: list[Line], verdicts: str, inputs: str | None) -> list[dict]:
+    """Rejections grouped by the check that decided and the pattern of the reason, most
+    frequent first, each with a few example verdicts."""
+    groups: dict[tuple[str, str], list[Line]] = defaultdict(list)
+    for line in rejected:
+        check = str(line.record.get("stage") or "?")
+        groups[(check, reason_pattern(line.record.get("reason") or ""))].append(line)
+    ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    out = [{"check": check, "pattern": pattern, "count": len(lines),
+            "examples": _examples(run, lines, verdicts, inputs)} for (check, pattern), lines in ranked[:TOP_REASONS]]
+    rest = ranked[TOP_REASONS:]
+    if rest:
+        out.append({"check": "other", "pattern": f"{len(rest)} more kinds of reason",
+                    "count": sum(len(lines) for _, lines in rest), "examples": []})
+    return out
+
+
+def admission_stage(run: RunFiles, r: int, stage: str, inputs: str | None, composites: set[str]) -> dict:
+    rel = f"{rdir(r)}/{stage}"
+    if not run.exists(rel):
+        return {"stage": stage, "status": "not started", "entered": None, "admitted": None,
+                "rejected": None, "by_check": {}, "reasons": [], "admitted_files": []}
+    lines = unique_by_file(run.jsonl(f"{rel}/verdicts.jsonl"))
+    admitted = [ln for ln in lines if ln.record.get("admitted") is True]
+    rejected = [ln for ln in lines if ln.record.get("admitted") is not True]
+    files = [ln.record["file"] for ln in admitted]
+    return {
+        "stage": stage, "status": "done" if run.exists(f"{rel}/summary.json") else "partial",
+        "entered": len(lines), "admitted": len(admitted), "rejected": len(rejected),
+        "admitted_by_origin": {"synthesized": sum(f not in composites for f in files),
+                               "composite": sum(f in composites for f in files)},
+        "by_check": dict(Counter(str(ln.record.get("stage") or "?") for ln in rejected).most_common()),
+        "reasons": reasons(run, rejected, f"{rel}/verdicts.jsonl", f"{rdir(r)}/{inputs}" if inputs else None),
+        "admitted_files": files,
+    }
+
+
+def synthesize_stage(run: RunFiles, r: int) -> dict:
+    rel = f"{rdir(r)}/synthesize"
+    if not run.exists(rel):
+        return {"stage": "synthesize", "status": "not started", "entered": None, "admitted": None,
+                "rejected": None, "by_check": {}, "reasons": []}
+    gens = run.jsonl(f"{rel}/generations.jsonl")
+    failed = [ln for ln in gens if ln.record.get("outcome") != "ok"]
+    groups: dict[str, list[Line]] = defaultdict(list)
+    for ln in failed:
+        groups[str(ln.record.get("outcome") or "?")].append(ln)
+    reason_rows = []
+    for outcome, lines in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        examples = [{"file": ln.record.get("file"), "name": f"request {ln.record.get('prompt_id')}",
+                     "verdicts": f"{rel}/generations.jsonl", "line": ln.number, "check": outcome,
+                     "reason": PARSE_REASONS.get(outcome, outcome), "source": None,
+                     "topic": ln.record.get("topic")} for ln in lines[:EXAMPLES_PER_REASON]]
+        reason_rows.append({"check": outcome, "pattern": PARSE_REASONS.get(outcome, outcome),
+                            "count": len(lines), "examples": examples})
+    return {"stage": "synthesize", "status": "done" if run.exists(f"{rel}/summary.json") else "partial",
+            "entered": len(gens), "admitted": len(gens) - len(failed), "rejected": len(failed),
+            "by_check": {k: len(v) for k, v in groups.items()}, "reasons": reason_rows}
+
+
+def pool_update(run: RunFiles, r: int) -> dict | None:
+    return run.json(f"{rdir(r)}/pool-update.json")
+
+
+def joined_names(update: dict | None) -> list[str] | None:
+    if update is None:
+        return None
+    joined = update.get("joined")
+    return [j for j in joined if isinstance(j, str)] if isinstance(joined, list) else []
+
+
+def funnel(run: RunFiles, r: int) -> dict:
+    """One round's admission funnel: how many candidates survived each step, split into
+    synthesized candidates and composites, and why the others were rejected."""
+    compose_files = files_of(run.jsonl(f"{rdir(r)}/compose/verdicts.jsonl"))
+    synth = synthesize_stage(run, r)
+    stages = {"synthesize": synth}
+    for stage, inputs in ADMISSION:
+        stages[stage] = admission_stage(run, r, stage, inputs, compose_files)
+    update = pool_update(run, r)
+    joined = joined_names(update)
+    dedupe_origin = {ln.record["name"]: ln.record.get("origin")
+                     for ln in run.jsonl(f"{rdir(r)}/dedupe/index.jsonl") if isinstance(ln.record.get("name"), str)}
+
+    def joined_composite(name: str) -> bool:
+        origin = dedupe_origin.get(name)
+        return origin == "compose" if origin else f"{name}.py" in compose_files
+
+    def split(stage: str) -> tuple[int | None, int | None]:
+        s = stages[stage]
+        if s["admitted"] is None:
+            return None, None
+        by = s.get("admitted_by_origin", {})
+        return by.get("synthesized"), by.get("composite")
+
+    rev_s = stages["review"]["admitted"]
+    comp_c = stages["compose"]["admitted"]
+    steps = [
+        ("generations", synth["entered"], None),
+        ("parsed", synth["admitted"], None),
+        ("validate", stages["validate"]["admitted"], None),
+        ("review", rev_s, None),
+        ("candidates", rev_s, comp_c),
+        ("calibrate", *split("calibrate")),
+        ("dedupe", *split("dedupe")),
+        ("joined", None if joined is None else sum(not joined_composite(n) for n in joined),
+         None if joined is None else sum(joined_composite(n) for n in joined)),
+    ]
+    for s in stages.values():
+        s.pop("admitted_files", None)
+    return {"round": r,
+            "steps": [{"step": name, "synthesized": s, "composite": c} for name, s, c in steps],
+            "stages": stages, "joined": joined}
+
+
+# -- the pool over rounds --------------------------------------------------------------------------
+def origin_label(origin) -> str:
+    return ORIGINS.get(origin, str(origin) if origin else "unknown")
+
+
+def pool_over_rounds(run: RunFiles) -> dict:
+    """After each round's pool update: size, joined, retired (too easy, too hard), and what the
+    pool is made of (seeds, composites, synthesized environments)."""
+    rounds = run.rounds()
+    origin: dict[str, str] = {}
+    for r in rounds:
+        for ln in run.jsonl(f"{rdir(r)}/dedupe/index.jsonl"):
+            if isinstance(ln.record.get("name"), str):
+                origin[ln.record["name"]] = origin_label(ln.record.get("origin"))
+    pool_index = run.records("pool/index.jsonl")
+    for rec in pool_index:
+        if isinstance(rec.get("name"), str):
+            origin.setdefault(rec["name"], origin_label(rec.get("origin")))
+    first = run.jsonl(f"{rdir(rounds[0])}/rotate/verdicts.jsonl") if rounds else []
+    if first:
+        members = {stem(ln.record["file"]) for ln in first if isinstance(ln.record.get("file"), str)}
+    else:  # no rotation measured yet: the pool is still the seeds it started with
+        members = {rec["name"] for rec in pool_index if isinstance(rec.get("name"), str)}
+    start = {"round": 0, "pool_size": len(members), "composition": _composition(members, origin)}
+    rows = []
+    for r in rounds:
+        update = pool_update(run, r)
+        if update is None:
+            rows.append({"round": r, "pool_size": None, "joined": None, "retired_too_easy": None,
+                         "retired_too_hard": None, "composition": None, "retired": [], "joined_names": None})
+            continue
+        retired = [x for x in items(update.get("retired")) if isinstance(x, dict) and isinstance(x.get("name"), str)]
+        joined = joined_names(update)
+        rotate = {stem(ln.record["file"]): ln for ln in run.jsonl(f"{rdir(r)}/rotate/verdicts.jsonl")
+                  if isinstance(ln.record.get("file"), str)}
+        members = (members - {x.get("name") for x in retired}) | set(joined)
+        size = update.get("pool_size")
+        rows.append({
+            "round": r, "pool_size": size if isinstance(size, int) else len(members),
+            "joined": len(joined),
+            "retired_too_easy": sum(x.get("stage") == "retired_too_easy" for x in retired),
+            "retired_too_hard": sum(x.get("stage") == "retired_too_hard" for x in retired),
+            "composition": _composition(members, origin),
+            "joined_names": joined,
+            "retired": [{"name": x.get("name"), "stage": x.get("stage"), "reason": x.get("reason"),
+                         "verdicts": f"{rdir(r)}/rotate/verdicts.jsonl" if x.get("name") in rotate else None,
+                         "line": rotate[x["name"]].number if x.get("name") in rotate else None,
+                         "origin": origin.get(x.get("name"), "seed")} for x in retired],
+        })
+    return {"start": start, "rounds": rows}
+
+
+def _composition(members: set[str], origin: dict[str, str]) -> dict[str, int]:
+    """A member never recorded as joining is a seed: only seeds start the pool."""
+    counts = Counter(origin.get(m, "seed") for m in members)
+    out = {"seed": counts.pop("seed", 0), "composite": counts.pop("composite", 0),
+           "synthesized": counts.pop("synthesized", 0)}
+    out.update(counts)
+    return out
+
+
+# -- calibration of the pool -------------------------------------------------------------------------
+def calibration(run: RunFiles) -> dict:
+    """Pass rate against level for every environment of the pool as it stands (RUN/pool, after
+    the last pool update), with the band and the levels calibration chose."""
+    updated = [r for r in run.rounds() if run.exists(f"{rdir(r)}/pool-update.json")]
+    envs = []
+    for rec in run.records("pool/index.jsonl"):
+        cal = obj(rec.get("calibration"))
+        curve_in = obj(cal.get("curve"))
+        curve = []
+        for level, m in curve_in.items():
+            if not str(level).isdigit() or not isinstance(m, dict):
+                continue
+            curve.append({"level": int(level), "pass_rate": number(m.get("pass_rate")), "n": m.get("n"),
+                          "no_answer_share": number(m.get("no_answer_share"))})
+        curve.sort(key=lambda c: c["level"])
+        band = cal.get("band")
+        if band is None:
+            band = obj(rec.get("calibrate")).get("band")
+        band = [number(b) for b in band] if isinstance(band, list) and len(band) == 2 else None
+        levels = [lv for lv in items(cal.get("levels")) if type(lv) is int]
+        envs.append({
+            "name": rec.get("name"), "origin": origin_label(rec.get("origin")),
+            "joined_round": rec.get("joined_round"), "levels": levels, "band": band,
+            "misses": cal.get("misses"), "model": cal.get("model"),
+            "no_answer_share": number(cal.get("no_answer_share")),
+            "measured": any(c["pass_rate"] is not None for c in curve), "curve": curve,
+        })
+    bands = {tuple(e["band"]) for e in envs if e["band"]}
+    return {"after_round": updated[-1] if updated else None, "environments": envs,
+            "band": list(next(iter(bands))) if len(bands) == 1 else None}
+
+
+# -- training ------------------------------------------------------------------------------------
+def training(run: RunFiles) -> dict:
+    """Per logged step of every round's training: reward mean and std, the share of groups
+    whose rewards all agree (no GRPO signal), and each environment's pass rate."""
+    steps, offset, rounds = [], 0, []
+    for r in run.rounds():
+        rel = f"{rdir(r)}/train/metrics.jsonl"
+        records = [ln.record for ln in run.jsonl(rel)]
+        manifest = run.json(f"{rdir(r)}/train/train-manifest.json")
+        last = 0
+        for rec in records:
+            step = rec.get("step")
+            if not isinstance(step, int):
+                continue
+            last = max(last, step)
+            per_env = {}
+            for name, m in obj(rec.get("per_env")).items():
+                if isinstance(m, dict):
+                    per_env[name] = {"pass_rate": number(m.get("pass_rate")), "n": m.get("n"),
+                                     "reward_mean": number(m.get("reward_mean"))}
+            steps.append({"round": r, "step": step, "global_step": offset + step,
+                          "reward": number(rec.get("reward")), "reward_std": number(rec.get("reward_std")),
+                          "zero_std_share": number(rec.get("frac_reward_zero_std")),
+                          "kl": number(rec.get("kl")), "per_env": per_env})
+        summary = obj(obj(manifest).get("summary"))
+        if records or manifest:
+            rs = [s for s in steps if s["round"] == r]
+            steps_done = summary.get("steps") if type(summary.get("steps")) is int else last
+            rounds.append({"round": r, "finished": manifest is not None, "steps": steps_done,
+                           "first_global_step": offset + 1, "mean_reward": mean([s["reward"] for s in rs]),
+                           "mean_zero_std_share": mean([s["zero_std_share"] for s in rs])})
+        offset += summary.get("steps") if isinstance(summary.get("steps"), int) else last
+    per_env: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for s in steps:
+        for name, m in s["per_env"].items():
+            if m["pass_rate"] is not None:
+                per_env[name][s["round"]].append(m["pass_rate"])
+    env_rounds = {name: {str(r): mean(v) for r, v in sorted(by.items())} for name, by in sorted(per_env.items())}
+    return {"steps": steps, "rounds": rounds, "env_pass_rate_by_round": env_rounds}
+
+
+# -- evaluation ----------------------------------------------------------------------------------
+def evaluation(run: RunFiles) -> dict:
+    """Held-out pass@1 per round, per environment and per benchmark, for the trained model and
+    the baseline, and the delta (model - baseline)."""
+    rows = []
+    for r in run.rounds():
+        m = run.json(f"{rdir(r)}/evaluate/metrics.json")
+        if m is None:
+            continue
+        base = obj(m.get("baseline"))
+        overall, b_overall = obj(m.get("overall")), obj(base.get("overall"))
+        heads = {}
+        for key, label in (("pass@1", "overall"), ("env_mean", "environments (mean)"),
+                           ("bench_mean", "benchmarks (mean)")):
+            heads[label] = {"model": number(overall.get(key)), "baseline": number(b_overall.get(key)),
+                            "delta": delta(overall.get(key), b_overall.get(key))}
+        sources = {}
+        for kind, field in (("environment", "environments"), ("benchmark", "benchmarks")):
+            mine, theirs = obj(m.get(field)), obj(base.get(field))
+            for name, v in mine.items():
+                a, b = obj(v).get("pass@1"), obj(theirs.get(name)).get("pass@1")
+                sources[f"{kind}:{name}"] = {"kind": kind, "name": name, "model": number(a),
+                                             "baseline": number(b), "delta": delta(a, b),
+                                             "no_answer_share": number(obj(v).get("no_answer_share"))}
+        rows.append({"round": r, "model": m.get("model"), "baseline_model": base.get("model"),
+                     "headline": heads, "sources": sources,
+                     "no_answer_share": number(overall.get("no_answer_share"))})
+    return {"rounds": rows}
+
+
+# -- synthesis yield -------------------------------------------------------------------------------
+YIELD_STEPS = ("generations", "parsed", "validate", "review", "calibrate", "dedupe", "joined")
+
+
+def synthesis(run: RunFiles) -> dict:
+    """How far each generation got, summed by the topic it was asked for and by each example
+    environment (parent) its prompt showed."""
+    by_topic: dict[str, Counter] = defaultdict(Counter)
+    by_parent: dict[str, Counter] = defaultdict(Counter)
+    total = Counter()
+    for r in run.rounds():
+        admitted = {}
+        for stage in ("validate", "review", "calibrate", "dedupe"):
+            admitted[stage] = files_of(run.jsonl(f"{rdir(r)}/{stage}/verdicts.jsonl"), admitted_only=True)
+        joined = set(joined_names(pool_update(run, r)) or [])
+        for ln in run.jsonl(f"{rdir(r)}/synthesize/generations.jsonl"):
+            g = ln.record
+            reached = ["generations"]
+            f = g.get("file")
+            if g.get("outcome") == "ok" and isinstance(f, str):
+                reached.append("parsed")
+                for stage in ("validate", "review", "calibrate", "dedupe"):
+                    if f not in admitted[stage]:
+                        break
+                    reached.append(stage)
+                else:
+                    if stem(f) in joined:
+                        reached.append("joined")
+            topic = str(g.get("topic") or "(none)")
+            parents = [p for p in items(g.get("parents")) if isinstance(p, str)] or ["(none)"]
+            for step in reached:
+                by_topic[topic][step] += 1
+                total[step] += 1
+                for p in parents:
+                    by_parent[p][step] += 1
+
+    def table(groups: dict[str, Counter]) -> list[dict]:
+        rows = []
+        for key, c in groups.items():
+            row = {"key": key, **{s: c.get(s, 0) for s in YIELD_STEPS}}
+            row["yield"] = round(row["joined"] / row["generations"], 4) if row["generations"] else None
+            rows.append(row)
+        return sorted(rows, key=lambda x: (-x["joined"], -x["parsed"], -x["generations"], x["key"]))
+
+    return {"total": {s: total.get(s, 0) for s in YIELD_STEPS},
+            "by_topic": table(by_topic), "by_parent": table(by_parent)}
+
+
+# -- everything --------------------------------------------------------------------------------------
+def compute(run: RunFiles) -> dict:
+    numbers = {
+        "run": str(run.root),
+        "rounds": rounds_status(run),
+        "funnel": [funnel(run, r) for r in run.rounds()],
+        "pool": pool_over_rounds(run),
+        "calibration": calibration(run),
+        "training": training(run),
+        "evaluation": evaluation(run),
+        "synthesis": synthesis(run),
+    }
+    numbers["problems"] = [p.record() for p in run.problems]
+    return numbers

@@ -1,0 +1,344 @@
+"""`evoenv report`: the numbers behind each figure, checked against a run's files.
+
+A hand-made run with every kind of outcome (parse failures, a rejection at each contract, a
+retirement, real calibration curves, training steps, an evaluation with a baseline) whose
+round 2 was killed in validate with a torn last line; the numbers each figure draws must be
+the ones in its files. The browser tests on real runs are in test_report_browser.py.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evoenv_cli.report import build
+from evoenv_cli.report.numbers import compute
+from evoenv_cli.report.run_files import RunFiles
+
+
+def jsonl(path: Path, records: list[dict], torn: str | None = None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(json.dumps(r) + "\n" for r in records)
+    path.write_text(text + (torn or ""))
+
+
+def write_json(path: Path, obj: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=2))
+
+
+def verdict(file, admitted, stage, reason, **extra):
+    return {"file": file, "env_id": "0" * 16, "name": Path(file).stem, "admitted": admitted,
+            "stage": "admitted" if admitted else stage, "reason": reason, **extra}
+
+
+def env_file(folder: Path, name: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(f'"""{name}: a test environment."""\nNAME = "{Path(name).stem}"\n')
+
+
+def curve(*rates):
+    return {str(lv): {"pass_rate": p, "n": 4, "no_answer_share": 0.0} for lv, p in zip((1, 4, 7, 10), rates)}
+
+
+GENERATIONS_R1 = [  # (outcome, file, topic, parents)
+    ("ok", "g00000_alpha.py", "graphs", ["A", "B"]),
+    ("ok", "g00001_beta.py", "graphs", ["A", "C"]),
+    ("ok", "g00002_gamma.py", "graphs", ["B", "C"]),
+    ("ok", "g00003_delta.py", "strings", ["A", "D"]),
+    ("no_code", None, "strings", ["C", "D"]),
+    ("syntax_error", None, "puzzles", ["D", "A"]),
+]
+
+
+def generation(i, outcome, file, topic, parents):
+    return {"prompt_id": i, "prompt_hash": f"{i:016x}", "prompt": f"write environment {i}",
+            "response": f"response {i} <script>alert(1)</script>", "parents": parents, "topic": topic,
+            "model": "m0", "outcome": outcome, "file": file}
+
+
+def make_run(root: Path) -> Path:
+    r1 = root / "round-01"
+    jsonl(r1 / "synthesize" / "generations.jsonl", [generation(i, *g) for i, g in enumerate(GENERATIONS_R1)])
+    for _, f, *_ in GENERATIONS_R1:
+        if f:
+            env_file(r1 / "synthesize" / "envs", f)
+    write_json(r1 / "synthesize" / "summary.json", {"stage": "synthesize", "requests": 6, "candidates": 4})
+    jsonl(r1 / "validate" / "verdicts.jsonl", [
+        verdict("g00000_alpha.py", True, "", "passed all checks"),
+        verdict("g00001_beta.py", True, "", "passed all checks"),
+        verdict("g00002_gamma.py", True, "", "passed all checks"),
+        verdict("g00003_delta.py", False, "static", "imports 'os', which is not allowed"),
+    ])
+    for f in ("g00000_alpha.py", "g00001_beta.py", "g00002_gamma.py"):
+        env_file(r1 / "validate" / "envs", f)
+    write_json(r1 / "validate" / "summary.json", {"stage": "validate"})
+    jsonl(r1 / "review" / "verdicts.jsonl", [
+        verdict("g00000_alpha.py", True, "", "3/3 votes approve", approvals=3),
+        verdict("g00001_beta.py", False, "review", "1/3 votes approve; well_posed=false: ambiguous", approvals=1),
+        verdict("g00002_gamma.py", True, "", "2/3 votes approve", approvals=2),
+    ])
+    write_json(r1 / "review" / "summary.json", {"stage": "review"})
+    jsonl(r1 / "compose" / "verdicts.jsonl", [
+        verdict("par__A__B.py", True, "", "passed all checks", operator="parallel", parents=["A.py", "B.py"]),
+        verdict("sort3__C.py", True, "", "passed all checks", operator="sort", parents=["C.py"]),
+        verdict("seq__A__D.py", False, "run", "generate at seed 0 difficulty 1 raised: ValueError: no chain"),
+    ])
+    write_json(r1 / "compose" / "summary.json", {"stage": "compose"})
+    for f in ("g00000_alpha.py", "g00002_gamma.py", "par__A__B.py", "sort3__C.py"):
+        env_file(r1 / "candidates" / "envs", f)
+    jsonl(r1 / "calibrate" / "verdicts.jsonl", [
+        verdict("g00000_alpha.py", True, "", "pass rate in band", curve=curve(0.9, 0.6, 0.3, 0.1), levels=[4, 7]),
+        verdict("g00002_gamma.py", False, "too_easy", "pass rate 0.95 > 0.85 even at level 10"),
+        verdict("par__A__B.py", True, "", "pass rate in band", levels=[1, 4]),
+        verdict("sort3__C.py", False, "too_hard", "pass rate 0.02 < 0.15 even at level 1"),
+    ])
+    write_json(r1 / "calibrate" / "summary.json", {"stage": "calibrate"})
+    env_file(r1 / "calibrate" / "envs", "g00000_alpha.py")
+    env_file(r1 / "calibrate" / "envs", "par__A__B.py")
+    jsonl(r1 / "dedupe" / "verdicts.jsonl", [
+        verdict("g00000_alpha.py", True, "", "no near-duplicate"),
+        verdict("par__A__B.py", False, "duplicate_code", "its code is a near-duplicate of A.py (pool p): estimated Jaccard 0.61 >= 0.5"),
+    ])
+    jsonl(r1 / "dedupe" / "index.jsonl", [{"file": "g00000_alpha.py", "name": "g00000_alpha", "origin": "synthesize"}])
+    write_json(r1 / "dedupe" / "summary.json", {"stage": "dedupe"})
+    jsonl(r1 / "rotate" / "verdicts.jsonl", [
+        verdict("A.py", True, "", "in band"), verdict("B.py", True, "", "in band"),
+        verdict("C.py", False, "retired_too_easy", "pass rate 0.97 > 0.85 even at level 10; missed the band 2 times in a row"),
+        verdict("D.py", True, "", "in band"),
+    ])
+    write_json(r1 / "rotate" / "summary.json", {"stage": "calibrate"})
+    write_json(r1 / "pool-update.json", {"pool_size": 4, "joined": ["g00000_alpha"], "retired": [
+        {"name": "C", "stage": "retired_too_easy", "reason": "pass rate 0.97 > 0.85 even at level 10"}]})
+    jsonl(r1 / "sample" / "train.jsonl", [{"prompt": "x"}])
+    jsonl(r1 / "train" / "metrics.jsonl", [
+        {"step": 1, "reward": 0.25, "reward_std": 0.4, "frac_reward_zero_std": 0.5,
+         "per_env": {"A": {"n": 4, "pass_rate": 0.5}, "B": {"n": 4, "pass_rate": 0.0}}},
+        {"step": 2, "reward": 0.5, "reward_std": 0.3, "frac_reward_zero_std": 0.25,
+         "per_env": {"A": {"n": 4, "pass_rate": 0.75}, "g00000_alpha": {"n": 4, "pass_rate": 0.25}}},
+        {"step": 3, "reward": 0.75, "reward_std": 0.2, "frac_reward_zero_std": 0.0,
+         "per_env": {"B": {"n": 4, "pass_rate": 1.0}}},
+    ])
+    write_json(r1 / "train" / "train-manifest.json", {"summary": {"steps": 3, "mean_reward": 0.5}})
+    write_json(r1 / "evaluate" / "metrics.json", {
+        "model": "r1/train",
+        "overall": {"pass@1": 0.4, "env_mean": 0.5, "bench_mean": 0.3, "no_answer_share": 0.1},
+        "environments": {"A": {"pass@1": 0.5}, "g00000_alpha": {"pass@1": 0.5}},
+        "benchmarks": {"bench.jsonl": {"pass@1": 0.3}},
+        "baseline": {"model": "m0", "overall": {"pass@1": 0.3, "env_mean": 0.25, "bench_mean": 0.35},
+                     "environments": {"A": {"pass@1": 0.25}, "g00000_alpha": {"pass@1": 0.25}},
+                     "benchmarks": {"bench.jsonl": {"pass@1": 0.35}}},
+    })
+    jsonl(root / "rounds.jsonl", [{"round": 1, "candidates": 4, "pool_size": 4, "joined": 1, "retired": 1,
+                                   "mean_train_reward": 0.5, "evaluation": {"pass@1": 0.4}}])
+    # round 2, killed in validate: the last line of generations.jsonl torn
+    r2 = root / "round-02"
+    jsonl(r2 / "synthesize" / "generations.jsonl",
+          [generation(0, "ok", "g00000_eps.py", "strings", ["A", "B"]),
+           generation(1, "no_code", None, "strings", ["B", "D"])], torn='{"prompt_id": 2, "prom')
+    env_file(r2 / "synthesize" / "envs", "g00000_eps.py")
+    jsonl(r2 / "validate" / "verdicts.jsonl", [verdict("g00000_eps.py", True, "", "passed all checks")])
+    # the pool as round 1 left it
+    jsonl(root / "pool" / "index.jsonl", [
+        {"file": "A.py", "name": "A", "origin": "seed",
+         "calibration": {"curve": curve(0.95, 0.8, 0.5, 0.2), "levels": [4, 7], "band": [0.15, 0.85], "misses": 0}},
+        {"file": "B.py", "name": "B", "origin": "seed",
+         "calibration": {"curve": curve(None, None, None, None), "levels": list(range(1, 11)), "band": [0.15, 0.85]}},
+        {"file": "D.py", "name": "D", "origin": "seed", "calibration": {"levels": [1]}},
+        {"file": "g00000_alpha.py", "name": "g00000_alpha", "origin": "synthesize", "joined_round": 1,
+         "calibration": {"curve": curve(0.9, 0.6, 0.3, 0.1), "levels": [4, 7], "band": [0.15, 0.85]}},
+    ])
+    return root
+
+
+@pytest.fixture
+def run(tmp_path):
+    return make_run(tmp_path / "run")
+
+
+def test_funnel_counts_every_step_from_the_verdict_lines(run):
+    n = compute(RunFiles(run))
+    f1, f2 = n["funnel"]
+    steps = {s["step"]: (s["synthesized"], s["composite"]) for s in f1["steps"]}
+    assert steps == {"generations": (6, None), "parsed": (4, None), "validate": (3, None), "review": (2, None),
+                     "candidates": (2, 2), "calibrate": (1, 1), "dedupe": (1, 0), "joined": (1, 0)}
+    st = f1["stages"]
+    assert st["synthesize"]["by_check"] == {"no_code": 1, "syntax_error": 1}
+    assert st["validate"]["by_check"] == {"static": 1}
+    assert st["review"]["by_check"] == {"review": 1}
+    assert st["compose"]["by_check"] == {"run": 1}
+    assert st["calibrate"]["by_check"] == {"too_easy": 1, "too_hard": 1}
+    assert st["dedupe"]["by_check"] == {"duplicate_code": 1}
+    assert [s["status"] for s in st.values()] == ["done"] * 6
+    # reasons link to the verdict line and the judged file where it is
+    dup = st["dedupe"]["reasons"][0]
+    assert dup["check"] == "duplicate_code" and dup["count"] == 1
+    assert dup["pattern"] == "its code is a near-duplicate of FILE (pool p): estimated Jaccard N >= N"
+    ex = dup["examples"][0]
+    assert (ex["verdicts"], ex["line"], ex["source"]) == ("round-01/dedupe/verdicts.jsonl", 2,
+                                                          "round-01/calibrate/envs/par__A__B.py")
+    static = st["validate"]["reasons"][0]["examples"][0]
+    assert (static["line"], static["source"]) == (4, "round-01/synthesize/envs/g00003_delta.py")
+    assert st["compose"]["reasons"][0]["examples"][0]["source"] is None  # a rejected composite is never written
+    no_code = [r for r in st["synthesize"]["reasons"] if r["check"] == "no_code"][0]
+    assert no_code["examples"][0]["line"] == 5 and no_code["examples"][0]["verdicts"].endswith("generations.jsonl")
+    assert f1["joined"] == ["g00000_alpha"]
+    # round 2 was killed in validate
+    steps2 = {s["step"]: s["synthesized"] for s in f2["steps"]}
+    assert steps2["generations"] == 2 and steps2["parsed"] == 1 and steps2["validate"] == 1
+    assert steps2["review"] is None and steps2["joined"] is None
+    assert f2["stages"]["validate"]["status"] == "partial" and f2["stages"]["review"]["status"] == "not started"
+
+
+def test_round_status_and_the_torn_line_is_named(run):
+    n = compute(RunFiles(run))
+    r1, r2 = n["rounds"]
+    assert r1["finished"] and r1["stopped_in"] is None and set(r1["steps"].values()) == {"done"}
+    assert not r2["finished"] and r2["stopped_in"] == "synthesize"  # no summary.json: it never finished
+    assert r2["steps"]["validate"] == "partial" and r2["steps"]["train"] == "not started"
+    assert n["problems"] == [{"path": "round-02/synthesize/generations.jsonl", "line": 3,
+                              "message": n["problems"][0]["message"]}]
+    assert "torn last line" in n["problems"][0]["message"]
+
+
+def test_a_torn_line_in_the_middle_is_skipped_and_the_lines_around_it_read(run):
+    path = run / "round-01" / "validate" / "verdicts.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    lines[1] = lines[1][:25] + "\n"  # beta's verdict torn
+    path.write_text("".join(lines))
+    before = path.read_bytes()
+    n = compute(RunFiles(run))
+    v = n["funnel"][0]["stages"]["validate"]
+    assert (v["entered"], v["admitted"], v["rejected"]) == (3, 2, 1)  # lines 1, 3 and 4 still read
+    torn = [p for p in n["problems"] if p["path"] == "round-01/validate/verdicts.jsonl"]
+    assert [p["line"] for p in torn] == [2] and "torn line" in torn[0]["message"]
+    assert path.read_bytes() == before  # the report never writes into the run
+
+
+def test_pool_over_rounds(run):
+    p = compute(RunFiles(run))["pool"]
+    assert p["start"] == {"round": 0, "pool_size": 4, "composition": {"seed": 4, "composite": 0, "synthesized": 0}}
+    r1, r2 = p["rounds"]
+    assert (r1["pool_size"], r1["joined"], r1["retired_too_easy"], r1["retired_too_hard"]) == (4, 1, 1, 0)
+    assert r1["composition"] == {"seed": 3, "composite": 0, "synthesized": 1}
+    assert r1["retired"][0]["name"] == "C" and r1["retired"][0]["line"] == 3
+    assert r2["pool_size"] is None and r2["composition"] is None  # killed before its pool update
+
+
+def test_calibration_curves_of_the_pool(run):
+    cal = compute(RunFiles(run))["calibration"]
+    assert cal["after_round"] == 1 and cal["band"] == [0.15, 0.85]
+    by = {e["name"]: e for e in cal["environments"]}
+    assert [(c["level"], c["pass_rate"]) for c in by["A"]["curve"]] == [(1, 0.95), (4, 0.8), (7, 0.5), (10, 0.2)]
+    assert by["A"]["levels"] == [4, 7] and by["A"]["measured"]
+    assert not by["B"]["measured"] and by["B"]["levels"] == list(range(1, 11))
+    assert by["D"]["curve"] == [] and by["D"]["band"] is None  # missing fields are missing, not a crash
+    assert by["g00000_alpha"]["origin"] == "synthesized" and by["g00000_alpha"]["joined_round"] == 1
+
+
+def test_training_curves(run):
+    tr = compute(RunFiles(run))["training"]
+    assert [(s["step"], s["reward"], s["reward_std"], s["zero_std_share"]) for s in tr["steps"]] == [
+        (1, 0.25, 0.4, 0.5), (2, 0.5, 0.3, 0.25), (3, 0.75, 0.2, 0.0)]
+    assert tr["steps"][1]["per_env"]["g00000_alpha"]["pass_rate"] == 0.25
+    assert tr["rounds"] == [{"round": 1, "finished": True, "steps": 3, "first_global_step": 1,
+                             "mean_reward": 0.5, "mean_zero_std_share": 0.25}]
+    assert tr["env_pass_rate_by_round"] == {"A": {"1": 0.625}, "B": {"1": 0.5}, "g00000_alpha": {"1": 0.25}}
+
+
+def test_evaluation_with_baseline_and_delta(run):
+    ev = compute(RunFiles(run))["evaluation"]["rounds"]
+    assert len(ev) == 1 and ev[0]["baseline_model"] == "m0"
+    assert ev[0]["headline"]["overall"] == {"model": 0.4, "baseline": 0.3, "delta": 0.1}
+    assert ev[0]["headline"]["benchmarks (mean)"] == {"model": 0.3, "baseline": 0.35, "delta": -0.05}
+    src = ev[0]["sources"]
+    assert src["environment:A"]["delta"] == 0.25 and src["benchmark:bench.jsonl"]["baseline"] == 0.35
+
+
+def test_synthesis_yield_by_topic_and_parent(run):
+    syn = compute(RunFiles(run))["synthesis"]
+    assert syn["total"] == {"generations": 8, "parsed": 5, "validate": 4, "review": 2, "calibrate": 1,
+                            "dedupe": 1, "joined": 1}
+    topic = {r["key"]: r for r in syn["by_topic"]}
+    assert {k: topic["graphs"][k] for k in ("generations", "parsed", "validate", "review", "joined", "yield")} == {
+        "generations": 3, "parsed": 3, "validate": 3, "review": 2, "joined": 1, "yield": 0.3333}
+    assert topic["strings"]["generations"] == 4 and topic["strings"]["validate"] == 1  # delta rejected; eps not yet
+    parent = {r["key"]: r for r in syn["by_parent"]}
+    assert parent["A"]["generations"] == 5 and parent["A"]["joined"] == 1 and parent["C"]["joined"] == 0
+
+
+def test_the_report_writes_figures_pages_and_numbers(run, tmp_path):
+    report = build(run)
+    out = run / "report"
+    assert report.index == out / "index.html"
+    figs = sorted(p.name for p in (out / "figures").iterdir())
+    assert figs == ["calibration.png", "evaluation.png", "funnel-round-01.png", "funnel-round-02.png",
+                    "pool.png", "synthesis.png", "training.png"]
+    for f in figs:
+        assert (out / "figures" / f).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = report.index.read_text()
+    assert "round-02/synthesize/generations.jsonl:3" in page and "torn last line" in page
+    assert "<script>" not in page
+    examples = list((out / "examples").iterdir())
+    assert examples
+    texts = "".join(p.read_text() for p in examples)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in texts and "<script>" not in texts
+    assert 'NAME = &quot;g00003_delta&quot;' in texts  # the rejected file's source is shown
+    assert json.loads((out / "numbers.json").read_text())["funnel"][0]["round"] == 1
+    # written again, it replaces the earlier report whole
+    (out / "figures" / "stale.png").write_bytes(b"x")
+    build(run)
+    assert not (out / "figures" / "stale.png").exists()
+
+
+def test_fields_of_the_wrong_kind_are_shown_as_missing(run):
+    """Other tools may write these files too: a field of an unexpected kind is not a crash."""
+    r1 = run / "round-01"
+    write_json(r1 / "evaluate" / "metrics.json", {"overall": [1], "environments": "A", "baseline": 3})
+    write_json(r1 / "train" / "train-manifest.json", {"summary": {"steps": "three"}})
+    write_json(r1 / "pool-update.json", {"pool_size": "4", "joined": "g00000_alpha", "retired": {"C": 1}})
+    jsonl(r1 / "train" / "metrics.jsonl", [{"step": 1, "reward": "high", "per_env": ["A"]}, {"step": "2"}])
+    jsonl(run / "rounds.jsonl", [{"round": "1", "evaluation": 0.5}, {"round": 1, "evaluation": [0.5]}])
+    jsonl(run / "pool" / "index.jsonl", [{"name": "A", "calibration": {"levels": 5, "curve": [1], "band": "wide"}},
+                                         {"calibration": "none"}, {"name": "B", "calibrate": "x"}])
+    jsonl(r1 / "synthesize" / "generations.jsonl", [{"outcome": "ok", "file": "x.py", "parents": "AB", "topic": 7}])
+    jsonl(r1 / "compose" / "verdicts.jsonl", [{"file": ["x.py"], "admitted": True}, {"file": "y.py", "name": [1]}])
+    jsonl(r1 / "dedupe" / "index.jsonl", [{"name": {"a": 1}, "origin": "compose"}])
+    report = build(run)
+    n = report.numbers
+    assert n["evaluation"]["rounds"][0]["headline"]["overall"] == {"model": None, "baseline": None, "delta": None}
+    assert n["training"]["steps"][0]["reward"] is None and n["training"]["rounds"][0]["steps"] == 1
+    assert n["pool"]["rounds"][0]["joined"] == 0 and n["pool"]["rounds"][0]["retired"] == []
+    assert n["calibration"]["environments"][0]["levels"] == [] and n["calibration"]["environments"][0]["band"] is None
+    assert {r["key"]: r["generations"] for r in n["synthesis"]["by_parent"]}["(none)"] == 1  # not "A", "B"
+    assert report.index.is_file()
+
+
+def test_cli_report_prints_the_path_and_json(run, evoenv):
+    r = evoenv("report", run)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(run / "report" / "index.html")
+    assert "generations.jsonl:3" in r.stderr  # the torn line, named on stderr too
+    r = evoenv("report", run, "--json", "--out", run.parent / "elsewhere")
+    assert r.returncode == 0, r.stderr
+    numbers = json.loads(r.stdout)
+    assert numbers["report"] == str(run.parent / "elsewhere" / "index.html")
+    assert numbers["funnel"] == compute(RunFiles(run))["funnel"]
+    assert (run.parent / "elsewhere" / "index.html").is_file()
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path, evoenv):
+    (tmp_path / "notarun").mkdir()
+    (tmp_path / "notarun" / "x.txt").write_text("hello")
+    for target, says in ((tmp_path / "notarun", "not an evoenv run"), (tmp_path / "missing", "no such folder"),
+                         (tmp_path / "notarun" / "x.txt", "not a folder")):
+        r = evoenv("report", target)
+        assert r.returncode == 2, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and says in r.stderr and "Traceback" not in r.stderr
+        assert str(target) in r.stderr.replace("\n", "")
+    run = make_run(tmp_path / "run")
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "thesis.tex").write_text("mine")
+    r = evoenv("report", run, "--out", tmp_path / "busy")
+    assert r.returncode == 2 and "not an evoenv report" in r.stderr
+    assert (tmp_path / "busy" / "thesis.tex").read_text() == "mine"
