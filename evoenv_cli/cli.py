@@ -875,9 +875,9 @@ def report(
     if len(result.numbers["problems"]) > 5:
         err.print(f"[yellow]... and {len(result.numbers['problems']) - 5} more (listed in the report)[/]")
     if as_json:
-        print(json.dumps(result.numbers))
+        emit(json.dumps(result.numbers))
     else:
-        print(result.index)
+        emit(str(result.index))
 
 
 @app.command()
