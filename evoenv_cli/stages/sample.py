@@ -74,16 +74,19 @@ def check_config(cfg: SampleConfig, library: EnvLibrary) -> None:
 def run(library: EnvLibrary, cfg: SampleConfig, pool: SandboxPool) -> SampleReport:
     check_config(cfg, library)
     report = SampleReport()
+    report.skipped += [{"env": r.file, "seed": None, "difficulty": None, "reason": r.reason}
+                       for r in library.refused]
     plans: list[tuple[EnvFile, list[tuple[int, int]]]] = []
+    names: dict[str, str] = {}
     for env in library.files:
         error = pool.load_error(env)
         meta = {} if error else pool.describe(env)
         missing = [n for n in REQUIRED if n not in meta.get("callables", [])]
-        if error or missing:
-            reason = error or f"missing {', '.join(missing)}"
+        if error or missing or meta.get("name_problem"):
+            reason = error or (f"missing {', '.join(missing)}" if missing else meta["name_problem"])
             report.skipped.append({"env": env.path.name, "seed": None, "difficulty": None, "reason": reason})
             continue
-        name = meta.get("NAME") or env.name
+        name = names[env.env_id] = meta.get("NAME") or env.name
         levels = levels_for(env, library, cfg)
         pairs = [(instance_seed(cfg.seed, name, i), levels[i % len(levels)]) for i in range(cfg.per_env)]
         plans.append((env, pairs))
@@ -103,7 +106,7 @@ def run(library: EnvLibrary, cfg: SampleConfig, pool: SandboxPool) -> SampleRepo
              for env, good in second]
     answered = pool.run_many(calls)
     for (env, good), results in zip(second, answered):
-        name = pool.describe(env).get("NAME") or env.name
+        name = names[env.env_id]
         count = 0
         for k, (s, d, inst) in enumerate(good):
             p, a = results[2 * k], results[2 * k + 1]
