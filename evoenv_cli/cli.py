@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from evoenv_cli.artifacts import InputError
 
@@ -43,7 +44,7 @@ BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="For --backen
 
 
 def fail(code: int, message: str) -> None:
-    err.print(f"[red]error:[/] {message}", soft_wrap=True)
+    err.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -124,13 +125,14 @@ def sample(
     lib.check_python()
     stage.check_config(cfg, lib)
     if out != "-":
-        artifacts.check_writable_parent(Path(out))
+        artifacts.check_output_file(Path(out))
     with _pool(recipe) as pool:
         report = stage.run(lib, cfg, pool)
     rows = (stage.to_format(r, cfg.format, i) for i, r in enumerate(report.rows))
     n = artifacts.write_jsonl_atomic(out, rows)
-    for s in report.skipped[:5]:
-        err.print(f"[yellow]skipped[/] {s['env']} seed={s['seed']} d={s['difficulty']}: {s['reason']}")
+    for s in report.skipped[:5]:  # names and reasons come from environments: never markup
+        err.print(f"[yellow]skipped[/] {escape(s['env'])} seed={s['seed']} d={s['difficulty']}: "
+                  f"{escape(s['reason'])}", soft_wrap=True)
     if len(report.skipped) > 5:
         err.print(f"[yellow]... and {len(report.skipped) - 5} more skipped[/]")
     err.print(f"sampled {n} rows from {len(report.per_env)} environments"
@@ -217,7 +219,7 @@ class _progress:
     def advance(self, verdict) -> None:
         if self.bar:
             mark = "[green]admitted[/]" if verdict.admitted else f"[red]{verdict.stage}[/]"
-            self.bar.update(self.task, advance=1, last=f"{verdict.file}: {mark}")
+            self.bar.update(self.task, advance=1, last=f"{escape(verdict.file)}: {mark}")
 
 
 def _funnel(summary: dict, out_dir: Path) -> None:
@@ -231,7 +233,7 @@ def _funnel(summary: dict, out_dir: Path) -> None:
         table.add_row(f"  rejected: {stage_name}", str(n) if n else "[dim]0[/]")
     table.add_row("[bold]admitted[/]", f"[bold]{summary['admitted']}[/]")
     err.print(table)
-    err.print(f"results in {out_dir}")
+    err.print(f"results in {escape(str(out_dir))}")
 
 
 @app.command()
@@ -280,9 +282,9 @@ def compose(
 def dedupe(
     library: Annotated[Path, typer.Argument(help="Candidates: a folder of .py files or a previous stage's output folder.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (envs/, verdicts.jsonl, index.jsonl, manifest.json, summary.json).")],
-    against: Annotated[list[Path] | None, typer.Option("--against", "-a", help="A pool (env library) the candidates must differ from; repeatable. Its saved dedupe-index.pkl is reused when it matches.")] = None,
+    against: Annotated[list[Path] | None, typer.Option("--against", "-a", help="A pool (env library) the candidates must differ from; repeatable. Its saved dedupe-index.bin is reused when it matches.")] = None,
     threshold: Annotated[float | None, typer.Option("--threshold", "-t", help="Estimated Jaccard at or above which two environments are duplicates, for both signatures (code and behaviour).", min=0.0, max=1.0)] = None,
-    save_index: Annotated[bool | None, typer.Option("--save-index/--no-save-index", help="Write OUT/dedupe-index.pkl so the next round can pass OUT as --against.")] = None,
+    save_index: Annotated[bool | None, typer.Option("--save-index/--no-save-index", help="Write OUT/dedupe-index.bin so the next round can pass OUT as --against.")] = None,
     config: ConfigOpt = None,
     resume: ResumeOpt = False,
     clean: CleanOpt = False,
@@ -308,7 +310,7 @@ def dedupe(
     lib = artifacts.EnvLibrary.open(library, allow_empty=True)
     pools = [artifacts.EnvLibrary.open(p, allow_empty=True) for p in against or []]
     out_dir = artifacts.prepare_out_dir(out, resume, clean)
-    note = None if as_json else (lambda m: err.print(m, soft_wrap=True))
+    note = None if as_json else (lambda m: err.print(m, markup=False, soft_wrap=True))
     _admit("dedupe", len(lib.files), out_dir, as_json,
            lambda advance: stage.run(lib, cfg, recipe.runtime, out_dir, pools, on_verdict=advance, note=note))
 
@@ -495,9 +497,9 @@ def train(
                           max_completion_length=max_completion_length, lora=lora, use_vllm=use_vllm,
                           seed=seed)
     lib = artifacts.EnvLibrary.open(library)
+    artifacts.check_output_folder(out)
     if out.exists() and any(out.iterdir()) and not resume:
         raise artifacts.InputError(f"{out}: already holds a run; pass --resume to continue it")
-    artifacts.check_writable_parent(out)
     summary = stage.run(data, lib, model, out, cfg, recipe.reward, recipe.runtime, resume=resume)
     if as_json:
         print(json.dumps(summary))
@@ -558,7 +560,7 @@ def evaluate(
     try:
         metrics = stage.run(out_dir, cfg, spec, library=lib, benches=benches, baseline=base_spec,
                             sample_cfg=recipe.sample, runtime=recipe.runtime,
-                            note=None if as_json else lambda m: err.print(m, soft_wrap=True))
+                            note=None if as_json else lambda m: err.print(m, markup=False, soft_wrap=True))
     except KeyboardInterrupt:
         err.print(f"[yellow]interrupted[/]: samples so far are in {out_dir / 'samples.jsonl'}; "
                   "rerun with --clean to start over")
@@ -601,9 +603,11 @@ def iterate(
     Example: [bold]evoenv iterate --rounds 10 --recipe recipes/paper-8xgpu.yaml --model Qwen/Qwen3-4B-Thinking-2507 --run runs/paper[/]
     """
     from evoenv_cli import config as cfgmod
+    from evoenv_cli.runtime import sandbox
     from evoenv_cli.stages import iterate as stage
 
     recipe_cfg = cfgmod.load_recipe(recipe)
+    sandbox.resolve(recipe_cfg.runtime.sandbox)  # here, where its warning is seen: stages' stderr is captured
     policy = model or recipe_cfg.backend.model
     if not policy:
         raise InputError(f"{recipe}: no model: pass --model or set backend.model")
@@ -618,7 +622,7 @@ def iterate(
     try:
         stage.run(loop, rounds)
     except stage.StageFailed as exc:
-        err.print(f"[red]error:[/] {exc}")
+        err.print(f"[red]error:[/] {escape(str(exc))}")
         err.print(f"finished stages are kept in {run_dir}; fix the cause and run the same command again")
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
@@ -637,23 +641,36 @@ def preview(
 
     Example: [bold]evoenv preview data.jsonl -n 2[/]
     """
+    import json
+
     from rich.panel import Panel
 
     from evoenv_cli import artifacts
 
     out = Console()
     shown: set = set()
-    for row in artifacts.read_jsonl(data):
+
+    def text_of(value) -> str:  # rows are data: any field may hold anything
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)[:2000]
+
+    for n_line, row in enumerate(artifacts.read_jsonl(data), 1):
         if len(shown) >= n:
             break
-        if row.get("env_id") in shown:  # one row per environment: a preview shows variety
+        env_id = text_of(row.get("env_id"))
+        if env_id in shown:  # one row per environment: a preview shows variety
             continue
-        shown.add(row.get("env_id"))
+        shown.add(env_id)
         messages = row.get("prompt") or row.get("input") or []
-        text = "\n\n".join(m.get("content", "") for m in messages if isinstance(m, dict))
-        ref = row.get("answer", row.get("label", ""))
-        title = f"{row.get('env_name', '?')}  difficulty={row.get('difficulty')}  seed={row.get('seed')}"
-        out.print(Panel(f"{text}\n\n[bold green]reference:[/] {ref}", title=title, expand=False))
+        if isinstance(messages, str):
+            messages = [{"content": messages}]
+        if not isinstance(messages, list):
+            raise InputError(f"{data}:{n_line}: prompt must be chat messages or text")
+        text = "\n\n".join(text_of(m.get("content", "")) for m in messages if isinstance(m, dict))
+        ref = text_of(row.get("answer", row.get("label", "")))
+        title = (f"{text_of(row.get('env_name', '?'))}  difficulty={text_of(row.get('difficulty'))}  "
+                 f"seed={text_of(row.get('seed'))}")
+        out.print(Panel(f"{escape(text)}\n\n[bold green]reference:[/] {escape(ref)}", title=escape(title),
+                        expand=False))
 
 
 @app.command("tiny-model")
