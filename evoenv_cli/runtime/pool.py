@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import select
 import shutil
 import signal
@@ -180,6 +181,20 @@ def sanitize(obj: Any, max_depth: int = MAX_VALUE_DEPTH) -> Any:
     return root[0]
 
 
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def decode_reply(line: bytes, max_depth: int = MAX_VALUE_DEPTH) -> Any:
+    """One reply line as a sanitized value: UTF-8 by replacement, then `sanitize`, which only
+    runs when the line could need it (a surrogate can only come from a \\uD8xx-\\uDFxx escape,
+    and nesting is bounded by the number of brackets), so a plain reply costs one json.loads."""
+    value = json.loads(line.decode("utf-8", "replace"))
+    deep = line.count(b"{") + line.count(b"[") > max_depth
+    if deep or (b"\\u" in line and _SURROGATE_ESCAPE.search(line)):
+        return sanitize(value, max_depth)
+    return value
+
+
 def _count(value: Any) -> int:
     """A worker-reported count as a bounded non-negative int (0 when it is not an int)."""
     return min(max(value, 0), 2**62) if type(value) is int else 0
@@ -318,7 +333,7 @@ class Worker:
         if len(line) > self.limits.max_message_bytes:
             raise _Dead("invalid", f"reply over {self.limits.max_message_bytes} bytes")
         try:
-            obj = sanitize(json.loads(line.decode("utf-8", "replace")))
+            obj = decode_reply(line)
         except BadValue as exc:
             raise _Dead("invalid", str(exc)) from None
         except (ValueError, RecursionError, MemoryError):
