@@ -24,6 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from evoenv_cli.runtime import sandbox
 from evoenv_cli.runtime.contract import MAX_SOURCE_BYTES, valid_text
 from evoenv_cli.runtime.pool import EnvFile, env_id_of
 
@@ -354,5 +355,6 @@ def manifest(stage: str, config: dict, inputs: list[EnvFile] | list[Path], start
         "started": started,
         "finished": now_iso(),
         "counts": counts,
+        "sandbox": sandbox.resolved_plans(),  # the jails this run used, a fallback from auto included
         **(extra or {}),
     }

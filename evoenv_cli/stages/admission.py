@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evoenv_cli import artifacts
-from evoenv_cli.runtime import sandbox
 from evoenv_cli.runtime.pool import EnvFile
 
 CORE_KEYS = ("file", "env_id", "name", "admitted", "stage", "reason")
@@ -134,6 +133,6 @@ class AdmissionLog:
             stage, config, library.files, self.started,
             {"entered": summary.entered, "admitted": summary.admitted, **by_check},
             {"library": str(library.root), "refused": [vars(r) for r in library.refused],
-             "sandbox": sandbox.resolved_plans(), **(manifest_extra or {})},
+             **(manifest_extra or {})},
         ))
         return summary
