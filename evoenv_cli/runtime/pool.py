@@ -143,6 +143,11 @@ class _Dead(Exception):
         self.error = error
 
 
+class _BadLine(_Dead):
+    """A whole reply line arrived but is not a usable reply: the channel is still in step, so
+    the call is invalid and the worker need not die for it."""
+
+
 class BadValue(ValueError):
     """A reply that is not plain data within bounds."""
 
@@ -335,11 +340,11 @@ class Worker:
         try:
             obj = decode_reply(line)
         except BadValue as exc:
-            raise _Dead("invalid", str(exc)) from None
+            raise _BadLine("invalid", str(exc)) from None
         except (ValueError, RecursionError, MemoryError):
-            raise _Dead("invalid", "reply is not JSON") from None
+            raise _BadLine("invalid", "reply is not JSON") from None
         if not isinstance(obj, dict):
-            raise _Dead("invalid", "reply is not a JSON object")
+            raise _BadLine("invalid", "reply is not a JSON object")
         return obj
 
     def _exit_reason(self) -> str:
@@ -387,6 +392,11 @@ class Worker:
         for call in calls:
             try:
                 reply = self._read_reply(last + self.limits.deadline(call.fn))
+            except _BadLine as bad:
+                arrived = max(self._arrived, last)
+                results.append(CallResult(bad.status, None, f"{call.fn}: {bad.error}", arrived - last))
+                last = arrived
+                continue
             except _Dead as dead:
                 elapsed = time.monotonic() - last
                 self.kill()

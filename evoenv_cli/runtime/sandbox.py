@@ -18,14 +18,16 @@ can forge its own results (score = 1.0); an environment that eval()s a response 
 do the same. Those are caught outside the jail: static checks on the source, adversarial probe
 answers, and determinism re-runs (`evoenv validate`), and the parent trusts no reply (it times
 every call itself, derives an environment's metadata from its source, and sanitizes every value).
-What the `process` mode still does not stop, even with Landlock: the worker shares the host's
-network, PID, IPC and UTS namespaces (seccomp refuses sockets, signals, ptrace and SysV IPC, but
-the host's process list and resource usage stay visible through syscalls such as
-sched_getaffinity/getpriority), it can read everything under /usr and the interpreter's prefix,
-its memory and tmp use are bounded only by rlimits (no tmpfs), and it runs as the invoking user
-when evoenv does not run as root (no uid drop). Without Landlock it can also read every file its
-uid can read and write wherever its uid can write (the host /tmp, /dev/shm), and open the
-memory of host processes of its own uid.
+What the `process` mode still does not stop, even with Landlock: it shares the host's network,
+PID, IPC and UTS namespaces; seccomp refuses sockets, signals to other processes, ptrace and
+SysV/POSIX IPC, but the worker can still see which host pids exist and their priorities
+(getpriority, sched_getaffinity on any pid), the hostname and load (uname, sysinfo); it reads
+everything under /usr and the interpreter's prefix; and it runs as the invoking user when
+evoenv does not run as root (no uid drop). (Both modes bound memory by RLIMIT_AS, not a cgroup.)
+Without Landlock (an older kernel; a warning says so) it also reads every file its uid can
+read, writes wherever its uid can write (the host /tmp, /dev/shm: bounded per file by
+RLIMIT_FSIZE, not in number), and opens the memory (/proc/<pid>/mem) of every dumpable process
+of its uid, which without a uid drop includes the evoenv process itself.
 """
 
 from __future__ import annotations
