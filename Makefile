@@ -30,6 +30,7 @@ bench: setup
 	$(BIN)/python benchmarks/bench_score.py
 	$(BIN)/python benchmarks/bench_validate.py
 	$(BIN)/python benchmarks/bench_dedupe.py
+	$(BIN)/python benchmarks/bench_sandbox.py
 
 # The self-evolving loop. Every stage leaves a marker file when it finishes: kill `make` at any
 # point and run it again, and it resumes where it was without redoing finished stages.

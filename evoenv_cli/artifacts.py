@@ -2,8 +2,11 @@
 atomically written summaries and manifests, stage output directories, environment libraries.
 
 One writer for each kind of file, so every stage gets the same guarantees: appends are flushed
-as records finish, summaries are replaced atomically, bad input is an `InputError` naming the
-file and the problem.
+as records finish, summaries are replaced atomically (through a temp file with a fixed name, so
+a rerun replaces what a killed run left), every line written is valid UTF-8, bad input is an
+`InputError` naming the file and the problem. A library reads only what is its own: a symlink
+that leaves it, a file name that is not UTF-8 or a file too big to be an environment is refused
+with a reason (a verdict in admission stages), never read.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -24,7 +26,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
-from evoenv_cli.runtime.pool import EnvFile
+from evoenv_cli.runtime import sandbox
+from evoenv_cli.runtime.contract import MAX_SOURCE_BYTES, valid_text
+from evoenv_cli.runtime.pool import EnvFile, env_id_of
+
+MAX_FILE_BYTES = 10 * MAX_SOURCE_BYTES  # a library file larger than this is not even read
 
 
 class InputError(Exception):
@@ -32,8 +38,20 @@ class InputError(Exception):
 
 
 def dumps(record: Any) -> str:
-    """The one JSON-line encoding: stable key order as built, UTF-8, no NaN."""
-    return json.dumps(record, ensure_ascii=False, allow_nan=False)
+    """The one JSON-line encoding: stable key order as built, UTF-8, no NaN. A lone surrogate
+    anywhere (a file name, a message) becomes U+FFFD: no record can break a writer."""
+    return valid_text(json.dumps(record, ensure_ascii=False, allow_nan=False))
+
+
+def display_name(name: str) -> str:
+    """A file name as text that any writer accepts: undecodable bytes shown as \\xNN."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _tmp_path(p: Path) -> Path:
+    """Where `p` is written before it replaces `p`: one fixed name, so a rerun of a killed
+    write truncates and replaces it instead of leaving another one beside it."""
+    return p.with_name(f".{p.name}.tmp")
 
 
 # -- stdout carries data only ---------------------------------------------------------------------
@@ -129,11 +147,11 @@ def write_jsonl_atomic(path: str | Path, records: Iterable[dict]) -> int:
         out.flush()
         return n
     p = Path(path)
-    check_writable_parent(p)
-    fd, tmp = _temp_beside(p)
+    check_output_file(p)
+    tmp = _tmp_path(p)
     n = 0
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with tmp.open("w", encoding="utf-8") as f:
             for record in records:
                 f.write(dumps(record) + "\n")
                 n += 1
@@ -146,20 +164,12 @@ def write_jsonl_atomic(path: str | Path, records: Iterable[dict]) -> int:
     return n
 
 
-def _temp_beside(p: Path) -> tuple[int, str]:
-    """A temp file next to `p` for an atomic replace, with the mode a plain `open()` would
-    give (mkstemp's own 0600 would make every output unreadable to the user's group)."""
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    os.fchmod(fd, new_file_mode())
-    return fd, tmp
-
-
 def write_json_atomic(path: str | Path, obj: Any) -> None:
     p = Path(path)
-    fd, tmp = _temp_beside(p)
+    tmp = _tmp_path(p)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(obj, f, ensure_ascii=False, indent=2, allow_nan=False)
+        with tmp.open("w", encoding="utf-8") as f:
+            f.write(valid_text(json.dumps(obj, ensure_ascii=False, indent=2, allow_nan=False)))
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
@@ -219,6 +229,21 @@ def check_writable_parent(p: Path) -> None:
         raise InputError(f"{p}: folder {parent} does not exist")
     if not os.access(parent, os.W_OK):
         raise InputError(f"{p}: folder {parent} is not writable")
+
+
+def check_output_file(p: Path) -> None:
+    """An output that must be a file: its folder is writable and it is not a folder (checked
+    before any work is done)."""
+    if p.is_dir():
+        raise InputError(f"{p}: is a folder; the output here is a file")
+    check_writable_parent(p)
+
+
+def check_output_folder(p: Path) -> None:
+    """An output that must be a folder: it is not a file, and it can be made."""
+    if p.exists() and not p.is_dir():
+        raise InputError(f"{p}: is a file; the output here is a folder")
+    check_writable_parent(p)
 
 
 # -- stage output directories ----------------------------------------------------------------------
@@ -316,6 +341,37 @@ def prepare_out_dir(out: str | Path, resume: bool, clean: bool, envs: bool = Tru
 
 
 # -- environment libraries ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Refused:
+    """A library entry that was not read (it is not the library's own, or cannot be an
+    environment): admission stages give it a verdict, other stages skip it with the reason."""
+
+    file: str  # the entry's name as valid text
+    reason: str
+
+
+def _read_own(f: Path, root: Path) -> bytes | Refused:
+    """An entry's bytes, or why it is refused: a symlink whose target leaves the library, a
+    name that is not UTF-8, a file over MAX_FILE_BYTES (not read beyond that)."""
+    name = display_name(f.name)
+    try:
+        f.name.encode("utf-8")
+    except UnicodeEncodeError:
+        return Refused(name, "file name is not valid UTF-8: not read")
+    target = f.resolve()
+    if f.is_symlink() and not target.is_relative_to(root):
+        return Refused(name, f"a symlink to {display_name(str(target))}, outside the library: not read")
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise InputError(f"{name}: unreadable ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as stream:
+        data = stream.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        return Refused(name, f"file is over {MAX_FILE_BYTES} bytes, too big to be an environment: not read")
+    return data
+
+
 @dataclass
 class EnvLibrary:
     """A directory of environment files (or a stage's output directory with envs/)."""
@@ -323,45 +379,61 @@ class EnvLibrary:
     root: Path
     files: list[EnvFile]
     index: dict[str, dict] = field(default_factory=dict)  # env_id -> index record
+    refused: list[Refused] = field(default_factory=list)  # entries not read, with the reason
 
     @classmethod
     def open(cls, path: str | Path, allow_empty: bool = False) -> EnvLibrary:
         p = Path(path)
         if not p.exists():
             raise InputError(f"{p}: no such library (a folder of environment .py files)")
+        envs: list[EnvFile] = []
+        refused: list[Refused] = []
         if p.is_file():
             if p.suffix != ".py":
                 raise InputError(f"{p}: not a Python file (an environment is a .py file)")
-            files = [p]
             root = p.parent
+            try:
+                envs.append(EnvFile.from_path(p))  # named on purpose: followed wherever it points
+            except OSError as exc:
+                raise InputError(f"{p}: unreadable ({exc.strerror})") from None
         else:
             root = p
             env_dir = p / "envs" if (p / "envs").is_dir() else p
-            files = sorted(f for f in env_dir.iterdir() if f.suffix == ".py" and f.is_file())
-        if not files and not allow_empty:
+            own = env_dir.resolve()
+            for f in sorted(f for f in env_dir.iterdir() if f.suffix == ".py"):
+                if not f.is_file() and not f.is_symlink():
+                    continue
+                if f.is_symlink() and not f.exists():
+                    refused.append(Refused(display_name(f.name), "a broken symlink: not read"))
+                    continue
+                if not f.resolve().is_file():
+                    continue
+                data = _read_own(f, own)
+                if isinstance(data, Refused):
+                    refused.append(data)
+                else:
+                    envs.append(EnvFile(f, data, env_id_of(data)))
+        if not envs and not refused and not allow_empty:
             raise InputError(f"{p}: empty library (no .py environment files)")
-        envs = []
-        for f in files:
-            try:
-                envs.append(EnvFile.from_path(f))
-            except OSError as exc:
-                raise InputError(f"{f}: unreadable ({exc.strerror})") from None
         index = {}
         if (root / "index.jsonl").is_file() and p.is_dir():
             for record in read_jsonl(root / "index.jsonl"):
                 if isinstance(record.get("env_id"), str):
                     index[record["env_id"]] = record
-        return cls(root, envs, index)
+        return cls(root, envs, index, refused)
 
     def check_python(self) -> None:
-        """Every file parses as Python; else an InputError naming the first that does not."""
+        """Every file parses as Python; else an InputError naming the first that does not.
+        A file over the contract's size limit is not parsed here (the pool refuses to run it)."""
         for env in self.files:
+            if len(env.source) > MAX_SOURCE_BYTES:
+                continue
             try:
                 ast.parse(env.source.decode("utf-8"), filename=str(env.path))
             except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
                 line = getattr(exc, "lineno", None)
                 where = f":{line}" if line else ""
-                raise InputError(f"{env.path}{where}: not valid Python ({type(exc).__name__})") from None
+                raise InputError(f"{display_name(str(env.path))}{where}: not valid Python ({type(exc).__name__})") from None
 
     def by_id(self) -> dict[str, EnvFile]:
         return {e.env_id: e for e in self.files}
@@ -413,5 +485,6 @@ def manifest(stage: str, config: dict, inputs: list[EnvFile] | list[Path], start
         "started": started,
         "finished": now_iso(),
         "counts": counts,
+        "sandbox": sandbox.resolved_plans(),  # the jails this run used, a fallback from auto included
         **(extra or {}),
     }

@@ -284,12 +284,12 @@ def sample(
     lib.check_python()
     stage.check_config(cfg, lib)
     if out != "-":
-        artifacts.check_writable_parent(Path(out))
+        artifacts.check_output_file(Path(out))
     with _pool(recipe) as pool:
         report = stage.run(lib, cfg, pool)
     rows = (stage.to_format(r, cfg.format, i) for i, r in enumerate(report.rows))
     n = artifacts.write_jsonl_atomic(out, rows)
-    for s in report.skipped[:5]:
+    for s in report.skipped[:5]:  # names and reasons come from environments: never markup
         err.print(f"[yellow]skipped[/] {escape(str(s['env']))} seed={s['seed']} d={s['difficulty']}: "
                   f"{escape(str(s['reason']))}", soft_wrap=True)
     if len(report.skipped) > 5:
@@ -466,9 +466,9 @@ def compose(
 def dedupe(
     library: Annotated[Path, typer.Argument(help="Candidates: a folder of .py files or a previous stage's output folder.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (envs/, verdicts.jsonl, index.jsonl, manifest.json, summary.json).")],
-    against: Annotated[list[Path] | None, typer.Option("--against", "-a", help="A pool (env library) the candidates must differ from; repeatable. Its saved dedupe-index.pkl is reused when it matches.")] = None,
+    against: Annotated[list[Path] | None, typer.Option("--against", "-a", help="A pool (env library) the candidates must differ from; repeatable. Its saved dedupe-index.bin is reused when it matches.")] = None,
     threshold: Annotated[float | None, typer.Option("--threshold", "-t", help="Estimated Jaccard at or above which two environments are duplicates, for both signatures (code and behaviour).", min=0.0, max=1.0)] = None,
-    save_index: Annotated[bool | None, typer.Option("--save-index/--no-save-index", help="Write OUT/dedupe-index.pkl so the next round can pass OUT as --against.")] = None,
+    save_index: Annotated[bool | None, typer.Option("--save-index/--no-save-index", help="Write OUT/dedupe-index.bin so the next round can pass OUT as --against.")] = None,
     config: ConfigOpt = None,
     resume: ResumeOpt = False,
     clean: CleanOpt = False,
@@ -691,6 +691,7 @@ def train(
                           max_completion_length=max_completion_length, lora=lora, use_vllm=use_vllm,
                           seed=seed)
     lib = artifacts.EnvLibrary.open(library)
+    artifacts.check_output_folder(out)
     stage.check_inputs(data, lib, model)  # before any folder is made
     stage.check_model(model)
     # --resume may raise max_steps to train on: not in the settings
@@ -816,9 +817,11 @@ def iterate(
     Example: [bold]evoenv iterate --rounds 10 --recipe recipes/paper-8xgpu.yaml --model Qwen/Qwen3-4B-Thinking-2507 --run runs/paper[/]
     """
     from evoenv_cli import config as cfgmod
+    from evoenv_cli.runtime import sandbox
     from evoenv_cli.stages import iterate as stage
 
     recipe_cfg = cfgmod.load_recipe(recipe)
+    sandbox.resolve(recipe_cfg.runtime.sandbox)  # here, where its warning is seen: stages' stderr is captured
     policy = model or recipe_cfg.backend.model
     if not policy:
         raise InputError(f"{recipe}: no model: pass --model or set backend.model")
@@ -890,23 +893,36 @@ def preview(
 
     Example: [bold]evoenv preview data.jsonl -n 2[/]
     """
+    import json
+
     from rich.panel import Panel
 
     from evoenv_cli import artifacts
 
     out = _DataConsole(file=artifacts.data_stdout(), highlight=False)
     shown: set = set()
-    for row in artifacts.read_jsonl(data):
+
+    def text_of(value) -> str:  # rows are data: any field may hold anything
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)[:2000]
+
+    for n_line, row in enumerate(artifacts.read_jsonl(data), 1):
         if len(shown) >= n:
             break
-        if row.get("env_id") in shown:  # one row per environment: a preview shows variety
+        env_id = text_of(row.get("env_id"))
+        if env_id in shown:  # one row per environment: a preview shows variety
             continue
-        shown.add(row.get("env_id"))
+        shown.add(env_id)
         messages = row.get("prompt") or row.get("input") or []
-        text = "\n\n".join(m.get("content", "") for m in messages if isinstance(m, dict))
-        ref = row.get("answer", row.get("label", ""))
-        title = f"{row.get('env_name', '?')}  difficulty={row.get('difficulty')}  seed={row.get('seed')}"
-        out.print(Panel(f"{escape(text)}\n\n[bold green]reference:[/] {escape(str(ref))}", title=escape(title), expand=False))
+        if isinstance(messages, str):
+            messages = [{"content": messages}]
+        if not isinstance(messages, list):
+            raise InputError(f"{data}:{n_line}: prompt must be chat messages or text")
+        text = "\n\n".join(text_of(m.get("content", "")) for m in messages if isinstance(m, dict))
+        ref = text_of(row.get("answer", row.get("label", "")))
+        title = (f"{text_of(row.get('env_name', '?'))}  difficulty={text_of(row.get('difficulty'))}  "
+                 f"seed={text_of(row.get('seed'))}")
+        out.print(Panel(f"{escape(text)}\n\n[bold green]reference:[/] {escape(ref)}", title=escape(title),
+                        expand=False))
 
 
 @app.command("tiny-model")

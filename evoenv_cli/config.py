@@ -1,11 +1,19 @@
 """Recipes: one YAML file with a section per stage, mapped onto one dataclass per stage.
 Flags given on the command line override the recipe; the resolved config goes in manifests.
+
+Every value is checked when the recipe loads, before any work: against its field's type
+annotation, and against the rules in the field's metadata (`min`, `max`, `gt`, `lt`,
+`choices`, `len`, `min_len`, and `items` for each element of a list). A bad value is an
+InputError naming `file: section.key` and the problem (exit 2). One mechanism: a field states
+its own rules, `check_values` reads them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,18 +35,18 @@ DEFAULT_ANSWER_INSTRUCTION = (
 class RuntimeConfig:
     """Where and how environment code runs."""
 
-    sandbox: str = "auto"  # auto | bwrap | process
-    workers: int = 2
+    sandbox: str = field(default="auto", metadata={"choices": ("auto", "bwrap", "process")})  # auto | bwrap | process
+    workers: int = field(default=2, metadata={"min": 1})
     limits: Limits = field(default_factory=Limits)
 
 
 @dataclass
 class SampleConfig:
-    per_env: int = 16
+    per_env: int = field(default=16, metadata={"min": 1})
     seed: int = 0
-    difficulty: int | None = None  # fixed level; None spreads rows over 1..10
-    difficulty_from: str | None = None  # "index": calibrated levels from the library's index
-    format: str = "trl"  # trl | verl | openrlhf
+    difficulty: int | None = field(default=None, metadata={"min": 1, "max": 10})  # fixed level; None spreads rows over 1..10
+    difficulty_from: str | None = field(default=None, metadata={"choices": ("index",)})  # "index": calibrated levels from the library's index
+    format: str = field(default="trl", metadata={"choices": ("trl", "verl", "openrlhf")})  # trl | verl | openrlhf
     system_prompt: str | None = None
     answer_instruction: str = DEFAULT_ANSWER_INSTRUCTION
     # Demonstration turns before the task: another instance of the same environment and level,
@@ -50,26 +58,26 @@ class SampleConfig:
 class ValidateConfig:
     """The execution contract: how much evidence each check gathers and what it tolerates."""
 
-    seeds_per_level: int = 3  # run/reference/probes use seeds 0..n-1 at every level
-    levels: list[int] = field(default_factory=lambda: list(range(1, 11)))
-    determinism_pairs: int = 10
-    diversity_seeds: int = 8
-    diversity_levels: list[int] = field(default_factory=lambda: [1, 5, 10])
-    min_distinct_share: float = 0.5
-    max_probe_accept_share: float = 0.1  # fixed probes: empty, garbage, "0", "true", ...
-    max_near_miss_accept_share: float = 0.25  # near misses and other instances' answers
-    max_constant_share: float = 0.5
-    max_leak_share: float = 0.5
-    min_leak_excess: float = 0.25  # over how often other instances' answers appear in a prompt
-    huge_probe_chars: int = 1_000_000
-    huge_probe_instances: int = 2
-    budget_generate_s: float = 0.5
-    budget_prompt_s: float = 0.5
-    budget_solve_s: float = 1.0
-    budget_score_s: float = 0.5
-    budget_instance_bytes: int = 32768
-    budget_output_chars: int = 10_000
-    max_source_bytes: int = 100_000
+    seeds_per_level: int = field(default=3, metadata={"min": 1})  # run/reference/probes use seeds 0..n-1 at every level
+    levels: list[int] = field(default_factory=lambda: list(range(1, 11)), metadata={"min_len": 1, "items": {"min": 1, "max": 10}})
+    determinism_pairs: int = field(default=10, metadata={"min": 1})
+    diversity_seeds: int = field(default=8, metadata={"min": 2})
+    diversity_levels: list[int] = field(default_factory=lambda: [1, 5, 10], metadata={"min_len": 1, "items": {"min": 1, "max": 10}})
+    min_distinct_share: float = field(default=0.5, metadata={"min": 0, "max": 1})
+    max_probe_accept_share: float = field(default=0.1, metadata={"min": 0, "max": 1})  # fixed probes: empty, garbage, "0", "true", ...
+    max_near_miss_accept_share: float = field(default=0.25, metadata={"min": 0, "max": 1})  # near misses and other instances' answers
+    max_constant_share: float = field(default=0.5, metadata={"min": 0, "max": 1})
+    max_leak_share: float = field(default=0.5, metadata={"min": 0, "max": 1})
+    min_leak_excess: float = field(default=0.25, metadata={"min": 0, "max": 1})  # over how often other instances' answers appear in a prompt
+    huge_probe_chars: int = field(default=1_000_000, metadata={"min": 0})
+    huge_probe_instances: int = field(default=2, metadata={"min": 0})
+    budget_generate_s: float = field(default=0.5, metadata={"gt": 0})
+    budget_prompt_s: float = field(default=0.5, metadata={"gt": 0})
+    budget_solve_s: float = field(default=1.0, metadata={"gt": 0})
+    budget_score_s: float = field(default=0.5, metadata={"gt": 0})
+    budget_instance_bytes: int = field(default=32768, metadata={"min": 1})
+    budget_output_chars: int = field(default=10_000, metadata={"min": 0})
+    max_source_bytes: int = field(default=100_000, metadata={"min": 1})
 
 
 @dataclass
@@ -82,19 +90,19 @@ class DedupeConfig:
     code_shingle: int = 5  # normalized tokens per code shingle
     behaviour_shingle: int = 3  # words per prompt shingle
     behaviour_seeds: int = 3  # prompts at seeds 0..n-1 ...
-    behaviour_levels: list[int] = field(default_factory=lambda: [1, 4, 7, 10])  # ... at these levels
+    behaviour_levels: list[int] = field(default_factory=lambda: [1, 4, 7, 10], metadata={"min_len": 1, "items": {"min": 1, "max": 10}})  # ... at these levels
     num_perm: int = 128  # MinHash permutations: the estimate's error is about 0.5/sqrt(num_perm)
     lsh_weights: list[float] = field(default_factory=lambda: [0.2, 0.8])  # false positive, negative
-    save_index: bool = False  # write OUT/dedupe-index.pkl for the next round's --against
+    save_index: bool = False  # write OUT/dedupe-index.bin for the next round's --against
 
 
 @dataclass
 class ComposeConfig:
     """RACES: which operators, how many composites, how deep."""
 
-    ops: list[str] = field(default_factory=lambda: ["sequential", "parallel", "sort", "select"])
-    n: int = 20
-    max_depth: int = 1
+    ops: list[str] = field(default_factory=lambda: ["sequential", "parallel", "sort", "select"], metadata={"min_len": 1, "items": {"choices": ("sequential", "parallel", "sort", "select")}})
+    n: int = field(default=20, metadata={"min": 1})
+    max_depth: int = field(default=1, metadata={"min": 1})
     seed: int = 0
     partial_credit: bool = False  # PARALLEL: mean of the parts instead of all-or-nothing
 
@@ -104,14 +112,14 @@ class BackendConfig:
     """The policy model and how to reach it; one section shared by every LLM stage (synthesize,
     review, calibrate, evaluate), so one policy plays every role unless a flag says otherwise."""
 
-    kind: str = "hf"  # hf (transformers, in-process) | openai (an OpenAI-compatible server) | vllm
+    kind: str = field(default="hf", metadata={"choices": ("hf", "openai", "vllm")})  # hf (transformers, in-process) | openai (an OpenAI-compatible server) | vllm
     model: str | None = None  # a checkpoint folder or hub name; for openai, the served name
     base_url: str | None = None  # openai: e.g. http://127.0.0.1:8000/v1
     api_key_env: str = "OPENAI_API_KEY"  # openai: the variable holding the key (may be unset)
-    concurrency: int = 8  # openai: requests in flight
-    timeout_s: float = 120.0  # openai: per request
-    max_retries: int = 4  # openai: on 429/5xx/timeouts/connection errors, with backoff
-    tensor_parallel_size: int = 1  # vllm
+    concurrency: int = field(default=8, metadata={"min": 1})  # openai: requests in flight
+    timeout_s: float = field(default=120.0, metadata={"gt": 0})  # openai: per request
+    max_retries: int = field(default=4, metadata={"min": 0})  # openai: on 429/5xx/timeouts/connection errors, with backoff
+    tensor_parallel_size: int = field(default=1, metadata={"min": 1})  # vllm
     device: str = "auto"  # hf: auto | cpu | cuda | cuda:1 ...
     dtype: str = "auto"  # hf, vllm: auto | float32 | bfloat16 | float16
     chat_template_kwargs: dict[str, Any] | None = None  # e.g. {enable_thinking: false}
@@ -122,16 +130,16 @@ class BackendConfig:
 class SynthesizeConfig:
     """The policy as generator: how many candidates, what each request shows it."""
 
-    n: int = 32  # candidates wanted (responses with usable code)
-    max_requests: int = 0  # give up after this many requests (0: 4 x n)
-    batch: int = 64  # requests sent to the backend at once
-    examples: int = 2  # example environments shown per request, drawn from seeds and pool
-    max_avoid: int = 60  # pool names listed to steer away from
+    n: int = field(default=32, metadata={"min": 1})  # candidates wanted (responses with usable code)
+    max_requests: int = field(default=0, metadata={"min": 0})  # give up after this many requests (0: 4 x n)
+    batch: int = field(default=64, metadata={"min": 1})  # requests sent to the backend at once
+    examples: int = field(default=2, metadata={"min": 0})  # example environments shown per request, drawn from seeds and pool
+    max_avoid: int = field(default=60, metadata={"min": 0})  # pool names listed to steer away from
     topics: list[str] = field(default_factory=list)  # empty: prompts/topics.txt
     topics_file: str | None = None
-    temperature: float = 1.0
-    top_p: float = 0.95
-    max_tokens: int = 4096
+    temperature: float = field(default=1.0, metadata={"min": 0})
+    top_p: float = field(default=0.95, metadata={"gt": 0, "max": 1})
+    max_tokens: int = field(default=4096, metadata={"min": 1})
     seed: int = 0
 
 
@@ -139,14 +147,14 @@ class SynthesizeConfig:
 class ReviewConfig:
     """The semantic contract: the policy judges its own candidates by majority vote."""
 
-    votes: int = 3
-    temperature: float = 0.7
-    top_p: float = 0.95
-    max_tokens: int = 1024
-    instances: int = 3  # sampled instances shown per candidate
-    levels: list[int] = field(default_factory=lambda: [1, 5, 10])
-    max_source_chars: int = 12_000
-    chunk: int = 32  # candidates per backend call (a verdict is final after its chunk)
+    votes: int = field(default=3, metadata={"min": 1})
+    temperature: float = field(default=0.7, metadata={"min": 0})
+    top_p: float = field(default=0.95, metadata={"gt": 0, "max": 1})
+    max_tokens: int = field(default=1024, metadata={"min": 1})
+    instances: int = field(default=3, metadata={"min": 1})  # sampled instances shown per candidate
+    levels: list[int] = field(default_factory=lambda: [1, 5, 10], metadata={"min_len": 1, "items": {"min": 1, "max": 10}})
+    max_source_chars: int = field(default=12_000, metadata={"min": 1})
+    chunk: int = field(default=32, metadata={"min": 1})  # candidates per backend call (a verdict is final after its chunk)
     seed: int = 0
 
 
@@ -156,19 +164,19 @@ class CalibrateConfig:
     K samples a group is all-solved or all-failed with probability p**K + (1-p)**K, which in
     [0.15, 0.85] with K = 8 stays under 0.28, so most groups carry a learning signal."""
 
-    band: list[float] = field(default_factory=lambda: [0.15, 0.85])
-    coarse_levels: list[int] = field(default_factory=lambda: [1, 4, 7, 10])
-    instances: int = 8  # M fresh instances per level
-    samples: int = 8  # K answers per instance
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 2048
-    flat_tolerance: float = 0.15  # a curve whose range is under this does not respond to difficulty
-    margin: float = 0.05  # pool rotation: the band widened by this before a miss counts
-    retire_after: int = 2  # pool rotation: consecutive misses that retire an environment
+    band: list[float] = field(default_factory=lambda: [0.15, 0.85], metadata={"len": 2, "items": {"min": 0, "max": 1}})
+    coarse_levels: list[int] = field(default_factory=lambda: [1, 4, 7, 10], metadata={"min_len": 1, "items": {"min": 1, "max": 10}})
+    instances: int = field(default=8, metadata={"min": 1})  # M fresh instances per level
+    samples: int = field(default=8, metadata={"min": 1})  # K answers per instance
+    temperature: float = field(default=1.0, metadata={"min": 0})
+    top_p: float = field(default=1.0, metadata={"gt": 0, "max": 1})
+    max_tokens: int = field(default=2048, metadata={"min": 1})
+    flat_tolerance: float = field(default=0.15, metadata={"min": 0, "max": 1})  # a curve whose range is under this does not respond to difficulty
+    margin: float = field(default=0.05, metadata={"min": 0, "max": 1})  # pool rotation: the band widened by this before a miss counts
+    retire_after: int = field(default=2, metadata={"min": 1})  # pool rotation: consecutive misses that retire an environment
     answer_tag: str = "answer"
-    chunk: int = 512  # environments per sweep (each sweep is one backend batch)
-    on_no_answers: str = "reject"  # reject | admit (uncalibrated, all levels: a solver that never answers, e.g. the CPU demo's tiny model)
+    chunk: int = field(default=512, metadata={"min": 1})  # environments per sweep (each sweep is one backend batch)
+    on_no_answers: str = field(default="reject", metadata={"choices": ("reject", "admit")})  # reject | admit (uncalibrated, all levels: a solver that never answers, e.g. the CPU demo's tiny model)
     seed: int = 0
 
 
@@ -176,39 +184,39 @@ class CalibrateConfig:
 class TrainConfig:
     """GRPO with TRL. Defaults are TRL 1.x's (beta 0: no reference model; loss 'dapo')."""
 
-    learning_rate: float = 1e-6
-    beta: float = 0.0  # KL coefficient
-    num_generations: int = 8
-    per_device_train_batch_size: int = 8  # completions per device per step; a multiple of num_generations
-    gradient_accumulation_steps: int = 1
-    max_completion_length: int = 2048
-    temperature: float = 1.0
-    epochs: float = 1.0
+    learning_rate: float = field(default=1e-6, metadata={"min": 0})
+    beta: float = field(default=0.0, metadata={"min": 0})  # KL coefficient
+    num_generations: int = field(default=8, metadata={"min": 2})
+    per_device_train_batch_size: int = field(default=8, metadata={"min": 1})  # completions per device per step; a multiple of num_generations
+    gradient_accumulation_steps: int = field(default=1, metadata={"min": 1})
+    max_completion_length: int = field(default=2048, metadata={"min": 1})
+    temperature: float = field(default=1.0, metadata={"gt": 0})
+    epochs: float = field(default=1.0, metadata={"gt": 0})
     max_steps: int = -1  # > 0 overrides epochs
     seed: int = 0
     loss_type: str = "dapo"
     scale_rewards: str = "group"
-    logging_steps: int = 1
-    save_steps: int = 50
-    save_total_limit: int = 2
+    logging_steps: int = field(default=1, metadata={"min": 1})
+    save_steps: int = field(default=50, metadata={"min": 1})
+    save_total_limit: int = field(default=2, metadata={"min": 1})
     gradient_checkpointing: bool = True
-    max_grad_norm: float = 1.0
-    warmup_steps: float = 0.0  # a count, or a fraction of the run below 1 (transformers 5)
+    max_grad_norm: float = field(default=1.0, metadata={"min": 0})
+    warmup_steps: float = field(default=0.0, metadata={"min": 0})  # a count, or a fraction of the run below 1 (transformers 5)
     bf16: bool | None = None  # None: on GPUs only
     use_cpu: bool = False
     report_to: str = "none"
     log_completions: bool = False
     lora: bool = False
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.0
+    lora_r: int = field(default=16, metadata={"min": 1})
+    lora_alpha: int = field(default=32, metadata={"min": 1})
+    lora_dropout: float = field(default=0.0, metadata={"min": 0, "lt": 1})
     lora_target_modules: str = "all-linear"
     merge_lora: bool = False  # also write a merged full model to OUT/merged
     use_vllm: bool = False
-    vllm_mode: str = "colocate"  # colocate | server (`trl vllm-serve` on other GPUs)
+    vllm_mode: str = field(default="colocate", metadata={"choices": ("colocate", "server")})  # colocate | server (`trl vllm-serve` on other GPUs)
     vllm_server_base_url: str | None = None
-    vllm_gpu_memory_utilization: float = 0.3
-    vllm_tensor_parallel_size: int = 1
+    vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"gt": 0, "max": 1})
+    vllm_tensor_parallel_size: int = field(default=1, metadata={"min": 1})
     chat_template_kwargs: dict | None = None
 
 
@@ -223,24 +231,24 @@ class EvaluateConfig:
     """Held-out evaluation: environment instances at held-out seeds (bit 31 set, so never a
     training seed) and benchmark files of {question, answer} rows; pass@1 over `samples`."""
 
-    instances: int = 16  # held-out instances per environment, spread over its levels
-    samples: int = 4  # n: responses per item; pass@1 is their mean correctness
-    temperature: float = 0.6
-    top_p: float = 0.95
-    max_tokens: int = 2048
+    instances: int = field(default=16, metadata={"min": 1})  # held-out instances per environment, spread over its levels
+    samples: int = field(default=4, metadata={"min": 1})  # n: responses per item; pass@1 is their mean correctness
+    temperature: float = field(default=0.6, metadata={"min": 0})
+    top_p: float = field(default=0.95, metadata={"gt": 0, "max": 1})
+    max_tokens: int = field(default=2048, metadata={"min": 1})
     seed: int = 0  # base of the held-out instance seeds and of the sampling seeds
     answer_tag: str = "answer"  # the last <answer>...</answer> block is the final answer
     bench_instruction: str = DEFAULT_BENCH_INSTRUCTION  # appended to each benchmark question
-    verify_timeout_s: int = 5  # math-verify: seconds per comparison before it counts as wrong
+    verify_timeout_s: int = field(default=5, metadata={"min": 1})  # math-verify: seconds per comparison before it counts as wrong
 
 
 @dataclass
 class IterateConfig:
     """`make iterate`: what each round asks of its stages (each stage's own section still applies)."""
 
-    synthesize_n: int = 64  # candidates requested from the policy per round
-    compose_n: int = 16  # composites of the pool per round
-    sample_per_env: int = 64  # training rows per pool environment per round
+    synthesize_n: int = field(default=64, metadata={"min": 0})  # candidates requested from the policy per round
+    compose_n: int = field(default=16, metadata={"min": 0})  # composites of the pool per round
+    sample_per_env: int = field(default=64, metadata={"min": 1})  # training rows per pool environment per round
     bench: list[str] = field(default_factory=list)  # benchmark JSONL files or rg:TASK[:N] specs for evaluate
     baseline: bool = True  # evaluate the round's policy beside the starting model
     # Build the policy at backend.model / --model when that folder is missing: "starter" (the
@@ -254,7 +262,7 @@ class RewardConfig:
     """How a completion becomes a reward: answer extraction, then the environment's score."""
 
     answer_tag: str = "answer"  # the last <answer>...</answer> block is the final answer
-    format_weight: float = 0.0
+    format_weight: float = field(default=0.0, metadata={"min": 0, "max": 1})
 
 
 @dataclass
@@ -274,24 +282,122 @@ class Recipe:
     backend: BackendConfig = field(default_factory=BackendConfig)
 
 
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _type_problem(value: Any, hint: Any) -> str | None:
+    """Why `value` does not fit the annotation `hint`, or None."""
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return None
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        problems = [_type_problem(value, o) for o in options if o is not type(None)]
+        if any(p is None for p in problems):
+            return None
+        return problems[0] + (" or null" if type(None) in options else "")
+    if hint is bool:
+        return None if isinstance(value, bool) else "expected true or false"
+    if hint is int:
+        return None if isinstance(value, int) and not isinstance(value, bool) else "expected an integer"
+    if hint is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return None if ok else "expected a number"
+    if hint is str:
+        return None if isinstance(value, str) else "expected a string"
+    if hint is list or origin is list:
+        if not isinstance(value, list):
+            return "expected a list"
+        (item,) = typing.get_args(hint) or (Any,)
+        for k, v in enumerate(value):
+            problem = _type_problem(v, item)
+            if problem:
+                return f"item {k}: {problem}"
+        return None
+    if hint is dict or origin is dict:
+        return None if isinstance(value, dict) else "expected a mapping"
+    if dataclasses.is_dataclass(hint):
+        return None if isinstance(value, hint) else "expected a mapping (a section of settings)"
+    return None
+
+
+def _rule_problem(value: Any, rules: dict) -> str | None:
+    """Why `value` breaks the field's rules (its metadata), or None."""
+    if value is None:
+        return None
+    if "choices" in rules and value not in rules["choices"]:
+        hint = difflib.get_close_matches(str(value), [str(c) for c in rules["choices"]], n=1)
+        more = f" (did you mean {hint[0]!r}?)" if hint else ""
+        return f"must be one of {', '.join(map(str, rules['choices']))}{more}"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if "min" in rules and value < rules["min"]:
+            return f"must be at least {rules['min']}"
+        if "max" in rules and value > rules["max"]:
+            return f"must be at most {rules['max']}"
+        if "gt" in rules and not value > rules["gt"]:
+            return f"must be greater than {rules['gt']}"
+        if "lt" in rules and not value < rules["lt"]:
+            return f"must be less than {rules['lt']}"
+    if isinstance(value, list):
+        if "len" in rules and len(value) != rules["len"]:
+            return f"must hold exactly {rules['len']} values"
+        if "min_len" in rules and len(value) < rules["min_len"]:
+            return f"must hold at least {rules['min_len']} value{'s' if rules['min_len'] > 1 else ''}"
+        for k, v in enumerate(value):
+            problem = _rule_problem(v, rules.get("items", {}))
+            if problem:
+                return f"item {k} ({_shown(v)}) {problem}"
+    return None
+
+
+def check_values(obj: Any, where: str) -> None:
+    """Every field of the config dataclass `obj` against its annotation and its rules; nested
+    sections are checked where they are built. Raises InputError naming `where.key`."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(hints[f.name]) and isinstance(value, hints[f.name]):
+            continue
+        problem = _type_problem(value, hints[f.name]) or _rule_problem(value, dict(f.metadata))
+        if problem:
+            raise InputError(f"{where}.{f.name}: {problem} (got {_shown(value)})")
+
+
+def _coerce(value: Any, hint: Any) -> Any:
+    """A number YAML left as a string (`1e-6`, which YAML 1.1 does not read as a float) for
+    a float field; everything else as it is."""
+    if isinstance(value, str) and hint in (float, float | None):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
 def _build(cls: type[T], data: dict, where: str) -> T:
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a mapping")
     fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
     kwargs = {}
     for key, value in data.items():
         if key not in fields:
-            hint = difflib.get_close_matches(key, list(fields), n=1)
+            hint = difflib.get_close_matches(str(key), list(fields), n=1)
             more = f" (did you mean {hint[0]!r}?)" if hint else ""
             raise InputError(f"{where}: unknown key {key!r}{more}")
-        default = fields[key].default_factory() if fields[key].default_factory is not dataclasses.MISSING else None
-        if dataclasses.is_dataclass(default) and isinstance(value, dict):
-            value = _build(type(default), value, f"{where}.{key}")
-        kwargs[key] = value
+        if dataclasses.is_dataclass(hints[key]) and isinstance(value, dict):
+            value = _build(hints[key], value, f"{where}.{key}")
+        kwargs[key] = _coerce(value, hints[key])
     try:
-        return cls(**kwargs)
+        built = cls(**kwargs)
     except TypeError as exc:
         raise InputError(f"{where}: {exc}") from None
+    check_values(built, where)
+    return built
 
 
 SECTIONS = {f.name: type(f.default_factory()) for f in dataclasses.fields(Recipe)}

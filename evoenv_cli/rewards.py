@@ -47,6 +47,17 @@ def extract_answer(text: Any, tag: str = "answer") -> str | None:
     return None if last is None else last.group(1).strip()
 
 
+def row_instance(value: Any) -> dict | None:
+    """A row's `instance` (the JSON text `sample` writes, or the dict itself) as a dict, or
+    None when it is anything else: rows are data, and a bad one must not stop a batch."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError):
+            return None
+    return value if isinstance(value, dict) else None
+
+
 def completion_text(completion: Any) -> str:
     """TRL gives a string (standard prompts) or a list of messages (chat prompts)."""
     if isinstance(completion, str):
@@ -103,26 +114,35 @@ class EnvReward:
         return env
 
     def score_rows(self, rows: list[dict], completions: list[Any]) -> list[float]:
-        return self(completions=completions, env_id=[r["env_id"] for r in rows],
-                    instance=[r["instance"] for r in rows],
+        """Rewards for `completions` of `rows`; a row that is not an object or lacks a field
+        gets reward 0 (status "bad_row"), like one with fields of the wrong type."""
+        rows = [r if isinstance(r, dict) else {} for r in rows]
+        return self(completions=completions, env_id=[r.get("env_id") for r in rows],
+                    instance=[r.get("instance") for r in rows],
                     env_name=[r.get("env_name") for r in rows])
 
     def details(self, completions: list[Any], env_id: list[str], instance: list[Any],
                 env_name: list[str] | None = None) -> list[dict]:
-        """Per completion: the extracted answer, the environment's score, and the reward."""
+        """Per completion: the extracted answer, the environment's score, and the reward. A row
+        whose env_id, env_name or instance has the wrong type (or an instance that is not a
+        JSON object) scores 0 with status "bad_row"; an env_id not in the library raises."""
         texts = [completion_text(c) for c in completions]
         answers = [extract_answer(t, self.answer_tag) for t in texts]
+        statuses = ["no_answer" if a is None else "" for a in answers]
         jobs: dict[str, tuple[EnvFile, list[Call], list[int]]] = {}
         for i, (eid, inst, ans) in enumerate(zip(env_id, instance, answers)):
+            name = env_name[i] if env_name else None
+            inst = row_instance(inst)
+            if not isinstance(eid, str) or not (name is None or isinstance(name, str)) or inst is None:
+                answers[i], statuses[i] = None, "bad_row"
+                continue
             if ans is None:
                 continue
-            env = self.resolve(eid, env_name[i] if env_name else None)
-            inst = json.loads(inst) if isinstance(inst, str) else inst
+            env = self.resolve(eid, name)
             job = jobs.setdefault(env.env_id, (env, [], []))
             job[1].append(Call.score(inst, ans))
             job[2].append(i)
         scores: list[float | None] = [None] * len(texts)
-        statuses = ["no_answer" if a is None else "" for a in answers]
         order = list(jobs.values())
         for (_, _, idx), results in zip(order, self.pool.run_many([(e, c) for e, c, _ in order])):
             for i, r in zip(idx, results):

@@ -130,3 +130,25 @@ class ScriptedBackend:
 
     def close(self):
         pass
+
+
+def _jail_report() -> str:
+    from evoenv_cli.runtime import sandbox
+
+    try:
+        plan = sandbox.resolve("bwrap")
+        return f"sandbox: bubblewrap jail works (worker uid {plan.drop_to_uid or os.geteuid()})"
+    except sandbox.SandboxUnavailable as exc:
+        abi = sandbox.landlock_abi()
+        return (f"WARNING: NO BUBBLEWRAP JAIL ({exc}): every bwrap-mode attack test is SKIPPED and "
+                f"environments run in the weaker process sandbox (Landlock ABI {abi or 'absent'})")
+
+
+def pytest_report_header(config):
+    return _jail_report()
+
+
+def pytest_terminal_summary(terminalreporter):
+    report = _jail_report()
+    if report.startswith("WARNING"):
+        terminalreporter.write_sep("!", report, red=True, bold=True)

@@ -305,8 +305,8 @@ def test_saved_index_is_reused_and_a_changed_pool_invalidates_it(tmp_path, candi
     cands, _ = candidates
     r = evoenv("dedupe", SEEDS, "--out", "pool", "--save-index", "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert (tmp_path / "pool" / "dedupe-index.pkl").is_file()
-    assert manifest(tmp_path / "pool")["index_saved"].endswith("dedupe-index.pkl")
+    assert (tmp_path / "pool" / "dedupe-index.bin").is_file()
+    assert manifest(tmp_path / "pool")["index_saved"].endswith("dedupe-index.bin")
     r = evoenv("dedupe", cands, "--against", "pool", "--out", "o1", "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert manifest(tmp_path / "o1")["against"][0]["index"] == "loaded"
@@ -325,13 +325,57 @@ def test_saved_index_is_reused_and_a_changed_pool_invalidates_it(tmp_path, candi
     r = evoenv("dedupe", cands, "--against", "pool", "--out", "o4", "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert manifest(tmp_path / "o4")["against"][0]["index"].startswith("built (saved index stale")
-    # a corrupted index is rebuilt, never unpickled
-    index = tmp_path / "pool" / "dedupe-index.pkl"
+    # a corrupted index is rebuilt, never loaded
+    index = tmp_path / "pool" / "dedupe-index.bin"
     data = index.read_bytes()
     index.write_bytes(data[:-10] + b"0123456789")
     (tmp_path / "pool" / "envs" / "maze_min_moves.py").unlink()
     r = evoenv("dedupe", cands, "--against", "pool", "--out", "o5", "--json", cwd=tmp_path)
     assert manifest(tmp_path / "o5")["against"][0]["index"] == "built (saved index unreadable (payload size or checksum mismatch))"
+
+
+class _RunsCode:
+    """Unpickling this runs a shell command: what a forged index carried."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_forged_index_is_data_that_never_runs(tmp_path):
+    """A pool's index file is read as data: a payload that runs code when unpickled (a bare
+    pickle, or an .npz holding an object array), even with a valid header and checksum, is
+    refused and the pool rebuilt; a forged index in the old pickle file is not even opened."""
+    import hashlib
+    import io
+    import pickle
+
+    cands = make_lib(tmp_path / "cands", {"modular_power.py": GOOD / "modular_power.py"})
+    r = evoenv("dedupe", SEEDS, "--out", "pool", "--save-index", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    index = tmp_path / "pool" / "dedupe-index.bin"
+    magic, header_line, _ = index.read_bytes().split(b"\n", 2)
+    header = json.loads(header_line)
+    marker = tmp_path / "pwned"
+    buffer = io.BytesIO()
+    np.savez(buffer, code=np.array([_RunsCode(marker)], dtype=object), behaviour=np.zeros(1),
+             has_code=np.zeros(1, bool), has_behaviour=np.zeros(1, bool))
+    for k, payload in enumerate([pickle.dumps(_RunsCode(marker)), buffer.getvalue()]):
+        forged = {**header, "payload_bytes": len(payload), "payload_sha256": hashlib.sha256(payload).hexdigest()}
+        index.write_bytes(magic + b"\n" + json.dumps(forged).encode() + b"\n" + payload)
+        r = evoenv("dedupe", cands, "--against", "pool", "--out", f"f{k}", "--json", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert not marker.exists(), "a forged index ran code in the evoenv process"
+        assert manifest(tmp_path / f"f{k}")["against"][0]["index"].startswith("built (saved index unreadable")
+    index.unlink()
+    (tmp_path / "pool" / "dedupe-index.pkl").write_bytes(pickle.dumps(_RunsCode(marker)))
+    r = evoenv("dedupe", cands, "--against", "pool", "--out", "f2", "--json", cwd=tmp_path)
+    assert r.returncode == 0 and not marker.exists()
+    assert manifest(tmp_path / "f2")["against"][0]["index"] == "built (no saved index)"
 
 
 # -- resume, clean, used folders, determinism ------------------------------------------------------------

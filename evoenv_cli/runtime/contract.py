@@ -1,16 +1,24 @@
 """Static checks on an environment's source (AST only, nothing runs): the required names,
 an allow-list of standard-library imports suited to puzzles, and no way to reach the
-interpreter's internals (eval/exec, __import__, open, dunder attribute walks).
+interpreter's internals (eval/exec, __import__, open, attribute walks by name or through
+underscores, frames, a module's private imports); and what the source declares (NAME,
+ANSWER_TYPE, TAGS, docstring), read here so that no stage takes a worker's word for it.
 
 A sandbox cannot stop code from forging its own results, so these checks are one of the
-defences outside the jail: they keep the easy routes to a forged reward out of the pool.
+defences outside the jail: they keep the easy routes to a forged reward out of the pool. They
+are not a security boundary and nothing relies on them as one: the worker runs in the sandbox
+whatever they say, and the parent checks every value that comes back.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import importlib
+import importlib.util
 import re
-from dataclasses import dataclass
+import types
+from dataclasses import dataclass, field
 
 ANSWER_TYPES = ("int", "float", "str", "list[int]", "list[str]")
 REQUIRED_FUNCTIONS = {"generate": 2, "prompt": 1, "solve": 1, "score": 2}
@@ -23,16 +31,32 @@ ALLOWED_IMPORTS = frozenset({
 FORBIDDEN_NAMES = frozenset({
     "eval", "exec", "compile", "__import__", "open", "input", "breakpoint", "globals",
     "locals", "vars", "getattr", "setattr", "delattr", "__builtins__", "__loader__", "__spec__",
-    "memoryview", "exit", "quit",
+    "memoryview", "exit", "quit", "help", "attrgetter", "methodcaller", "Formatter",
+    "get_type_hints", "singledispatch", "singledispatchmethod",
 })
+# Names that reach objects by a string (getattr-likes) or evaluate strings as code: refused as
+# attributes too (`operator.attrgetter`, `string.Formatter`, `typing.get_type_hints`, which
+# evaluates string annotations, `builtins.eval` reached through another module).
 FORBIDDEN_ATTRIBUTES = frozenset({
-    "__subclasses__", "__globals__", "__builtins__", "__code__", "__class__", "__bases__",
-    "__base__", "__mro__", "__dict__", "__getattribute__", "__closure__", "__func__",
-    "__self__", "__module__", "__reduce__", "__reduce_ex__", "__loader__", "__spec__",
-    "__import__", "f_globals", "f_locals", "f_back", "gi_frame", "cr_frame", "tb_frame",
+    "eval", "exec", "open", "breakpoint", "globals", "locals", "vars", "getattr",
+    "setattr", "delattr", "attrgetter", "methodcaller", "Formatter", "get_field",
+    "get_type_hints", "singledispatch", "singledispatchmethod",
 })
+# Frames, code, generators, coroutines and tracebacks lead to globals and builtins.
+FRAME_ATTRIBUTES = frozenset({
+    "f_back", "f_builtins", "f_code", "f_globals", "f_lasti", "f_lineno", "f_locals", "f_trace",
+    "f_trace_lines", "f_trace_opcodes", "gi_code", "gi_frame", "gi_running", "gi_suspended",
+    "gi_yieldfrom", "ag_await", "ag_code", "ag_frame", "ag_running", "cr_await", "cr_code",
+    "cr_frame", "cr_origin", "cr_running", "cr_suspended", "tb_frame", "tb_lasti", "tb_lineno",
+    "tb_next",
+})
+# Underscore attributes that give no new reach (a type's name, a class's constructor).
+ALLOWED_UNDERSCORE_ATTRIBUTES = frozenset({"__name__", "__qualname__", "__doc__", "__init__"})
+CONTRACT_CONSTANTS = ("NAME", "ANSWER_TYPE", "INPUT_TYPE", "TAGS")
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 MAX_SOURCE_BYTES = 100_000
+MAX_TAGS, MAX_TAG_CHARS, MAX_DOC_CHARS = 32, 64, 2000
+_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 _NOT_A_LITERAL = object()
@@ -49,6 +73,15 @@ def _fail(reason: str, name: str | None = None) -> StaticReport:
     return StaticReport(False, reason, name)
 
 
+def valid_text(text: str) -> str:
+    """`text` as valid UTF-8: lone surrogates (which no UTF-8 writer accepts) become U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATES.sub("\ufffd", text)
+    return text
+
+
 def _module_constant(tree: ast.Module, target: str):
     """(found, value) of a top-level `TARGET = <literal>` assignment."""
     for node in tree.body:
@@ -60,9 +93,167 @@ def _module_constant(tree: ast.Module, target: str):
             continue
         try:
             return True, ast.literal_eval(value) if value is not None else None
-        except ValueError:
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return True, _NOT_A_LITERAL
     return False, None
+
+
+@dataclass
+class Declared:
+    """What a source declares, read from its AST: the only metadata stages use. `problem` says
+    why a NAME that is there cannot be used (not a snake_case string literal)."""
+
+    name: str | None = None
+    answer_type: str | None = None
+    input_type: str | None = None
+    tags: list[str] = field(default_factory=list)
+    doc: str | None = None
+    problem: str | None = None
+
+
+def _parse(source: bytes) -> ast.Module | None:
+    if len(source) > MAX_SOURCE_BYTES:
+        return None
+    try:
+        return ast.parse(source.decode("utf-8"))
+    except (SyntaxError, UnicodeDecodeError, ValueError, MemoryError, RecursionError):
+        return None
+
+
+def declared(source: bytes) -> Declared:
+    """NAME, ANSWER_TYPE, INPUT_TYPE, TAGS and the docstring as the source states them, each
+    bounded and valid UTF-8; a value of the wrong type or form is left out."""
+    tree = _parse(source)
+    if tree is None:
+        return Declared(problem="the source does not parse (or is over the size limit)")
+    out = Declared()
+    found, name = _module_constant(tree, "NAME")
+    if found and isinstance(name, str) and NAME_PATTERN.match(name):
+        out.name = name
+    elif found:
+        out.problem = "NAME must be a snake_case string literal of at most 64 characters"
+    for const in ("ANSWER_TYPE", "INPUT_TYPE"):
+        _, value = _module_constant(tree, const)
+        if isinstance(value, str) and value in ANSWER_TYPES:
+            setattr(out, const.lower(), value)
+    _, tags = _module_constant(tree, "TAGS")
+    if isinstance(tags, (list, tuple)):
+        out.tags = [valid_text(t) for t in tags if isinstance(t, str) and len(t) <= MAX_TAG_CHARS][:MAX_TAGS]
+    doc = ast.get_docstring(tree)
+    out.doc = valid_text(doc[:MAX_DOC_CHARS]) if doc else None
+    return out
+
+
+# -- what a standard-library module exports ---------------------------------------------------------
+@functools.cache
+def _is_module(path: str) -> bool:
+    """`path` (dotted) is a module under an allowed top-level package."""
+    if path.split(".")[0] not in ALLOWED_IMPORTS:
+        return False
+    try:
+        return importlib.util.find_spec(path) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+@functools.cache
+def module_exports(path: str) -> frozenset[str]:
+    """The public names of an allowed module: its __all__, else its names without a leading
+    underscore; never a module it merely imported (`dataclasses.sys`, `random._os`)."""
+    try:
+        module = importlib.import_module(path)
+    except ImportError:
+        return frozenset()
+    names = getattr(module, "__all__", None)
+    if names is None:
+        names = [n for n in dir(module) if not n.startswith("_")]
+    return frozenset(n for n in names if isinstance(n, str) and not n.startswith("_")
+                     and not isinstance(getattr(module, n, None), types.ModuleType))
+
+
+def _attribute_problem(attr: str) -> str | None:
+    if attr.startswith("_") and attr not in ALLOWED_UNDERSCORE_ATTRIBUTES:
+        return f"access to attribute {attr!r} is not allowed (no attribute that starts with '_')"
+    if attr in FORBIDDEN_ATTRIBUTES:
+        return f"access to attribute {attr!r} is not allowed"
+    if attr in FRAME_ATTRIBUTES:
+        return f"access to frame, code or generator attribute {attr!r} is not allowed"
+    return None
+
+
+class _ModuleUse:
+    """Where the source's imported modules are used: only as `module.public_name`."""
+
+    def __init__(self, tree: ast.Module):
+        self.modules: dict[str, str] = {}  # local name -> dotted module
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        self.modules[alias.asname] = alias.name
+                    else:
+                        top = alias.name.split(".")[0]
+                        self.modules[top] = top
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                for alias in node.names:
+                    sub = f"{node.module}.{alias.name}"
+                    if alias.name != "*" and _is_module(sub):
+                        self.modules[alias.asname or alias.name] = sub
+        self.bases = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+
+    def module_of(self, node: ast.AST) -> str | None:
+        """The module an expression names (`random`, `collections.abc`), if it names one."""
+        if isinstance(node, ast.Name):
+            return self.modules.get(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self.module_of(node.value)
+            if base is not None and _is_module(f"{base}.{node.attr}"):
+                return f"{base}.{node.attr}"
+        return None
+
+    def problem(self, node: ast.AST) -> str | None:
+        if isinstance(node, ast.Name) and node.id in self.modules and id(node) not in self.bases:
+            what = "assigned" if not isinstance(node.ctx, ast.Load) else "used as a value"
+            return f"module {node.id!r} is {what} (line {node.lineno}); use only module.name"
+        if isinstance(node, ast.Attribute):
+            module = self.module_of(node.value)
+            if module is not None and node.attr not in module_exports(module) \
+                    and not _is_module(f"{module}.{node.attr}"):
+                return f"{module}.{node.attr} is not a public name of {module} (line {node.lineno})"
+        return None
+
+
+def _bound_names(node: ast.AST) -> list[str]:
+    """Names a node binds (or unbinds), however it does so."""
+    if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+        return [node.id]
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return list(node.names)
+    if isinstance(node, ast.alias):
+        return [node.asname or node.name.split(".")[0]]
+    if isinstance(node, ast.ExceptHandler) and node.name:
+        return [node.name]
+    if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+        return [node.name]
+    if isinstance(node, ast.MatchMapping) and node.rest:
+        return [node.rest]
+    return []
+
+
+def _module_level_bindings(tree: ast.Module) -> list[tuple[str, ast.AST]]:
+    """(name, node) for each binding of a module-level name: statements at module scope (not
+    inside a function or class body, where a name is local) and `global` declarations."""
+    found = [(n, node) for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names]
+    stack = list(ast.iter_child_nodes(tree))
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, ast.Global):
+            found += [(n, node) for n in _bound_names(node)]
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    return sorted(found, key=lambda item: getattr(item[1], "lineno", 0))
 
 
 def check_source(source: bytes, max_bytes: int = MAX_SOURCE_BYTES,
@@ -76,8 +267,8 @@ def check_source(source: bytes, max_bytes: int = MAX_SOURCE_BYTES,
         return _fail("source is not UTF-8 text")
     except SyntaxError as exc:
         return _fail(f"syntax error at line {exc.lineno}: {exc.msg}")
-    except ValueError as exc:
-        return _fail(f"cannot parse: {exc}")
+    except (ValueError, MemoryError, RecursionError) as exc:
+        return _fail(f"cannot parse: {type(exc).__name__}")
 
     found, name = _module_constant(tree, "NAME")
     if not found:
@@ -101,6 +292,14 @@ def check_source(source: bytes, max_bytes: int = MAX_SOURCE_BYTES,
     if _module_constant(tree, "INPUT_TYPE")[0] and "generate_from" not in functions:
         return _fail("INPUT_TYPE is set but generate_from() is not defined", name)
 
+    bindings = {c: 0 for c in CONTRACT_CONSTANTS}
+    for bound, node in _module_level_bindings(tree):
+        if bound in bindings:
+            bindings[bound] += 1
+            if bindings[bound] > 1:
+                return _fail(f"{bound} is assigned more than once (line {getattr(node, 'lineno', '?')}); "
+                             "it must be one literal at module level", name)
+    modules = _ModuleUse(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -111,8 +310,27 @@ def check_source(source: bytes, max_bytes: int = MAX_SOURCE_BYTES,
             root = (node.module or "").split(".")[0]
             if node.level or root not in allowed_imports:
                 return _fail(f"import from {node.module or '.'!r} is not allowed (line {node.lineno})", name)
+            for alias in node.names:
+                if alias.name == "*":
+                    return _fail(f"'from {node.module} import *' is not allowed (line {node.lineno})", name)
+                if alias.name not in module_exports(node.module) and not _is_module(f"{node.module}.{alias.name}"):
+                    return _fail(f"{node.module}.{alias.name} is not a public name of {node.module} "
+                                 f"(line {node.lineno})", name)
+                problem = _attribute_problem(alias.name)
+                if problem:
+                    return _fail(f"{problem} (line {node.lineno})", name)
         elif isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES:
             return _fail(f"use of {node.id!r} is not allowed (line {node.lineno})", name)
-        elif isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_ATTRIBUTES:
-            return _fail(f"access to attribute {node.attr!r} is not allowed (line {node.lineno})", name)
+        elif isinstance(node, ast.Attribute):
+            problem = _attribute_problem(node.attr)
+            if problem:
+                return _fail(f"{problem} (line {node.lineno})", name)
+        elif isinstance(node, ast.MatchClass):  # `case object(__class__=c)` reads attributes by name
+            for attr in node.kwd_attrs:
+                problem = _attribute_problem(attr)
+                if problem:
+                    return _fail(f"{problem} (line {node.lineno})", name)
+        problem = modules.problem(node)
+        if problem:
+            return _fail(problem, name)
     return StaticReport(True, "", name)

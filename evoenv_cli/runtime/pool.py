@@ -2,6 +2,11 @@
 batches, per-call deadlines enforced here (kill and respawn on overrun), and every value that
 comes back checked before anyone sees it.
 
+Nothing a worker says is trusted: every reply is sanitized once, here, at the boundary (valid
+UTF-8 by replacement, bounded nesting and size) before its value is checked; every call is
+timed by this process, not by the worker; and an environment's metadata (NAME, ANSWER_TYPE,
+TAGS, docstring) comes from its source's AST, not from the worker's account of it.
+
 Callers say what to run (`Call`s against an `EnvFile`) and get `CallResult`s in the same
 order; a broken environment yields failed results, never an exception.
 """
@@ -12,6 +17,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import select
 import shutil
 import signal
@@ -24,34 +30,37 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evoenv_cli.runtime import sandbox
+from evoenv_cli.runtime import contract, sandbox
 
 CALLS = ("generate", "generate_from", "prompt", "solve", "score")
-ANSWER_TYPES = ("int", "float", "str", "list[int]", "list[str]")
+MAX_VALUE_DEPTH = 64  # nesting of a reply (its envelope included); deeper is a bad value
+MAX_ERROR_CHARS = 300
 
 
 @dataclass
 class Limits:
-    """Per-call wall-clock limits (seconds) and per-worker resource caps."""
+    """Per-call wall-clock limits (seconds) and per-worker resource caps. Each field's metadata
+    gives its allowed range (checked when a recipe loads)."""
 
-    generate_s: float = 1.0
-    generate_from_s: float = 1.0
-    prompt_s: float = 1.0
-    solve_s: float = 2.0
-    score_s: float = 1.0
-    grace_s: float = 0.5  # added to every deadline for scheduling noise on a loaded host
-    import_s: float = 10.0
-    memory_mb: int = 1024
-    file_size_mb: int = 16
-    open_files: int = 64
-    tmp_mb: int = 16
-    worker_cpu_s: int = 600
-    max_instance_bytes: int = 65536
-    max_prompt_chars: int = 8000
-    max_answer_chars: int = 100_000
-    max_message_bytes: int = 4_000_000
-    batch_size: int = 64
-    give_up_after: int = 3  # consecutive kills in one batch before the rest are skipped
+    generate_s: float = field(default=1.0, metadata={"gt": 0})
+    generate_from_s: float = field(default=1.0, metadata={"gt": 0})
+    prompt_s: float = field(default=1.0, metadata={"gt": 0})
+    solve_s: float = field(default=2.0, metadata={"gt": 0})
+    score_s: float = field(default=1.0, metadata={"gt": 0})
+    grace_s: float = field(default=0.5, metadata={"min": 0})  # added to every deadline for scheduling noise
+    import_s: float = field(default=10.0, metadata={"gt": 0})
+    memory_mb: int = field(default=1024, metadata={"min": 64})
+    file_size_mb: int = field(default=16, metadata={"min": 1})
+    open_files: int = field(default=64, metadata={"min": 16})
+    tmp_mb: int = field(default=16, metadata={"min": 1})
+    worker_cpu_s: int = field(default=600, metadata={"min": 1})
+    max_instance_bytes: int = field(default=65536, metadata={"min": 2})
+    max_prompt_chars: int = field(default=8000, metadata={"min": 1})
+    max_answer_chars: int = field(default=100_000, metadata={"min": 1})
+    max_message_bytes: int = field(default=4_000_000, metadata={"min": 1024})
+    max_source_bytes: int = field(default=contract.MAX_SOURCE_BYTES, metadata={"min": 1})  # larger is never run
+    batch_size: int = field(default=64, metadata={"min": 1})
+    give_up_after: int = field(default=3, metadata={"min": 1})  # consecutive kills in one batch before the rest are skipped
 
     def deadline(self, fn: str) -> float:
         return getattr(self, f"{fn}_s") + self.grace_s
@@ -134,15 +143,80 @@ class _Dead(Exception):
         self.error = error
 
 
+class _BadLine(_Dead):
+    """A whole reply line arrived but is not a usable reply: the channel is still in step, so
+    the call is invalid and the worker need not die for it."""
+
+
+class BadValue(ValueError):
+    """A reply that is not plain data within bounds."""
+
+
+def sanitize(obj: Any, max_depth: int = MAX_VALUE_DEPTH) -> Any:
+    """A decoded JSON value made safe for everything downstream: every string (keys too) valid
+    UTF-8, lone surrogates replaced by U+FFFD; nesting deeper than `max_depth` is a BadValue.
+    Iterative, so no value can make this (or a later json.dumps) hit the recursion limit."""
+    if isinstance(obj, str):
+        return contract.valid_text(obj)
+    if not isinstance(obj, (dict, list)):
+        return obj
+    root: list = [obj]
+    stack = [(root, 0, obj, 1)]
+    while stack:
+        holder, key, value, depth = stack.pop()
+        if depth > max_depth:
+            raise BadValue(f"value nested deeper than {max_depth} levels")
+        if isinstance(value, dict):
+            copy: Any = {}
+            for k, v in value.items():
+                k = contract.valid_text(k)
+                if isinstance(v, (dict, list)):
+                    copy[k] = None
+                    stack.append((copy, k, v, depth + 1))
+                else:
+                    copy[k] = contract.valid_text(v) if isinstance(v, str) else v
+        else:
+            copy = [None] * len(value)
+            for i, v in enumerate(value):
+                if isinstance(v, (dict, list)):
+                    stack.append((copy, i, v, depth + 1))
+                else:
+                    copy[i] = contract.valid_text(v) if isinstance(v, str) else v
+        holder[key] = copy
+    return root[0]
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def decode_reply(line: bytes, max_depth: int = MAX_VALUE_DEPTH) -> Any:
+    """One reply line as a sanitized value: UTF-8 by replacement, then `sanitize`, which only
+    runs when the line could need it (a surrogate can only come from a \\uD8xx-\\uDFxx escape,
+    and nesting is bounded by the number of brackets), so a plain reply costs one json.loads."""
+    value = json.loads(line.decode("utf-8", "replace"))
+    deep = line.count(b"{") + line.count(b"[") > max_depth
+    if deep or (b"\\u" in line and _SURROGATE_ESCAPE.search(line)):
+        return sanitize(value, max_depth)
+    return value
+
+
+def _count(value: Any) -> int:
+    """A worker-reported count as a bounded non-negative int (0 when it is not an int)."""
+    return min(max(value, 0), 2**62) if type(value) is int else 0
+
+
 def check_value(fn: str, reply: dict, limits: Limits) -> CallResult:
-    """The parent's verdict on one reply: nothing from a worker is trusted as is."""
-    seconds = reply.get("t") if type(reply.get("t")) is float and math.isfinite(reply.get("t")) else 0.0
-    out = reply.get("out") if type(reply.get("out")) is int else 0
+    """The parent's verdict on one (sanitized) reply: nothing from a worker is trusted as is.
+    `seconds` here is the reply's own claim; `Worker.run` replaces it with the time this
+    process measured."""
+    t = reply.get("t")
+    seconds = t if type(t) is float and math.isfinite(t) and t >= 0 else 0.0
+    out = _count(reply.get("out"))
     if reply.get("ok") is not True:
         err = reply.get("error")
         err = err if isinstance(err, str) else "malformed error reply"
         status = "invalid" if _is_value_error(fn, err) else "error"
-        return CallResult(status, None, err[:300], float(seconds), out)
+        return CallResult(status, None, err[:MAX_ERROR_CHARS], float(seconds), out)
     value, tag = reply.get("value"), reply.get("type")
 
     def bad(msg: str) -> CallResult:
@@ -151,7 +225,10 @@ def check_value(fn: str, reply: dict, limits: Limits) -> CallResult:
     if fn in ("generate", "generate_from"):
         if tag != "dict" or type(value) is not dict:
             return bad(f"{fn} did not return a JSON object")
-        size = len(json.dumps(value))
+        try:
+            size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+        except (ValueError, TypeError, RecursionError):
+            return bad(f"{fn} returned an instance that is not plain JSON")
         if size > limits.max_instance_bytes:
             return bad(f"instance is {size} bytes, over {limits.max_instance_bytes}")
     elif fn in ("prompt", "solve"):
@@ -162,9 +239,9 @@ def check_value(fn: str, reply: dict, limits: Limits) -> CallResult:
             return bad(f"{fn} returned {len(value)} characters, over {cap}")
     elif fn == "score":
         if tag == "float" and type(value) is str:  # the worker sends nan/inf as their repr
-            return bad(f"score returned {value}, not a finite number")
+            return bad(f"score returned {value[:20]}, not a finite number")
         if tag not in ("float", "int") or type(value) not in (int, float):
-            return bad(f"score returned {tag or type(value).__name__}, expected a float")
+            return bad(f"score returned {str(tag)[:20] if tag else type(value).__name__}, expected a float")
         if type(value) is int and value not in (0, 1):
             return bad("score returned an int other than 0 or 1")
         if not math.isfinite(value):
@@ -172,6 +249,8 @@ def check_value(fn: str, reply: dict, limits: Limits) -> CallResult:
         if not 0.0 <= value <= 1.0:
             return bad(f"score returned {value!r}, outside [0, 1]")
         value = float(value)
+    else:
+        return bad(f"unknown call {fn[:20]}")
     return CallResult("ok", value, None, float(seconds), out)
 
 
@@ -189,6 +268,7 @@ class Worker:
         config = {
             "env_path": sandbox.env_path_in_worker(plan, workdir),
             "seccomp_lib": plan.seccomp_lib,
+            "landlock": sandbox.landlock_rules(plan, workdir),
             "limits": {
                 "memory_mb": limits.memory_mb,
                 "file_size_mb": limits.file_size_mb,
@@ -203,6 +283,7 @@ class Worker:
         }
         argv, env, cwd = sandbox.launch_argv(plan, workdir, json.dumps(config), hash_seed, limits.tmp_mb)
         self._buf = b""
+        self._arrived = time.monotonic()
         self.cpu_seconds = 0.0
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -211,16 +292,20 @@ class Worker:
         os.set_blocking(self.proc.stdin.fileno(), False)
         self.started = time.monotonic()
         try:
-            ready = self._read_reply(time.monotonic() + limits.import_s)
+            ready = self._read_reply(self.started + limits.import_s)
         except _Dead as dead:
             self.kill()
             raise EnvLoadError(dead.error + self._stderr_tail()) from None
-        if not ready.get("ready"):
+        if ready.get("ready") is not True:
             self.kill()
-            raise EnvLoadError(str(ready.get("error", "worker failed to start"))[:300])
-        self.meta = ready.get("meta") if isinstance(ready.get("meta"), dict) else {}
-        self.import_seconds = ready.get("t", 0.0)
-        self.import_output_chars = ready.get("out", 0)
+            error = ready.get("error")
+            raise EnvLoadError(error[:MAX_ERROR_CHARS] if isinstance(error, str) else "worker failed to start")
+        # measured here: from the start of the process (interpreter start included) to its ready line
+        self.import_seconds = self._arrived - self.started
+        meta = ready.get("meta") if isinstance(ready.get("meta"), dict) else {}
+        callables = meta.get("callables") if isinstance(meta.get("callables"), list) else []
+        self.callables = sorted(c for c in CALLS if c in callables)
+        self.import_output_chars = _count(ready.get("out"))
 
     def _stderr_tail(self) -> str:
         try:
@@ -232,6 +317,8 @@ class Worker:
         return f" ({lines[-1][:200]})" if lines else ""
 
     def _read_reply(self, deadline: float) -> dict:
+        """The next reply line, decoded as UTF-8 by replacement and sanitized; `_arrived` is
+        when this process received it."""
         fd = self.proc.stdout.fileno()
         while b"\n" not in self._buf:
             remaining = deadline - time.monotonic()
@@ -244,15 +331,20 @@ class Worker:
             if not chunk:
                 raise _Dead("crash", self._exit_reason())
             self._buf += chunk
+            self._arrived = time.monotonic()
             if len(self._buf) > self.limits.max_message_bytes:
                 raise _Dead("invalid", f"reply over {self.limits.max_message_bytes} bytes")
         line, self._buf = self._buf.split(b"\n", 1)
+        if len(line) > self.limits.max_message_bytes:
+            raise _Dead("invalid", f"reply over {self.limits.max_message_bytes} bytes")
         try:
-            obj = json.loads(line)
-        except (ValueError, RecursionError):
-            raise _Dead("invalid", "reply is not JSON") from None
+            obj = decode_reply(line)
+        except BadValue as exc:
+            raise _BadLine("invalid", str(exc)) from None
+        except (ValueError, RecursionError, MemoryError):
+            raise _BadLine("invalid", "reply is not JSON") from None
         if not isinstance(obj, dict):
-            raise _Dead("invalid", "reply is not a JSON object")
+            raise _BadLine("invalid", "reply is not a JSON object")
         return obj
 
     def _exit_reason(self) -> str:
@@ -284,7 +376,10 @@ class Worker:
             view = view[n:]
 
     def run(self, calls: list[Call]) -> tuple[list[CallResult], bool]:
-        """Results for a prefix of `calls`; the flag says the worker died on the last one."""
+        """Results for a prefix of `calls`; the flag says the worker died on the last one.
+        Each call's seconds are this process's own clock, from the moment the call could start
+        (the request sent, or the previous reply received) to the arrival of its reply: a
+        worker cannot make a call look faster than it was."""
         payload = {"calls": [{"fn": c.fn, "args": list(c.args)} for c in calls]}
         results: list[CallResult] = []
         start = time.monotonic()
@@ -297,16 +392,24 @@ class Worker:
         for call in calls:
             try:
                 reply = self._read_reply(last + self.limits.deadline(call.fn))
+            except _BadLine as bad:
+                arrived = max(self._arrived, last)
+                results.append(CallResult(bad.status, None, f"{call.fn}: {bad.error}", arrived - last))
+                last = arrived
+                continue
             except _Dead as dead:
                 elapsed = time.monotonic() - last
                 self.kill()
                 results.append(CallResult(dead.status, None, f"{call.fn}: {dead.error}", elapsed))
                 return results, True
-            last = time.monotonic()
+            arrived = max(self._arrived, last)
             cpu = reply.get("cpu")
             if type(cpu) is float and math.isfinite(cpu):
                 self.cpu_seconds = cpu
-            results.append(check_value(call.fn, reply, self.limits))
+            result = check_value(call.fn, reply, self.limits)
+            result.seconds = arrived - last
+            results.append(result)
+            last = arrived
         return results, False
 
     def kill(self) -> None:
@@ -383,6 +486,10 @@ class SandboxPool:
     def _spawn(self, env: EnvFile) -> Worker:
         if env.env_id in self._load_errors:
             raise EnvLoadError(self._load_errors[env.env_id])
+        if len(env.source) > self.limits.max_source_bytes:
+            self._load_errors[env.env_id] = (f"source is {len(env.source)} bytes, over "
+                                             f"{self.limits.max_source_bytes}: not run")
+            raise EnvLoadError(self._load_errors[env.env_id])
         workdir = sandbox.prepare_workdir(self._root, env.env_id, env.source)
         try:
             worker = self._spawner.submit(Worker, self.plan, workdir, self.limits, self.hash_seed).result()
@@ -390,11 +497,14 @@ class SandboxPool:
             self._load_errors[env.env_id] = str(exc)
             raise
         self.spawned += 1
-        self._meta.setdefault(env.env_id, {
-            **worker.meta,
-            "import_seconds": worker.import_seconds if type(worker.import_seconds) is float and math.isfinite(worker.import_seconds) else 0.0,
-            "import_output_chars": worker.import_output_chars if type(worker.import_output_chars) is int else 0,
-        })
+        if env.env_id not in self._meta:
+            found = contract.declared(env.source)
+            self._meta[env.env_id] = {
+                "NAME": found.name, "ANSWER_TYPE": found.answer_type, "INPUT_TYPE": found.input_type,
+                "TAGS": found.tags, "doc": found.doc, "name_problem": found.problem,
+                "callables": worker.callables, "import_seconds": worker.import_seconds,
+                "import_output_chars": worker.import_output_chars,
+            }
         return worker
 
     def _acquire(self, env: EnvFile) -> Worker:
@@ -437,7 +547,9 @@ class SandboxPool:
 
     # -- public API ----------------------------------------------------------------------------
     def describe(self, env: EnvFile) -> dict:
-        """The module's metadata as the worker saw it after import; raises EnvLoadError."""
+        """An environment that loads: what its source declares (NAME, ANSWER_TYPE, INPUT_TYPE,
+        TAGS, doc; `name_problem` when a NAME is there but unusable), which contract functions
+        its module defines, and its import time measured here; raises EnvLoadError."""
         if env.env_id not in self._meta:
             self._release(self._acquire(env), env)
         return dict(self._meta[env.env_id])
@@ -493,7 +605,16 @@ class SandboxPool:
                 results += [failed] * (len(calls) - len(results))
                 break
             room = max(1, worker.calls_left())  # a fresh worker always takes at least one call
-            got, died = worker.run(calls[len(results):len(results) + room])
+            try:
+                got, died = worker.run(calls[len(results):len(results) + room])
+            except Exception as exc:  # never leave a slot taken: that would deadlock the pool
+                worker.kill()
+                got, died = [CallResult("crash", None, f"worker reply could not be handled "
+                                        f"({type(exc).__name__})")], True
+            except BaseException:
+                worker.kill()
+                self._release(None, env)
+                raise
             self._release(None if died else worker, env)
             results += got
             if stop_on_failure and any(not r.ok for r in got):

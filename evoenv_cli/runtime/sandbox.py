@@ -3,20 +3,36 @@
 Two modes. `bwrap` (default where it works): a bubblewrap jail with every namespace unshared
 (no network, own PID space, private /tmp on a small tmpfs, read-only system, nothing of the
 host's files but the interpreter, the worker and the environment file), a clean environment, a
-new session, no capabilities, run as an unprivileged uid; inside it the worker sets rlimits
-(memory, CPU, file size, open files, processes) and loads a seccomp filter (no fork/exec,
-sockets, ptrace, kill, mount, ...). `process`: the same worker, rlimits and seccomp in a plain
-child process with a clean environment, for hosts without bubblewrap or user namespaces.
+new session, no capabilities, run as an unprivileged uid. The worker itself is the jail's pid 1
+(`--as-pid-1`): there is no bwrap init inside the jail, so no process there runs without the
+worker's seccomp filter, and when the worker dies the kernel kills everything left in its PID
+namespace. Inside, the worker sets rlimits (memory, CPU, file size, open files, processes) and
+loads a seccomp filter (no fork/exec, sockets, ptrace, kill, mount, SysV IPC, ...).
+`process`: the same worker, rlimits and seccomp in a plain child process with a clean
+environment, for hosts without bubblewrap or user namespaces; where the kernel has Landlock
+the worker also restricts itself to reading the interpreter, the system libraries and its own
+folder, writing nothing, and signalling nothing outside itself.
 
 What this does NOT protect against: code inside a worker owns that worker's reply channel, so it
 can forge its own results (score = 1.0); an environment that eval()s a response lets the response
 do the same. Those are caught outside the jail: static checks on the source, adversarial probe
-answers, and determinism re-runs (`evoenv validate`). The `process` mode also leaves the host
-file system readable and /tmp writable by the worker's uid.
+answers, and determinism re-runs (`evoenv validate`), and the parent trusts no reply (it times
+every call itself, derives an environment's metadata from its source, and sanitizes every value).
+What the `process` mode still does not stop, even with Landlock: it shares the host's network,
+PID, IPC and UTS namespaces; seccomp refuses sockets, signals to other processes, ptrace and
+SysV/POSIX IPC, but the worker can still see which host pids exist and their priorities
+(getpriority, sched_getaffinity on any pid), the hostname and load (uname, sysinfo); it reads
+everything under /usr and the interpreter's prefix; and it runs as the invoking user when
+evoenv does not run as root (no uid drop). (Both modes bound memory by RLIMIT_AS, not a cgroup.)
+Without Landlock (an older kernel; a warning says so) it also reads every file its uid can
+read, writes wherever its uid can write (the host /tmp, /dev/shm: bounded per file by
+RLIMIT_FSIZE, not in number), and opens the memory (/proc/<pid>/mem) of every dumpable process
+of its uid, which without a uid drop includes the evoenv process itself.
 """
 
 from __future__ import annotations
 
+import ctypes
 import ctypes.util
 import functools
 import os
@@ -29,8 +45,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 MODES = ("auto", "bwrap", "process")
+LANDLOCK_CREATE_RULESET = 444  # the same syscall number on every architecture
 UNPRIVILEGED_UID = 65534
 WORKER_SOURCE = Path(__file__).with_name("worker.py")
 _stderr = Console(stderr=True)
@@ -47,6 +65,40 @@ class LaunchPlan:
     python_prefix: str
     seccomp_lib: str | None
     drop_to_uid: int | None  # set when we run as root: workers run as nobody
+    requested: str = ""  # the mode asked for (auto, bwrap, process)
+    fallback: str | None = None  # why `auto` could not use bwrap, when it fell back
+    landlock_abi: int = 0  # process mode: the Landlock ABI the worker restricts itself with (0: none)
+
+    @property
+    def jail(self) -> str:
+        """The jail in one word, as verdicts and manifests record it."""
+        if self.mode == "process" and self.landlock_abi:
+            return "process+landlock"
+        return self.mode
+
+    def record(self) -> dict:
+        return {"jail": self.jail, "requested": self.requested or self.mode, "fallback": self.fallback,
+                "seccomp": self.seccomp_lib is not None, "landlock_abi": self.landlock_abi,
+                "uid": self.drop_to_uid if self.drop_to_uid is not None else os.geteuid()}
+
+
+_resolved: dict[str, LaunchPlan] = {}
+
+
+def resolved_plans() -> list[dict]:
+    """The jails this process has used so far (for manifests): which one judged what."""
+    return [plan.record() for plan in _resolved.values()]
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version, 0 where Landlock is absent or disabled."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        abi = libc.syscall(LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    except (OSError, AttributeError):
+        return 0
+    return max(0, int(abi))
 
 
 def _world_readable(path: str) -> bool:
@@ -120,26 +172,40 @@ def _bwrap_works(plan_python: str, drop: int | None) -> str | None:
 
 @functools.cache
 def resolve(mode: str = "auto") -> LaunchPlan:
-    """Choose and check the launch plan once per process."""
+    """Choose and check the launch plan once per process. A fallback from `auto` to the weaker
+    `process` mode is said loudly on stderr and recorded in the plan (and so in manifests)."""
     if mode not in MODES:
         raise SandboxUnavailable(f"unknown sandbox mode {mode!r} (choose from {', '.join(MODES)})")
     is_root = os.geteuid() == 0
     drop = UNPRIVILEGED_UID if is_root and shutil.which("setpriv") else None
     python = _pick_python(need_world_readable=drop is not None)
     lib = _seccomp_lib()
+    fallback = None
     if mode in ("auto", "bwrap"):
         reason = _bwrap_works(python, drop)
         if reason is None:
-            return LaunchPlan("bwrap", python, _python_prefix(python), lib, drop)
+            plan = LaunchPlan("bwrap", python, _python_prefix(python), lib, drop, requested=mode)
+            _resolved[mode] = plan
+            return plan
         if mode == "bwrap":
             raise SandboxUnavailable(reason)
+        fallback = reason
+    abi = landlock_abi()
+    plan = LaunchPlan("process", python, _python_prefix(python), lib, drop, requested=mode,
+                      fallback=fallback, landlock_abi=abi)
+    if fallback:
         _stderr.print(
-            f"[yellow]warning:[/] {reason}; running environments in the weaker 'process' "
-            "sandbox (rlimits + seccomp, no namespaces). Install bubblewrap for full isolation."
-        )
+            f"[bold yellow]WARNING:[/] {escape(fallback)}: environments run in the WEAKER "
+            f"'{plan.jail}' sandbox (rlimits + seccomp{' + Landlock' if abi else ''}, no namespaces); "
+            "manifests and verdicts record it. Install bubblewrap for full isolation, or pass "
+            "--sandbox process to choose this on purpose.", soft_wrap=True)
     if lib is None:
-        _stderr.print("[yellow]warning:[/] libseccomp not found: workers run without a seccomp filter")
-    return LaunchPlan("process", python, _python_prefix(python), lib, drop)
+        _stderr.print("[bold yellow]WARNING:[/] libseccomp not found: workers run without a seccomp filter")
+    if not abi:
+        _stderr.print("[bold yellow]WARNING:[/] Landlock is not available: 'process' workers can read "
+                      "every file and write wherever their uid can", soft_wrap=True)
+    _resolved[mode] = plan
+    return plan
 
 
 def _drop_prefix(drop: int | None) -> list[str]:
@@ -150,7 +216,7 @@ def _drop_prefix(drop: int | None) -> list[str]:
 
 def _bwrap_argv(python: str, prefix: str, workdir: Path, drop: int | None, tmp_mb: int = 16) -> list[str]:
     argv = _drop_prefix(drop) + [
-        "bwrap", "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+        "bwrap", "--unshare-user", "--unshare-pid", "--as-pid-1", "--unshare-net", "--unshare-ipc",
         "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
         "--cap-drop", "ALL", "--clearenv", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
         "--tmpfs", "/", "--ro-bind", "/usr", "/usr",
@@ -169,6 +235,20 @@ def _bwrap_argv(python: str, prefix: str, workdir: Path, drop: int | None, tmp_m
         "--chdir", "/tmp", "--remount-ro", "/",
     ]
     return argv
+
+
+def landlock_rules(plan: LaunchPlan, workdir: Path) -> dict | None:
+    """What a `process` worker may still read once it restricts itself (nothing is writable):
+    the interpreter and its prefix, the system libraries, and its own folder."""
+    if plan.mode != "process" or not plan.landlock_abi:
+        return None
+    read = {plan.python_prefix, os.path.dirname(plan.python), "/usr", str(workdir)}
+    if plan.seccomp_lib:
+        read.add(os.path.dirname(plan.seccomp_lib))
+    for top in ("/lib", "/lib64", "/bin"):
+        if os.path.isdir(top):
+            read.add(os.path.realpath(top))
+    return {"abi": plan.landlock_abi, "read": sorted(read)}
 
 
 def launch_argv(plan: LaunchPlan, workdir: Path, config_json: str, hash_seed: int, tmp_mb: int) -> tuple[list[str], dict, str]:

@@ -3,7 +3,9 @@ place: verdicts appended as they are decided, admitted files copied unchanged in
 and at the end index.jsonl, summary.json and manifest.json written atomically.
 
 A stage decides; `AdmissionLog` records. Killed at any point and resumed, a stage finds its
-final verdicts again (`log.done`), judges only the rest, and duplicates nothing.
+final verdicts again (`log.done`), judges only the rest, and duplicates nothing. Library
+entries that were refused unread (`EnvLibrary.refused`) get a verdict of stage "library";
+the manifest says which jails ran the stage's code (`sandbox`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ CORE_KEYS = ("file", "env_id", "name", "admitted", "stage", "reason")
 @dataclass
 class Verdict:
     file: str
-    env_id: str
+    env_id: str | None  # None only for a library entry that was refused unread
     name: str | None
     admitted: bool
     stage: str  # the check that decided, or "admitted"
@@ -109,7 +111,10 @@ class AdmissionLog:
         Each admitted file's index record carries forward the input's and adds this stage's
         measurements under the stage's name. `count_uncalibrated`: the summary counts apart
         the admitted verdicts marked `uncalibrated` (nothing was measured)."""
-        order = order or [e.path.name for e in library.files]
+        for refused in library.refused:  # entries the library would not read: judged unread
+            if refused.file not in self.done:
+                self.add(Verdict(refused.file, None, None, False, "library", refused.reason))
+        order = (order or [e.path.name for e in library.files]) + [r.file for r in library.refused]
         records = [self.done[f] for f in order if f in self.done]
         admitted = [r for r in records if r["admitted"]]
         keep = {r["file"] for r in admitted}
@@ -126,12 +131,14 @@ class AdmissionLog:
             index.append(record)
         artifacts.write_jsonl_atomic(self.out / "index.jsonl", index)
         by_check = Counter(r["stage"] for r in records if not r["admitted"])
+        checks = checks + ("library",) if by_check.get("library") else checks
         summary = Summary(stage, len(records), len(admitted), {c: by_check.get(c, 0) for c in checks},
                           sum(bool(r.get("uncalibrated")) for r in admitted) if count_uncalibrated else None)
         artifacts.write_json_atomic(self.out / "summary.json", summary.record())
         artifacts.write_json_atomic(self.out / "manifest.json", artifacts.manifest(
             stage, config, library.files, self.started,
             {"entered": summary.entered, "admitted": summary.admitted, **by_check},
-            {"library": str(library.root), **(manifest_extra or {})}, out=self.out,
+            {"library": str(library.root), "refused": [vars(r) for r in library.refused],
+             **(manifest_extra or {})}, out=self.out,
         ))
         return summary

@@ -497,7 +497,7 @@ def round_robin(by_op: dict[str, list[Plan]]) -> list[Plan]:
 
 
 def describe_parts(library: artifacts.EnvLibrary, pool: SandboxPool) -> tuple[list[Part], dict, list[str]]:
-    parts, docs, skipped = [], {}, []
+    parts, docs, skipped = [], {}, [f"{r.file}: {r.reason}" for r in library.refused]
     for env in library.files:
         report = check_source(env.source)
         if not report.ok:

@@ -11,7 +11,8 @@ one template by rejecting near-duplicates, found with MinHash + LSH over two sig
 Streaming and index-based: each environment queries the LSH indexes and, when kept, is inserted;
 nothing compares all pairs. The pool (`--against`) goes in first, then the candidates in the
 library's order, so of two colliding environments the earlier one is kept. A pool's index
-(signatures and LSH tables) can be saved beside it and reused next round.
+(its signatures) can be saved beside it and reused next round: a JSON header and numpy arrays,
+loaded with allow_pickle=False, so a forged index file can be wrong but never runs code.
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ import itertools
 import json
 import keyword
 import math
-import pickle
 import random
 import re
 import string
+import zipfile
 import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -41,14 +42,15 @@ import numpy as np
 
 from evoenv_cli import artifacts
 from evoenv_cli.config import DedupeConfig, RuntimeConfig, to_dict
+from evoenv_cli.runtime.contract import MAX_SOURCE_BYTES
 from evoenv_cli.runtime.pool import Call, EnvFile, SandboxPool
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
 
 STAGES = ("run", "duplicate_code", "duplicate_behaviour")
 SIGNATURE_VERSION = 1  # bump when normalization changes: saved indexes then rebuild
-INDEX_FILE = "dedupe-index.pkl"
+INDEX_FILE = "dedupe-index.bin"
 SIGNATURE_CACHE = "dedupe-signatures.jsonl"
-INDEX_MAGIC = b"evoenv-dedupe-index\n"
+INDEX_MAGIC = b"evoenv-dedupe-index-v2\n"
 MINHASH_SEED = 1
 MINHASH_SCHEME = "affine32"
 
@@ -298,7 +300,10 @@ def as_minhash(values: np.ndarray):
 
 
 def code_signature(source: str | bytes, cfg: DedupeConfig) -> np.ndarray | None:
-    """MinHash values of the source's normalized code shingles (None: no code at all)."""
+    """MinHash values of the source's normalized code shingles (None: no code at all, or a
+    source over the contract's size limit, which is never read further: the pool refuses it)."""
+    if len(source) > MAX_SOURCE_BYTES:
+        return None
     return minhash_values(shingle_hashes(code_tokens(source), cfg.code_shingle), cfg.num_perm)
 
 
@@ -534,14 +539,12 @@ def _datasketch_version() -> str:
 
 
 def save_index(path: Path, files: list[EnvFile], index: NoveltyIndex, rows: list[int]) -> None:
-    """Write the signatures (and LSH tables) of `rows`, which are `files` in order, to `path`:
-    a magic line, a JSON header (keys, payload size and sha256), then the pickled payload."""
-    from datasketch import MinHashLSH
-
+    """Write the signatures of `rows`, which are `files` in order, to `path`: a magic line, a
+    JSON header (keys, members, payload size and sha256), then an .npz of plain uint32/bool
+    arrays. The LSH tables are not saved: they are rebuilt from the signatures on load."""
     cfg = index.cfg
-    own = {k: MinHashLSH(num_perm=cfg.num_perm, params=index.params(k)) for k in KINDS}
-    code = np.zeros((len(rows), cfg.num_perm), dtype=np.uint32)
-    behaviour = np.zeros((len(rows), cfg.num_perm), dtype=np.uint32)
+    code = np.zeros((len(rows), cfg.num_perm), dtype="<u4")
+    behaviour = np.zeros((len(rows), cfg.num_perm), dtype="<u4")
     has = {k: np.zeros(len(rows), dtype=bool) for k in KINDS}
     for i, row in enumerate(rows):
         for kind, matrix in (("code", code), ("behaviour", behaviour)):
@@ -549,13 +552,13 @@ def save_index(path: Path, files: list[EnvFile], index: NoveltyIndex, rows: list
             if values is not None:
                 matrix[i] = values
                 has[kind][i] = True
-                own[kind].insert(i, as_minhash(values), check_duplication=False)
-    members = [(e.path.name, e.env_id, index.members[row].name) for e, row in zip(files, rows)]
-    payload = pickle.dumps({"members": members, "code": code, "behaviour": behaviour,
-                            "has_code": has["code"], "has_behaviour": has["behaviour"], "lsh": own},
-                           protocol=pickle.HIGHEST_PROTOCOL)
+    buffer = io.BytesIO()
+    np.savez(buffer, code=code, behaviour=behaviour, has_code=has["code"], has_behaviour=has["behaviour"])
+    payload = buffer.getvalue()
+    members = [[e.path.name, e.env_id, index.members[row].name] for e, row in zip(files, rows)]
     sig_key, lsh_key = index_keys(files, cfg)
-    header = {"version": 1, "signature_key": sig_key, "lsh_key": lsh_key, "files": len(files),
+    header = {"version": 2, "signature_key": sig_key, "lsh_key": lsh_key, "files": len(files),
+              "members": members, "num_perm": cfg.num_perm,
               "payload_bytes": len(payload), "payload_sha256": hashlib.sha256(payload).hexdigest()}
     tmp = path.with_name(f".{path.name}.tmp")
     with tmp.open("wb") as f:
@@ -571,12 +574,32 @@ class SavedIndex:
     behaviour: np.ndarray
     has_code: np.ndarray
     has_behaviour: np.ndarray
-    lsh: dict | None  # None when the LSH settings changed: rebuilt from the signatures
+    same_lsh: bool  # the LSH settings are those it was saved with (else "rebuilt" is reported)
+
+
+MAX_INDEX_HEADER_BYTES = 64 << 20
+
+
+def _arrays(payload: bytes, n: int, num_perm: int) -> dict[str, np.ndarray]:
+    """The payload's four arrays, of exactly the expected shapes and types; ValueError if not."""
+    with np.load(io.BytesIO(payload), allow_pickle=False) as npz:
+        want = {"code": ((n, num_perm), np.uint32), "behaviour": ((n, num_perm), np.uint32),
+                "has_code": ((n,), np.bool_), "has_behaviour": ((n,), np.bool_)}
+        if set(npz.files) != set(want):
+            raise ValueError("unexpected arrays")
+        out = {}
+        for key, (shape, dtype) in want.items():
+            array = npz[key]
+            if array.shape != shape or array.dtype != dtype:
+                raise ValueError(f"{key} has shape {array.shape} and type {array.dtype}")
+            out[key] = array
+    return out
 
 
 def load_index(path: Path, files: list[EnvFile], cfg: DedupeConfig) -> tuple[SavedIndex | None, str]:
     """A pool's saved index when it matches the pool's files and the settings, else (None, why).
-    The header is checked, and the payload's size and sha256, before anything is unpickled."""
+    The header is checked, and the payload's size and sha256; the arrays are read with
+    allow_pickle=False and must have the expected shapes: nothing in the file is executed."""
     if not path.is_file():
         return None, "no saved index"
     sig_key, lsh_key = index_keys(files, cfg)
@@ -584,23 +607,31 @@ def load_index(path: Path, files: list[EnvFile], cfg: DedupeConfig) -> tuple[Sav
         with path.open("rb") as f:
             if f.read(len(INDEX_MAGIC)) != INDEX_MAGIC:
                 return None, "saved index unreadable (not an evoenv dedupe index)"
-            header = json.loads(f.readline(4096))
-            if not isinstance(header, dict) or header.get("version") != 1:
+            header = json.loads(f.readline(MAX_INDEX_HEADER_BYTES))
+            if not isinstance(header, dict) or header.get("version") != 2:
                 return None, "saved index unreadable (unknown version)"
             if header.get("signature_key") != sig_key:
                 return None, "saved index stale (the pool's files or the signature settings changed)"
-            payload = f.read(int(header["payload_bytes"]) + 1)
-        if len(payload) != header["payload_bytes"] or \
-                hashlib.sha256(payload).hexdigest() != header.get("payload_sha256"):
+            size = header.get("payload_bytes")
+            if type(size) is not int or size < 0:
+                return None, "saved index unreadable (bad header)"
+            payload = f.read(size + 1)
+        if len(payload) != size or hashlib.sha256(payload).hexdigest() != header.get("payload_sha256"):
             return None, "saved index unreadable (payload size or checksum mismatch)"
-        data = pickle.loads(payload)
-        saved = SavedIndex(data["members"], data["code"], data["behaviour"], data["has_code"],
-                           data["has_behaviour"], data["lsh"] if header.get("lsh_key") == lsh_key else None)
-    except (OSError, ValueError, KeyError, TypeError, pickle.UnpicklingError, EOFError) as exc:
+        members = header.get("members")
+        if not isinstance(members, list) or not all(
+                isinstance(m, list) and len(m) == 3 and all(isinstance(x, str) for x in m[:2])
+                and (m[2] is None or isinstance(m[2], str)) for m in members):
+            return None, "saved index unreadable (bad members)"
+        arrays = _arrays(payload, len(members), cfg.num_perm)
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
         return None, f"saved index unreadable ({type(exc).__name__})"
+    saved = SavedIndex([tuple(m) for m in members], arrays["code"].astype(np.uint32),
+                       arrays["behaviour"].astype(np.uint32), arrays["has_code"], arrays["has_behaviour"],
+                       header.get("lsh_key") == lsh_key)
     if [tuple(m[:2]) for m in saved.members] != [(e.path.name, e.env_id) for e in files]:
         return None, "saved index stale (its members differ from the pool's files)"
-    return saved, "loaded" if saved.lsh is not None else "loaded signatures; LSH tables rebuilt (thresholds changed)"
+    return saved, "loaded" if saved.same_lsh else "loaded signatures; LSH tables rebuilt (thresholds changed)"
 
 
 # -- the stage -------------------------------------------------------------------------------------
@@ -670,14 +701,11 @@ def add_pool(index: NoveltyIndex, lib: artifacts.EnvLibrary, label: str, pools: 
     saved, status = load_index(lib.root / INDEX_FILE, lib.files, cfg)
     unsampled = 0
     if saved is not None:
-        adopt = saved.lsh is not None and len(index) == 0  # its LSH keys are our rows
         for i, (file, env_id, name) in enumerate(saved.members):
             index.add(Member(file, label, env_id, name, True),
                       saved.code[i] if saved.has_code[i] else None,
-                      saved.behaviour[i] if saved.has_behaviour[i] else None, insert=not adopt)
+                      saved.behaviour[i] if saved.has_behaviour[i] else None)
             unsampled += not saved.has_behaviour[i]
-        if adopt:
-            index.lsh = dict(saved.lsh)
     else:
         status = f"built ({status})"
         for chunk in _chunks(lib.files, 8 * pools.runtime.workers):

@@ -257,7 +257,8 @@ def env_items(library: EnvLibrary, cfg: EvaluateConfig, sample_cfg: SampleConfig
     """Held-out instances of every environment, generated and prompted in the sandbox.
     Environments or instances that fail are returned as skips ({"env", "seed", "difficulty",
     "reason"}), not raised."""
-    skipped: list[dict] = []
+    skipped: list[dict] = [{"env": r.file, "seed": None, "difficulty": None, "reason": r.reason}
+                           for r in library.refused]
     plans = []
     index_cfg = dataclasses.replace(sample_cfg, difficulty=None, difficulty_from="index")
     for env in library.files:

@@ -70,13 +70,15 @@ def check_config(cfg: SampleConfig, library: EnvLibrary) -> None:
 def run(library: EnvLibrary, cfg: SampleConfig, pool: SandboxPool) -> SampleReport:
     check_config(cfg, library)
     report = SampleReport()
+    report.skipped += [{"env": r.file, "seed": None, "difficulty": None, "reason": r.reason}
+                       for r in library.refused]
     plans: list[Plan] = []
     for env in library.files:
         error = pool.load_error(env)
         meta = {} if error else pool.describe(env)
         missing = [n for n in REQUIRED if n not in meta.get("callables", [])]
-        if error or missing:
-            reason = error or f"missing {', '.join(missing)}"
+        if error or missing or meta.get("name_problem"):
+            reason = error or (f"missing {', '.join(missing)}" if missing else meta["name_problem"])
             report.skipped.append({"env": env.path.name, "seed": None, "difficulty": None, "reason": reason})
             continue
         name = meta.get("NAME") or env.name

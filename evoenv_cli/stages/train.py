@@ -21,7 +21,7 @@ from typing import Any
 
 from evoenv_cli import artifacts
 from evoenv_cli.config import RewardConfig, RuntimeConfig, TrainConfig, to_dict
-from evoenv_cli.rewards import EnvReward
+from evoenv_cli.rewards import EnvReward, row_instance
 
 ROW_FIELDS = ("prompt", "env_id", "instance")
 
@@ -37,12 +37,34 @@ def check_inputs(data: Path, library: artifacts.EnvLibrary, model: str) -> list[
         missing = [f for f in ROW_FIELDS if f not in row]
         if missing:
             raise artifacts.InputError(f"{data}:{n}: row lacks {', '.join(missing)} (write rows with `evoenv sample`)")
-        if not isinstance(row["prompt"], (list, str)) or not row["prompt"]:
-            raise artifacts.InputError(f"{data}:{n}: prompt must be chat messages or text")
+        problem = row_problem(row)
+        if problem:
+            raise artifacts.InputError(f"{data}:{n}: {problem}")
         if row["env_id"] not in known and row.get("env_name") not in names:
             raise artifacts.InputError(f"{data}:{n}: environment {row['env_id']} ({row.get('env_name', '?')}) "
                                        f"is not in the library {library.root}")
     return rows
+
+
+def row_problem(row: dict) -> str | None:
+    """What is wrong with the types of a row's fields, or None (rows are data: a list where a
+    string belongs is an input error, not a TypeError later)."""
+    prompt = row["prompt"]
+    chat = isinstance(prompt, list) and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+        for m in prompt)
+    if not prompt or not (isinstance(prompt, str) or chat):
+        return "prompt must be chat messages ({role, content} strings) or text"
+    if not isinstance(row["env_id"], str):
+        return f"env_id must be a string, not {type(row['env_id']).__name__}"
+    if row.get("env_name") is not None and not isinstance(row["env_name"], str):
+        return f"env_name must be a string, not {type(row['env_name']).__name__}"
+    if row_instance(row["instance"]) is None:
+        return "instance must be a JSON object (or its JSON text)"
+    for key in ("answer", "solution"):
+        if key in row and not isinstance(row[key], str):
+            return f"{key} must be a string, not {type(row[key]).__name__}"
+    return None
 
 
 def check_model(model: str) -> str:

@@ -323,6 +323,7 @@ def judge(env: EnvFile, cfg: ValidateConfig, pool: SandboxPool, fresh: SandboxPo
     except Rejected as rej:
         stage, reason, admitted = rej.stage, rej.reason, False
     checker.m["wall_s"] = round(time.perf_counter() - started, 3)
+    checker.m["sandbox"] = pool.plan.jail  # which jail judged it: bwrap, process+landlock, process
     return Verdict(env.path.name, env.env_id, static_name, admitted, stage, reason, checker.m)
 
 

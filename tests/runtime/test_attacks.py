@@ -15,6 +15,7 @@ paths and are removed, host processes used as targets are our own `sleep`s.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import resource
@@ -61,6 +62,14 @@ PROCESS = pytest.param(
 # The process mode keeps the host's file permissions out of the worker only when it drops to
 # an unprivileged uid (the suite runs as root): otherwise the worker is the invoking user.
 _PROCESS_DROPS = (_plan("process") or sandbox.LaunchPlan("process", "", "", None, None)).drop_to_uid is not None
+# With Landlock the process mode also reads only the interpreter, /usr and its own folder, writes
+# nowhere, and cannot reach (ptrace, /proc/<pid>/mem, signal) a process outside its domain.
+_PROCESS_LANDLOCK = bool((_plan("process") or sandbox.LaunchPlan("process", "", "", None, None)).landlock_abi)
+LANDLOCK = pytest.param(
+    "process", id="process",
+    marks=pytest.mark.skipif(not _PROCESS_LANDLOCK, reason="Landlock unavailable: the process mode "
+                             "does not stop this here (see sandbox.py)"),
+)
 
 
 @pytest.fixture(params=[BWRAP, PROCESS])
@@ -175,15 +184,18 @@ _WRITE_CASES = (
     [pytest.param(BWRAP.values[0], t, id=f"bwrap-{t}", marks=BWRAP.marks) for t in _WRITE_TARGETS + ["host_tmp"]]
     + [pytest.param(PROCESS.values[0], t, id=f"process-{t}", marks=PROCESS.marks)
        for t in (_WRITE_TARGETS if _PROCESS_DROPS else [])]
+    + [pytest.param(LANDLOCK.values[0], t, id=f"process-landlock-{t}", marks=LANDLOCK.marks)
+       for t in _WRITE_TARGETS + ["host_tmp"]]
 )
 
 
 @pytest.mark.parametrize("mode,target", _WRITE_CASES)
 def test_writes_outside_scratch_do_not_reach_the_host(pool, mode, target, tmp_path):
     """Writes to the project, the folder above it, the home folder, pytest's tmp folder and the
-    host /tmp. NOT protected by the process mode: the host /tmp (and /dev/shm), which the
-    worker's uid can write (a marker lands there); and, when the suite does not run as root
-    (no uid drop), every place the invoking user can write."""
+    host /tmp. NOT protected by the process mode without Landlock: the host /tmp (and
+    /dev/shm), which the worker's uid can write (a marker lands there); and, when the suite does
+    not run as root (no uid drop), every place the invoking user can write. With Landlock the
+    process mode writes nowhere (the process-landlock cases)."""
     path = {
         "project": marker_path(PROJECT),
         "above_project": marker_path(PROJECT.parent),
@@ -251,7 +263,7 @@ def test_filling_tmp_is_bounded(pool, mode, layout):
         cap = min(LIMITS.tmp_mb, LIMITS.file_size_mb) if mode == "bwrap" else LIMITS.file_size_mb
         assert _mib_written(result) <= cap, result
         leftovers = sorted(Path("/tmp").glob(prefix + "*"))
-        if mode == "bwrap":
+        if mode == "bwrap" or _PROCESS_LANDLOCK:
             assert leftovers == [], f"jail files reached the host: {leftovers}"
         else:
             assert all(p.stat().st_size <= LIMITS.file_size_mb * 1024 * 1024 for p in leftovers)
@@ -331,6 +343,8 @@ _SECRET_CASES = (
     [pytest.param(BWRAP.values[0], s, id=f"bwrap-{s}", marks=BWRAP.marks) for s in _SECRET_SOURCES + ["file_project"]]
     + [pytest.param(PROCESS.values[0], s, id=f"process-{s}", marks=PROCESS.marks)
        for s in (_SECRET_SOURCES if _PROCESS_DROPS else ["environ"])]
+    + [pytest.param(LANDLOCK.values[0], s, id=f"process-landlock-{s}", marks=LANDLOCK.marks)
+       for s in _SECRET_SOURCES + ["file_project"]]
 )
 
 
@@ -352,8 +366,9 @@ def test_planted_secret_cannot_be_read(pool, mode, source, tmp_path, monkeypatch
     """The secret sits in the parent's environment variables, in the parent's initial
     environment (/proc/<parent>/environ), in another root process's environment, in a file in
     pytest's tmp folder, in the home folder and in the project. NOT protected by the process
-    mode: any world-readable file, such as the project's sources (a secret planted there is
-    read), since it sees the host file system with the rights of uid 65534."""
+    mode without Landlock: any world-readable file, such as the project's sources (a secret
+    planted there is read), since it sees the host file system with the rights of uid 65534.
+    With Landlock it reads only the interpreter, /usr and its own folder (process-landlock)."""
     secret = f"EVOENV_SECRET_{uuid.uuid4().hex}"
     monkeypatch.setenv("EVOENV_TEST_SECRET", secret)
     files: list[Path] = []
@@ -589,7 +604,8 @@ def test_odd_instances_are_invalid(pool, seed):
 # forged replies ------------------------------------------------------------------------------
 FORGERIES = [
     "not_json", "not_object", "nested_list", "nested_value", "big_int_value", "big_int_seconds",
-    "big_float_value", "wrong_type_tag", "error_not_str",
+    "big_float_value", "wrong_type_tag", "error_not_str", "nested_900", "nested_900_list",
+    "surrogate_error", "invalid_utf8",
 ]
 
 
@@ -618,3 +634,214 @@ def test_forged_ready_message_never_crashes_the_parent(pool):
     results = pool.run(forger, [Call.score(NORMAL, "7")])
     assert len(results) == 1 and results[0].status in ("ok", "crash", "error", "invalid"), results
     assert_good_env_runs(pool)
+
+
+# 19 ------------------------------------------------------------------------------------------
+# The jail's pid 1. bwrap's own init used to be pid 1 of every jail: same uid as the worker, no
+# seccomp filter, memory writable from the worker. Now the worker is pid 1 (--as-pid-1), so
+# there is no other process in the jail; in the process mode pid 1 is the host's init.
+def _processes_with(text: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            if text.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@pytest.mark.parametrize("route", ["mem", "fd", "ptrace"])
+def test_pid_one_of_the_jail_is_no_way_out(pool, route):
+    """Write access to pid 1's memory (/proc/1/mem), its descriptors (/proc/1/fd) or a ptrace
+    of pid 1: under the old jail the first one worked (bwrap's init, unfiltered, writable)."""
+    result = attack(pool, "reach_process", route, {"pid": 1})
+    assert_refused(result, f"reaching pid 1 through {route}")
+
+
+def test_worker_is_pid_one_of_its_jail(mode):
+    """In the jail, the worker is pid 1 and under its own seccomp filter: no unfiltered
+    process shares its PID namespace."""
+    probe = EnvFile.from_path(ATTACKS / "reach_process.py")
+    with SandboxPool(limits=LIMITS, sandbox_mode=mode, workers=1) as pool:
+        assert pool.run(probe, [Call.score(NORMAL, "7")])[0].ok
+        worker = pool._slots.idle[probe.env_id][0]
+        host_pids = [worker.proc.pid]
+        children = Path(f"/proc/{worker.proc.pid}/task/{worker.proc.pid}/children")
+        host_pids += [int(c) for c in children.read_text().split()] if children.exists() else []
+        statuses = {pid: Path(f"/proc/{pid}/status").read_text() for pid in host_pids}
+    if mode == "bwrap":
+        # the bwrap process outside the jail, and exactly one process inside: the worker
+        assert len(host_pids) == 2, statuses
+        inside = dict(line.split(":", 1) for line in statuses[host_pids[1]].splitlines() if ":" in line)
+        assert inside["NSpid"].split()[-1] == "1", inside  # its pid in the jail's namespace
+        assert inside["Seccomp"].strip() == "2", inside
+    else:
+        assert "Seccomp:\t2" in statuses[host_pids[0]], statuses
+
+
+def test_no_process_is_left_behind(mode):
+    """The escape that worked: write code into pid 1 that clears its parent-death signal and
+    forks a sleeper, then exit so that pid 1 runs it. The sleeper (and its parent) outlived
+    evoenv. Now there is no other process to write into, and a dead worker takes its whole jail
+    with it. In the process mode pid 1 is the host's init: refused."""
+    marker = f"evoenv_left_behind_{uuid.uuid4().hex}"
+    try:
+        with SandboxPool(limits=LIMITS, sandbox_mode=mode, workers=2) as pool:
+            result = attack(pool, "reach_process", "inject", {"pid": 1, "marker": marker})
+            assert result.value is None, result
+        deadline = time.monotonic() + 5
+        while _processes_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _processes_with(marker) == [], f"a process outlived the pool ({result})"
+        assert_refused(result, "writing code into pid 1")
+    finally:
+        for pid in _processes_with(marker):
+            parent = _parent_of(pid)
+            for victim in (pid, parent):
+                if victim and victim > 1:
+                    try:
+                        os.kill(victim, 9)
+                    except ProcessLookupError:
+                        pass
+
+
+@pytest.mark.parametrize("mode", [BWRAP, LANDLOCK])
+@pytest.mark.parametrize("route", ["mem", "fd", "ptrace", "inject"])
+def test_host_process_of_the_worker_uid_is_out_of_reach(pool, mode, route):
+    """A host process running as the workers' own uid (65534 when the suite runs as root) and
+    dumpable, so file permissions do not protect its /proc entries. In the jail it is not even
+    visible; the process mode needs Landlock, whose ptrace rule keeps a worker from every
+    process outside its own domain. NOT protected by the process mode without Landlock: the
+    worker opens that process's memory read-write and could run code in it."""
+    marker = f"evoenv_left_behind_{uuid.uuid4().hex}"
+    target = subprocess.Popen(unprivileged_prefix(mode) + ["sleep", "60"], start_new_session=True)
+    try:
+        time.sleep(0.05)
+        result = attack(pool, "reach_process", route, {"pid": target.pid, "marker": marker})
+        assert target.poll() is None
+        assert_refused(result, f"reaching a host process through {route}")
+    finally:
+        target.kill()
+        target.wait(timeout=5)
+        for pid in _processes_with(marker):
+            os.kill(pid, 9)
+
+
+# 20 ------------------------------------------------------------------------------------------
+# Nothing the worker says about itself is believed.
+def test_calls_and_imports_are_timed_by_the_parent(mode):
+    """The environment freezes the clocks the worker times itself with: a 1.2 s solve and a
+    0.4 s import still take their real time in the parent's results."""
+    liar = env("lying_clock")
+    limits = replace(LIMITS, solve_s=3)
+    with SandboxPool(limits=limits, sandbox_mode=mode, workers=1) as pool:
+        meta = pool.describe(liar)
+        results = pool.run(liar, [Call.solve(NORMAL), Call.score(NORMAL, "7")])
+    assert meta["import_seconds"] >= 0.4, meta
+    assert_ok(results[0], "7", "the slow solve")
+    assert results[0].seconds >= 1.15, results[0]
+    assert_ok(results[1], 1.0, "the score after it")
+    assert results[1].seconds < 1.0, results[1]
+
+
+def test_metadata_comes_from_the_source_not_the_worker(pool):
+    """A forged 'ready' line (NAME a list, other TAGS and ANSWER_TYPE, a 3 MB docstring with a
+    lone surrogate, an unknown callable) and a later 3 MB NAME: describe() gives what the
+    source declares, bounded."""
+    forger = env("forged_meta")
+    meta = pool.describe(forger)
+    assert meta["NAME"] == "attack_forged_meta"
+    assert meta["TAGS"] == ["honest"] and meta["ANSWER_TYPE"] == "int" and meta["INPUT_TYPE"] is None
+    assert meta["doc"].startswith("Attack: forge the metadata") and len(meta["doc"]) <= 2000
+    assert set(meta["callables"]) <= {"generate", "generate_from", "prompt", "solve", "score"}
+    assert len(json.dumps(meta)) < 10_000
+    pool.run(forger, [Call.score(NORMAL, "7")])  # the genuine ready line answers this call
+    assert_good_env_runs(pool)
+
+
+# 21 ------------------------------------------------------------------------------------------
+# Every value is sanitized once, at the boundary.
+def _utf8(text) -> bool:
+    try:
+        json.dumps(text, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def test_lone_surrogates_come_back_as_valid_text(pool):
+    odd = env("odd_text")
+    results = pool.run(odd, [Call.generate(1, 1), Call.prompt({"n": 1}), Call.solve({"n": 1}),
+                             Call.score(NORMAL, "surrogate"), Call.score(NORMAL, "7")])
+    assert [r.status for r in results] == ["ok", "ok", "ok", "error", "ok"], results
+    for r in results:
+        assert _utf8(r.value) and _utf8(r.error), r
+    assert results[0].value == {"text\ufffd": "value \ufffd", "n": 1}
+    assert results[1].value == "What is \ufffd one?" and results[2].value == "1\ufffd"
+    assert "\ufffd" in results[3].error
+
+
+def test_deeply_nested_instance_is_invalid(pool):
+    """A whole line that is not a usable reply leaves the channel in step: the call is invalid
+    and the worker answers the next one (no respawn, so no 'skipped after 3 kills' either)."""
+    results = pool.run(env("odd_text"), [Call.generate(2, 1), Call.generate(3, 1)] * 4)
+    for bad, good in zip(results[::2], results[1::2]):
+        assert bad.status == "invalid" and "nested deeper" in bad.error, bad
+        assert_ok(good, {"n": 3}, "a normal generate after it")
+    assert pool.spawned == 1
+
+
+@pytest.mark.parametrize("kind", ["surrogate_error", "invalid_utf8"])
+def test_forged_bad_text_is_valid_text(pool, kind):
+    results = pool.run(env("forged_replies"), [Call.score(NORMAL, kind)])
+    assert results[0].status in ("error", "invalid") and _utf8(results[0].error), results[0]
+
+
+def test_a_reply_the_parent_cannot_handle_never_deadlocks_the_pool(mode, monkeypatch):
+    """Anything that raises while a reply is handled (RecursionError in json.dumps of a deep
+    value, once) left the worker's slot taken: after `workers` such replies the next call
+    waited forever. Now the worker is killed, the call is a crash, and the slot is free."""
+    from evoenv_cli.runtime import pool as pool_module
+
+    real = pool_module.check_value
+
+    def explode(fn, reply, limits):
+        if fn == "solve":
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(fn, reply, limits)
+
+    monkeypatch.setattr(pool_module, "check_value", explode)
+    done = threading.Event()
+    outcome: dict = {}
+
+    def work():
+        with SandboxPool(limits=LIMITS, sandbox_mode=mode, workers=2) as pool:
+            outcome["bad"] = [pool.run(GOOD, [Call.solve({"a": 1, "b": 2})])[0] for _ in range(4)]
+            outcome["good"] = pool.run(GOOD, [Call.score({"a": 1, "b": 2}, "3")])[0]
+        done.set()
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    assert done.wait(60), "the pool deadlocked"
+    assert [r.status for r in outcome["bad"]] == ["crash"] * 4, outcome
+    assert "RecursionError" in outcome["bad"][0].error
+    assert_ok(outcome["good"], 1.0, "a call after four unhandled replies")
+
+
+def test_oversized_source_is_never_run(mode, tmp_path):
+    big = tmp_path / "big.py"
+    big.write_bytes((ATTACKS / "good_env.py").read_bytes() + b"\n" + b"x = 1\n" * 20_000)
+    with SandboxPool(limits=LIMITS, sandbox_mode=mode, workers=1) as pool:
+        with pytest.raises(EnvLoadError, match="over 100000"):
+            pool.describe(EnvFile.from_path(big))
+        assert pool.spawned == 0

@@ -14,7 +14,17 @@ from pathlib import Path
 import pytest
 
 from evoenv_cli.runtime import sandbox
-from evoenv_cli.runtime.pool import Call, EnvFile, EnvLoadError, Limits, SandboxPool, check_value
+from evoenv_cli.runtime.pool import (
+    MAX_VALUE_DEPTH,
+    BadValue,
+    Call,
+    EnvFile,
+    EnvLoadError,
+    Limits,
+    SandboxPool,
+    check_value,
+    decode_reply,
+)
 
 HERE = Path(__file__).resolve().parent
 SEEDS = sorted(p for p in (HERE.parents[1] / "seeds").glob("*.py") if not p.name.startswith("_"))
@@ -500,3 +510,21 @@ def test_check_value_sanitises_timing_and_output_fields():
         assert check_value("score", ok(0.5, "float", t=t), SMALL).seconds == 0.0
     for out in ("12", 1.5, True, None):
         assert check_value("score", ok(0.5, "float", out=out), SMALL).output_chars == 0
+
+
+# -- decode_reply: the one boundary every reply crosses ----------------------------------------
+def test_decode_reply_makes_every_string_valid_text():
+    got = decode_reply(b'{"k\\ud800": ["\\udfff", {"x": "a\\ud83d\\ude00", "y": "\\uDBFF!"}]}')
+    assert got == {"k\ufffd": ["\ufffd", {"x": "a\U0001f600", "y": "\ufffd!"}]}
+    assert decode_reply(b'{"a": "\xff\xfe", "b": "\xed\xa0\x80"}') == {"a": "\ufffd\ufffd", "b": "\ufffd" * 3}
+    assert decode_reply(b'{"a": "\\\\ud800"}') == {"a": "\\ud800"}  # an escaped backslash, not a surrogate
+
+
+def test_decode_reply_bounds_nesting_without_recursion():
+    assert decode_reply(b"[" * MAX_VALUE_DEPTH + b"]" * MAX_VALUE_DEPTH) is not None
+    with pytest.raises(BadValue, match="nested deeper"):
+        decode_reply(b"[" * (MAX_VALUE_DEPTH + 1) + b"]" * (MAX_VALUE_DEPTH + 1))
+    with pytest.raises(BadValue):
+        decode_reply(b'{"ok": true, "value": ' + b'{"a": ' * 900 + b"1" + b"}" * 901)
+    wide = b"[" + b",".join([b'"x"'] * 10_000) + b"]"  # many brackets-free items: no walk needed
+    assert len(decode_reply(wide)) == 10_000

@@ -20,6 +20,11 @@ FORGERIES = {
     "big_float_value": b'{"ok": true, "type": "float", "value": 1e400}\n',
     "wrong_type_tag": b'{"ok": true, "type": "dict", "value": 1.0}\n',
     "error_not_str": b'{"ok": false, "error": {"x": 1}}\n',
+    # 900 levels: json.loads takes it, a recursive walk or json.dumps in a thread may not
+    "nested_900": b'{"ok": true, "type": "dict", "value": ' + b'{"a": ' * 900 + b"1" + b"}" * 900 + b"}\n",
+    "nested_900_list": b'{"ok": true, "type": "dict", "value": {"a": ' + b"[" * 900 + b"]" * 900 + b"}}\n",
+    "surrogate_error": b'{"ok": false, "error": "ValueError: \\ud800 lone"}\n',
+    "invalid_utf8": b'{"ok": true, "type": "str", "value": "\xff\xfe"}\n',
 }
 
 
