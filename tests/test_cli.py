@@ -359,7 +359,7 @@ def readme_outputs() -> list[str]:
         for line in block.splitlines():
             outs.update(x for x in re.findall(r"(?:--out|-o) (\S+)", line) if x != "-")
             outs.update(re.findall(r"evoenv tiny-model (\S+)", line))
-    return sorted(outs)
+    return sorted(o for o in outs if not o.startswith(("/", "~")))  # outside the clone: nothing to ignore
 
 
 def test_gitignore_covers_what_the_readme_examples_write():
