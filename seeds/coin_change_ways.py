@@ -14,7 +14,13 @@ INPUT_TYPE = "int"
 
 PRIME = 1_000_000_007
 _MODULO_FROM = 9  # difficulties from here on ask for the count modulo PRIME
-_COIN_COUNTS = (2, 2, 3, 3, 4, 5, 5, 6, 7, 8)  # by difficulty 1 to 10
+# By difficulty 1 to 10: how many coin values, the largest value a coin may have, and the
+# amount's range, which grows about geometrically from 4-12 (two small coins, a few ways to
+# list at a glance) to over a thousand.
+_COIN_COUNTS = (2, 2, 3, 3, 4, 5, 5, 6, 7, 8)
+_LARGEST_COINS = (4, 5, 6, 7, 9, 11, 13, 16, 19, 23)
+_SMALLEST_AMOUNTS = (4, 8, 14, 25, 47, 86, 160, 295, 545, 1005)
+_LARGEST_AMOUNTS = (12, 20, 32, 55, 100, 180, 330, 600, 1100, 2010)
 
 
 def _clamp(difficulty: int) -> int:
@@ -22,11 +28,12 @@ def _clamp(difficulty: int) -> int:
 
 
 def _amount_range(difficulty: int) -> tuple[int, int]:
-    return 5 + 10 * difficulty**2, 10 + 20 * difficulty**2
+    return _SMALLEST_AMOUNTS[difficulty - 1], _LARGEST_AMOUNTS[difficulty - 1]
 
 
 def _coins(rng: random.Random, difficulty: int) -> list[int]:
-    return sorted(rng.sample(range(1, 4 + 2 * difficulty), _COIN_COUNTS[difficulty - 1]))
+    largest = _LARGEST_COINS[difficulty - 1]
+    return sorted(rng.sample(range(1, largest + 1), _COIN_COUNTS[difficulty - 1]))
 
 
 def _count(coins: list[int], amount: int) -> int:

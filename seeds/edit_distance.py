@@ -14,6 +14,9 @@ INPUT_TYPE = "str"
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 _ALPHABET = "abcd"  # few letters, so many alignments look alike
+# The first string's greatest length by difficulty 1 to 10, growing about geometrically; a
+# generated one is at most two letters shorter.
+_MAX_LENGTHS = (4, 5, 6, 8, 10, 13, 17, 21, 27, 34)
 
 
 def _clamp(difficulty: int) -> int:
@@ -21,7 +24,7 @@ def _clamp(difficulty: int) -> int:
 
 
 def _max_length(difficulty: int) -> int:
-    return 4 + 3 * difficulty
+    return _MAX_LENGTHS[difficulty - 1]
 
 
 def _mutate(rng: random.Random, text: str, edits: int) -> str:

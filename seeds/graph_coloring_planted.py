@@ -1,9 +1,10 @@
 """Graph 3-coloring with a planted solution: color every vertex of an undirected graph with
 one of three colors so that no edge joins two vertices of the same color. The edges are drawn
 only between vertices of different colors in a hidden balanced coloring, so a coloring
-exists, and any proper one counts. With four to five edges per vertex on average, near where
-random graphs stop being 3-colorable, a coloring takes a real search with backtracking, while
-checking one is a single pass over the edges."""
+exists, and any proper one counts. With up to four and a half edges per vertex on average at
+the top, near where random graphs stop being 3-colorable, a coloring takes a real search
+with backtracking, while checking one is a single pass over the edges. At difficulty 1 the
+graph has five vertices and six edges."""
 
 import random
 import re
@@ -14,6 +15,9 @@ ANSWER_TYPE = "list[int]"
 
 _COLORS = 3
 _MAX_ANSWER_CHARS = 10_000
+# The number of vertices by difficulty 1 to 10, growing about geometrically; the average
+# number of edges at a vertex grows from 2.5 to 4.5 (see generate).
+_VERTICES = (5, 6, 8, 10, 13, 18, 24, 33, 44, 60)
 
 
 def _clamp(difficulty: int) -> int:
@@ -23,14 +27,14 @@ def _clamp(difficulty: int) -> int:
 def generate(seed: int, difficulty: int) -> dict:
     difficulty = _clamp(difficulty)
     rng = random.Random(f"{NAME}:{seed}:{difficulty}")
-    count = 6 * difficulty
-    degree = 3.0 + 1.5 * (difficulty - 1) / 9
+    count = _VERTICES[difficulty - 1]
+    degree = 2.5 + 2.0 * (difficulty - 1) / 9
     planted = [vertex % _COLORS for vertex in range(count)]
     rng.shuffle(planted)
     allowed = [
         (u, v) for u in range(count) for v in range(u + 1, count) if planted[u] != planted[v]
     ]
-    edges = sorted(rng.sample(allowed, round(degree * count / 2)))
+    edges = sorted(rng.sample(allowed, min(len(allowed), round(degree * count / 2))))
     return {
         "vertices": count,
         "colors": _COLORS,

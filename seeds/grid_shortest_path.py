@@ -12,6 +12,9 @@ TAGS = ["algorithmic", "graph", "bfs", "grid"]
 ANSWER_TYPE = "int"
 
 _MOVES = ((1, 0), (-1, 0), (0, 1), (0, -1))
+# The grid's side by difficulty 1 to 10, growing about geometrically from a 4x4 grid that can
+# be read at a glance to a 23x23 maze.
+_SIDES = (4, 5, 6, 7, 8, 10, 12, 15, 19, 23)
 
 
 def _distances(grid: list[str], start: tuple[int, int]) -> dict[tuple[int, int], int]:
@@ -39,7 +42,7 @@ def _find(grid: list[str], mark: str) -> tuple[int, int]:
 def generate(seed: int, difficulty: int) -> dict:
     difficulty = max(1, min(10, int(difficulty)))
     rng = random.Random(f"{NAME}:{seed}:{difficulty}")
-    side = 3 + 2 * difficulty
+    side = _SIDES[difficulty - 1]
     while True:
         cells = [["#" if rng.random() < 0.3 else "." for _ in range(side)] for _ in range(side)]
         rows = ["".join(row) for row in cells]

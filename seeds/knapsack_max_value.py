@@ -13,10 +13,17 @@ ANSWER_TYPE = "int"
 INPUT_TYPE = "int"
 
 
+# By difficulty 1 to 10: how many items, the heaviest weight and the largest value an item may
+# have. They grow about geometrically from two single-digit items to 23 items.
+_COUNTS = (2, 3, 4, 5, 6, 8, 10, 13, 17, 23)
+_MAX_WEIGHTS = (5, 6, 8, 10, 12, 15, 18, 22, 28, 34)
+_MAX_VALUES = (9, 11, 14, 18, 22, 28, 35, 44, 55, 69)
+
+
 def _items(rng: random.Random, difficulty: int) -> tuple[list[int], list[int]]:
-    count = 3 + 2 * difficulty
-    weights = [rng.randint(1, 4 + 3 * difficulty) for _ in range(count)]
-    values = [rng.randint(1, 9 + 6 * difficulty) for _ in range(count)]
+    count = _COUNTS[difficulty - 1]
+    weights = [rng.randint(1, _MAX_WEIGHTS[difficulty - 1]) for _ in range(count)]
+    values = [rng.randint(1, _MAX_VALUES[difficulty - 1]) for _ in range(count)]
     return weights, values
 
 

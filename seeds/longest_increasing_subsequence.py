@@ -21,9 +21,14 @@ def _clamp(difficulty: int) -> int:
     return max(1, min(10, int(difficulty)))
 
 
+# The typical list length by difficulty 1 to 10, growing geometrically.
+_MIDDLES = (4, 6, 9, 14, 21, 31, 47, 71, 106, 160)
+
+
 def _length(rng: random.Random, difficulty: int) -> int:
-    """About 8 numbers at difficulty 1 growing geometrically to about 160 at 10."""
-    middle = round(8 * 20 ** ((difficulty - 1) / 9))
+    """About 4 numbers at difficulty 1 (3 to 5) growing geometrically to about 160 at 10
+    (120 to 200): a quarter either side of the typical length."""
+    middle = _MIDDLES[difficulty - 1]
     return rng.randint(middle - middle // 4, middle + middle // 4)
 
 

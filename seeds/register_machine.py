@@ -1,6 +1,7 @@
 """Run a short program for a machine with four registers (set, add, sub, mul modulo 1000
 and a conditional jump that forms counted loops, nested at higher difficulty) and report
-one register's final value. An interpreter is a few lines, but by hand every loop must be
+one register's final value. At difficulty 1 it is one instruction on single-digit values;
+loops come in at difficulty 3. An interpreter is a few lines, but by hand every loop must be
 unrolled and every intermediate value carried exactly through modular arithmetic, so one
 slip anywhere changes the answer."""
 
@@ -16,26 +17,31 @@ MODULUS = 1000
 _DATA = ("a", "b")
 _COUNTERS = ("c", "d")  # the loop counter of nesting depth 0, then depth 1
 _MULTIPLIERS = (3, 7, 9, 11, 13, 17, 19, 21, 23)  # coprime to 1000, so mul never collapses to 0
+# By difficulty 1 to 10, growing about geometrically: the fewest program lines, and the bound
+# on the initial values and constants (all below it; 1000 is the whole register range).
+_MIN_LINES = (1, 2, 3, 4, 5, 8, 12, 19, 28, 43)
+_VALUE_BOUNDS = (10, 20, 30, 50, 80, 130, 220, 360, 600, 1000)
+_LOOPS_FROM = 3  # below this difficulty a program is straight-line
 
 
 def _clamp(difficulty: int) -> int:
     return max(1, min(10, int(difficulty)))
 
 
-def _straight(rng: random.Random) -> list:
+def _straight(rng: random.Random, difficulty: int) -> list:
     target = rng.choice(_DATA)
     op = rng.choice(("add", "add", "sub", "mul"))
     if op == "mul":
         return [op, target, rng.choice(_MULTIPLIERS)]
     if rng.random() < 0.5:
         return [op, target, _DATA[1 - _DATA.index(target)]]
-    return [op, target, rng.randint(1, MODULUS - 1)]
+    return [op, target, rng.randint(1, _VALUE_BOUNDS[difficulty - 1] - 1)]
 
 
 def _block(rng: random.Random, difficulty: int, depth: int, program: list) -> None:
     """Appends one straight instruction or one counted loop (maybe nested) to program."""
-    if depth >= 2 or rng.random() < 0.5:
-        program.append(_straight(rng))
+    if difficulty < _LOOPS_FROM or depth >= 2 or rng.random() < 0.5:
+        program.append(_straight(rng, difficulty))
         return
     counter = _COUNTERS[depth]
     program.append(["set", counter, rng.randint(2, 2 + difficulty // 2)])
@@ -49,23 +55,26 @@ def _block(rng: random.Random, difficulty: int, depth: int, program: list) -> No
 
 def _program(rng: random.Random, difficulty: int) -> list:
     program: list = []
-    while len(program) < 3 + 4 * difficulty:
+    while len(program) < _MIN_LINES[difficulty - 1]:
         _block(rng, difficulty, 0, program)
     return program
 
 
 def _make(rng: random.Random, difficulty: int, a: int) -> dict:
-    return {
-        "initial": {"a": a, "b": rng.randrange(MODULUS)},
-        "program": _program(rng, difficulty),
-        "ask": rng.choice(_DATA),
-    }
+    initial = {"a": a, "b": rng.randrange(_VALUE_BOUNDS[difficulty - 1])}
+    program = _program(rng, difficulty)
+    ask = rng.choice(_DATA)
+    # A short program may leave one data register alone; the question is never about it, so
+    # its answer is never just a starting value copied from the prompt.
+    if all(line[1] != ask for line in program):
+        ask = _DATA[1 - _DATA.index(ask)]
+    return {"initial": initial, "program": program, "ask": ask}
 
 
 def generate(seed: int, difficulty: int) -> dict:
     difficulty = _clamp(difficulty)
     rng = random.Random(f"{NAME}:{seed}:{difficulty}")
-    return _make(rng, difficulty, rng.randrange(MODULUS))
+    return _make(rng, difficulty, rng.randrange(_VALUE_BOUNDS[difficulty - 1]))
 
 
 def generate_from(value: int, seed: int, difficulty: int) -> dict:

@@ -4,7 +4,9 @@ around a hidden assignment, so one exists, and any satisfying assignment counts.
 difficulty there are over four clauses per variable, where random formulas are hardest, so
 finding an assignment takes a real search, while checking one is a single pass over the
 clauses. Every clause is also satisfied by the complement of the hidden assignment, so the
-signs of the literals carry no hint of it."""
+signs of the literals carry no hint of it. At difficulty 1 there are three variables and
+every clause the hidden assignment allows (six of them), so only it and its complement
+satisfy the formula."""
 
 import random
 
@@ -13,6 +15,11 @@ TAGS = ["planted", "logic", "sat", "np-hard"]
 ANSWER_TYPE = "str"
 
 _MAX_ANSWER_CHARS = 10_000
+# The number of variables by difficulty 1 to 10, growing about geometrically.
+_VARIABLES = (3, 4, 6, 8, 10, 14, 19, 26, 36, 49)
+# Each set of three variables has 8 sign patterns; 6 have one or two literals true under the
+# planted assignment (see generate), so a small formula cannot have more clauses than this.
+_CLAUSES_PER_TRIPLE = 6
 
 
 def _clamp(difficulty: int) -> int:
@@ -26,12 +33,14 @@ def _holds(literal: int, bits: str) -> bool:
 def generate(seed: int, difficulty: int) -> dict:
     difficulty = _clamp(difficulty)
     rng = random.Random(f"{NAME}:{seed}:{difficulty}")
-    count = 4 + 5 * (difficulty - 1)
+    count = _VARIABLES[difficulty - 1]
     ratio = 3.5 + 0.75 * (difficulty - 1) / 9
+    triples = count * (count - 1) * (count - 2) // 6
+    wanted = min(round(ratio * count), _CLAUSES_PER_TRIPLE * triples)
     planted = "".join(rng.choice("01") for _ in range(count))
     clauses: list[list[int]] = []
     seen: set[tuple[int, ...]] = set()
-    while len(clauses) < round(ratio * count):
+    while len(clauses) < wanted:
         variables = sorted(rng.sample(range(1, count + 1), 3))
         clause = [v if rng.random() < 0.5 else -v for v in variables]
         # One or two true literals: true under the planted assignment and its complement.

@@ -20,12 +20,18 @@ def _clamp(difficulty: int) -> int:
     return max(1, min(10, int(difficulty)))
 
 
+# How many numbers by difficulty 1 to 10, growing about geometrically.
+_COUNTS = (4, 5, 6, 8, 10, 12, 15, 19, 24, 30)
+
+
 def _shape(difficulty: int) -> tuple[int, int, int, int]:
     """(count, largest value, smallest target, largest target) for a difficulty."""
-    count = 6 + round(24 * (difficulty - 1) / 9)
+    count = _COUNTS[difficulty - 1]
     high = 2**count
-    # A target in this range needs about 40-60% of the numbers, and always at least two.
-    return count, high, count * high // 5, 3 * count * high // 10
+    # A target in this range needs about 40-60% of the numbers, and always at least two: it
+    # exceeds the largest value (which on its own decides only for fewer than 6 numbers).
+    low = max(count * high // 5, high + 1)
+    return count, high, low, max(3 * count * high // 10, low)
 
 
 def _plant(rng: random.Random, target: int, high: int, most: int) -> list[int]:

@@ -11,17 +11,21 @@ import re
 NAME = "topological_order"
 TAGS = ["algorithmic", "graph", "ordering"]
 ANSWER_TYPE = "list[int]"
+# The number of nodes by difficulty 1 to 10, growing about geometrically; the edges per node
+# grow from 1 to 1.5 (see generate), so difficulty 1 is four nodes and four edges.
+_NODES = (4, 5, 6, 7, 9, 11, 13, 16, 20, 24)
 
 
 def generate(seed: int, difficulty: int) -> dict:
     difficulty = max(1, min(10, int(difficulty)))
     rng = random.Random(f"{NAME}:{seed}:{difficulty}")
-    n = 4 + 2 * difficulty
+    n = _NODES[difficulty - 1]
     hidden = list(range(n))
     rng.shuffle(hidden)
     # Edges only go forward in a hidden order, so the graph is acyclic.
     pairs = [(hidden[i], hidden[j]) for i in range(n) for j in range(i + 1, n)]
-    edges = rng.sample(pairs, min(len(pairs), round(1.5 * n)))
+    per_node = 1.0 + 0.5 * (difficulty - 1) / 9
+    edges = rng.sample(pairs, min(len(pairs), round(per_node * n)))
     edges.sort()
     return {"n": n, "edges": [list(edge) for edge in edges]}
 

@@ -40,12 +40,13 @@ def answer_key(names=ENVS, cfg=CFG) -> dict[str, tuple[str, str, int]]:
 
 def solver(accuracy, key):
     """A scripted solver of known accuracy per (env, level): of the K samples of an instance,
-    the first round(accuracy * K) are right."""
+    the first round(accuracy * K) are right. A wrong one appends "1" to the reference: an
+    integer n becomes 10n + 1, never n (appending "0" leaves the answer 0 right as "00")."""
 
     def reply(text, pid, j):
         name, ref, level = key[text[: -len(INSTRUCTION)]]
         right = j < round(accuracy(name, level) * CFG.samples)
-        return f"thinking... <answer>{ref if right else ref + '0'}</answer>"
+        return f"thinking... <answer>{ref if right else ref + '1'}</answer>"
 
     return reply
 

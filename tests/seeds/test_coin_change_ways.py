@@ -2,6 +2,7 @@
 generate_from's amount mapping."""
 
 import importlib.util
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,16 @@ def test_generate_from_maps_any_int_into_the_amount_range(value):
     expected = value if low <= value <= high else low + value % (high - low + 1)
     assert instance["amount"] == expected
     assert env.score(instance, env.solve(instance)) == 1.0
+
+
+def test_level_one_is_tiny_and_the_amount_grows_to_level_ten():
+    tiny = [env.generate(seed, 1) for seed in range(50)]
+    assert all(len(i["coins"]) == 2 and max(i["coins"]) <= 4 for i in tiny)
+    assert all(4 <= i["amount"] <= 12 and 1 <= int(env.solve(i)) <= 7 for i in tiny)
+    ranges = [env._amount_range(d) for d in range(1, 11)]
+    assert all(a[0] < b[0] and a[1] < b[1] for a, b in pairwise(ranges))
+    assert ranges[-1] == (5 + 10 * 10**2, 10 + 20 * 10**2)  # level 10 as it always was
+    typical = [sorted(env.generate(s, d)["amount"] for s in range(21))[10] for d in range(1, 11)]
+    assert typical == sorted(set(typical))
+    coin_counts = [len(env.generate(0, d)["coins"]) for d in range(1, 11)]
+    assert coin_counts == sorted(coin_counts) and coin_counts[-1] == 8

@@ -1,6 +1,7 @@
 """edit_distance: textbook distances, and generate_from's sanitizing of its string."""
 
 import importlib.util
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,9 @@ def test_rejects_other_answers(answer):
 def test_generate_from_sanitizes_and_truncates():
     instance = env.generate_from("Hello, World! ☃" * 50, 0, 1)
     first = instance["first"]
-    assert first.startswith("hello") and len(first) == 7
+    assert first == "hell" and env._max_length(1) == 4
+    first = env.generate_from("Hello, World! ☃" * 50, 0, 3)["first"]
+    assert first.startswith("hello") and len(first) == 6
     assert first.isascii() and first.isalpha() and first.islower()
     assert env.generate_from("", 0, 1)["first"] == ""
 
@@ -42,3 +45,13 @@ def test_generate_from_sanitizes_and_truncates():
 def test_generate_from_rejects_a_non_str():
     with pytest.raises(TypeError):
         env.generate_from(["a"], 0, 1)
+
+
+def test_level_one_is_tiny_and_lengths_grow_to_level_ten():
+    tiny = [env.generate(seed, 1) for seed in range(50)]
+    assert all(2 <= len(i["first"]) <= 4 and len(i["second"]) <= 9 for i in tiny)
+    assert all(int(env.solve(i)) <= 5 for i in tiny)
+    longest = [env._max_length(d) for d in range(1, 11)]
+    assert all(a < b for a, b in pairwise(longest)) and longest[-1] == 4 + 3 * 10
+    lengths = [len(env.generate(seed, 10)["first"]) for seed in range(50)]
+    assert min(lengths) >= 32 and max(lengths) <= 34

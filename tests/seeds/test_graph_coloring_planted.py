@@ -4,7 +4,7 @@ else is, generated graphs respect their planted coloring, and instances are dete
 import importlib.util
 import json
 import time
-from itertools import product
+from itertools import pairwise, product
 from pathlib import Path
 
 import pytest
@@ -91,7 +91,8 @@ def test_generated_graphs_are_simple_and_respect_the_balanced_planted_coloring(d
         assert edges and edges == sorted(edges)
         assert len({tuple(edge) for edge in edges}) == len(edges)
         assert all(0 <= u < v < count and planted[u] != planted[v] for u, v in edges)
-        assert sorted(planted.count(color) for color in range(3)) == [count // 3] * 3
+        sizes = [planted.count(color) for color in range(3)]
+        assert sum(sizes) == count and max(sizes) - min(sizes) <= 1
 
 
 @pytest.mark.parametrize("difficulty", [1, 5, 10])
@@ -111,7 +112,7 @@ def test_references_vary_across_seeds(difficulty):
 
 def test_difficulty_scales_the_graph_and_is_clamped():
     graphs = [env.generate(0, d) for d in range(1, 11)]
-    assert [g["vertices"] for g in graphs] == list(range(6, 61, 6))
+    assert [g["vertices"] for g in graphs] == [5, 6, 8, 10, 13, 18, 24, 33, 44, 60]
     assert len(graphs[-1]["edges"]) / graphs[-1]["vertices"] >= 2.2
     assert env.generate(3, 0) == env.generate(3, 1)
     assert env.generate(3, 50) == env.generate(3, 10)
@@ -125,3 +126,13 @@ def test_calls_at_difficulty_ten_are_fast():
         env.score(instance, env.solve(instance))
         env.score(instance, "x" * 1_000_000)
     assert (time.perf_counter() - start) / (20 * 5) < 0.05
+
+
+def test_level_one_is_tiny_and_graphs_grow_to_level_ten():
+    tiny = [env.generate(seed, 1) for seed in range(30)]
+    assert all(i["vertices"] == 5 and len(i["edges"]) == 6 for i in tiny)
+    assert len({str(i["edges"]) for i in tiny}) >= 15
+    graphs = [env.generate(0, d) for d in range(1, 11)]
+    assert all(a["vertices"] < b["vertices"] for a, b in pairwise(graphs))
+    assert all(len(a["edges"]) < len(b["edges"]) for a, b in pairwise(graphs))
+    assert graphs[-1]["vertices"] == 6 * 10 and len(graphs[-1]["edges"]) == 135

@@ -1,6 +1,7 @@
 """knapsack_max_value: a hand-solved instance, and generate_from's capacity mapping."""
 
 import importlib.util
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,15 @@ def test_generate_from_keeps_items_and_varies_capacity():
 def test_generate_from_rejects_a_non_int():
     with pytest.raises(TypeError):
         env.generate_from("12", 0, 1)
+
+
+def test_level_one_is_tiny_and_items_grow_to_level_ten():
+    for seed in range(50):
+        instance = env.generate(seed, 1)
+        assert len(instance["weights"]) == 2
+        assert max(instance["weights"]) <= 5 and max(instance["values"]) <= 9
+    instances = [env.generate(0, d) for d in range(1, 11)]
+    counts = [len(i["weights"]) for i in instances]
+    assert all(a < b for a, b in pairwise(counts)) and counts[-1] == 3 + 2 * 10
+    assert max(max(env.generate(s, 10)["weights"]) for s in range(50)) <= 4 + 3 * 10
+    assert max(max(env.generate(s, 10)["values"]) for s in range(50)) <= 9 + 6 * 10

@@ -79,7 +79,9 @@ def test_generated_instances_are_deterministic_and_never_show_the_answer(difficu
 
 @pytest.mark.parametrize("difficulty", [1, 5, 10])
 def test_references_vary_across_seeds(difficulty):
-    assert len({env.solve(env.generate(seed, difficulty)) for seed in range(30)}) >= 5
+    # Level 1 lists have 3 to 5 numbers, so their answers are 1 to 5.
+    least = 3 if difficulty == 1 else 5
+    assert len({env.solve(env.generate(seed, difficulty)) for seed in range(30)}) >= least
 
 
 def test_difficulty_scales_the_length_and_is_clamped():
@@ -90,10 +92,12 @@ def test_difficulty_scales_the_length_and_is_clamped():
 
 
 def test_generate_from_starts_with_the_value_and_pads_it():
-    instance = env.generate_from([7, 1, 8, 2, 9], 0, 1)
+    instance = env.generate_from([7, 1, 8, 2, 9], 0, 3)
     sequence = instance["sequence"]
     assert sequence[:5] == [7, 1, 8, 2, 9] and len(sequence) >= 6
-    assert instance == env.generate_from([7, 1, 8, 2, 9], 0, 1)
+    assert instance == env.generate_from([7, 1, 8, 2, 9], 0, 3)
+    short = env.generate_from([7, 1, 8, 2, 9], 0, 1)["sequence"]  # cut to level 1's length
+    assert 3 <= len(short) <= 5 and short == [7, 1, 8, 2, 9][: len(short)]
 
 
 def test_generate_from_cuts_a_long_value_to_the_difficulty_length():
@@ -112,7 +116,7 @@ def test_generate_from_builds_a_valid_instance_from_any_list(value, difficulty):
     assert instance == env.generate_from(value, 5, difficulty)
     decoded = json.loads(json.dumps(instance))
     assert all(abs(number) <= 10**6 for number in decoded["sequence"])
-    assert len(decoded["sequence"]) >= 6
+    assert len(decoded["sequence"]) >= {1: 3, 10: 120}[difficulty]
     assert env.score(decoded, env.solve(decoded)) == 1.0
 
 
@@ -130,3 +134,13 @@ def test_calls_at_difficulty_ten_are_fast():
         env.score(instance, env.solve(instance))
         env.score(instance, "x" * 1_000_000)
     assert (time.perf_counter() - start) / (20 * 5) < 0.05
+
+
+def test_level_one_is_tiny_and_lengths_grow_to_level_ten():
+    assert {len(env.generate(seed, 1)["sequence"]) for seed in range(50)} == {3, 4, 5}
+    spans = []
+    for difficulty in range(1, 11):
+        lengths = [len(env.generate(seed, difficulty)["sequence"]) for seed in range(50)]
+        spans.append((min(lengths), max(lengths)))
+    assert all(a[0] < b[0] and a[1] < b[1] for a, b in pairwise(spans))
+    assert 120 <= spans[-1][0] and spans[-1][1] <= 200

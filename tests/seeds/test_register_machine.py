@@ -2,6 +2,7 @@
 generate_from's initial register."""
 
 import importlib.util
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -56,3 +57,30 @@ def test_jumps_go_back_to_a_counted_loop(difficulty):
 @pytest.mark.parametrize(("value", "start"), [(7, 7), (-1, 999), (123456, 456), (10**100, 0)])
 def test_generate_from_sets_register_a(value, start):
     assert env.generate_from(value, 2, 5)["initial"]["a"] == start
+
+
+def test_level_one_is_one_instruction_on_single_digits():
+    for seed in range(50):
+        instance = env.generate(seed, 1)
+        [(op, register, operand)] = instance["program"]
+        assert op in ("add", "sub", "mul") and register == instance["ask"]
+        assert all(0 <= value <= 9 for value in instance["initial"].values())
+        assert operand in ("a", "b") or 1 <= operand <= 9 or operand in env._MULTIPLIERS
+
+
+@pytest.mark.parametrize("difficulty", [1, 2, 3, 4])
+def test_the_asked_register_is_one_the_program_writes(difficulty):
+    for seed in range(50):
+        instance = env.generate(seed, difficulty)
+        assert any(line[1] == instance["ask"] for line in instance["program"])
+
+
+def test_programs_grow_to_level_ten_and_loops_start_at_three():
+    programs = {d: [env.generate(seed, d)["program"] for seed in range(30)] for d in range(1, 11)}
+    assert not any(line[0] == "jnz" for d in (1, 2) for p in programs[d] for line in p)
+    assert any(line[0] == "jnz" for p in programs[3] for line in p)
+    shortest = [min(len(p) for p in programs[d]) for d in range(1, 11)]
+    assert all(a < b for a, b in pairwise(shortest)) and shortest[0] == 1
+    assert shortest[-1] >= 3 + 4 * 10
+    largest = [max(env.generate(s, d)["initial"]["b"] for s in range(30)) for d in range(1, 11)]
+    assert all(a < b for a, b in pairwise(largest)) and largest[-1] <= 999

@@ -4,7 +4,7 @@ is, the formula hides its planted assignment, and instances are deterministic.""
 import importlib.util
 import json
 import time
-from itertools import product
+from itertools import pairwise, product
 from pathlib import Path
 
 import pytest
@@ -111,7 +111,7 @@ def test_references_vary_across_seeds(difficulty):
 
 def test_difficulty_scales_the_formula_and_is_clamped():
     sizes = [env.generate(0, d)["variables"] for d in range(1, 11)]
-    assert sizes == sorted(sizes) and sizes[0] == 4 and sizes[-1] == 49
+    assert sizes == sorted(sizes) and sizes[0] == 3 and sizes[-1] == 49
     hardest = env.generate(0, 10)
     assert len(hardest["clauses"]) / hardest["variables"] > 4.2
     assert env.generate(3, -4) == env.generate(3, 1)
@@ -126,3 +126,21 @@ def test_calls_at_difficulty_ten_are_fast():
         env.score(instance, env.solve(instance))
         env.score(instance, "x" * 1_000_000)
     assert (time.perf_counter() - start) / (20 * 5) < 0.05
+
+
+def test_level_one_is_tiny_and_formulas_grow_to_level_ten():
+    for seed in range(30):
+        instance = env.generate(seed, 1)
+        # Three variables and all six clauses the planted assignment allows: only it and its
+        # complement satisfy them.
+        assert instance["variables"] == 3 and len(instance["clauses"]) == 6
+        accepted = {
+            "".join(bits)
+            for bits in product("01", repeat=3)
+            if env.score(instance, "".join(bits)) == 1.0
+        }
+        planted = instance["planted"]
+        assert accepted == {planted, "".join("10"[int(bit)] for bit in planted)}
+    formulas = [env.generate(0, d) for d in range(1, 11)]
+    assert all(a["variables"] < b["variables"] for a, b in pairwise(formulas))
+    assert all(len(a["clauses"]) < len(b["clauses"]) for a, b in pairwise(formulas))

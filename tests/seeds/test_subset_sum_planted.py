@@ -4,7 +4,7 @@ nothing else is, instances are deterministic, and generate_from hits the value's
 import importlib.util
 import json
 import time
-from itertools import combinations
+from itertools import combinations, pairwise
 from pathlib import Path
 
 import pytest
@@ -105,14 +105,15 @@ def test_references_vary_across_seeds(difficulty):
 
 def test_difficulty_scales_the_size_and_is_clamped():
     sizes = [len(env.generate(0, d)["numbers"]) for d in range(1, 11)]
-    assert sizes == sorted(sizes) and sizes[0] == 6 and sizes[-1] == 30
+    assert sizes == sorted(sizes) and sizes[0] == 4 and sizes[-1] == 30
     assert env.generate(3, 0) == env.generate(3, 1)
     assert env.generate(3, 99) == env.generate(3, 10)
 
 
-def test_generate_from_uses_a_value_in_range_as_the_target():
-    instance = env.generate_from(100, 0, 1)
-    assert instance["target"] == 100
+@pytest.mark.parametrize(("value", "difficulty"), [(18, 1), (100, 3)])
+def test_generate_from_uses_a_value_in_range_as_the_target(value, difficulty):
+    instance = env.generate_from(value, 0, difficulty)
+    assert instance["target"] == value
     assert env.score(instance, env.solve(instance)) == 1.0
 
 
@@ -143,3 +144,19 @@ def test_calls_at_difficulty_ten_are_fast():
         env.score(instance, env.solve(instance))
         env.score(instance, "x" * 1_000_000)
     assert (time.perf_counter() - start) / (20 * 5) < 0.05
+
+
+def test_level_one_is_tiny_and_needs_two_numbers():
+    for seed in range(50):
+        instance = env.generate(seed, 1)
+        numbers = instance["numbers"]
+        assert len(numbers) == 4 and max(numbers) <= 16
+        # No single number reaches the target, so every answer adds up two or more.
+        assert instance["target"] > max(numbers) and len(instance["planted"]) >= 2
+        assert all(env.score(instance, str(index)) == 0.0 for index in range(4))
+
+
+def test_sizes_grow_to_level_ten():
+    shapes = [env._shape(d) for d in range(1, 11)]
+    assert all(a[0] < b[0] and a[2] < b[2] and a[3] < b[3] for a, b in pairwise(shapes))
+    assert shapes[-1] == (30, 2**30, 30 * 2**30 // 5, 3 * 30 * 2**30 // 10)

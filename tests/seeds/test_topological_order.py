@@ -1,6 +1,7 @@
 """topological_order: a hand-ordered graph, list parsing, and acyclic generated graphs."""
 
 import importlib.util
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -39,3 +40,13 @@ def test_generated_graph_is_acyclic_on_all_nodes(difficulty):
     assert sorted(order) == list(range(instance["n"]))
     position = {node: index for index, node in enumerate(order)}
     assert all(position[u] < position[v] for u, v in instance["edges"])
+
+
+def test_level_one_is_a_small_chain_and_graphs_grow_to_level_ten():
+    tiny = [env.generate(seed, 1) for seed in range(30)]
+    assert all(i["n"] == 4 and len(i["edges"]) == 4 for i in tiny)
+    assert len({str(i["edges"]) for i in tiny}) >= 15
+    graphs = [env.generate(0, d) for d in range(1, 11)]
+    assert all(a["n"] < b["n"] for a, b in pairwise(graphs))
+    assert all(len(a["edges"]) < len(b["edges"]) for a, b in pairwise(graphs))
+    assert graphs[-1]["n"] == 4 + 2 * 10 and len(graphs[-1]["edges"]) == 36
