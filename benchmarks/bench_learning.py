@@ -50,6 +50,30 @@ def evoenv(*args, log: Path) -> float:
     return time.perf_counter() - start
 
 
+def unseen_pass(run: Path) -> dict:
+    """pass@1 before and after over the held-out items whose task no training row asks: the
+    near-trivial low levels have few distinct instances, so a held-out seed can still draw a
+    training instance, and a gain there is not generalization."""
+    seen = {json.loads(line)["prompt"][-1]["content"] for line in (run / "train.jsonl").read_text().splitlines()}
+    per_item: dict[tuple[str, str], list[float]] = {}
+    overlap = set()
+    for line in (run / "evaluate" / "samples.jsonl").read_text().splitlines():
+        s = json.loads(line)
+        if s["kind"] != "env":
+            continue
+        per_item.setdefault((s["role"], s["item"]), []).append(float(s["score"]))
+        if s["prompt"][-1]["content"] in seen:
+            overlap.add(s["item"])
+
+    def mean(role: str) -> float:
+        means = [sum(v) / len(v) for (r, item), v in per_item.items() if r == role and item not in overlap]
+        return sum(means) / len(means) if means else float("nan")
+
+    items = {item for _, item in per_item}
+    return {"unseen_before": mean("baseline"), "unseen_after": mean("model"),
+            "unseen_items": len(items - overlap), "env_items": len(items)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--run", default=str(ROOT / "runs" / "bench-learning"))
@@ -82,6 +106,7 @@ def main() -> None:
                                  run / "calibrate", *bench, "--out", run / "evaluate", "--config", RECIPE, log=log)
     wall = time.perf_counter() - start
     metrics = json.loads((run / "evaluate" / "metrics.json").read_text())
+    unseen = unseen_pass(run)
     manifest = json.loads((run / "train" / "train-manifest.json").read_text())
     after, before = metrics["overall"], metrics["baseline"]["overall"]
     result = {
@@ -91,12 +116,15 @@ def main() -> None:
         "delta": round(after["env_mean"] - before["env_mean"], 4),
         "external_before": before["bench_mean"], "external_after": after["bench_mean"],
         "no_answer_before": before.get("no_answer_share"), "no_answer_after": after.get("no_answer_share"),
+        **unseen,
         "wall_s": round(wall), "seconds": {k: round(v) for k, v in seconds.items()},
     }
     (run / "bench-learning.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"bench learning: model={result['model']} steps={result['steps']} envs={result['envs']} "
           f"before={result['before']:.3f} after={result['after']:.3f} delta={result['delta']:+.3f} "
           f"external_before={result['external_before']:.3f} external_after={result['external_after']:.3f} "
+          f"unseen_before={result['unseen_before']:.3f} unseen_after={result['unseen_after']:.3f} "
+          f"(items={result['unseen_items']}/{result['env_items']}) "
           f"wall_s={result['wall_s']} (calibrate={result['seconds'].get('calibrate', 0)} "
           f"train={result['seconds']['train']} evaluate={result['seconds']['evaluate']})", flush=True)
 
