@@ -259,12 +259,13 @@ def _pool(recipe):
 @stage_command
 def sample(
     library: Annotated[Path, typer.Argument(help="Environment library: a folder of .py files or a stage's output folder.")],
-    out: Annotated[str, typer.Option("--out", "-o", help="Output JSONL ('-' for stdout).")],
+    out: Annotated[str, typer.Option("--out", "-o", help="Output JSONL ('-' for stdout), or a .parquet file (verl's data.train_files in every release).")],
     per_env: Annotated[int | None, typer.Option("--per-env", "-n", help="Rows per environment.")] = None,
     difficulty: Annotated[int | None, typer.Option("--difficulty", "-d", help="One difficulty 1..10 for every row (default: rows spread over 1..10).")] = None,
     difficulty_from: Annotated[str | None, typer.Option("--difficulty-from", help="'index': the calibrated levels in the library's index.jsonl.")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Base seed for instance seeds.")] = None,
     fmt: Annotated[str | None, typer.Option("--format", help="trl (default), verl or openrlhf.")] = None,
+    split: Annotated[str | None, typer.Option("--split", help="train (default) or heldout: instance seeds with bit 31 set, never a training seed (verl data.val_files, TRL eval_dataset, train --eval-data).")] = None,
     config: ConfigOpt = None,
     sandbox: SandboxOpt = None,
     workers: WorkersOpt = None,
@@ -279,7 +280,7 @@ def sample(
 
     recipe = _runtime(config, sandbox, workers)
     cfg = cfgmod.override(recipe.sample, per_env=per_env, difficulty=difficulty,
-                          difficulty_from=difficulty_from, seed=seed, format=fmt)
+                          difficulty_from=difficulty_from, seed=seed, format=fmt, split=split)
     lib = artifacts.EnvLibrary.open(library)
     lib.check_python()
     stage.check_config(cfg, lib)
@@ -287,8 +288,11 @@ def sample(
         artifacts.check_output_file(Path(out))
     with _pool(recipe) as pool:
         report = stage.run(lib, cfg, pool)
-    rows = (stage.to_format(r, cfg.format, i) for i, r in enumerate(report.rows))
-    n = artifacts.write_jsonl_atomic(out, rows)
+    rows = (stage.to_format(r, cfg.format, i, cfg.split) for i, r in enumerate(report.rows))
+    if out.endswith(".parquet"):
+        n = artifacts.write_parquet_atomic(out, rows)
+    else:
+        n = artifacts.write_jsonl_atomic(out, rows)
     for s in report.skipped[:5]:  # names and reasons come from environments: never markup
         err.print(f"[yellow]skipped[/] {escape(str(s['env']))} seed={s['seed']} d={s['difficulty']}: "
                   f"{escape(str(s['reason']))}", soft_wrap=True)
@@ -852,6 +856,43 @@ def iterate(
         err.print(f"[yellow]interrupted[/]: finished stages are kept in {escape(str(run_dir))}; run the same command to resume")
         raise typer.Exit(130) from None
     err.print(f"rounds in {run_dir / 'rounds.jsonl'}", markup=False)
+
+
+@app.command("serve-reward")
+@stage_command
+def serve_reward(
+    library: Annotated[Path, typer.Option("--library", "-l", help="The environments the rows name (the folder `sample` read).")],
+    port: Annotated[int, typer.Option("--port", "-p", help="TCP port to listen on.", min=0, max=65535)] = 5000,
+    host: Annotated[str, typer.Option("--host", help="Address to bind (127.0.0.1: this machine only; 0.0.0.0: every interface).")] = "127.0.0.1",
+    config: ConfigOpt = None,
+    sandbox: SandboxOpt = None,
+    workers: WorkersOpt = None,
+) -> None:
+    """Serve the reward over HTTP for OpenRLHF's --reward.remote_url: POST /get_reward with
+    {"query", "prompts", "labels"} (rows from `sample --format openrlhf`) answers {"rewards",
+    "scores", "extra_logs"}; GET /health. Stop it with Ctrl-C.
+
+    Example: [bold]evoenv serve-reward --library runs/pool --port 5000[/]
+    """
+    from evoenv_cli import artifacts
+    from evoenv_cli.reward_server import serve
+    from evoenv_cli.rewards import EnvReward
+
+    recipe = _runtime(config, sandbox, workers)
+    lib = artifacts.EnvLibrary.open(library)
+    rt = recipe.runtime
+    reward = EnvReward(lib.files, answer_tag=recipe.reward.answer_tag, format_weight=recipe.reward.format_weight,
+                       sandbox=rt.sandbox, workers=rt.workers, limits=rt.limits)
+    try:
+        serve(reward, host, port, log=lambda m: err.print(m, soft_wrap=True, markup=False),
+              ready=lambda server: err.print(f"serve-reward: {len(lib.files)} environments, listening on "
+                                             f"{server.url}", soft_wrap=True, markup=False))
+    except OSError as exc:
+        raise artifacts.InputError(f"{host}:{port}: cannot listen ({exc.strerror or exc})") from None
+    except KeyboardInterrupt:
+        err.print("serve-reward: stopped")
+    finally:
+        reward.close()
 
 
 @app.command()

@@ -47,6 +47,7 @@ class SampleConfig:
     difficulty: int | None = field(default=None, metadata={"min": 1, "max": 10})  # fixed level; None spreads rows over 1..10
     difficulty_from: str | None = field(default=None, metadata={"choices": ("index",)})  # "index": calibrated levels from the library's index
     format: str = field(default="trl", metadata={"choices": ("trl", "verl", "openrlhf")})  # trl | verl | openrlhf
+    split: str = field(default="train", metadata={"choices": ("train", "heldout")})  # train (seeds below 2**31) | heldout (bit 31 set: val/eval rows)
     system_prompt: str | None = None
     answer_instruction: str = DEFAULT_ANSWER_INSTRUCTION
     # Demonstration turns before the task: another instance of the same environment and level,
