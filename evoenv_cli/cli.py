@@ -664,6 +664,7 @@ def train(
     model: Annotated[str, typer.Option("--model", "-m", help="Policy to train: a checkpoint folder or hub name.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Checkpoint folder (model or adapter, metrics.jsonl, train-manifest.json).")],
     config: ConfigOpt = None,
+    eval_data: Annotated[Path | None, typer.Option("--eval-data", help="Held-out rows (`evoenv sample --split heldout`) TRL evaluates on every train.eval_steps (its eval_dataset).")] = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="Stop after this many optimizer steps.")] = None,
     learning_rate: Annotated[float | None, typer.Option("--lr", help="Learning rate.")] = None,
     beta: Annotated[float | None, typer.Option("--beta", help="KL coefficient (0: no reference model).")] = None,
@@ -697,12 +698,15 @@ def train(
     lib = artifacts.EnvLibrary.open(library)
     artifacts.check_output_folder(out)
     stage.check_inputs(data, lib, model)  # before any folder is made
+    if eval_data is not None:
+        stage.check_inputs(eval_data, lib, model)
     stage.check_model(model)
     # --resume may raise max_steps to train on: not in the settings
     wanted = {k: v for k, v in cfgmod.to_dict(cfg).items() if k != "max_steps"}
     artifacts.prepare_out_dir(out, resume, clean, envs=False, resumable=True, settings=_settings(
         train=wanted, reward=recipe.reward, limits=recipe.runtime.limits, model=model, data=data))
-    summary = stage.run(data, lib, model, out, cfg, recipe.reward, recipe.runtime, resume=resume)
+    summary = stage.run(data, lib, model, out, cfg, recipe.reward, recipe.runtime, resume=resume,
+                        eval_data=eval_data)
     if as_json:
         emit(json.dumps(summary))
     else:

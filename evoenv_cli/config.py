@@ -200,6 +200,9 @@ class TrainConfig:
     logging_steps: int = field(default=1, metadata={"min": 1})
     save_steps: int = field(default=50, metadata={"min": 1})
     save_total_limit: int = field(default=2, metadata={"min": 1})
+    eval_steps: int | None = field(default=None, metadata={"min": 1})  # with --eval-data: evaluate every N steps (None: save_steps)
+    per_device_eval_batch_size: int | None = field(default=None, metadata={"min": 1})  # None: per_device_train_batch_size
+    num_generations_eval: int | None = field(default=None, metadata={"min": 1})  # None: num_generations
     gradient_checkpointing: bool = True
     max_grad_norm: float = field(default=1.0, metadata={"min": 0})
     warmup_steps: float = field(default=0.0, metadata={"min": 0})  # a count, or a fraction of the run below 1 (transformers 5)
