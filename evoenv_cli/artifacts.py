@@ -187,6 +187,21 @@ def write_parquet_atomic(path: str | Path, records: Iterable[dict]) -> int:
     return len(rows)
 
 
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Replace `path` with `text` only when it is completely written."""
+    p = Path(path)
+    tmp = _tmp_path(p)
+    try:
+        with tmp.open("w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def write_json_atomic(path: str | Path, obj: Any) -> None:
     p = Path(path)
     tmp = _tmp_path(p)

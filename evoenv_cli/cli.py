@@ -862,6 +862,40 @@ def iterate(
     err.print(f"rounds in {run_dir / 'rounds.jsonl'}", markup=False)
 
 
+@app.command("import")
+@stage_command
+def import_tasks(
+    source: Annotated[str, typer.Argument(help="Where the tasks come from: reasoning-gym.")],
+    tasks: Annotated[list[str], typer.Argument(help="Task names (e.g. chain_sum basic_arithmetic).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Library folder to write the environment files into (created).")],
+    force: Annotated[bool, typer.Option("--force", help="Replace files of the same name that differ.")] = False,
+) -> None:
+    """Write environment files that sample, solve and score through another library's tasks
+    (reasoning-gym: its items, curriculum levels as difficulty 1..10, its own score_answer).
+    They run in the sandbox like any environment, seeing only the one pinned package they
+    declare; validate, compose, calibrate, sample and train take them as they are.
+
+    Example: [bold]evoenv import reasoning-gym chain_sum basic_arithmetic --out runs/rg[/]
+    """
+    from evoenv_cli import artifacts
+    from evoenv_cli import reasoning_gym_tasks as rg
+
+    if source != "reasoning-gym":
+        raise artifacts.InputError(f"{source}: unknown source (one is supported: reasoning-gym)")
+    files = [rg.import_environment(t) for t in dict.fromkeys(tasks)]  # every task checked first
+    if not out.is_dir():
+        artifacts.check_writable_parent(out)
+        out.mkdir()
+    for name, text in files:
+        path = out / name
+        if path.exists() and path.read_text(encoding="utf-8") != text and not force:
+            raise artifacts.InputError(f"{path}: exists and differs; pass --force to replace it")
+    for name, text in files:
+        artifacts.write_text_atomic(out / name, text)
+        err.print(f"imported {name}", soft_wrap=True, markup=False)
+    err.print(f"{len(files)} environments ({rg.requirement()}) -> {out}", soft_wrap=True, markup=False)
+
+
 @app.command("serve-reward")
 @stage_command
 def serve_reward(
