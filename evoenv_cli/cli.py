@@ -896,6 +896,49 @@ def import_tasks(
     err.print(f"{len(files)} environments ({rg.requirement()}) -> {out}", soft_wrap=True, markup=False)
 
 
+@app.command("export")
+@stage_command
+def export(
+    target: Annotated[str, typer.Argument(help="The format: verifiers (a PrimeIntellect verifiers v1 taskset package).")],
+    library: Annotated[Path, typer.Argument(help="Environment library: a folder of .py files or a stage's output folder.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="A new or empty folder for the package (pyproject.toml and the package).")],
+    name: Annotated[str, typer.Option("--name", help="The package (and taskset id) name, e.g. evoenv_pool.")] = "evoenv_tasks",
+    per_env: Annotated[int | None, typer.Option("--per-env", "-n", help="Tasks per environment.")] = None,
+    split: Annotated[str | None, typer.Option("--split", help="train or heldout (default: heldout, seeds never trained on).")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Base seed for instance seeds.")] = None,
+    difficulty_from: Annotated[str | None, typer.Option("--difficulty-from", help="'index': the calibrated levels in the library's index.jsonl.")] = None,
+    config: ConfigOpt = None,
+    sandbox: SandboxOpt = None,
+    workers: WorkersOpt = None,
+) -> None:
+    """Export a library as a verifiers v1 taskset package: tasks sampled now (held-out seeds by
+    default), a reward that scores replies with each environment in evoenv's sandbox. Install
+    it (pip install -e OUT) and evaluate it with vf-eval NAME.
+
+    Example: [bold]evoenv export verifiers runs/pool --out runs/vf --name evoenv_pool -n 8[/]
+    """
+    from evoenv_cli import artifacts, verifiers_export
+    from evoenv_cli import config as cfgmod
+    from evoenv_cli.stages import sample as stage
+
+    if target != "verifiers":
+        raise artifacts.InputError(f"{target}: unknown export format (one is supported: verifiers)")
+    verifiers_export.check_package(name)
+    recipe = _runtime(config, sandbox, workers)
+    cfg = cfgmod.override(recipe.sample, per_env=per_env, seed=seed, difficulty_from=difficulty_from,
+                          split=split or "heldout", format="trl")
+    lib = artifacts.EnvLibrary.open(library)
+    stage.check_config(cfg, lib)
+    if out.exists() and any(out.iterdir()):
+        raise artifacts.InputError(f"{out}: already holds files; pass an empty or new folder")
+    with _pool(recipe) as pool:
+        report = stage.run(lib, cfg, pool)
+    pkg = verifiers_export.write_package(out, name, lib, report.rows, recipe.reward.answer_tag)
+    err.print(f"exported {len(report.rows)} tasks from {len(report.per_env)} environments "
+              f"({len(report.skipped)} skipped) -> {pkg}; pip install -e {out} && vf-eval {name}",
+              soft_wrap=True, markup=False)
+
+
 @app.command("serve-reward")
 @stage_command
 def serve_reward(
