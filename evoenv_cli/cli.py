@@ -883,9 +883,10 @@ def import_tasks(
     if source != "reasoning-gym":
         raise artifacts.InputError(f"{source}: unknown source (one is supported: reasoning-gym)")
     files = [rg.import_environment(t) for t in dict.fromkeys(tasks)]  # every task checked first
-    if not out.is_dir():
-        artifacts.check_writable_parent(out)
-        out.mkdir()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise artifacts.InputError(f"{out}: cannot create the folder ({exc.strerror or exc})") from None
     for name, text in files:
         path = out / name
         if path.exists() and path.read_text(encoding="utf-8") != text and not force:
