@@ -26,7 +26,8 @@ from evoenv_cli.artifacts import InputError
 # `evoenv --help` lists the commands in the order the loop runs them; any other command
 # (a new one not yet placed here) follows in the order it was registered.
 PIPELINE_ORDER = ("synthesize", "validate", "review", "compose", "calibrate", "dedupe", "sample",
-                  "train", "evaluate", "iterate", "preview", "tiny-model", "starter-model")
+                  "train", "evaluate", "iterate", "import", "export", "serve-reward", "preview",
+                  "tiny-model", "starter-model")
 
 
 def reflow(text: str | None) -> str | None:
