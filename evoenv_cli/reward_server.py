@@ -73,6 +73,15 @@ class RewardServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         return f"http://{host}:{port}{PATH}"
 
+    def handle_error(self, request, client_address) -> None:
+        """One line, never a traceback: a client that hung up while its answer was written
+        (the flush after the handler) is a normal event for a server."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError)):
+            self.log(f"serve-reward: client {client_address[0]} left before its answer")
+        else:
+            self.log(f"serve-reward: request from {client_address[0]} failed: {type(exc).__name__}: {exc}")
+
     def count(self, ok: bool) -> None:
         with self._count:
             if ok:

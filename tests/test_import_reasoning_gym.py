@@ -178,7 +178,7 @@ def test_imported_files_pass_validate_compose_sample_and_train(imported, tiny_mo
     assert all("State the final answer" in d["prompt"][-1]["content"] for d in data if d["env_name"] == "rg_chain_sum")
     recipe = tmp_path / "r.yaml"
     recipe.write_text("train:\n  num_generations: 2\n  per_device_train_batch_size: 4\n"
-                      "  max_completion_length: 8\n  activation_checkpointing: false\n")
+                      "  max_completion_length: 8\n  gradient_checkpointing: false\n")
     r = evoenv("train", rows, "--library", tmp_path / "v", "--model", tiny_model, "--out", tmp_path / "t",
                "--config", recipe, "--max-steps", "1", "--json")
     assert r.returncode == 0, r.stderr[-3000:]
