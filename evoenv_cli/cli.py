@@ -26,7 +26,8 @@ from evoenv_cli.artifacts import InputError
 # `evoenv --help` lists the commands in the order the loop runs them; any other command
 # (a new one not yet placed here) follows in the order it was registered.
 PIPELINE_ORDER = ("synthesize", "validate", "review", "compose", "calibrate", "dedupe", "sample",
-                  "train", "evaluate", "iterate", "preview", "tiny-model", "starter-model")
+                  "train", "evaluate", "iterate", "import", "export", "serve-reward", "preview",
+                  "tiny-model", "starter-model")
 
 
 def reflow(text: str | None) -> str | None:
@@ -259,12 +260,13 @@ def _pool(recipe):
 @stage_command
 def sample(
     library: Annotated[Path, typer.Argument(help="Environment library: a folder of .py files or a stage's output folder.")],
-    out: Annotated[str, typer.Option("--out", "-o", help="Output JSONL ('-' for stdout).")],
+    out: Annotated[str, typer.Option("--out", "-o", help="Output JSONL ('-' for stdout), or a .parquet file (verl's data.train_files in every release).")],
     per_env: Annotated[int | None, typer.Option("--per-env", "-n", help="Rows per environment.")] = None,
     difficulty: Annotated[int | None, typer.Option("--difficulty", "-d", help="One difficulty 1..10 for every row (default: rows spread over 1..10).")] = None,
     difficulty_from: Annotated[str | None, typer.Option("--difficulty-from", help="'index': the calibrated levels in the library's index.jsonl.")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Base seed for instance seeds.")] = None,
     fmt: Annotated[str | None, typer.Option("--format", help="trl (default), verl or openrlhf.")] = None,
+    split: Annotated[str | None, typer.Option("--split", help="train (default) or heldout: instance seeds with bit 31 set, never a training seed (verl data.val_files, TRL eval_dataset, train --eval-data).")] = None,
     config: ConfigOpt = None,
     sandbox: SandboxOpt = None,
     workers: WorkersOpt = None,
@@ -279,7 +281,7 @@ def sample(
 
     recipe = _runtime(config, sandbox, workers)
     cfg = cfgmod.override(recipe.sample, per_env=per_env, difficulty=difficulty,
-                          difficulty_from=difficulty_from, seed=seed, format=fmt)
+                          difficulty_from=difficulty_from, seed=seed, format=fmt, split=split)
     lib = artifacts.EnvLibrary.open(library)
     lib.check_python()
     stage.check_config(cfg, lib)
@@ -287,8 +289,11 @@ def sample(
         artifacts.check_output_file(Path(out))
     with _pool(recipe) as pool:
         report = stage.run(lib, cfg, pool)
-    rows = (stage.to_format(r, cfg.format, i) for i, r in enumerate(report.rows))
-    n = artifacts.write_jsonl_atomic(out, rows)
+    rows = (stage.to_format(r, cfg.format, i, cfg.split) for i, r in enumerate(report.rows))
+    if out.endswith(".parquet"):
+        n = artifacts.write_parquet_atomic(out, rows)
+    else:
+        n = artifacts.write_jsonl_atomic(out, rows)
     for s in report.skipped[:5]:  # names and reasons come from environments: never markup
         err.print(f"[yellow]skipped[/] {escape(str(s['env']))} seed={s['seed']} d={s['difficulty']}: "
                   f"{escape(str(s['reason']))}", soft_wrap=True)
@@ -660,6 +665,7 @@ def train(
     model: Annotated[str, typer.Option("--model", "-m", help="Policy to train: a checkpoint folder or hub name.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Checkpoint folder (model or adapter, metrics.jsonl, train-manifest.json).")],
     config: ConfigOpt = None,
+    eval_data: Annotated[Path | None, typer.Option("--eval-data", help="Held-out rows (`evoenv sample --split heldout`) TRL evaluates on every train.eval_steps (its eval_dataset).")] = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="Stop after this many optimizer steps.")] = None,
     learning_rate: Annotated[float | None, typer.Option("--lr", help="Learning rate.")] = None,
     beta: Annotated[float | None, typer.Option("--beta", help="KL coefficient (0: no reference model).")] = None,
@@ -693,12 +699,15 @@ def train(
     lib = artifacts.EnvLibrary.open(library)
     artifacts.check_output_folder(out)
     stage.check_inputs(data, lib, model)  # before any folder is made
+    if eval_data is not None:
+        stage.check_inputs(eval_data, lib, model)
     stage.check_model(model)
     # --resume may raise max_steps to train on: not in the settings
     wanted = {k: v for k, v in cfgmod.to_dict(cfg).items() if k != "max_steps"}
     artifacts.prepare_out_dir(out, resume, clean, envs=False, resumable=True, settings=_settings(
         train=wanted, reward=recipe.reward, limits=recipe.runtime.limits, model=model, data=data))
-    summary = stage.run(data, lib, model, out, cfg, recipe.reward, recipe.runtime, resume=resume)
+    summary = stage.run(data, lib, model, out, cfg, recipe.reward, recipe.runtime, resume=resume,
+                        eval_data=eval_data)
     if as_json:
         emit(json.dumps(summary))
     else:
@@ -852,6 +861,121 @@ def iterate(
         err.print(f"[yellow]interrupted[/]: finished stages are kept in {escape(str(run_dir))}; run the same command to resume")
         raise typer.Exit(130) from None
     err.print(f"rounds in {run_dir / 'rounds.jsonl'}", markup=False)
+
+
+@app.command("import")
+@stage_command
+def import_tasks(
+    source: Annotated[str, typer.Argument(help="Where the tasks come from: reasoning-gym.")],
+    tasks: Annotated[list[str], typer.Argument(help="Task names (e.g. chain_sum basic_arithmetic).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Library folder to write the environment files into (created).")],
+    force: Annotated[bool, typer.Option("--force", help="Replace files of the same name that differ.")] = False,
+) -> None:
+    """Write environment files that sample, solve and score through another library's tasks
+    (reasoning-gym: its items, curriculum levels as difficulty 1..10, its own score_answer).
+    They run in the sandbox like any environment, seeing only the one pinned package they
+    declare; validate, compose, calibrate, sample and train take them as they are.
+
+    Example: [bold]evoenv import reasoning-gym chain_sum basic_arithmetic --out runs/rg[/]
+    """
+    from evoenv_cli import artifacts
+    from evoenv_cli import reasoning_gym_tasks as rg
+
+    if source != "reasoning-gym":
+        raise artifacts.InputError(f"{source}: unknown source (one is supported: reasoning-gym)")
+    files = [rg.import_environment(t) for t in dict.fromkeys(tasks)]  # every task checked first
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise artifacts.InputError(f"{out}: cannot create the folder ({exc.strerror or exc})") from None
+    for name, text in files:
+        path = out / name
+        if path.exists() and path.read_text(encoding="utf-8") != text and not force:
+            raise artifacts.InputError(f"{path}: exists and differs; pass --force to replace it")
+    for name, text in files:
+        artifacts.write_text_atomic(out / name, text)
+        err.print(f"imported {name}", soft_wrap=True, markup=False)
+    err.print(f"{len(files)} environments ({rg.requirement()}) -> {out}", soft_wrap=True, markup=False)
+
+
+@app.command("export")
+@stage_command
+def export(
+    target: Annotated[str, typer.Argument(help="The format: verifiers (a PrimeIntellect verifiers v1 taskset package).")],
+    library: Annotated[Path, typer.Argument(help="Environment library: a folder of .py files or a stage's output folder.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="A new or empty folder for the package (pyproject.toml and the package).")],
+    name: Annotated[str, typer.Option("--name", help="The package (and taskset id) name, e.g. evoenv_pool.")] = "evoenv_tasks",
+    per_env: Annotated[int | None, typer.Option("--per-env", "-n", help="Tasks per environment.")] = None,
+    split: Annotated[str | None, typer.Option("--split", help="train or heldout (default: heldout, seeds never trained on).")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Base seed for instance seeds.")] = None,
+    difficulty_from: Annotated[str | None, typer.Option("--difficulty-from", help="'index': the calibrated levels in the library's index.jsonl.")] = None,
+    config: ConfigOpt = None,
+    sandbox: SandboxOpt = None,
+    workers: WorkersOpt = None,
+) -> None:
+    """Export a library as a verifiers v1 taskset package: tasks sampled now (held-out seeds by
+    default), a reward that scores replies with each environment in evoenv's sandbox. Install
+    it (pip install -e OUT) and evaluate it with vf-eval NAME.
+
+    Example: [bold]evoenv export verifiers runs/pool --out runs/vf --name evoenv_pool -n 8[/]
+    """
+    from evoenv_cli import artifacts, verifiers_export
+    from evoenv_cli import config as cfgmod
+    from evoenv_cli.stages import sample as stage
+
+    if target != "verifiers":
+        raise artifacts.InputError(f"{target}: unknown export format (one is supported: verifiers)")
+    verifiers_export.check_package(name)
+    recipe = _runtime(config, sandbox, workers)
+    cfg = cfgmod.override(recipe.sample, per_env=per_env, seed=seed, difficulty_from=difficulty_from,
+                          split=split or "heldout", format="trl")
+    lib = artifacts.EnvLibrary.open(library)
+    stage.check_config(cfg, lib)
+    if out.exists() and any(out.iterdir()):
+        raise artifacts.InputError(f"{out}: already holds files; pass an empty or new folder")
+    with _pool(recipe) as pool:
+        report = stage.run(lib, cfg, pool)
+    pkg = verifiers_export.write_package(out, name, lib, report.rows, recipe.reward.answer_tag)
+    err.print(f"exported {len(report.rows)} tasks from {len(report.per_env)} environments "
+              f"({len(report.skipped)} skipped) -> {pkg}; pip install -e {out} && vf-eval {name}",
+              soft_wrap=True, markup=False)
+
+
+@app.command("serve-reward")
+@stage_command
+def serve_reward(
+    library: Annotated[Path, typer.Option("--library", "-l", help="The environments the rows name (the folder `sample` read).")],
+    port: Annotated[int, typer.Option("--port", "-p", help="TCP port to listen on.", min=0, max=65535)] = 5000,
+    host: Annotated[str, typer.Option("--host", help="Address to bind (127.0.0.1: this machine only; 0.0.0.0: every interface).")] = "127.0.0.1",
+    config: ConfigOpt = None,
+    sandbox: SandboxOpt = None,
+    workers: WorkersOpt = None,
+) -> None:
+    """Serve the reward over HTTP for OpenRLHF's --reward.remote_url: POST /get_reward with
+    {"query", "prompts", "labels"} (rows from `sample --format openrlhf`) answers {"rewards",
+    "scores", "extra_logs"}; GET /health. Stop it with Ctrl-C.
+
+    Example: [bold]evoenv serve-reward --library runs/pool --port 5000[/]
+    """
+    from evoenv_cli import artifacts
+    from evoenv_cli.reward_server import serve
+    from evoenv_cli.rewards import EnvReward
+
+    recipe = _runtime(config, sandbox, workers)
+    lib = artifacts.EnvLibrary.open(library)
+    rt = recipe.runtime
+    reward = EnvReward(lib.files, answer_tag=recipe.reward.answer_tag, format_weight=recipe.reward.format_weight,
+                       sandbox=rt.sandbox, workers=rt.workers, limits=rt.limits)
+    try:
+        serve(reward, host, port, log=lambda m: err.print(m, soft_wrap=True, markup=False),
+              ready=lambda server: err.print(f"serve-reward: {len(lib.files)} environments, listening on "
+                                             f"{server.url}", soft_wrap=True, markup=False))
+    except OSError as exc:
+        raise artifacts.InputError(f"{host}:{port}: cannot listen ({exc.strerror or exc})") from None
+    except KeyboardInterrupt:
+        err.print("serve-reward: stopped")
+    finally:
+        reward.close()
 
 
 @app.command()

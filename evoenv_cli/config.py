@@ -47,6 +47,7 @@ class SampleConfig:
     difficulty: int | None = field(default=None, metadata={"min": 1, "max": 10})  # fixed level; None spreads rows over 1..10
     difficulty_from: str | None = field(default=None, metadata={"choices": ("index",)})  # "index": calibrated levels from the library's index
     format: str = field(default="trl", metadata={"choices": ("trl", "verl", "openrlhf")})  # trl | verl | openrlhf
+    split: str = field(default="train", metadata={"choices": ("train", "heldout")})  # train (seeds below 2**31) | heldout (bit 31 set: val/eval rows)
     system_prompt: str | None = None
     answer_instruction: str = DEFAULT_ANSWER_INSTRUCTION
     # Demonstration turns before the task: another instance of the same environment and level,
@@ -199,6 +200,9 @@ class TrainConfig:
     logging_steps: int = field(default=1, metadata={"min": 1})
     save_steps: int = field(default=50, metadata={"min": 1})
     save_total_limit: int = field(default=2, metadata={"min": 1})
+    eval_steps: int | None = field(default=None, metadata={"min": 1})  # with --eval-data: evaluate every N steps (None: save_steps)
+    per_device_eval_batch_size: int | None = field(default=None, metadata={"min": 1})  # None: per_device_train_batch_size
+    num_generations_eval: int | None = field(default=None, metadata={"min": 1})  # None: num_generations
     gradient_checkpointing: bool = True
     max_grad_norm: float = field(default=1.0, metadata={"min": 0})
     warmup_steps: float = field(default=0.0, metadata={"min": 0})  # a count, or a fraction of the run below 1 (transformers 5)

@@ -3,13 +3,25 @@ completions in, rewards out. The final answer is extracted here (by default the 
 <answer>...</answer> block); the environment's own `score` runs in the sandbox.
 
 `EnvReward(library)` is a TRL reward function (`GRPOTrainer(reward_funcs=[EnvReward(lib)])`):
-TRL passes the dataset's columns (`env_id`, `instance`, ...) as keyword arguments.
-`env_reward` is the same, built on first use from the `EVOENV_LIBRARY` environment variable,
-for configs that name a reward function by import path.
+TRL passes the dataset's columns (`env_id`, `instance`, ...) as keyword arguments;
+`FormatReward` is the format bonus as a reward function of its own, so TRL logs it apart.
+Entry points for trainers that name a reward function by import path, each scoring through
+the process's one `EnvReward` over `$EVOENV_LIBRARY` (built on first use, so every Ray worker
+process builds its own sandbox pool once):
+
+- `env_reward`: TRL, same arguments as `EnvReward`.
+- `compute_score(data_source, solution_str, ground_truth, extra_info)`: verl's custom reward
+  function (`reward.custom_reward_function.path=pkg://evoenv_cli.rewards`); it scores
+  through the environment named in `extra_info`, so every valid answer of a planted
+  environment scores 1, not only `ground_truth`.
+- `reward_func(queries, prompts, labels)`: OpenRLHF's `--reward.remote_url` file (this one);
+  each query is prompt + response, and the prompt is cut off before the answer is extracted.
+  `evoenv serve-reward` serves the same over HTTP.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -165,15 +177,162 @@ class EnvReward:
         return [d["reward"] for d in self.details(completions, env_id, instance, env_name)]
 
 
-_default: EnvReward | None = None
+class FormatReward:
+    """1.0 for a completion with an extractable final answer, else 0.0: the format bonus as a
+    reward function of its own (TRL logs each reward function under its `__name__`)."""
+
+    __name__ = "evoenv_format_reward"
+
+    def __init__(self, answer_tag: str = "answer"):
+        self.answer_tag = answer_tag
+
+    def __call__(self, prompts: list[Any] | None = None, completions: list[Any] | None = None,
+                 **kwargs: Any) -> list[float]:
+        if completions is None:
+            raise ValueError("FormatReward needs completions")
+        return [0.0 if extract_answer(completion_text(c), self.answer_tag) is None else 1.0
+                for c in completions]
+
+
+# -- one EnvReward per process, for trainers that import a function by path ---------------------
+SETTINGS_ENV = {"library": "EVOENV_LIBRARY", "answer_tag": "EVOENV_ANSWER_TAG",
+                "format_weight": "EVOENV_FORMAT_WEIGHT", "sandbox": "EVOENV_SANDBOX",
+                "workers": "EVOENV_WORKERS"}
+_shared: dict[tuple, EnvReward] = {}
+_shared_lock = threading.Lock()
+
+
+@atexit.register
+def _close_shared() -> None:
+    """The shared rewards' workers and scratch folders go with the process."""
+    with _shared_lock:
+        for reward in _shared.values():
+            reward.close()
+        _shared.clear()
+
+
+def shared_reward(library: str | Path | None = None, *, answer_tag: str | None = None,
+                  format_weight: float | None = None) -> EnvReward:
+    """This process's EnvReward for a library: built on first use and kept, so a trainer's
+    reward worker (a Ray actor, a thread pool) builds its sandbox pool once. Unset arguments
+    come from the environment: EVOENV_LIBRARY, EVOENV_ANSWER_TAG (answer), EVOENV_FORMAT_WEIGHT
+    (0), EVOENV_SANDBOX (auto), EVOENV_WORKERS (2)."""
+    env = os.environ
+    library = library or env.get(SETTINGS_ENV["library"])
+    if not library:
+        raise RuntimeError("no environment library: set EVOENV_LIBRARY to the library the rows "
+                           "came from (on Ray, in runtime_env's env_vars) or pass library=")
+    tag = answer_tag if answer_tag is not None else env.get(SETTINGS_ENV["answer_tag"], "answer")
+    weight = float(format_weight if format_weight is not None else env.get(SETTINGS_ENV["format_weight"], 0.0))
+    sandbox = env.get(SETTINGS_ENV["sandbox"], "auto")
+    workers = int(env.get(SETTINGS_ENV["workers"], 2))
+    key = (str(Path(library).resolve()), tag, weight, sandbox, workers)
+    with _shared_lock:
+        if key not in _shared:
+            _shared[key] = EnvReward(library, answer_tag=tag, format_weight=weight,
+                                     sandbox=sandbox, workers=workers)
+        return _shared[key]
 
 
 def env_reward(prompts=None, completions=None, env_id=None, instance=None, **kwargs) -> list[float]:
     """TRL reward function over the library named by $EVOENV_LIBRARY."""
-    global _default
-    if _default is None:
-        library = os.environ.get("EVOENV_LIBRARY")
-        if not library:
-            raise RuntimeError("set EVOENV_LIBRARY to the environment library the rows came from")
-        _default = EnvReward(library)
-    return _default(prompts=prompts, completions=completions, env_id=env_id, instance=instance, **kwargs)
+    if "solution_str" in kwargs:
+        raise ValueError("env_reward is TRL's reward function; verl calls "
+                         "evoenv_cli.rewards.compute_score (reward.custom_reward_function.name=compute_score)")
+    return shared_reward()(prompts=prompts, completions=completions, env_id=env_id,
+                           instance=instance, **kwargs)
+
+
+# -- verl ----------------------------------------------------------------------------------------
+def compute_score(data_source: str | None = None, solution_str: str | None = None,
+                  ground_truth: Any = None, extra_info: dict | None = None, *,
+                  library: str | None = None, answer_tag: str | None = None,
+                  format_weight: float | None = None, **kwargs: Any) -> dict[str, float]:
+    """verl's custom reward function: the response scored by the environment that
+    `extra_info` names (env_id, env_name, instance, as `evoenv sample --format verl` writes
+    them), in the sandbox. `ground_truth` is one reference answer and is not what decides: a
+    planted environment accepts all its valid answers. `library`, `answer_tag` and
+    `format_weight` may come from verl's `reward_kwargs`; otherwise from the environment.
+    Returns {"score": reward, "acc": the environment's score, "answered": 1.0 or 0.0}."""
+    info = extra_info if isinstance(extra_info, dict) else {}
+    if info.get("env_id") is None or info.get("instance") is None:
+        raise ValueError(f"compute_score: extra_info of a {data_source!r} row lacks env_id/instance; "
+                         "write the rows with `evoenv sample --format verl`")
+    reward = shared_reward(library, answer_tag=answer_tag, format_weight=format_weight)
+    d = reward.details([solution_str if isinstance(solution_str, str) else ""], [info["env_id"]],
+                       [info["instance"]], [info.get("env_name")])[0]
+    return {"score": float(d["reward"]), "acc": float(d["score"]),
+            "answered": 0.0 if d["answer"] is None else 1.0}
+
+
+# -- OpenRLHF ------------------------------------------------------------------------------------
+PROMPT_TAIL_CHARS = 200
+
+
+def response_of(query: str, prompt: str) -> str | None:
+    """The response part of an OpenRLHF query (the decoded prompt + response): after the prompt
+    when the query starts with it, else after the first place its last characters appear
+    (decoding may differ at the start, e.g. a BOS token); None when the prompt is not found,
+    so that the instruction's own "<answer> and </answer>" is never taken for an answer."""
+    if not isinstance(query, str):
+        return None
+    if not isinstance(prompt, str) or not prompt:
+        return query
+    if query.startswith(prompt):
+        return query[len(prompt):]
+    tail = prompt[-PROMPT_TAIL_CHARS:]
+    at = query.find(tail)
+    return None if at < 0 else query[at + len(tail):]
+
+
+def parse_label(label: Any, where: str = "label") -> dict:
+    """An OpenRLHF label as `evoenv sample --format openrlhf` writes it: a JSON string (or
+    the object itself) with env_id, env_name, instance and answer."""
+    if isinstance(label, str):
+        try:
+            label = json.loads(label)
+        except ValueError:
+            raise ValueError(f"{where} is not JSON; write rows with `evoenv sample --format openrlhf`") from None
+    if not isinstance(label, dict) or "env_id" not in label or "instance" not in label:
+        raise ValueError(f"{where} is not an evoenv label (env_id, instance); write rows with "
+                         "`evoenv sample --format openrlhf`")
+    return label
+
+
+def score_queries(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any],
+                  reward: EnvReward | None = None) -> dict[str, Any]:
+    """OpenRLHF's reward call as plain lists: {"rewards", "scores", "extra_logs"} with the
+    reward (format bonus included), the environment's score, and per query whether an answer
+    was found and whether the prompt was found."""
+    if not (len(queries) == len(prompts) == len(labels)):
+        raise ValueError(f"queries, prompts and labels differ in length ({len(queries)}, "
+                         f"{len(prompts)}, {len(labels)})")
+    parsed = [parse_label(x, f"label {i}") for i, x in enumerate(labels)]
+    reward = reward or shared_reward()
+    for label in parsed:  # a row from another library is an error even when it has no answer
+        reward.resolve(label["env_id"], label.get("env_name"))
+    responses = [response_of(q, p) for q, p in zip(queries, prompts)]
+    found = [i for i, r in enumerate(responses) if r is not None]
+    details = reward.details([responses[i] for i in found], [parsed[i]["env_id"] for i in found],
+                             [parsed[i]["instance"] for i in found],
+                             [parsed[i].get("env_name") for i in found]) if found else []
+    rewards, scores = [0.0] * len(queries), [0.0] * len(queries)
+    answered, prompt_found = [0.0] * len(queries), [0.0] * len(queries)
+    for i, d in zip(found, details):
+        rewards[i], scores[i] = float(d["reward"]), float(d["score"])
+        answered[i], prompt_found[i] = (0.0 if d["answer"] is None else 1.0), 1.0
+    return {"rewards": rewards, "scores": scores,
+            "extra_logs": {"evoenv_answered": answered, "evoenv_prompt_found": prompt_found}}
+
+
+def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any],
+                **kwargs: Any) -> dict[str, Any]:
+    """OpenRLHF's custom reward function (`--reward.remote_url` pointing at this file), over
+    $EVOENV_LIBRARY: {"rewards": tensor, "scores": tensor (the environment's score, in [0, 1],
+    for dynamic filtering), "extra_logs": {name: tensor}}."""
+    import torch
+
+    out = score_queries(queries, prompts, labels)
+    return {"rewards": torch.tensor(out["rewards"], dtype=torch.float),
+            "scores": torch.tensor(out["scores"], dtype=torch.float),
+            "extra_logs": {k: torch.tensor(v, dtype=torch.float) for k, v in out["extra_logs"].items()}}

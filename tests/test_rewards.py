@@ -94,11 +94,20 @@ def test_env_reward_reads_the_library_from_the_environment(rows, monkeypatch):
     from evoenv_cli import rewards
 
     monkeypatch.setenv("EVOENV_LIBRARY", str(SEEDS))
-    monkeypatch.setattr(rewards, "_default", None)
-    try:
-        out = rewards.env_reward(completions=[f"<answer>{rows[0]['answer']}</answer>"],
-                                 env_id=[rows[0]["env_id"]], instance=[rows[0]["instance"]])
-    finally:
-        if rewards._default is not None:
-            rewards._default.close()
+    out = rewards.env_reward(completions=[f"<answer>{rows[0]['answer']}</answer>"],
+                             env_id=[rows[0]["env_id"]], instance=[rows[0]["instance"]])
     assert out == [1.0]
+    assert rewards.shared_reward() is rewards.shared_reward(str(SEEDS))  # built once per process
+    monkeypatch.delenv("EVOENV_LIBRARY")
+    with pytest.raises(RuntimeError, match="set EVOENV_LIBRARY"):
+        rewards.shared_reward()
+
+
+def test_format_reward_is_its_own_function(rows):
+    from evoenv_cli.rewards import FormatReward
+
+    f = FormatReward()
+    got = f(prompts=[rows[0]["prompt"]] * 3, completions=[
+        [{"role": "assistant", "content": "<answer>anything</answer>"}], "no tags", "<answer></answer>"],
+        env_id=[rows[0]["env_id"]] * 3)
+    assert got == [1.0, 0.0, 1.0] and f.__name__ == "evoenv_format_reward"

@@ -91,8 +91,36 @@ def test_other_formats_are_views_of_the_same_rows(evoenv, tmp_path, fmt):
             assert view["reward_model"]["ground_truth"] == row["answer"]
             assert view["extra_info"]["instance"] == row["instance"]
             assert view["prompt"] == row["prompt"]
-        else:
-            assert view["label"] == row["answer"] and view["input"] == row["prompt"]
+        else:  # OpenRLHF keeps only these three columns: the label carries the instance
+            assert set(view) == {"input", "label", "datasource"} and view["input"] == row["prompt"]
+            label = json.loads(view["label"])
+            assert label["answer"] == row["answer"] and label["instance"] == row["instance"]
+            assert label["env_id"] == row["env_id"] and label["env_name"] == row["env_name"]
+
+
+def test_parquet_holds_the_same_rows(evoenv, tmp_path):
+    import pyarrow.parquet as pq
+
+    for fmt in ("trl", "verl"):
+        r1 = evoenv("sample", SEEDS, "-o", tmp_path / f"{fmt}.jsonl", "-n", "2", "--format", fmt)
+        r2 = evoenv("sample", SEEDS, "-o", tmp_path / f"{fmt}.parquet", "-n", "2", "--format", fmt)
+        assert r1.returncode == r2.returncode == 0, r2.stderr
+        rows = [json.loads(x) for x in (tmp_path / f"{fmt}.jsonl").read_text().splitlines()]
+        assert pq.read_table(tmp_path / f"{fmt}.parquet").to_pylist() == rows
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_heldout_split_sets_bit_31_and_says_so(evoenv, tmp_path):
+    r = evoenv("sample", SEEDS, "-o", tmp_path / "v.jsonl", "-n", "3", "--format", "verl", "--split", "heldout")
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(x) for x in (tmp_path / "v.jsonl").read_text().splitlines()]
+    assert all(x["extra_info"]["split"] == "heldout" and x["extra_info"]["seed"] >= 2**31 for x in rows)
+    evoenv("sample", SEEDS, "-o", tmp_path / "t.jsonl", "-n", "3", "--format", "verl")
+    train = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert all(x["extra_info"]["split"] == "train" and x["extra_info"]["seed"] < 2**31 for x in train)
+    assert {x["extra_info"]["seed"] & 0x7FFFFFFF for x in rows} == {x["extra_info"]["seed"] for x in train}
+    r = evoenv("sample", SEEDS, "-o", tmp_path / "x.jsonl", "--split", "test")
+    assert r.returncode == 2 and "--split must be one of train, heldout" in r.stderr
 
 
 def test_difficulty_from_index_uses_calibrated_levels(tmp_path, evoenv):

@@ -109,3 +109,38 @@ def test_bad_inputs_fail_before_training(tiny_model, rows, tmp_path):
     one_line(evoenv("train", rows, "--library", rows.parent / "lib", "--model", tmp_path / "no-model", "--out", tmp_path / "c"),
              "no such model folder")
     assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
+
+
+def test_eval_data_and_the_format_reward_are_logged_apart(tiny_model, rows, tmp_path):
+    """TRL as a researcher runs it with held-out rows: `sample --split heldout` rows as its
+    eval_dataset, and the format bonus a reward function of its own (logged under its name)."""
+    lib = rows.parent / "lib"
+    held = tmp_path / "heldout.jsonl"
+    r = evoenv("sample", lib, "-o", held, "-n", "2", "-d", "1", "--split", "heldout")
+    assert r.returncode == 0, r.stderr
+    lines = [x for x in held.read_text().splitlines() if '"digit_share"' in x]
+    held.write_text("\n".join(lines * 2) + "\n")
+    assert all(json.loads(x)["seed"] >= 2**31 for x in lines)
+    recipe = tmp_path / "eval.yaml"
+    recipe.write_text(RECIPE.replace("  save_steps: 2\n", "  save_steps: 2\n  eval_steps: 1\n")
+                      + "  format_weight: 0.25\n")
+    out = tmp_path / "ckpt"
+    r = evoenv("train", rows, "--library", lib, "--model", tiny_model, "--out", out, "--config", recipe,
+               "--eval-data", held, "--max-steps", "2", "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "`gradient_checkpointing` is deprecated" not in r.stderr  # transformers asked for the new name
+    metrics = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    train = [m for m in metrics if "reward" in m]
+    evals = [m for m in metrics if "eval_reward" in m]
+    assert [m["step"] for m in train] == [1, 2] and [m["step"] for m in evals] == [1, 2]
+    for m in train:
+        env, fmt = m["rewards/evoenv_env_reward/mean"], m["rewards/evoenv_format_reward/mean"]
+        assert fmt == 1.0  # answer_tag "" takes the whole response: always well formed
+        assert m["reward"] == pytest.approx(0.75 * env + 0.25 * fmt, abs=1e-4)
+    assert "eval_rewards/evoenv_format_reward/mean" in evals[0]
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["eval_rows"] == 4 and summary["eval_reward"] == round(evals[-1]["eval_reward"], 4)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "x"}\n')
+    one_line(evoenv("train", rows, "--library", lib, "--model", tiny_model, "--out", tmp_path / "z",
+                    "--eval-data", bad), "bad.jsonl:1: row lacks env_id, instance")

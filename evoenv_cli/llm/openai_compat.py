@@ -20,6 +20,9 @@ nothing beyond Python is needed to talk to a remote server.
 - A request that still fails gives completions with finish reason "error" and
   `Generation.error`; `generate` raises `BackendConnectionError` (naming the URL) only when
   every request failed to connect.
+- The length limit goes as `max_completion_tokens` (what the OpenAI API and vLLM ask for;
+  `max_tokens` is deprecated there). A server that rejects that field with a 400/422 naming it
+  gets the request again with `max_tokens`, and every later request of this backend uses it.
 - Token counts come from the response's `usage`; when one response carries several choices, its
   completion tokens are shared out in proportion to the choices' lengths (an estimate).
 """
@@ -115,6 +118,7 @@ class OpenAIBackend(BaseBackend):
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.extra_body = dict(extra_body or {})
         self.n_supported: bool | None = None  # learned from the first response to an n > 1 ask
+        self.length_field = "max_completion_tokens"  # "max_tokens" once a server rejects it
 
     # -- one request -----------------------------------------------------------------------------
     def _headers(self) -> dict:
@@ -126,7 +130,7 @@ class OpenAIBackend(BaseBackend):
 
     def _body(self, messages: Messages, sampling: SamplingConfig, k: int, seed: int | None) -> dict:
         body: dict[str, Any] = {
-            "model": self.model, "messages": list(messages), "max_tokens": sampling.max_tokens,
+            "model": self.model, "messages": list(messages), self.length_field: sampling.max_tokens,
             "temperature": sampling.temperature, "top_p": sampling.top_p, "stream": False,
         }
         if k > 1:
@@ -149,10 +153,14 @@ class OpenAIBackend(BaseBackend):
     def request(self, messages: Messages, sampling: SamplingConfig, k: int = 1,
                 seed: int | None = None) -> _Outcome:
         """One chat-completion request for `k` choices, with retries; never raises."""
+        field = self.length_field
         data = json.dumps(self._body(messages, sampling, k, seed)).encode()
         last = _Outcome(error="no attempt made")
         for attempt in range(self.max_retries + 1):
             retry_after = None
+            if field != self.length_field:  # another request learned the server's older field
+                field = self.length_field
+                data = json.dumps(self._body(messages, sampling, k, seed)).encode()
             try:
                 req = urllib.request.Request(self.url, data=data, headers=self._headers(), method="POST")
                 with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
@@ -164,6 +172,9 @@ class OpenAIBackend(BaseBackend):
             except urllib.error.HTTPError as exc:
                 detail = self._error_detail(exc)
                 last = _Outcome(error=f"HTTP {exc.code} from {self.url}: {detail}")
+                if exc.code in (400, 422) and field == "max_completion_tokens" and field in detail:
+                    self.length_field = "max_tokens"  # an older server: say it the old way, at once
+                    return self.request(messages, sampling, k, seed)
                 if exc.code not in RETRY_STATUS:
                     return last
                 retry_after = exc.headers.get("Retry-After") if exc.headers else None

@@ -300,15 +300,17 @@ def check_source(source: bytes, max_bytes: int = MAX_SOURCE_BYTES,
                 return _fail(f"{bound} is assigned more than once (line {getattr(node, 'lineno', '?')}); "
                              "it must be one literal at module level", name)
     modules = _ModuleUse(tree)
+    from evoenv_cli.runtime.packages import grant_for
+    grant = grant_for(source)  # evoenv's import template only: see runtime/packages.py
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 root = alias.name.split(".")[0]
-                if root not in allowed_imports:
+                if root not in allowed_imports and not (grant and grant.allows(root, node.lineno)):
                     return _fail(f"import of {alias.name!r} is not allowed (line {node.lineno})", name)
         elif isinstance(node, ast.ImportFrom):
             root = (node.module or "").split(".")[0]
-            if node.level or root not in allowed_imports:
+            if node.level or (root not in allowed_imports and not (grant and grant.allows(root, node.lineno))):
                 return _fail(f"import from {node.module or '.'!r} is not allowed (line {node.lineno})", name)
             for alias in node.names:
                 if alias.name == "*":

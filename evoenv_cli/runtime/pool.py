@@ -263,12 +263,14 @@ def _is_value_error(fn: str, err: str) -> bool:
 class Worker:
     """One sandboxed process with one environment imported."""
 
-    def __init__(self, plan: sandbox.LaunchPlan, workdir: Path, limits: Limits, hash_seed: int):
+    def __init__(self, plan: sandbox.LaunchPlan, workdir: Path, limits: Limits, hash_seed: int,
+                 packages: tuple[Path, ...] = ()):
         self.limits = limits
         config = {
             "env_path": sandbox.env_path_in_worker(plan, workdir),
+            "packages_path": sandbox.packages_path_in_worker(plan, workdir) if packages else None,
             "seccomp_lib": plan.seccomp_lib,
-            "landlock": sandbox.landlock_rules(plan, workdir),
+            "landlock": sandbox.landlock_rules(plan, workdir, packages),
             "limits": {
                 "memory_mb": limits.memory_mb,
                 "file_size_mb": limits.file_size_mb,
@@ -281,7 +283,8 @@ class Worker:
                 "max_answer_chars": limits.max_answer_chars,
             },
         }
-        argv, env, cwd = sandbox.launch_argv(plan, workdir, json.dumps(config), hash_seed, limits.tmp_mb)
+        argv, env, cwd = sandbox.launch_argv(plan, workdir, json.dumps(config), hash_seed, limits.tmp_mb,
+                                             packages)
         self._buf = b""
         self._arrived = time.monotonic()
         self.cpu_seconds = 0.0
@@ -440,6 +443,23 @@ class Worker:
         return int(max(0.0, lim.worker_cpu_s - self.cpu_seconds) // longest)
 
 
+def _granted_packages(env: EnvFile, plan: sandbox.LaunchPlan, workdir: Path) -> tuple[Path, ...]:
+    """The packages an imported environment's worker sees (runtime/packages.py); none for any
+    other source. A grant that cannot be honoured here is that environment's load error."""
+    from evoenv_cli.runtime import packages
+
+    grant = packages.grant_for(env.source)
+    if grant is None:
+        return ()
+    try:
+        entries = grant.entries
+    except LookupError as exc:
+        raise EnvLoadError(f"declared packages unavailable: {exc}") from None
+    if plan.mode != "bwrap":
+        packages.symlink_farm(workdir / "packages", grant)
+    return entries
+
+
 @dataclass
 class _Slots:
     idle: dict[str, list[Worker]] = field(default_factory=dict)
@@ -492,7 +512,9 @@ class SandboxPool:
             raise EnvLoadError(self._load_errors[env.env_id])
         workdir = sandbox.prepare_workdir(self._root, env.env_id, env.source)
         try:
-            worker = self._spawner.submit(Worker, self.plan, workdir, self.limits, self.hash_seed).result()
+            entries = _granted_packages(env, self.plan, workdir)
+            worker = self._spawner.submit(Worker, self.plan, workdir, self.limits, self.hash_seed,
+                                          entries).result()
         except EnvLoadError as exc:
             self._load_errors[env.env_id] = str(exc)
             raise

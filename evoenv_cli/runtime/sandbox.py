@@ -214,7 +214,8 @@ def _drop_prefix(drop: int | None) -> list[str]:
     return ["setpriv", f"--reuid={drop}", f"--regid={drop}", "--clear-groups", "--inh-caps=-all"]
 
 
-def _bwrap_argv(python: str, prefix: str, workdir: Path, drop: int | None, tmp_mb: int = 16) -> list[str]:
+def _bwrap_argv(python: str, prefix: str, workdir: Path, drop: int | None, tmp_mb: int = 16,
+                packages: tuple[Path, ...] = ()) -> list[str]:
     argv = _drop_prefix(drop) + [
         "bwrap", "--unshare-user", "--unshare-pid", "--as-pid-1", "--unshare-net", "--unshare-ipc",
         "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
@@ -228,6 +229,8 @@ def _bwrap_argv(python: str, prefix: str, workdir: Path, drop: int | None, tmp_m
             argv += ["--ro-bind", f"/{link}", f"/{link}"]
     if not prefix.startswith("/usr/"):
         argv += ["--ro-bind", prefix, prefix]
+    for entry in packages:  # an imported environment's granted packages (runtime/packages.py)
+        argv += ["--ro-bind", str(entry), f"/evoenv-packages/{entry.name}"]
     argv += [
         "--ro-bind", str(workdir), "/sandbox",
         "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
@@ -237,12 +240,13 @@ def _bwrap_argv(python: str, prefix: str, workdir: Path, drop: int | None, tmp_m
     return argv
 
 
-def landlock_rules(plan: LaunchPlan, workdir: Path) -> dict | None:
+def landlock_rules(plan: LaunchPlan, workdir: Path, packages: tuple[Path, ...] = ()) -> dict | None:
     """What a `process` worker may still read once it restricts itself (nothing is writable):
-    the interpreter and its prefix, the system libraries, and its own folder."""
+    the interpreter and its prefix, the system libraries, its own folder, and an imported
+    environment's granted package entries."""
     if plan.mode != "process" or not plan.landlock_abi:
         return None
-    read = {plan.python_prefix, os.path.dirname(plan.python), "/usr", str(workdir)}
+    read = {plan.python_prefix, os.path.dirname(plan.python), "/usr", str(workdir), *map(str, packages)}
     if plan.seccomp_lib:
         read.add(os.path.dirname(plan.seccomp_lib))
     for top in ("/lib", "/lib64", "/bin"):
@@ -251,11 +255,12 @@ def landlock_rules(plan: LaunchPlan, workdir: Path) -> dict | None:
     return {"abi": plan.landlock_abi, "read": sorted(read)}
 
 
-def launch_argv(plan: LaunchPlan, workdir: Path, config_json: str, hash_seed: int, tmp_mb: int) -> tuple[list[str], dict, str]:
+def launch_argv(plan: LaunchPlan, workdir: Path, config_json: str, hash_seed: int, tmp_mb: int,
+                packages: tuple[Path, ...] = ()) -> tuple[list[str], dict, str]:
     """argv, environment and cwd for one worker; `workdir` holds worker.py and env.py."""
     py_flags = ["-S", "-B", "-u"]
     if plan.mode == "bwrap":
-        argv = _bwrap_argv(plan.python, plan.python_prefix, workdir, plan.drop_to_uid, tmp_mb)
+        argv = _bwrap_argv(plan.python, plan.python_prefix, workdir, plan.drop_to_uid, tmp_mb, packages)
         argv[argv.index("--clearenv") + 1:argv.index("--clearenv") + 1] = [
             "--setenv", "PYTHONHASHSEED", str(hash_seed)
         ]
@@ -286,3 +291,8 @@ def prepare_workdir(root: Path, env_id: str, source: bytes) -> Path:
 
 def env_path_in_worker(plan: LaunchPlan, workdir: Path) -> str:
     return "/sandbox/env.py" if plan.mode == "bwrap" else str(workdir / "env.py")
+
+
+def packages_path_in_worker(plan: LaunchPlan, workdir: Path) -> str:
+    """Where a worker with granted packages finds them (prepare_workdir's symlinks in `process`)."""
+    return "/evoenv-packages" if plan.mode == "bwrap" else str(workdir / "packages")

@@ -255,6 +255,10 @@ def main():
         return
     import importlib.util
 
+    if config.get("packages_path"):  # an imported environment's granted, read-only packages
+        os.environ.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
+                          MPLBACKEND="Agg", MPLCONFIGDIR="/tmp")
+        sys.path.insert(0, config["packages_path"])
     sys.setrecursionlimit(config.get("recursion_limit", 10000))
     started = time.perf_counter()
     try:

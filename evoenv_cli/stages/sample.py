@@ -22,6 +22,7 @@ __all__ = ["FORMATS", "LEVELS", "REQUIRED", "SampleReport", "build_messages", "c
            "instance_seed", "levels_for", "make_row", "run", "to_format"]
 
 FORMATS = ("trl", "verl", "openrlhf")
+SPLITS = ("train", "heldout")
 LEVELS = tuple(range(1, 11))
 REQUIRED = ("generate", "prompt", "solve", "score")
 
@@ -57,6 +58,8 @@ def check_config(cfg: SampleConfig, library: EnvLibrary) -> None:
         raise InputError(f"--per-env must be at least 1 (got {cfg.per_env})")
     if cfg.format not in FORMATS:
         raise InputError(f"--format must be one of {', '.join(FORMATS)} (got {cfg.format!r})")
+    if cfg.split not in SPLITS:
+        raise InputError(f"--split must be one of {', '.join(SPLITS)} (got {cfg.split!r})")
     if cfg.difficulty is not None and cfg.difficulty_from is not None:
         raise InputError("--difficulty and --difficulty-from exclude each other: pass one")
     if cfg.difficulty is not None and not 1 <= cfg.difficulty <= 10:
@@ -83,7 +86,8 @@ def run(library: EnvLibrary, cfg: SampleConfig, pool: SandboxPool) -> SampleRepo
             continue
         name = meta.get("NAME") or env.name
         levels = levels_for(env, library, cfg)
-        pairs = [(instance_seed(cfg.seed, name, i), levels[i % len(levels)]) for i in range(cfg.per_env)]
+        pairs = [(instance_seed(cfg.seed, name, i, cfg.split), levels[i % len(levels)])
+                 for i in range(cfg.per_env)]
         plans.append(Plan(env, name, pairs))
     prepared, skipped = prepare(pool, plans, cfg)
     report.skipped += skipped
@@ -107,8 +111,10 @@ def make_row(p: Prepared) -> dict:
     }
 
 
-def to_format(row: dict, fmt: str, index: int) -> dict:
-    """The same row as another trainer expects it (`trl` is the row itself)."""
+def to_format(row: dict, fmt: str, index: int, split: str = "train") -> dict:
+    """The same row as another trainer expects it (`trl` is the row itself). verl keeps every
+    column and reads the instance from `extra_info`; OpenRLHF keeps only `input`, `label` and
+    `datasource`, so its label is a JSON string carrying everything the reward needs."""
     if fmt == "trl":
         return row
     extra = {k: row[k] for k in ("env_id", "env_name", "instance", "seed", "difficulty")}
@@ -118,8 +124,10 @@ def to_format(row: dict, fmt: str, index: int) -> dict:
             "prompt": row["prompt"],
             "ability": "reasoning",
             "reward_model": {"style": "rule", "ground_truth": row["answer"]},
-            "extra_info": {**extra, "index": index, "split": "train"},
+            "extra_info": {**extra, "index": index, "split": split},
         }
     if fmt == "openrlhf":
-        return {"input": row["prompt"], "label": row["answer"], "datasource": row["data_source"], **extra}
+        label = {k: row[k] for k in ("env_id", "env_name", "instance", "answer", "seed", "difficulty")}
+        return {"input": row["prompt"], "label": json.dumps(label, ensure_ascii=False),
+                "datasource": row["data_source"]}
     raise ValueError(fmt)

@@ -21,7 +21,7 @@ from typing import Any
 
 from evoenv_cli import artifacts
 from evoenv_cli.config import RewardConfig, RuntimeConfig, TrainConfig, to_dict
-from evoenv_cli.rewards import EnvReward, row_instance
+from evoenv_cli.rewards import EnvReward, FormatReward, row_instance
 
 ROW_FIELDS = ("prompt", "env_id", "instance")
 
@@ -104,8 +104,11 @@ class StepRewards:
         return out
 
 
-def grpo_args(cfg: TrainConfig, out: Path) -> dict[str, Any]:
-    """GRPOConfig keyword arguments, as TRL 1.x names them."""
+def grpo_args(cfg: TrainConfig, out: Path, evaluating: bool = False,
+              format_weight: float = 0.0) -> dict[str, Any]:
+    """GRPOConfig keyword arguments, as TRL 1.x names them. With a format weight w the
+    environment reward and the format reward are two reward functions weighted 1 - w and w,
+    so TRL logs each apart and their weighted sum is the reward."""
     import torch
 
     on_gpu = torch.cuda.is_available() and not cfg.use_cpu
@@ -134,6 +137,13 @@ def grpo_args(cfg: TrainConfig, out: Path) -> dict[str, Any]:
         log_completions=cfg.log_completions,
         use_vllm=cfg.use_vllm,
     )
+    if format_weight:
+        args["reward_weights"] = [1.0 - format_weight, format_weight]
+    if evaluating:
+        args.update(eval_strategy="steps", eval_steps=cfg.eval_steps or cfg.save_steps,
+                    per_device_eval_batch_size=cfg.per_device_eval_batch_size or cfg.per_device_train_batch_size)
+        if cfg.num_generations_eval:
+            args["num_generations_eval"] = cfg.num_generations_eval
     if cfg.use_vllm:
         args.update(vllm_mode=cfg.vllm_mode, vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
                     vllm_tensor_parallel_size=cfg.vllm_tensor_parallel_size)
@@ -157,9 +167,15 @@ _TRL_CHECKPOINTING_NOISE = r"`(is_)?gradient_checkpointing\w*` is deprecated"
 
 
 def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: TrainConfig,
-        reward_cfg: RewardConfig, runtime: RuntimeConfig, resume: bool = False) -> dict:
+        reward_cfg: RewardConfig, runtime: RuntimeConfig, resume: bool = False,
+        eval_data: Path | None = None) -> dict:
+    """GRPO on `data`; with `eval_data` (rows from `sample --split heldout`) TRL evaluates on
+    them every `eval_steps` and the eval numbers go to metrics.jsonl too."""
     rows = check_inputs(data, library, model)
     model = check_model(model)
+    eval_rows = check_inputs(eval_data, library, model) if eval_data is not None else []
+    if not 0.0 <= reward_cfg.format_weight < 1.0:
+        raise artifacts.InputError(f"reward.format_weight must be in [0, 1) (got {reward_cfg.format_weight!r})")
     started = artifacts.now_iso()
     out.mkdir(parents=True, exist_ok=True)
 
@@ -169,9 +185,14 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
 
     transformers.set_seed(cfg.seed)
     dataset = datasets.load_dataset("json", data_files=str(data), split="train")
-    reward = EnvReward(library.files, answer_tag=reward_cfg.answer_tag, format_weight=reward_cfg.format_weight,
-                       sandbox=runtime.sandbox, workers=runtime.workers, limits=runtime.limits)
+    eval_dataset = (datasets.load_dataset("json", data_files=str(eval_data), split="train")
+                    if eval_data is not None else None)
+    reward = EnvReward(library.files, answer_tag=reward_cfg.answer_tag, sandbox=runtime.sandbox,
+                       workers=runtime.workers, limits=runtime.limits)
     step_rewards = StepRewards(reward)
+    reward_funcs: list = [step_rewards]
+    if reward_cfg.format_weight:
+        reward_funcs.append(FormatReward(reward_cfg.answer_tag))
     peft_config = None
     if cfg.lora:
         from peft import LoraConfig
@@ -181,11 +202,12 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
     metrics_path = out / "metrics.jsonl"
     if not resume:
         metrics_path.unlink(missing_ok=True)
+    args = grpo_args(cfg, out, evaluating=eval_dataset is not None, format_weight=reward_cfg.format_weight)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_TRL_CHECKPOINTING_NOISE, category=FutureWarning)
         trainer = GRPOTrainer(
-            model=model, reward_funcs=[step_rewards], args=GRPOConfig(**grpo_args(cfg, out)),
-            train_dataset=dataset, peft_config=peft_config,
+            model=model, reward_funcs=reward_funcs, args=GRPOConfig(**args),
+            train_dataset=dataset, eval_dataset=eval_dataset, peft_config=peft_config,
             callbacks=[_metrics_callback(metrics_path, step_rewards)],
         )
         checkpoint = resume and any((out / "checkpoints").glob("checkpoint-*"))
@@ -205,6 +227,7 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
     artifacts.follow_umask(out)
     summary = {
         "stage": "train", "steps": trainer.state.global_step, "rows": len(rows),
+        "eval_rows": len(eval_rows), "eval_reward": _last_eval_reward(metrics_path),
         "train_loss": result.training_loss, "checkpoint": str(out),
         "merged": str(merged) if merged else None, "adapter": bool(cfg.lora),
         "mean_reward": _mean_reward(metrics_path),
@@ -214,7 +237,8 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
         **artifacts.manifest("train", {"train": to_dict(cfg), "reward": to_dict(reward_cfg),
                                        "runtime": to_dict(runtime)}, library.files, started,
                              {"rows": len(rows), "steps": summary["steps"]},
-                             {"data": str(data), "model": model, "library": str(library.root)}, out=out),
+                             {"data": str(data), "eval_data": str(eval_data) if eval_data else None,
+                              "model": model, "library": str(library.root)}, out=out),
         "summary": summary,
     })
     return summary
@@ -233,18 +257,29 @@ def _mean_reward(metrics_path: Path) -> float | None:
     return round(statistics.fmean(values), 4) if values else None
 
 
+def _last_eval_reward(metrics_path: Path) -> float | None:
+    values = [r["eval_reward"] for r in artifacts.read_jsonl_tolerant(metrics_path)
+              if isinstance(r.get("eval_reward"), (int, float))]
+    return round(values[-1], 4) if values else None
+
+
 def _metrics_callback(path: Path, step_rewards: StepRewards):
     from transformers import TrainerCallback
 
     class MetricsLog(TrainerCallback):
-        """One JSON line per logged step: TRL's numbers plus per-environment rewards."""
+        """One JSON line per logged step: TRL's numbers plus per-environment rewards; and one
+        per evaluation (its `eval_*` numbers; the per-environment window is training's)."""
 
         def on_log(self, args, state, control, logs=None, **kwargs):
-            if not state.is_world_process_zero or not logs or "reward" not in logs:
+            if not state.is_world_process_zero or not logs:
+                return
+            training, evaluation = "reward" in logs, "eval_reward" in logs
+            if not (training or evaluation):
                 return
             record = {"step": state.global_step, **{k: v for k, v in logs.items()
                                                     if isinstance(v, (int, float)) and v == v}}
-            record["per_env"] = step_rewards.drain()
+            if training:
+                record["per_env"] = step_rewards.drain()
             with path.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
                 f.flush()

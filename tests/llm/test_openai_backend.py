@@ -158,7 +158,7 @@ def test_429_twice_then_200_is_retried_with_backoff(monkeypatch):
     assert req["path"] == "/v1/chat/completions"  # a bare host:port gets /v1
     assert req["auth"] == "Bearer sk-test"
     assert req["body"]["model"] == "m" and req["body"]["messages"] == PROMPTS[0]
-    assert req["body"]["max_tokens"] == 7 and req["body"]["temperature"] == 0.5
+    assert req["body"]["max_completion_tokens"] == 7 and req["body"]["temperature"] == 0.5
     assert req["body"]["seed"] == request_seed(3, 0, 0) and "n" not in req["body"]
 
 
@@ -232,3 +232,34 @@ def test_bad_configuration_is_refused():
         make_backend("openai", "m", base_url="127.0.0.1:8000")
     with pytest.raises(BackendError, match="did you mean 'concurrency'"):
         make_backend("openai", "m", base_url="http://x", concurency=2)
+
+
+def test_max_completion_tokens_with_a_fallback_for_servers_that_reject_it():
+    def modern(body, count):
+        return 200, completion_json(["ok"]), 0, None
+
+    with Scripted(modern) as srv:
+        fast(srv.url).generate(PROMPTS[:1], SamplingConfig(max_tokens=7))
+    body = srv.requests[0]["body"]
+    assert body["max_completion_tokens"] == 7 and "max_tokens" not in body
+
+    def older(body, count):  # as OpenAI-style servers word it for a field they do not know
+        if "max_completion_tokens" in body:
+            return 400, {"error": {"message": "Unrecognized request argument supplied: max_completion_tokens"}}, 0, None
+        return 200, completion_json(["ok"]), 0, None
+
+    with Scripted(older) as srv:
+        backend = fast(srv.url, concurrency=1)
+        gens = backend.generate(PROMPTS, SamplingConfig(max_tokens=5))
+    assert all(g.ok and g.texts == ["ok"] for g in gens)
+    fields = [("max_completion_tokens" in r["body"], r["body"].get("max_tokens")) for r in srv.requests]
+    assert fields == [(True, None), (False, 5), (False, 5), (False, 5)]  # learned once, then kept
+    assert backend.length_field == "max_tokens"
+
+    def unrelated(body, count):  # a 400 about something else is final, the field stays
+        return 400, {"error": {"message": "temperature must be positive"}}, 0, None
+
+    with Scripted(unrelated) as srv:
+        backend = fast(srv.url)
+        (g,) = backend.generate(PROMPTS[:1], SamplingConfig(max_tokens=5))
+    assert g.error and len(srv.requests) == 1 and backend.length_field == "max_completion_tokens"
