@@ -485,6 +485,7 @@ class SandboxPool:
         self._load_errors: dict[str, str] = {}
         self._meta: dict[str, dict] = {}
         self.spawned = 0
+        self.calls = 0
         self._spawner = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="evoenv-spawn")
 
     def __enter__(self) -> SandboxPool:
@@ -613,6 +614,7 @@ class SandboxPool:
         return out  # type: ignore[return-value]
 
     def _run_chunk(self, env: EnvFile, calls: list[Call], stop_on_failure: bool = False) -> list[CallResult]:
+        self.calls += len(calls)  # asked for (a run statistic; a skipped call counts too)
         results: list[CallResult] = []
         kills = 0
         while len(results) < len(calls):

@@ -1,0 +1,67 @@
+"""One set of sandbox workers for a whole program: a `Runtime` is built once from
+`RuntimeConfig` and handed to every stage and to the reward, so warm workers are reused across
+stages and no stage builds pools of its own when it runs inside a larger program (the loop).
+
+A stage called on its own (from its CLI command) gets a Runtime of its own from `shared()`,
+closed when it returns; called with one, it borrows it and leaves it open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from evoenv_cli.runtime.pool import SandboxPool
+
+
+class Runtime:
+    """Sandbox pools, made on first use: `pool` (the one every call goes to) and `fresh`, its
+    twin with another hash seed (validate's and compose's cross-process determinism check)."""
+
+    def __init__(self, cfg) -> None:
+        self.cfg = cfg  # a config.RuntimeConfig
+        self._pools: dict[int, SandboxPool] = {}
+
+    def _get(self, hash_seed: int) -> SandboxPool:
+        if hash_seed not in self._pools:
+            c = self.cfg
+            self._pools[hash_seed] = SandboxPool(c.limits, c.sandbox, c.workers, hash_seed=hash_seed)
+        return self._pools[hash_seed]
+
+    @property
+    def pool(self) -> SandboxPool:
+        return self._get(0)
+
+    @property
+    def fresh(self) -> SandboxPool:
+        return self._get(1)
+
+    @property
+    def calls(self) -> int:
+        """Calls into environment code so far, over every pool."""
+        return sum(p.calls for p in self._pools.values())
+
+    @property
+    def jails(self) -> list[str]:
+        return sorted({p.plan.mode for p in self._pools.values()})
+
+    def close(self) -> None:
+        pools, self._pools = self._pools, {}
+        for p in pools.values():
+            p.close()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@contextlib.contextmanager
+def shared(cfg, runtime: Runtime | None) -> Iterator[Runtime]:
+    """`runtime` when one is given (left open), else a Runtime of our own, closed after."""
+    if runtime is not None:
+        yield runtime
+        return
+    with Runtime(cfg) as own:
+        yield own
