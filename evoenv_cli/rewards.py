@@ -89,7 +89,9 @@ class EnvReward:
 
     def __init__(self, library: str | Path | list[EnvFile], *, answer_tag: str = "answer",
                  format_weight: float = 0.0, sandbox: str = "auto", workers: int = 2,
-                 limits: Limits | None = None):
+                 limits: Limits | None = None, pool: SandboxPool | None = None):
+        """`pool`: a program's shared sandbox pool (a `runtime.session.Runtime`'s) to score on,
+        left open by `close`; without one, the reward starts its own on first use."""
         if isinstance(library, (str, Path)):
             from evoenv_cli.artifacts import EnvLibrary
 
@@ -101,7 +103,8 @@ class EnvReward:
         self.answer_tag = answer_tag
         self.format_weight = format_weight
         self._pool_args = dict(limits=limits, sandbox_mode=sandbox, workers=workers)
-        self._pool: SandboxPool | None = None
+        self._pool: SandboxPool | None = pool
+        self._borrowed = pool is not None
         self._lock = threading.Lock()
         self.stats: Counter = Counter()
 
@@ -113,7 +116,7 @@ class EnvReward:
             return self._pool
 
     def close(self) -> None:
-        if self._pool is not None:
+        if self._pool is not None and not self._borrowed:
             self._pool.close()
             self._pool = None
 

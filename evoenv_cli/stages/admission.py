@@ -19,6 +19,9 @@ from evoenv_cli import artifacts
 from evoenv_cli.runtime.pool import EnvFile
 
 CORE_KEYS = ("file", "env_id", "name", "admitted", "stage", "reason")
+# Measured times vary from run to run: they stay in verdicts and manifests, never in index.jsonl
+# (which the pool is made of), so the same inputs give byte-identical libraries.
+TIMING_KEYS = ("wall_s", "import_seconds", "seconds_at_top_level")
 
 
 @dataclass
@@ -126,7 +129,7 @@ class AdmissionLog:
             record = dict(library.index.get(r["env_id"], {}))
             record.update({"file": r["file"], "env_id": r["env_id"], "name": r["name"]})
             record.setdefault("origin", "input")
-            record[stage] = {k: v for k, v in r.items() if k not in CORE_KEYS}
+            record[stage] = {k: v for k, v in r.items() if k not in CORE_KEYS and k not in TIMING_KEYS}
             record.update((index_extra or {}).get(r["file"], {}))
             index.append(record)
         artifacts.write_jsonl_atomic(self.out / "index.jsonl", index)

@@ -30,6 +30,7 @@ from evoenv_cli.config import CalibrateConfig, RuntimeConfig, SampleConfig, to_d
 from evoenv_cli.llm.base import Backend, SamplingConfig
 from evoenv_cli.rewards import extract_answer
 from evoenv_cli.runtime.pool import Call, EnvFile, EnvLoadError, SandboxPool
+from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
 from evoenv_cli.stages.instances import Plan, prepare
 
@@ -222,9 +223,10 @@ def judge(s: Subject, cfg: CalibrateConfig, previous: dict | None) -> Verdict:
 
 def run(library: artifacts.EnvLibrary, cfg: CalibrateConfig, sample_cfg: SampleConfig,
         runtime: RuntimeConfig, backend: Backend, out: Path, model_name: str,
-        on_verdict: Callable[[Verdict], None] | None = None) -> Summary:
+        on_verdict: Callable[[Verdict], None] | None = None, session: Runtime | None = None) -> Summary:
     with AdmissionLog(out, library.files, retry_stages=("backend_error",)) as log, \
-            SandboxPool(runtime.limits, runtime.sandbox, runtime.workers) as pool:
+            shared(runtime, session) as rt:
+        pool = rt.pool
         responses = _responses_log(out / "responses.jsonl", set(log.done))
         subjects = []
         for env in log.pending():

@@ -31,6 +31,7 @@ from evoenv_cli import artifacts
 from evoenv_cli.config import ComposeConfig, RuntimeConfig, ValidateConfig, to_dict
 from evoenv_cli.runtime.contract import check_source
 from evoenv_cli.runtime.pool import EnvFile, EnvLoadError, SandboxPool, env_id_of
+from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.stages import validate
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
 
@@ -517,16 +518,15 @@ def describe_parts(library: artifacts.EnvLibrary, pool: SandboxPool) -> tuple[li
 
 
 def run(library: artifacts.EnvLibrary, cfg: ComposeConfig, vcfg: ValidateConfig, runtime: RuntimeConfig,
-        out: Path, on_verdict: Callable[[Verdict], None] | None = None) -> Summary:
+        out: Path, on_verdict: Callable[[Verdict], None] | None = None,
+        session: Runtime | None = None) -> Summary:
     """Sample up to cfg.n composites (split over depths 1..max_depth), judge each with the
     execution contract, and write the admitted ones; verdicts already in `out` are reused."""
     rng = random.Random(f"compose:{cfg.seed}")
-    lim = runtime.limits
     made: list[EnvFile] = []
     lineage: dict[str, dict] = {}
-    with SandboxPool(lim, runtime.sandbox, runtime.workers) as pool, \
-            SandboxPool(lim, runtime.sandbox, runtime.workers, hash_seed=1) as fresh, \
-            AdmissionLog(out, None) as log:
+    with shared(runtime, session) as rt, AdmissionLog(out, None) as log:
+        pool, fresh = rt.pool, rt.fresh
         parts, docs, skipped = describe_parts(library, pool)
         for depth, want in enumerate(_split(cfg.n, cfg.max_depth), start=1):
             plans = round_robin(candidates(parts, tuple(cfg.ops), rng, depth))

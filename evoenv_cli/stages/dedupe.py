@@ -44,6 +44,7 @@ from evoenv_cli import artifacts
 from evoenv_cli.config import DedupeConfig, RuntimeConfig, to_dict
 from evoenv_cli.runtime.contract import MAX_SOURCE_BYTES
 from evoenv_cli.runtime.pool import Call, EnvFile, SandboxPool
+from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
 
 STAGES = ("run", "duplicate_code", "duplicate_behaviour")
@@ -659,33 +660,13 @@ def check_config(cfg: DedupeConfig) -> None:
         raise artifacts.InputError(f"dedupe config: {problems[0]}")
 
 
-class _LazyPool:
-    """The sandboxed pool, started only when some prompts must actually be sampled."""
-
-    def __init__(self, runtime: RuntimeConfig):
-        self.runtime = runtime
-        self.pool: SandboxPool | None = None
-
-    def get(self) -> SandboxPool:
-        if self.pool is None:
-            rt = self.runtime
-            self.pool = SandboxPool(rt.limits, rt.sandbox, rt.workers)
-        return self.pool
-
-    def __enter__(self) -> _LazyPool:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.pool is not None:
-            self.pool.close()
-
-
-def _sample_many(envs: list[EnvFile], pools: _LazyPool, cfg: DedupeConfig) -> dict[str, tuple]:
-    """{file name: (prompts, failure)} for `envs`, sampled in parallel on the pool's workers."""
+def _sample_many(envs: list[EnvFile], pools: Runtime, cfg: DedupeConfig) -> dict[str, tuple]:
+    """{file name: (prompts, failure)} for `envs`, sampled in parallel on the pool's workers
+    (the Runtime starts its pool only when some prompts must actually be sampled)."""
     if not envs:
         return {}
-    pool = pools.get()
-    with ThreadPoolExecutor(max_workers=pools.runtime.workers) as ex:
+    pool = pools.pool
+    with ThreadPoolExecutor(max_workers=pools.cfg.workers) as ex:
         results = list(ex.map(lambda e: sample_prompts(e, pool, cfg), envs))
     return {e.path.name: r for e, r in zip(envs, results)}
 
@@ -695,7 +676,7 @@ def _chunks(items: list, size: int) -> Iterator[list]:
         yield items[start:start + size]
 
 
-def add_pool(index: NoveltyIndex, lib: artifacts.EnvLibrary, label: str, pools: _LazyPool) -> dict:
+def add_pool(index: NoveltyIndex, lib: artifacts.EnvLibrary, label: str, pools: Runtime) -> dict:
     """Put a pool's environments in the index (not judged), from its saved index when valid."""
     cfg = index.cfg
     saved, status = load_index(lib.root / INDEX_FILE, lib.files, cfg)
@@ -708,7 +689,7 @@ def add_pool(index: NoveltyIndex, lib: artifacts.EnvLibrary, label: str, pools: 
             unsampled += not saved.has_behaviour[i]
     else:
         status = f"built ({status})"
-        for chunk in _chunks(lib.files, 8 * pools.runtime.workers):
+        for chunk in _chunks(lib.files, 8 * pools.cfg.workers):
             sampled = _sample_many(chunk, pools, cfg)
             for env in chunk:
                 prompts, _ = sampled[env.path.name]
@@ -732,12 +713,12 @@ def _decode(text: str | None, num_perm: int) -> np.ndarray | None:
 
 def run(library: artifacts.EnvLibrary, cfg: DedupeConfig, runtime: RuntimeConfig, out: Path,
         against: list[artifacts.EnvLibrary] = (), on_verdict: Callable[[Verdict], None] | None = None,
-        note: Callable[[str], None] | None = None) -> Summary:
+        note: Callable[[str], None] | None = None, session: Runtime | None = None) -> Summary:
     """Judge every file of `library` into `out` (already prepared) against the pools and the
     earlier files of the batch, resuming what is final."""
     index = NoveltyIndex(cfg)
     reports = []
-    with AdmissionLog(out, library.files) as log, _LazyPool(runtime) as pools:
+    with AdmissionLog(out, library.files) as log, shared(runtime, session) as pools:
         for lib in against:
             report = add_pool(index, lib, str(lib.root), pools)
             reports.append(report)

@@ -32,8 +32,10 @@ scripted ones).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
+import math
 import json
 import logging
 import threading
@@ -49,6 +51,7 @@ from evoenv_cli.config import EvaluateConfig, RuntimeConfig, SampleConfig, to_di
 from evoenv_cli.llm.base import Backend, SamplingConfig
 from evoenv_cli.rewards import EnvReward, extract_answer
 from evoenv_cli.runtime.pool import EnvFile, SandboxPool
+from evoenv_cli.runtime.session import Runtime
 from evoenv_cli.stages.instances import DEMONSTRATION_ANSWER, Plan, prepare, user_turn
 from evoenv_cli.stages.sample import REQUIRED, instance_seed, levels_for
 
@@ -241,10 +244,17 @@ class Item:
 @dataclass
 class ModelSpec:
     """A model to evaluate: its name (recorded) and how to build its backend when its turn
-    comes (a callable returning a Backend, used as a context manager and closed after)."""
+    comes (a callable returning a Backend, used as a context manager and closed after), or a
+    backend already open (a loop's, which outlives this evaluation: left open)."""
 
     name: str
-    factory: Callable[[], Backend]
+    factory: Callable[[], Backend] | None = None
+    backend: Backend | None = None
+
+    def open(self) -> contextlib.AbstractContextManager[Backend]:
+        if self.backend is not None:
+            return contextlib.nullcontext(self.backend)
+        return self.factory()
 
 
 def spread_levels(levels: Sequence[int], count: int) -> list[int]:
@@ -375,7 +385,8 @@ def summarize(items: list[Item], records: list[dict], n: int) -> dict:
         item_means = [sum(r["score"] for r in per_item[it.item]) / len(per_item[it.item])
                       for it in group if per_item.get(it.item)]
         no_answer = sum(r["answer"] is None for r in samples)
-        out = {"pass@1": _mean(item_means), "items": len(group), "n": n, "samples": len(samples),
+        out = {"pass@1": _mean(item_means), "ci95": wilson_interval(_mean(item_means), len(item_means)),
+               "items": len(group), "n": n, "samples": len(samples),
                "no_answer_share": round(no_answer / len(samples), 4) if samples else None,
                "errors": sum(r["status"] == "backend_error" for r in samples)}
         return out, item_means
@@ -401,11 +412,32 @@ def summarize(items: list[Item], records: list[dict], n: int) -> dict:
                 s["score_answer_errors"] = methods.count("score_answer_error")
             benches[source] = s
     everything, _ = stats(items)
-    overall = {"pass@1": _mean(all_means),
+    overall = {"pass@1": _mean(all_means), "ci95": wilson_interval(_mean(all_means), len(all_means)),
                "env_mean": _mean(raw["env"]), "bench_mean": _mean(raw["bench"]),
                "items": everything["items"], "samples": everything["samples"],
                "no_answer_share": everything["no_answer_share"], "errors": everything["errors"]}
     return {"overall": overall, "environments": envs, "benchmarks": benches}
+
+
+def _reused_baseline(baseline: dict, mine: dict) -> dict:
+    """A baseline measured earlier on the same items (a loop measures it once per run); its
+    item counts must match this evaluation's, or the comparison would be of different sets."""
+    theirs = {k: v.get("items") for k, v in baseline.get("environments", {}).items()}
+    ours = {k: v.get("items") for k, v in mine.get("environments", {}).items()}
+    if theirs != ours or baseline.get("overall", {}).get("items") != mine["overall"]["items"]:
+        raise ValueError(f"the cached baseline of {baseline.get('model')} was measured on other items "
+                         f"({baseline.get('overall', {}).get('items')} vs {mine['overall']['items']})")
+    return baseline
+
+
+def wilson_interval(p: float | None, n: int, z: float = 1.96) -> list[float] | None:
+    """A 95% interval for a pass@1 `p` over `n` items (Wilson's score interval: it stays inside
+    [0, 1] and is not empty at 0 or 1, unlike the normal approximation)."""
+    if p is None or n < 1:
+        return None
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)]
 
 
 def flat(results: dict) -> dict[str, float | None]:
@@ -452,10 +484,13 @@ def _file_hash(p: Path) -> str:
 def run(out: Path, cfg: EvaluateConfig, model: ModelSpec, *, library: EnvLibrary | None = None,
         benches: Sequence[Bench] = (), baseline: ModelSpec | None = None,
         sample_cfg: SampleConfig | None = None, runtime: RuntimeConfig | None = None,
-        checker: AnswerChecker | None = None, note: Callable[[str], None] | None = None) -> dict:
+        checker: AnswerChecker | None = None, note: Callable[[str], None] | None = None,
+        session: Runtime | None = None, baseline_results: dict | None = None) -> dict:
     """Evaluate `model` (and `baseline`) into `out` (a prepared, empty folder): samples.jsonl
     (appended per model as it finishes), metrics.json (rewritten after each model) and
-    manifest.json. Returns the metrics."""
+    manifest.json. Returns the metrics. `baseline_results`: the baseline's numbers measured
+    earlier on the same items (its metrics' model part), compared with instead of asking it.
+    `session`: the program's sandbox pools, scored on and left open."""
     check_config(cfg)
     if library is None and not benches:
         raise InputError("nothing to evaluate: give a library, benchmark files, or both")
@@ -465,7 +500,8 @@ def run(out: Path, cfg: EvaluateConfig, model: ModelSpec, *, library: EnvLibrary
     started = artifacts.now_iso()
     envs = library.files if library is not None else []
     reward = EnvReward(envs, answer_tag=cfg.answer_tag, sandbox=runtime.sandbox,
-                       workers=runtime.workers, limits=runtime.limits)
+                       workers=runtime.workers, limits=runtime.limits,
+                       pool=session.pool if session is not None and envs else None)
     metrics: dict = {}
     try:
         items, skipped = env_items(library, cfg, sample_cfg, reward.pool) if envs else ([], [])
@@ -490,11 +526,13 @@ def run(out: Path, cfg: EvaluateConfig, model: ModelSpec, *, library: EnvLibrary
                     continue
                 if note:
                     note(f"evaluate: asking {spec.name} ({role})")
-                with spec.factory() as backend:
+                with spec.open() as backend:
                     records = ask(items, backend, cfg, reward, checker, spec.name)
                 for r in records:
                     samples.append({**r, "role": role})
                 results[role] = {"model": spec.name, **summarize(items, records, cfg.samples)}
+                if role == "model" and baseline_results is not None:
+                    results["baseline"] = _reused_baseline(baseline_results, results["model"])
                 metrics = {**results["model"], "baseline": None, "delta": None, **base_metrics}
                 metrics["seeds"]["environments"] = {k: v["seeds"] for k, v in results["model"]["environments"].items()}
                 if "baseline" in results:
@@ -507,7 +545,8 @@ def run(out: Path, cfg: EvaluateConfig, model: ModelSpec, *, library: EnvLibrary
     artifacts.write_json_atomic(out / "manifest.json", artifacts.manifest(
         "evaluate", {"evaluate": to_dict(cfg), "sample": to_dict(sample_cfg), "runtime": to_dict(runtime)},
         inputs, started, {"items": len(items), "skipped": len(skipped)},
-        extra={"model": model.name, "baseline": baseline.name if baseline else None,
+        extra={"model": model.name, "baseline": baseline.name if baseline else
+               (baseline_results or {}).get("model"), "baseline_reused": baseline_results is not None,
                "bench_hashes": {b.source: b.digest() for b in benches}}, out=out))
     return metrics
 

@@ -20,6 +20,7 @@ from evoenv_cli import artifacts
 from evoenv_cli.config import ReviewConfig, RuntimeConfig, to_dict
 from evoenv_cli.llm.base import Backend, SamplingConfig, strip_thinking
 from evoenv_cli.runtime.pool import Call, EnvFile, EnvLoadError, SandboxPool
+from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
 from evoenv_cli.stages.synthesize import template
 
@@ -124,12 +125,14 @@ def decide(env: EnvFile, name: str | None, generation, votes_wanted: int) -> Ver
 
 
 def run(library: artifacts.EnvLibrary, cfg: ReviewConfig, runtime: RuntimeConfig, backend: Backend,
-        out: Path, model_name: str, on_verdict: Callable[[Verdict], None] | None = None) -> Summary:
+        out: Path, model_name: str, on_verdict: Callable[[Verdict], None] | None = None,
+        session: Runtime | None = None) -> Summary:
     sampling = SamplingConfig(n=cfg.votes, temperature=cfg.temperature, top_p=cfg.top_p,
                               max_tokens=cfg.max_tokens, seed=cfg.seed)
     order = {e.path.name: k for k, e in enumerate(library.files)}
     with AdmissionLog(out, library.files, retry_stages=("backend_error",)) as log, \
-            SandboxPool(runtime.limits, runtime.sandbox, runtime.workers) as pool:
+            shared(runtime, session) as rt:
+        pool = rt.pool
         def finish(v: Verdict) -> None:
             log.add(v)
             if on_verdict:

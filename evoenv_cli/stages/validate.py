@@ -23,6 +23,7 @@ from evoenv_cli import artifacts
 from evoenv_cli.config import RuntimeConfig, ValidateConfig, to_dict
 from evoenv_cli.runtime.contract import check_source
 from evoenv_cli.runtime.pool import Call, CallResult, EnvFile, EnvLoadError, SandboxPool
+from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
 
 STAGES = ("static", "load", "run", "determinism", "diversity", "reference", "discrimination",
@@ -328,8 +329,9 @@ def judge(env: EnvFile, cfg: ValidateConfig, pool: SandboxPool, fresh: SandboxPo
 
 
 def run(library: artifacts.EnvLibrary, cfg: ValidateConfig, runtime: RuntimeConfig, out: Path,
-        on_verdict: Callable[[Verdict], None] | None = None) -> Summary:
-    """Judge every file of `library` into `out` (already prepared), resuming what is final."""
+        on_verdict: Callable[[Verdict], None] | None = None, session: Runtime | None = None) -> Summary:
+    """Judge every file of `library` into `out` (already prepared), resuming what is final;
+    on `session`'s pools when given (left open), else on pools of its own."""
     with AdmissionLog(out, library.files) as log:
         def finish(verdict: Verdict) -> None:
             log.add(verdict)
@@ -350,12 +352,10 @@ def run(library: artifacts.EnvLibrary, cfg: ValidateConfig, runtime: RuntimeConf
                 names[report.name] = env.path.name
                 todo.append((env, report.name))
         if todo:
-            lim = runtime.limits
-            with SandboxPool(lim, runtime.sandbox, runtime.workers) as pool, \
-                    SandboxPool(lim, runtime.sandbox, runtime.workers, hash_seed=1) as fresh:
-                with ThreadPoolExecutor(max_workers=runtime.workers) as ex:
-                    futures = [ex.submit(judge, env, cfg, pool, fresh, name) for env, name in todo]
-                    for f in futures:
-                        finish(f.result())
+            with shared(runtime, session) as rt, ThreadPoolExecutor(max_workers=runtime.workers) as ex:
+                pool, fresh = rt.pool, rt.fresh
+                futures = [ex.submit(judge, env, cfg, pool, fresh, name) for env, name in todo]
+                for f in futures:
+                    finish(f.result())
         return log.finish("validate", STAGES, library,
                           {"validate": to_dict(cfg), "runtime": to_dict(runtime)})
