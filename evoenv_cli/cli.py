@@ -22,6 +22,9 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from evoenv_cli.artifacts import InputError
+from evoenv_cli.config import llm_settings as _llm_settings
+from evoenv_cli.config import prompt_settings as _prompt_settings
+from evoenv_cli.config import stage_settings as _settings
 
 # `evoenv --help` lists the commands in the order the loop runs them; any other command
 # (a new one not yet placed here) follows in the order it was registered.
@@ -219,34 +222,6 @@ def _runtime(config: Path | None, sandbox: str | None, workers: int | None):
     recipe = cfgmod.load_recipe(config)
     recipe.runtime = cfgmod.override(recipe.runtime, sandbox=sandbox, workers=workers)
     return recipe
-
-
-def _settings(**parts) -> dict:
-    """The resolved settings a stage's results depend on: hashed into OUT/run-config.json and
-    the manifest, and what `--resume` refuses to change (worker counts and sandbox mode do not
-    change results, so they are not in it)."""
-    from evoenv_cli.config import to_dict
-
-    def plain(v):
-        v = to_dict(v)
-        if isinstance(v, dict):
-            return {k: plain(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [plain(x) for x in v]
-        return str(v) if isinstance(v, Path) else v
-
-    return {k: plain(v) for k, v in parts.items()}
-
-
-def _llm_settings(recipe, backend: str | None, model: str | None) -> dict:
-    """The policy's part of the settings."""
-    return {"kind": backend or recipe.backend.kind, "model": model or recipe.backend.model,
-            "chat_template_kwargs": recipe.backend.chat_template_kwargs}
-
-
-def _prompt_settings(recipe) -> dict:
-    """The part of the recipe's `sample:` section that shapes every environment prompt."""
-    return {"system_prompt": recipe.sample.system_prompt, "answer_instruction": recipe.sample.answer_instruction}
 
 
 def _pool(recipe):
@@ -819,9 +794,11 @@ def iterate(
     run_dir: Annotated[Path, typer.Option("--run", help="Run folder: round-NN/<stage>/, pool/, rounds.jsonl.")] = Path("runs/demo"),
     seeds: Annotated[Path, typer.Option("--seeds", help="The seed environments that start the pool.")] = Path("seeds"),
 ) -> None:
-    """The self-evolving loop: synthesize, validate, review, compose, calibrate, dedupe, rotate
-    the pool, sample, train and evaluate, round after round. Killed and rerun, it resumes
-    without redoing finished stages.
+    """The self-evolving loop: synthesize, validate, review, compose, dedupe, calibrate, rotate
+    the pool, sample, train and evaluate, round after round, in one program (one sandbox
+    runtime, one model load per policy; train runs as a child process, its output shown and
+    kept in round-NN/train/log.txt). Killed at any point and rerun, it resumes without redoing
+    finished stages.
 
     Example: [bold]evoenv iterate --rounds 10 --recipe recipes/paper-8xgpu.yaml --model Qwen/Qwen3-4B-Thinking-2507 --run runs/paper[/]
     """
@@ -830,10 +807,14 @@ def iterate(
     from evoenv_cli.stages import iterate as stage
 
     recipe_cfg = cfgmod.load_recipe(recipe)
-    sandbox.resolve(recipe_cfg.runtime.sandbox)  # here, where its warning is seen: stages' stderr is captured
+    sandbox.resolve(recipe_cfg.runtime.sandbox)  # its warning once, before any stage
     policy = model or recipe_cfg.backend.model
     if not policy:
         raise InputError(f"{recipe}: no model: pass --model or set backend.model")
+    if recipe_cfg.backend.kind == "openai":
+        raise InputError(f"{recipe}: backend.kind openai cannot follow the policy: the loop trains a new "
+                         "checkpoint every round, and a server started beforehand keeps serving the weights "
+                         "it loaded; use backend hf or vllm for iterate (openai serves stages run by hand)")
     build = recipe_cfg.iterate.build_model
     if build not in ("", "tiny", "starter"):
         raise InputError(f"{recipe}: iterate.build_model must be '', 'tiny' or 'starter' (got {build!r})")
@@ -850,15 +831,20 @@ def iterate(
             tiny.build_tiny_model(policy)
     if not Path(seeds).is_dir():
         raise InputError(f"{seeds}: no such seeds folder")
-    loop = stage.Loop(run_dir, recipe, policy, recipe_cfg.iterate, seeds, log=lambda m: err.print(m, markup=False, soft_wrap=True))
+    from evoenv_cli.llm import check_backend
+
+    check_backend(recipe_cfg.backend.kind, policy)  # before the first stage, not at it
+    loop = stage.Loop(run_dir, recipe, policy, recipe_cfg.iterate, seeds,
+                      log=lambda m: err.print(m, markup=False, soft_wrap=True), progress=_progress)
     try:
         stage.run(loop, rounds)
     except stage.StageFailed as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
-        err.print(f"finished stages are kept in {run_dir}; fix the cause and run the same command again", markup=False)
+        err.print(f"[red]error:[/] {escape(str(exc))}; finished stages are kept in {escape(str(run_dir))}: "
+                  "fix the cause and run the same command again", soft_wrap=True)
         raise typer.Exit(1) from None
-    except KeyboardInterrupt:
-        err.print(f"[yellow]interrupted[/]: finished stages are kept in {escape(str(run_dir))}; run the same command to resume")
+    except stage.Interrupted as exc:
+        err.print(f"[yellow]interrupted[/] in {escape(exc.where)}; finished stages are kept in "
+                  f"{escape(str(run_dir))}: run the same command to resume", soft_wrap=True)
         raise typer.Exit(130) from None
     err.print(f"rounds in {run_dir / 'rounds.jsonl'}", markup=False)
 

@@ -259,6 +259,7 @@ class IterateConfig:
     # SmolLM2-135M-Instruct checkpoint, offline; the CPU demo), "tiny" (random weights, tests).
     build_model: str = ""
     train_launch: str = ""  # prefix for the train stage, e.g. "accelerate launch --num_processes 8"
+    rotate_every: int = field(default=1, metadata={"min": 1})  # rounds between two re-measurements of a pool member
 
 
 @dataclass
@@ -441,3 +442,29 @@ def override(obj: T, **flags: Any) -> T:
 
 def to_dict(obj: Any) -> Any:
     return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj
+
+
+def stage_settings(**parts) -> dict:
+    """The resolved settings a stage's results depend on: hashed into OUT/run-config.json and
+    the manifest, and what `--resume` refuses to change (worker counts and sandbox mode do not
+    change results, so they are not in it)."""
+    def plain(v):
+        v = to_dict(v)
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        return str(v) if isinstance(v, Path) else v
+
+    return {k: plain(v) for k, v in parts.items()}
+
+
+def llm_settings(recipe, backend: str | None, model: str | None) -> dict:
+    """The policy's part of the settings."""
+    return {"kind": backend or recipe.backend.kind, "model": model or recipe.backend.model,
+            "chat_template_kwargs": recipe.backend.chat_template_kwargs}
+
+
+def prompt_settings(recipe) -> dict:
+    """The part of the recipe's `sample:` section that shapes every environment prompt."""
+    return {"system_prompt": recipe.sample.system_prompt, "answer_instruction": recipe.sample.answer_instruction}

@@ -105,6 +105,7 @@ class EnvReward:
         self._pool_args = dict(limits=limits, sandbox_mode=sandbox, workers=workers)
         self._pool: SandboxPool | None = pool
         self._borrowed = pool is not None
+        self._calls_closed = 0  # calls made on an own pool already closed
         self._lock = threading.Lock()
         self.stats: Counter = Counter()
 
@@ -115,8 +116,15 @@ class EnvReward:
                 self._pool = SandboxPool(**self._pool_args)
             return self._pool
 
+    @property
+    def sandbox_calls(self) -> int:
+        """Calls into environment code on the reward's pool so far (a borrowed pool's count
+        includes its other users')."""
+        return self._calls_closed + (self._pool.calls if self._pool is not None else 0)
+
     def close(self) -> None:
         if self._pool is not None and not self._borrowed:
+            self._calls_closed += self._pool.calls
             self._pool.close()
             self._pool = None
 

@@ -35,9 +35,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import math
 import json
 import logging
+import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass

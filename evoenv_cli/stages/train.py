@@ -14,6 +14,7 @@ import json
 import os
 import statistics
 import threading
+import time
 import warnings
 from collections import defaultdict
 from pathlib import Path
@@ -203,6 +204,7 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
     if not resume:
         metrics_path.unlink(missing_ok=True)
     args = grpo_args(cfg, out, evaluating=eval_dataset is not None, format_weight=reward_cfg.format_weight)
+    loading = time.perf_counter()  # the trainer loads the policy (and its reference) here
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_TRL_CHECKPOINTING_NOISE, category=FutureWarning)
         trainer = GRPOTrainer(
@@ -210,6 +212,7 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
             train_dataset=dataset, eval_dataset=eval_dataset, peft_config=peft_config,
             callbacks=[_metrics_callback(metrics_path, step_rewards)],
         )
+        load_s = time.perf_counter() - loading
         checkpoint = resume and any((out / "checkpoints").glob("checkpoint-*"))
         try:
             result = trainer.train(resume_from_checkpoint=True if checkpoint else None)
@@ -240,6 +243,7 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
                              {"data": str(data), "eval_data": str(eval_data) if eval_data else None,
                               "model": model, "library": str(library.root)}, out=out),
         "summary": summary,
+        "timings": {"load_s": round(load_s, 3), "sandbox_calls": reward.sandbox_calls},
     })
     return summary
 
