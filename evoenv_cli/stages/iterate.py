@@ -314,9 +314,8 @@ class Loop:
         if not self.cfg.train_launch:
             return [sys.executable]
         words = shlex.split(self.cfg.train_launch)
-        beside = Path(sys.executable).with_name(words[0])
-        if "/" not in words[0] and beside.is_file():
-            return [str(beside), *words[1:]]
+        if "/" not in words[0] and Path(sys.executable).with_name(words[0]).is_file():
+            return [str(Path(sys.executable).with_name(words[0])), *words[1:]]
         if shutil.which(words[0]) is None:
             raise artifacts.InputError(f"{self.recipe}: iterate.train_launch: {words[0]!r} is neither beside "
                                        f"{sys.executable} nor on PATH (install it where evoenv is installed)")

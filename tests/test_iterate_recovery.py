@@ -1,0 +1,152 @@
+"""Kill -9 anywhere in the loop, rerun, and get what a run never killed gets: the same final
+pool (bytes of its index and files) and the same rounds.jsonl. The loop runs in a child
+process (tests/loop_child.py) with a scripted policy and trainer, so a kill costs seconds."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+CHILD = ROOT / "tests" / "loop_child.py"
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+ROUNDS = 2
+SEED_NAMES = ("coin_change_ways", "edit_distance", "subset_sum_planted", "topological_order")
+
+RECIPE = """\
+runtime:
+  workers: 2
+backend:
+  kind: hf
+  model: scripted-policy
+synthesize:
+  max_requests: 2
+  batch: 2
+review:
+  votes: 1
+calibrate:
+  coarse_levels: [1, 5]
+  instances: 1
+  samples: 2
+  on_no_answers: admit
+evaluate:
+  instances: 1
+  samples: 1
+iterate:
+  synthesize_n: 1
+  compose_n: 2
+  sample_per_env: 1
+  bench: [{bench}]
+  baseline: true
+  train_launch: {python} {train}
+"""
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("loop")
+    seeds = root / "seeds"
+    seeds.mkdir()
+    for name in SEED_NAMES:
+        shutil.copy(ROOT / "seeds" / f"{name}.py", seeds)
+    recipe = root / "recipe.yaml"
+    recipe.write_text(RECIPE.format(bench=ROOT / "recipes" / "bench" / "tiny-arithmetic.jsonl",
+                                    python=sys.executable, train=ROOT / "tests" / "scripted_train.py"))
+    clean = root / "clean"
+    counts = json.loads(child(clean, recipe, seeds).stdout.splitlines()[-1])
+    return root, recipe, seeds, final_state(clean), counts
+
+
+def child(run: Path, recipe: Path, seeds: Path, *kill: str, expect_killed: bool = False):
+    p = subprocess.run([sys.executable, str(CHILD), str(run), str(recipe), str(seeds), str(ROUNDS), *kill],
+                       capture_output=True, text=True, env=ENV, timeout=600)
+    if expect_killed:
+        assert p.returncode == -9, f"not killed (exit {p.returncode}): {p.stderr[-2000:]}"
+    else:
+        assert p.returncode == 0, p.stderr[-3000:]
+    return p
+
+
+def final_state(run: Path) -> dict:
+    """What must not depend on a kill; the run folder's own path (in the policy's name) aside."""
+    pool = run / "pool"
+    return {
+        "rounds": (run / "rounds.jsonl").read_text().replace(str(run), "RUN"),
+        "pool_index": (pool / "index.jsonl").read_bytes().replace(str(run).encode(), b"RUN"),
+        "pool_files": {f.name: f.read_bytes() for f in sorted((pool / "envs").iterdir())},
+        "leftovers": sorted(p.name for p in run.iterdir() if p.name.startswith("pool.")),
+    }
+
+
+def test_a_clean_run_changes_the_pool_and_measures_against_one_baseline(setup):
+    root, _, _, state, counts = setup
+    rounds = [json.loads(x) for x in state["rounds"].splitlines()]
+    assert [r["round"] for r in rounds] == [1, 2]
+    assert sum(r["joined"] for r in rounds) > 0  # composites joined: the swaps had work to do
+    assert counts["swaps"] >= 2 and state["leftovers"] == []
+    assert all("delta_vs_baseline" in r["evaluation"] and r["evaluation"]["items"] > 0 for r in rounds)
+    for r in (1, 2):
+        book = json.loads((root / "clean" / f"round-{r:02d}" / "loop.json").read_text())
+        assert {"synthesize", "calibrate", "train", "evaluate"} <= set(book["stages"])
+        assert book["totals"]["sandbox_calls"] > 0 and book["totals"]["wall_s"] > 0
+        assert "scripted train: " in (root / "clean" / f"round-{r:02d}" / "train" / "log.txt").read_text()
+    # one policy load per round at most, plus the baseline's at the start (the scripted trainer counts one)
+    loads = [json.loads((root / "clean" / f"round-{r:02d}" / "loop.json").read_text())["totals"]["model_loads"]
+             for r in (1, 2)]
+    assert loads == [3, 2]
+    # no timings in what the pool is made of
+    assert b"wall_s" not in state["pool_index"] and b"import_seconds" not in state["pool_index"]
+
+
+@pytest.mark.parametrize("where", [0.03, 0.2, 0.45, 0.6, 0.8, 0.97])
+def test_kill_anywhere_then_rerun_gives_the_clean_run_s_pool_and_rounds(setup, where):
+    root, recipe, seeds, clean, counts = setup
+    run = root / f"killed-{where}"
+    child(run, recipe, seeds, "--kill-at", str(max(1, int(counts["changes"] * where))), expect_killed=True)
+    child(run, recipe, seeds)
+    assert final_state(run) == clean
+
+
+@pytest.mark.parametrize("swap", [1, 2])
+def test_kill_between_the_two_renames_of_a_pool_swap_loses_nothing(setup, swap):
+    root, recipe, seeds, clean, _ = setup
+    run = root / f"swap-{swap}"
+    child(run, recipe, seeds, "--kill-in-swap", str(swap), expect_killed=True)
+    assert not (run / "pool").exists() and (run / "pool.new" / "index.jsonl").exists()
+    child(run, recipe, seeds)
+    assert final_state(run) == clean
+
+
+def _library(tmp_path: Path, name: str, files: dict[str, str]) -> list:
+    from evoenv_cli.runtime.pool import EnvFile
+
+    src = tmp_path / f"src-{name}"
+    src.mkdir()
+    out = []
+    for fname, text in files.items():
+        (src / fname).write_text(text)
+        out.append((EnvFile.from_path(src / fname), {"origin": name}))
+    return out
+
+
+def test_recover_rolls_a_complete_new_copy_forward_and_an_incomplete_one_back(tmp_path):
+    from evoenv_cli.stages.iterate import recover, write_pool
+
+    pool = tmp_path / "pool"
+    write_pool(pool, _library(tmp_path, "old", {"a.py": "A = 1\n"}))
+    write_pool(pool.with_name("pool.new"), _library(tmp_path, "new", {"b.py": "B = 2\n"}))
+    pool.rename(pool.with_name("pool.old"))  # killed between the two renames of a swap
+    recover(pool)
+    assert [f.name for f in (pool / "envs").iterdir()] == ["b.py"]
+    assert not pool.with_name("pool.old").exists() and not pool.with_name("pool.new").exists()
+
+    (pool.with_name("pool.new") / "envs").mkdir(parents=True)  # killed while the new copy was written
+    (pool.with_name("pool.new") / "envs" / "c.py").write_text("C = 3\n")
+    pool.rename(pool.with_name("pool.old"))
+    recover(pool)
+    assert [f.name for f in (pool / "envs").iterdir()] == ["b.py"]
+    assert not pool.with_name("pool.new").exists()
