@@ -44,6 +44,8 @@ def test_a_killed_loop_resumes_without_redoing_finished_stages(tiny_model, tmp_p
     out, err = done.communicate(timeout=900)
     assert done.returncode == 0, err[-3000:]
     assert "synthesize: done" in err and "compose: done" in err
+    # the baseline was measured once, before the kill, and is not asked again
+    assert (run / "baseline" / "metrics.json").exists() and "\n  baseline: " not in err
     assert (run / "round-01" / "synthesize" / "manifest.json").read_text() == synth_manifest
     rounds = [json.loads(x) for x in (run / "rounds.jsonl").read_text().splitlines()]
     assert [r["round"] for r in rounds] == [1]
@@ -55,8 +57,18 @@ def test_a_killed_loop_resumes_without_redoing_finished_stages(tiny_model, tmp_p
     assert r["admitted"]["calibrate"] == 0 and r["admitted"]["uncalibrated"] > 0
     assert r["train_weights_unchanged"] is True and len(r["config_hash"]) == 16
     line = next(x for x in err.splitlines() if x.startswith("round 1: candidates="))
-    assert f"calibrate=0 uncalibrated={r['admitted']['uncalibrated']} dedupe=" in line
+    assert f" dedupe={r['admitted']['dedupe']} calibrate=0 uncalibrated={r['admitted']['uncalibrated']}]" in line
     assert "(weights unchanged: every group zero-variance)" in line
+    # the cheap contract first: calibrate measured only what dedupe let through
+    calibrated = json.loads((run / "round-01" / "calibrate" / "summary.json").read_text())
+    assert calibrated["entered"] == r["admitted"]["dedupe"]
+    # every stage's cost, and the round line's totals from it; train's output kept and shown
+    book = json.loads((run / "round-01" / "loop.json").read_text())
+    assert {"evaluate", "train"} <= set(book["stages"]) and book["stages"]["evaluate"]["model_loads"] == 1
+    assert f"model_loads={book['totals']['model_loads']}" in line and "load_share=" in line
+    log = (run / "round-01" / "train" / "log.txt").read_text()
+    assert "train: 4 steps" in log and "train: 4 steps" in err
+    assert r["evaluation"]["items"] > 0 and len(r["evaluation"]["ci95"]) == 2
     pool = [json.loads(x) for x in (run / "pool" / "index.jsonl").read_text().splitlines()]
     assert {p["origin"] for p in pool} >= {"seed", "compose"}
     assert len(list((run / "pool" / "envs").iterdir())) == len(pool)
@@ -64,3 +76,18 @@ def test_a_killed_loop_resumes_without_redoing_finished_stages(tiny_model, tmp_p
     again = iterate(tmp_path, tiny_model, run, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     _, err = again.communicate(timeout=300)
     assert again.returncode == 0 and "round 1: done" in err
+
+
+def test_ctrl_c_in_the_loop_exits_130_and_says_where_the_partial_results_are(tiny_model, tmp_path):
+    run = tmp_path / "run"
+    proc = iterate(tmp_path, tiny_model, run, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    marker = run / "round-01" / "synthesize" / "run-config.json"
+    deadline = time.monotonic() + 300
+    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("interrupted in round 1 at synthesize (partial results in ") and "run the same command" in last
+    assert "Traceback" not in err
