@@ -34,11 +34,16 @@ bench: setup
 	$(BIN)/python benchmarks/bench_validate.py
 	$(BIN)/python benchmarks/bench_dedupe.py
 	$(BIN)/python benchmarks/bench_sandbox.py
+	$(BIN)/python benchmarks/bench_loop.py
 
 # The self-evolving loop. Every stage leaves a marker file when it finishes: kill `make` at any
 # point and run it again, and it resumes where it was without redoing finished stages.
-iterate: setup
-	$(BIN)/evoenv iterate --rounds $(ROUNDS) --recipe $(RECIPE) --run $(RUN) $(if $(MODEL),--model $(MODEL))
+# An evoenv already installed in the active environment (the README's GPU install, with vllm
+# and accelerate) is the one used; only without one is .venv built.
+INSTALLED := $(shell command -v evoenv 2>/dev/null)
+EVOENV ?= $(or $(INSTALLED),$(BIN)/evoenv)
+iterate: $(if $(INSTALLED),,setup)
+	$(EVOENV) iterate --rounds $(ROUNDS) --recipe $(RECIPE) --run $(RUN) $(if $(MODEL),--model $(MODEL))
 
 # The main job on CPU: two full rounds with the tiny random model (no GPU, no download).
 demo: setup

@@ -320,15 +320,19 @@ def test_iterate_says_when_the_recipe_changed_and_records_both(tmp_path):
     (tmp_path / "b.yaml").write_text(text.replace("learning_rate: 0.0001", "learning_rate: 0.001"))
     (tmp_path / "runs").mkdir()
     args = ["iterate", "--run", "run", "--model", "runs/nope", "--seeds", SEEDS]
-    r = run(*args, "--recipe", "a.yaml", cwd=tmp_path)
-    assert r.returncode == 1 and "error: runs/nope: no such model folder" in r.stderr
-    assert "error: evoenv synthesize failed (exit 2); its messages are above" in r.stderr
-    assert "settings changed" not in r.stderr
-    r = run(*args, "--recipe", "b.yaml", cwd=tmp_path)
-    assert r.returncode == 1
-    assert ("the settings changed since this run was started (recipe.train.learning_rate: 0.0001 -> 0.001): "
-            "finished stages keep their results, the stages still to run use the new ones (both are recorded "
-            "in run/run-config.json)") in r.stderr.splitlines()
+    r = run(*args, "--recipe", "a.yaml", cwd=tmp_path)  # a wrong model is bad input, found before any stage
+    assert r.returncode == 2 and r.stderr.strip() == "error: runs/nope: no such model folder"
+    assert not (tmp_path / "run").exists()
+    from evoenv_cli.stages import iterate as stage
+
+    said = []
+    (tmp_path / "run").mkdir()
+    for name in ("a.yaml", "b.yaml"):
+        loop = stage.Loop(tmp_path / "run", tmp_path / name, "runs/nope", None, Path(SEEDS), log=said.append)
+        stage.record_recipe(loop, 1)
+    assert said == [f"the settings changed since this run was started (recipe.train.learning_rate: 0.0001 -> "
+                    f"0.001): finished stages keep their results, the stages still to run use the new ones (both "
+                    f"are recorded in {tmp_path / 'run' / 'run-config.json'})"]
     history = json.loads((tmp_path / "run" / "run-config.json").read_text())["history"]
     assert [h["settings"]["recipe"]["train"]["learning_rate"] for h in history] == [0.0001, 0.001]
     assert [h["from_round"] for h in history] == [1, 1]
