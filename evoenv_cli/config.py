@@ -59,14 +59,18 @@ class SampleConfig:
 class ValidateConfig:
     """The execution contract: how much evidence each check gathers and what it tolerates."""
 
-    seeds_per_level: int = field(default=3, metadata={"min": 1})  # run/reference/probes use seeds 0..n-1 at every level
+    seeds_per_level: int = field(default=3, metadata={"min": 1})  # run/reference/probes: this many seeds per level, drawn from the training range
     levels: list[int] = field(default_factory=lambda: list(range(1, 11)), metadata={"min_len": 1, "items": {"min": 1, "max": 10}})
     determinism_pairs: int = field(default=10, metadata={"min": 1})
-    diversity_seeds: int = field(default=8, metadata={"min": 2})
+    diversity_seeds: int = field(default=8, metadata={"min": 2})  # also drawn from the whole training range
     diversity_levels: list[int] = field(default_factory=lambda: [1, 5, 10], metadata={"min_len": 1, "items": {"min": 1, "max": 10}})
     min_distinct_share: float = field(default=0.5, metadata={"min": 0, "max": 1})
     max_probe_accept_share: float = field(default=0.1, metadata={"min": 0, "max": 1})  # fixed probes: empty, garbage, "0", "true", ...
-    max_near_miss_accept_share: float = field(default=0.25, metadata={"min": 0, "max": 1})  # near misses and other instances' answers
+    max_near_miss_accept_share: float = field(default=0.25, metadata={"min": 0, "max": 1})  # near misses, other instances' answers, random answers of the shape
+    max_probe_mean_score: float = field(default=0.3, metadata={"min": 0, "max": 1})  # mean score of answers no valid one can be (partial credit for junk)
+    magic_probe_instances: int = field(default=8, metadata={"min": 1})  # instances each constant score compares against is tried on
+    order_free_share: float = field(default=0.5, metadata={"min": 0, "max": 1})  # accepting reordered items this often makes the answer order-free
+    score_determinism_pairs: int = field(default=10, metadata={"min": 1})  # instances whose (instance, answer) pairs are scored again
     max_constant_share: float = field(default=0.5, metadata={"min": 0, "max": 1})
     max_leak_share: float = field(default=0.5, metadata={"min": 0, "max": 1})
     min_leak_excess: float = field(default=0.25, metadata={"min": 0, "max": 1})  # over how often other instances' answers appear in a prompt
@@ -76,6 +80,7 @@ class ValidateConfig:
     budget_prompt_s: float = field(default=0.5, metadata={"gt": 0})
     budget_solve_s: float = field(default=1.0, metadata={"gt": 0})
     budget_score_s: float = field(default=0.5, metadata={"gt": 0})
+    budget_import_s: float = field(default=1.0, metadata={"gt": 0})  # a worker imports the file again every time it is replaced
     budget_instance_bytes: int = field(default=32768, metadata={"min": 1})
     budget_output_chars: int = field(default=10_000, metadata={"min": 0})
     max_source_bytes: int = field(default=100_000, metadata={"min": 1})

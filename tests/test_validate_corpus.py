@@ -2,12 +2,14 @@
 
 good/ holds correct environments that must be admitted; bad/ holds environments with exactly
 one defect each, named `<stage>__<defect>.py`, that must be rejected by that stage and no
-earlier one. Together with the seeds they form one library, validated once per module by the
+earlier one; a file whose first-line docstring ends "(probe: NAME)." must be rejected by that
+probe, and the verdict must name it. Together with the seeds they form one library, validated once per module by the
 real command; the other tests reuse that output (copied, so none of them disturbs another).
 """
 
 import ast
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -31,6 +33,9 @@ BAD = sorted((CORPUS / "bad").glob("*.py"))
 SEED_FILES = sorted(p for p in SEEDS.glob("*.py") if not p.name.startswith("_"))
 RECIPE = CORPUS / "recipe.yaml"
 EXPECTED = {p.name: "admitted" for p in GOOD + SEED_FILES} | {p.name: p.name.split("__")[0] for p in BAD}
+_PROBE = re.compile(r"\(probe: ([a-z0-9_]+)\)\.\"\"\"$")
+PROBES = {p.name: m.group(1) for p in BAD
+          if (m := _PROBE.search(p.read_text(encoding="utf-8").splitlines()[0]))}
 
 
 def evoenv(*args, cwd: Path) -> subprocess.CompletedProcess:
@@ -127,6 +132,18 @@ def test_verdict_stage_matches_the_corpus(validated, filename):
         assert v["admitted"] is True and isinstance(v["name"], str) and v["name"]
     else:
         assert v["admitted"] is False
+    if filename in PROBES:
+        assert v.get("probe") == PROBES[filename], (
+            f"{filename}: expected probe {PROBES[filename]!r}, got {v.get('probe')!r}: {reason}")
+        assert PROBES[filename] in reason, reason
+
+
+def test_every_gameable_verifier_probe_has_a_corpus_file():
+    wanted = {"empty", "flood", "random_shape", "magic_constant", "expression", "near_miss_duplicate",
+              "near_miss_missing", "near_miss_number", "score_repeat", "score_fresh_worker",
+              "score_after_many_calls", "generate_repeat", "generate_fresh_worker", "import_budget",
+              "leak_plain", "leak_reversed", "leak_base64", "leak_hex", "leak_spelled_out"}
+    assert wanted <= set(PROBES.values()), wanted - set(PROBES.values())
 
 
 def test_envs_folder_holds_exactly_the_admitted_files_unchanged(validated):
