@@ -91,7 +91,7 @@ class DedupeConfig:
     """The novelty contract: near-duplicates by MinHash (estimated Jaccard) over two signatures,
     the normalized code and the text of sampled prompts; either over its threshold rejects."""
 
-    code_threshold: float = 0.5  # estimated Jaccard of code shingle sets that makes a duplicate
+    code_threshold: float = 0.4  # estimated Jaccard of code shingle sets (scaffold left out) that makes a duplicate
     behaviour_threshold: float = 0.5  # the same for prompt shingle sets
     code_shingle: int = 5  # normalized tokens per code shingle
     behaviour_shingle: int = 3  # words per prompt shingle
@@ -99,6 +99,9 @@ class DedupeConfig:
     behaviour_levels: list[int] = field(default_factory=lambda: [1, 4, 7, 10], metadata={"min_len": 1, "items": {"min": 1, "max": 10}})  # ... at these levels
     num_perm: int = 128  # MinHash permutations: the estimate's error is about 0.5/sqrt(num_perm)
     lsh_weights: list[float] = field(default_factory=lambda: [0.2, 0.8])  # false positive, negative
+    discount_scaffold: bool = True  # leave out of the code the shingles distinct environments share
+    scaffold_share: float = field(default=0.25, metadata={"gt": 0, "max": 1})  # ... those in at least this share of a pool's files (and of the seeds)
+    scaffold_min_files: int = field(default=3, metadata={"min": 2})  # ... and in at least this many of them
     save_index: bool = False  # write OUT/dedupe-index.bin for the next round's --against
 
 

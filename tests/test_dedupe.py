@@ -1,9 +1,11 @@
 """`evoenv dedupe`, the novelty contract: copies of seeds (renamed, reordered, re-commented)
-are caught by the code signature, a re-skinned task by the behaviour signature; the seeds and
-the good corpus are all kept; pools, saved indexes, resume and determinism.
+are caught by the code signature, a re-skinned task by the behaviour signature; the seeds, the
+good corpus and 28 distinct environments written apart (tests/dedupe_corpus/distinct, ten of
+them in the seeds' own style, whose shared scaffolding used to make them look alike) are all
+kept; composites are judged by their structure; pools, saved indexes, resume and determinism.
 
-One library (seeds + good corpus + copies + a re-skin + a broken file) is judged once per
-module by the real command; the other CLI tests use small libraries of their own.
+One library (seeds + good corpus + distinct corpus + copies + a re-skin + a broken file) is
+judged once per module by the real command; the other CLI tests use small libraries of their own.
 """
 
 import ast
@@ -26,8 +28,9 @@ from evoenv_cli.config import DedupeConfig
 from evoenv_cli.stages import dedupe
 
 GOOD = ROOT / "tests" / "validate_corpus" / "good"
+DISTINCT = ROOT / "tests" / "dedupe_corpus" / "distinct"
 RESKIN = ROOT / "tests" / "dedupe_corpus" / "maze_min_moves.py"
-KEEP = sorted(SEEDS.glob("*.py")) + sorted(GOOD.glob("*.py"))
+KEEP = sorted(SEEDS.glob("*.py")) + sorted(GOOD.glob("*.py")) + sorted(DISTINCT.glob("*.py"))
 CONTRACT = {"generate", "generate_from", "prompt", "solve", "score", "NAME", "TAGS", "ANSWER_TYPE", "INPUT_TYPE"}
 CFG = DedupeConfig()
 
@@ -117,14 +120,16 @@ def edited(src: str, seed: int = 0) -> str:
 MUTATIONS = {"renamed": renamed, "reordered": reordered, "recommented": recommented,
              "all_three": lambda s, seed=0: recommented(reordered(renamed(s, seed), seed), seed),
              "edited": edited}
-COPIED = ["grid_shortest_path.py", "knapsack_max_value.py", "register_machine.py", "sat_planted.py"]
+# four seeds, and two of the distinct corpus whose own code is smallest next to the scaffold
+COPIED = ["grid_shortest_path.py", "knapsack_max_value.py", "register_machine.py", "sat_planted.py",
+          "josephus_survivor.py", "popcount_range_total.py"]
 
 
 def _copies() -> dict[str, tuple[str, str]]:
     """{copy file name: (source, original file name)}; names sort after the originals."""
     out = {}
     for k, original in enumerate(COPIED):
-        src = (SEEDS / original).read_text()
+        src = next(p for p in KEEP if p.name == original).read_text()
         for kind, mutate in MUTATIONS.items():
             copy = mutate(src, k)
             compile(copy, original, "exec")
@@ -207,6 +212,27 @@ def test_distinct_environments_stay_below_both_thresholds_with_a_margin():
     assert worst < CFG.code_threshold - 0.1, worst
 
 
+def test_without_the_scaffold_discount_the_seed_styled_ones_collide():
+    """What the discount is for: the distinct corpus written in the seeds' style shares their
+    scaffolding (the score tail, the rng set-up), and without the discount some distinct
+    pairs reach the duplicate threshold."""
+    plain = DedupeConfig(discount_scaffold=False)
+    sigs = {p.name: dedupe.code_signature(p.read_bytes(), plain) for p in KEEP}
+    worst = max(estimated(sigs[a], sigs[b]) for a, b in itertools.combinations(sigs, 2))
+    assert worst >= CFG.code_threshold + 0.05, worst
+
+
+def test_shipped_scaffold_is_what_the_seeds_share():
+    cfg = DedupeConfig()
+    sets = [dedupe.code_shingles(p.read_bytes(), cfg) for p in sorted(SEEDS.glob("*.py"))]
+    learned = dedupe.scaffold_of(sets, cfg)
+    assert np.array_equal(learned, dedupe.shipped_scaffold()), (
+        "seeds or normalization changed: run python -c \"from evoenv_cli.stages import dedupe; "
+        "dedupe.write_shipped_scaffold('seeds')\"")
+    # a shingle of three seeds is scaffold; one of two is not
+    assert 0 < len(learned) < sum(len(x) for x in sets) // 10
+
+
 def test_prompt_words_bucket_numbers():
     assert dedupe.prompt_words("Pay exactly 1234 with coins 5, 10; (mod 1000000007)!") == \
         ["pay", "exactly", "#4", "with", "coins", "#1", "#2", "mod", "#9"]
@@ -239,7 +265,8 @@ def test_seeds_and_good_corpus_are_all_kept(judged):
         for kind, limit in (("nearest_code", CFG.code_threshold), ("nearest_behaviour", CFG.behaviour_threshold)):
             assert r[kind] is None or r[kind]["jaccard"] < limit - 0.1, (path.name, r[kind])
     assert summary["admitted"] == len(KEEP)
-    assert summary["rejected_by_stage"] == {"run": 1, "duplicate_code": len(COPIES), "duplicate_behaviour": 1}
+    assert summary["rejected_by_stage"] == {"run": 1, "duplicate_code": len(COPIES), "duplicate_behaviour": 1,
+                                            "duplicate_structure": 0}
 
 
 def test_renamed_reordered_recommented_copies_are_code_duplicates_naming_the_seed(judged):
@@ -282,7 +309,8 @@ def test_outputs_index_and_manifest(judged):
 # -- pools and saved indexes --------------------------------------------------------------------------
 @pytest.fixture
 def candidates(tmp_path):
-    picked = dict(itertools.islice(COPIES.items(), 0, None, len(MUTATIONS)))  # one copy of each copied seed
+    picked = {name: copy for name, copy in itertools.islice(COPIES.items(), 0, None, len(MUTATIONS))
+              if (SEEDS / copy[1]).is_file()}  # one copy of each copied seed
     files = {n: src for n, (src, _) in picked.items()} | {"modular_power.py": GOOD / "modular_power.py"}
     return make_lib(tmp_path / "cands", files), picked
 
@@ -418,3 +446,49 @@ def test_bad_arguments_exit_2_in_one_line(tmp_path):
     assert r.returncode == 2
     r = evoenv("dedupe", "--help", cwd=tmp_path)
     assert r.returncode == 0 and "Example:" in r.stdout
+
+
+# -- composites ----------------------------------------------------------------------------------------
+def test_composites_are_judged_by_structure_not_by_their_embedded_code(tmp_path):
+    """Composites embed their parents' sources (and prompts), so by code or prompt they look like
+    their parents and each other; only one repeating another's operator and parents is a
+    duplicate. A file that merely declares OPERATOR, with no compose lineage, is judged by code."""
+    from evoenv_cli.artifacts import EnvLibrary
+    from evoenv_cli.runtime.pool import EnvFile, env_id_of
+    from evoenv_cli.stages import compose, iterate
+
+    r = evoenv("compose", SEEDS, "--out", "comp", "--n", "12", "--max-depth", "2", "--seed", "1", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lib = EnvLibrary.open(tmp_path / "comp")
+    members = [(e, lib.index[e.env_id]) for e in lib.files]
+    assert len(members) >= 8
+    # a sibling of a SELECT/SORT composite: the same operator and parent, another n
+    env, record = next((e, rec) for e, rec in members if rec["operator"] in ("sort", "select") and rec["depth"] == 1)
+    parent = EnvFile.from_path(SEEDS / record["parents"][0])
+    plan = compose.Plan(record["operator"], [compose.Part(parent, parent.name, "int", None, [])], n=5)
+    source = compose.render(plan, {}).encode()
+    sibling = EnvFile(tmp_path / f"{plan.name()}.py", source, env_id_of(source))
+    members.append((sibling, dict(record, file=sibling.path.name)))
+    # and a copy of a composite (its OPERATOR line too) with no compose lineage: code decides
+    copy_src = "# written by the policy, surely\n" + members[0][0].source.decode()
+    forged = EnvFile(tmp_path / "zz_forged.py", copy_src.encode(), env_id_of(copy_src.encode()))
+    members.append((forged, {"origin": "synthesize"}))
+    iterate.write_pool(tmp_path / "cands", members)
+
+    r = evoenv("dedupe", "cands", "--against", SEEDS, "--out", "out", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    v = verdicts(tmp_path / "out")
+    for e, rec in members[:-2]:
+        assert v[e.path.name]["admitted"], v[e.path.name]
+        assert v[e.path.name]["structure"] == {"operator": rec["operator"], "parents": sorted(rec["parents"])
+                                               if rec["operator"] == "parallel" else rec["parents"]}
+    twin = v[sibling.path.name]
+    assert twin["stage"] == "duplicate_structure" and twin["duplicate_of"]["file"] == env.path.name, twin
+    assert v["zz_forged.py"]["stage"] == "duplicate_code", v["zz_forged.py"]
+    assert v["zz_forged.py"]["duplicate_of"]["file"] == members[0][0].path.name
+    # as a pool next round, the kept composites still block their repeats
+    r = evoenv("dedupe", "cands", "--against", "out", "--out", "again", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    again = verdicts(tmp_path / "again")
+    assert all(not x["admitted"] for x in again.values()), {f: x["stage"] for f, x in again.items() if x["admitted"]}
+    assert {x["stage"] for f, x in again.items() if f not in ("zz_forged.py",)} == {"duplicate_structure"}

@@ -267,7 +267,7 @@ def generate_from(value, seed, difficulty):
 '''
 
 PARALLEL = '''
-_PART_LINE = re.compile(r"^\\s*part\\s*(\\d+)\\s*:\\s*(.*?)\\s*$", re.IGNORECASE | re.MULTILINE)
+_PART_LINE = re.compile(r"[ \\t]*part[ \\t]*(\\d+)[ \\t]*:[ \\t]*(.*?)[ \\t]*", re.IGNORECASE)
 
 
 def generate(seed, difficulty):
@@ -295,8 +295,12 @@ def score(instance, answer):
     if not isinstance(answer, str) or len(answer) > 100000:
         return 0.0
     given = {}
-    for m in _PART_LINE.finditer(answer):
-        given.setdefault(int(m.group(1)), m.group(2))
+    for line in answer.strip().splitlines():
+        m = _PART_LINE.fullmatch(line)
+        if line.strip() and (m is None or int(m.group(1)) in given):
+            return 0.0  # only the part lines, each once: nothing else is the asked form
+        if m is not None:
+            given[int(m.group(1))] = m.group(2)
     scores = [_safe_score(p, inst, given[k + 1]) if (k + 1) in given else 0.0
               for k, (p, inst) in enumerate(zip(_PARTS, instance["parts"]))]
     if PARTIAL_CREDIT:

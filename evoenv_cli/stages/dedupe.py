@@ -46,13 +46,15 @@ from evoenv_cli.runtime.contract import MAX_SOURCE_BYTES
 from evoenv_cli.runtime.pool import Call, EnvFile, SandboxPool
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
 
-STAGES = ("run", "duplicate_code", "duplicate_behaviour")
-SIGNATURE_VERSION = 1  # bump when normalization changes: saved indexes then rebuild
+STAGES = ("run", "duplicate_code", "duplicate_behaviour", "duplicate_structure")
+SIGNATURE_VERSION = 2  # bump when normalization changes: saved indexes then rebuild
 INDEX_FILE = "dedupe-index.bin"
 SIGNATURE_CACHE = "dedupe-signatures.jsonl"
 INDEX_MAGIC = b"evoenv-dedupe-index-v2\n"
 MINHASH_SEED = 1
 MINHASH_SCHEME = "affine32"
+SHIPPED_SCAFFOLD = Path(__file__).with_name("dedupe_scaffold.txt")
+COMPOSITE_OPERATORS = ("sequential", "parallel", "sort", "select")
 
 # -- code signature ------------------------------------------------------------------------------
 _TOKEN = re.compile(  # one token, after spaces: name, string, line start, operator, number, ...
@@ -299,12 +301,92 @@ def as_minhash(values: np.ndarray):
                    scheme=MINHASH_SCHEME)
 
 
-def code_signature(source: str | bytes, cfg: DedupeConfig) -> np.ndarray | None:
-    """MinHash values of the source's normalized code shingles (None: no code at all, or a
-    source over the contract's size limit, which is never read further: the pool refuses it)."""
+def code_shingles(source: str | bytes, cfg: DedupeConfig) -> np.ndarray:
+    return shingle_hashes(code_tokens(source), cfg.code_shingle)
+
+
+def code_signature(source: str | bytes, cfg: DedupeConfig, scaffold: np.ndarray | None = None) -> np.ndarray | None:
+    """MinHash values of the source's normalized code shingles less the scaffold (the
+    contract's boilerplate every environment shares: the parsing tail of `score`, the rng
+    set-up of `generate`, ...), so two environments compare by their own code; None: no code
+    at all. `scaffold` None is the one shipped with evoenv (see `scaffold_for`). A file made of
+    nothing but scaffold keeps its whole set. A source over the contract's size limit is never
+    read further (the pool refuses it): None."""
     if len(source) > MAX_SOURCE_BYTES:
         return None
-    return minhash_values(shingle_hashes(code_tokens(source), cfg.code_shingle), cfg.num_perm)
+    hashes = code_shingles(source, cfg)
+    if scaffold is None:
+        scaffold = shipped_scaffold() if cfg.discount_scaffold else np.zeros(0, dtype=np.uint32)
+    if len(scaffold):
+        own = np.setdiff1d(hashes, scaffold, assume_unique=True)
+        if len(own):
+            hashes = own
+    return minhash_values(hashes, cfg.num_perm)
+
+
+def scaffold_of(shingle_sets: list[np.ndarray], cfg: DedupeConfig) -> np.ndarray:
+    """The shingles found in at least `scaffold_share` of `shingle_sets` (and in at least
+    `scaffold_min_files` of them): what distinct environments share is the contract's
+    scaffolding, not a task. Only a library of distinct environments (seeds, a deduped pool)
+    is a fair background; in a batch, copies of one file would look like scaffold."""
+    if not shingle_sets:
+        return np.zeros(0, dtype=np.uint32)
+    values, counts = np.unique(np.concatenate(shingle_sets), return_counts=True)
+    need = max(cfg.scaffold_min_files, math.ceil(cfg.scaffold_share * len(shingle_sets)))
+    return values[counts >= need].astype(np.uint32)
+
+
+@functools.cache
+def shipped_scaffold() -> np.ndarray:
+    """The scaffold of the ten seeds, learned once (`write_shipped_scaffold`) and shipped with
+    evoenv, so it is there whatever the pool holds (rotation may retire the seeds)."""
+    lines = [x.strip() for x in SHIPPED_SCAFFOLD.read_text().splitlines()]
+    return np.array(sorted(int(x, 16) for x in lines if x and not x.startswith("#")), dtype=np.uint32)
+
+
+def write_shipped_scaffold(seeds: Path, cfg: DedupeConfig | None = None) -> int:
+    """Learn the shipped scaffold from a folder of seed environments; returns its size."""
+    cfg = cfg or DedupeConfig()
+    sets = [code_shingles(p.read_bytes(), cfg) for p in sorted(Path(seeds).glob("*.py"))]
+    values = scaffold_of(sets, cfg)
+    SHIPPED_SCAFFOLD.write_text(f"# code shingles in >= {cfg.scaffold_min_files} of {len(sets)} seeds "
+                                f"(signature version {SIGNATURE_VERSION}); evoenv_cli.stages.dedupe."
+                                "write_shipped_scaffold('seeds') rewrites it\n"
+                                + "".join(f"{int(v):08x}\n" for v in values))
+    shipped_scaffold.cache_clear()
+    return len(values)
+
+
+def scaffold_for(pools: list[list[EnvFile]], cfg: DedupeConfig) -> np.ndarray:
+    """A run's scaffold: the shipped one and what the pools' files share (a pool's own
+    idioms, which the policy may have grown beyond the seeds')."""
+    if not cfg.discount_scaffold:
+        return np.zeros(0, dtype=np.uint32)
+    sets = [code_shingles(e.source, cfg) for files in pools for e in files]
+    return np.union1d(shipped_scaffold(), scaffold_of(sets, cfg)).astype(np.uint32)
+
+
+def _digest(values: np.ndarray) -> str:
+    return hashlib.sha256(values.astype("<u4").tobytes()).hexdigest()[:16]
+
+
+_OPERATOR = re.compile(rb"""^OPERATOR\s*=\s*(['"])([a-z]+)\1""", re.M)
+
+
+def composite_structure(env: EnvFile, record: dict) -> tuple | None:
+    """(operator, parents) of a composite `evoenv compose` made, or None. A composite's code
+    embeds its parents', so it is judged by what it is built from, not by its text; the
+    lineage must come from compose's own index record and agree with the file's OPERATOR."""
+    if not isinstance(record, dict) or record.get("origin") != "compose":
+        return None
+    op, parents = record.get("operator"), record.get("parents")
+    if op not in COMPOSITE_OPERATORS or not isinstance(parents, list) or \
+            not parents or not all(isinstance(x, str) for x in parents):
+        return None
+    m = _OPERATOR.search(env.source)
+    if m is None or m.group(2).decode() != op:
+        return None
+    return (op, *sorted(parents)) if op == "parallel" else (op, *parents)
 
 
 _WORD = re.compile(r"[^\W\d_]+|\d+")
@@ -367,6 +449,7 @@ class Member:
     env_id: str
     name: str | None
     pool: bool
+    structure: tuple | None = None  # (operator, parents) of a composite
 
     def ref(self, jaccard: float) -> dict:
         return {"file": self.file, "library": self.library, "env_id": self.env_id, "name": self.name,
@@ -407,10 +490,12 @@ class NoveltyIndex:
     """Members in the order they were kept, with one MinHash LSH index per signature kind.
     `nearest` queries an index (never all pairs); `add` inserts a kept environment."""
 
-    def __init__(self, cfg: DedupeConfig):
+    def __init__(self, cfg: DedupeConfig, scaffold: np.ndarray | None = None):
         from datasketch import MinHashLSH
 
         self.cfg = cfg
+        self.scaffold = scaffold if scaffold is not None else scaffold_for([], cfg)
+        self.structures: dict[tuple, int] = {}  # a composite's (operator, parents) -> its row
         self.members: list[Member] = []
         self.has: dict[str, list[bool]] = {k: [] for k in KINDS}
         self.sigs = {k: _Signatures(cfg.num_perm) for k in KINDS}
@@ -450,6 +535,8 @@ class NoveltyIndex:
             insert: bool = True) -> int:
         row = len(self.members)
         self.members.append(member)
+        if member.structure is not None:
+            self.structures.setdefault(member.structure, row)
         for kind, values in (("code", code), ("behaviour", behaviour)):
             self.has[kind].append(values is not None)
             if values is not None:
@@ -474,10 +561,22 @@ class Decision:
 
 
 def decide(index: NoveltyIndex, code: np.ndarray | None, behaviour: np.ndarray | None,
-           failure: str | None = None) -> Decision:
+           failure: str | None = None, structure: tuple | None = None) -> Decision:
     """The verdict on one environment against everything kept before it: code first (no
-    execution needed), then whether its prompts could be sampled, then behaviour."""
+    execution needed), then whether its prompts could be sampled, then behaviour. A composite
+    is judged by its structure instead: its code and prompts embed its parents', so they would
+    match its parents and every composite built on them."""
     m: dict = {}
+    if structure is not None:
+        m["structure"] = {"operator": structure[0], "parents": list(structure[1:])}
+        hit = index.structures.get(structure)
+        if hit is not None:
+            kept = index.members[hit]
+            m["duplicate_of"] = kept.ref(1.0)
+            return Decision("duplicate_structure", f"it repeats the operator and parents of {_where(kept)}", m)
+        if failure is not None:
+            return Decision("run", f"its prompts could not be sampled: {failure}", m)
+        return Decision("admitted", "a composite whose operator and parents no other has", m)
     near_code = index.nearest("code", code)
     m["nearest_code"] = index.members[near_code[0]].ref(near_code[1]) if near_code else None
     if near_code and near_code[1] >= index.cfg.code_threshold:
@@ -518,10 +617,11 @@ def settings_key(cfg: DedupeConfig) -> str:
     return hashlib.sha256(json.dumps(_signature_settings(cfg)).encode()).hexdigest()[:16]
 
 
-def index_keys(files: list[EnvFile], cfg: DedupeConfig) -> tuple[str, str]:
+def index_keys(files: list[EnvFile], cfg: DedupeConfig, scaffold: np.ndarray) -> tuple[str, str]:
     """(signatures key, LSH key): the pool's files (names and env_ids, in order) with the
-    settings that shape the signatures; then also those that shape the LSH tables."""
-    sig = hashlib.sha256(json.dumps({**_signature_settings(cfg),
+    settings that shape the signatures (the scaffold taken out of the code included); then
+    also those that shape the LSH tables."""
+    sig = hashlib.sha256(json.dumps({**_signature_settings(cfg), "scaffold": _digest(scaffold),
                                      "files": [[e.path.name, e.env_id] for e in files]}).encode()).hexdigest()
     lsh = hashlib.sha256(json.dumps({"signatures": sig, "thresholds": [cfg.code_threshold, cfg.behaviour_threshold],
                                      "weights": list(_lsh_weights(cfg)),
@@ -541,14 +641,17 @@ def _datasketch_version() -> str:
 def save_index(path: Path, files: list[EnvFile], index: NoveltyIndex, rows: list[int]) -> None:
     """Write the signatures of `rows`, which are `files` in order, to `path`: a magic line, a
     JSON header (keys, members, payload size and sha256), then an .npz of plain uint32/bool
-    arrays. The LSH tables are not saved: they are rebuilt from the signatures on load."""
+    arrays. The LSH tables are not saved: they are rebuilt from the signatures on load. The
+    code signatures are made again with the scaffold these files give as a pool, the one a
+    later `--against` of them computes."""
     cfg = index.cfg
+    scaffold = scaffold_for([files], cfg)
     code = np.zeros((len(rows), cfg.num_perm), dtype="<u4")
     behaviour = np.zeros((len(rows), cfg.num_perm), dtype="<u4")
     has = {k: np.zeros(len(rows), dtype=bool) for k in KINDS}
-    for i, row in enumerate(rows):
+    for i, (env, row) in enumerate(zip(files, rows)):
         for kind, matrix in (("code", code), ("behaviour", behaviour)):
-            values = index.values(kind, row)
+            values = code_signature(env.source, cfg, scaffold) if kind == "code" else index.values(kind, row)
             if values is not None:
                 matrix[i] = values
                 has[kind][i] = True
@@ -556,7 +659,7 @@ def save_index(path: Path, files: list[EnvFile], index: NoveltyIndex, rows: list
     np.savez(buffer, code=code, behaviour=behaviour, has_code=has["code"], has_behaviour=has["behaviour"])
     payload = buffer.getvalue()
     members = [[e.path.name, e.env_id, index.members[row].name] for e, row in zip(files, rows)]
-    sig_key, lsh_key = index_keys(files, cfg)
+    sig_key, lsh_key = index_keys(files, cfg, scaffold)
     header = {"version": 2, "signature_key": sig_key, "lsh_key": lsh_key, "files": len(files),
               "members": members, "num_perm": cfg.num_perm,
               "payload_bytes": len(payload), "payload_sha256": hashlib.sha256(payload).hexdigest()}
@@ -596,13 +699,14 @@ def _arrays(payload: bytes, n: int, num_perm: int) -> dict[str, np.ndarray]:
     return out
 
 
-def load_index(path: Path, files: list[EnvFile], cfg: DedupeConfig) -> tuple[SavedIndex | None, str]:
+def load_index(path: Path, files: list[EnvFile], cfg: DedupeConfig,
+               scaffold: np.ndarray) -> tuple[SavedIndex | None, str]:
     """A pool's saved index when it matches the pool's files and the settings, else (None, why).
     The header is checked, and the payload's size and sha256; the arrays are read with
     allow_pickle=False and must have the expected shapes: nothing in the file is executed."""
     if not path.is_file():
         return None, "no saved index"
-    sig_key, lsh_key = index_keys(files, cfg)
+    sig_key, lsh_key = index_keys(files, cfg, scaffold)
     try:
         with path.open("rb") as f:
             if f.read(len(INDEX_MAGIC)) != INDEX_MAGIC:
@@ -646,6 +750,11 @@ def check_config(cfg: DedupeConfig) -> None:
         v = getattr(cfg, name)
         if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= 4096:
             problems.append(f"{name} must be an integer from {low} to 4096, not {v!r}")
+    share = cfg.scaffold_share
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < share <= 1.0:
+        problems.append(f"scaffold_share must be a number in (0, 1], not {share!r}")
+    if isinstance(cfg.scaffold_min_files, bool) or not isinstance(cfg.scaffold_min_files, int) or cfg.scaffold_min_files < 2:
+        problems.append(f"scaffold_min_files must be an integer of at least 2, not {cfg.scaffold_min_files!r}")
     levels = cfg.behaviour_levels
     if not isinstance(levels, list) or not levels or \
             any(isinstance(d, bool) or not isinstance(d, int) or not 1 <= d <= 10 for d in levels):
@@ -698,11 +807,12 @@ def _chunks(items: list, size: int) -> Iterator[list]:
 def add_pool(index: NoveltyIndex, lib: artifacts.EnvLibrary, label: str, pools: _LazyPool) -> dict:
     """Put a pool's environments in the index (not judged), from its saved index when valid."""
     cfg = index.cfg
-    saved, status = load_index(lib.root / INDEX_FILE, lib.files, cfg)
+    saved, status = load_index(lib.root / INDEX_FILE, lib.files, cfg, index.scaffold)
     unsampled = 0
     if saved is not None:
+        structures = {e.env_id: composite_structure(e, lib.index.get(e.env_id, {})) for e in lib.files}
         for i, (file, env_id, name) in enumerate(saved.members):
-            index.add(Member(file, label, env_id, name, True),
+            index.add(Member(file, label, env_id, name, True, structures.get(env_id)),
                       saved.code[i] if saved.has_code[i] else None,
                       saved.behaviour[i] if saved.has_behaviour[i] else None)
             unsampled += not saved.has_behaviour[i]
@@ -713,8 +823,9 @@ def add_pool(index: NoveltyIndex, lib: artifacts.EnvLibrary, label: str, pools: 
             for env in chunk:
                 prompts, _ = sampled[env.path.name]
                 unsampled += prompts is None
-                index.add(Member(env.path.name, label, env.env_id, static_name(env.source), True),
-                          code_signature(env.source, cfg),
+                index.add(Member(env.path.name, label, env.env_id, static_name(env.source), True,
+                                 composite_structure(env, lib.index.get(env.env_id, {}))),
+                          code_signature(env.source, cfg, index.scaffold),
                           behaviour_signature(prompts, cfg) if prompts is not None else None)
     return {"library": label, "files": len(lib.files), "index": status, "behaviour_unsampled": unsampled}
 
@@ -735,7 +846,7 @@ def run(library: artifacts.EnvLibrary, cfg: DedupeConfig, runtime: RuntimeConfig
         note: Callable[[str], None] | None = None) -> Summary:
     """Judge every file of `library` into `out` (already prepared) against the pools and the
     earlier files of the batch, resuming what is final."""
-    index = NoveltyIndex(cfg)
+    index = NoveltyIndex(cfg, scaffold_for([lib.files for lib in against], cfg))
     reports = []
     with AdmissionLog(out, library.files) as log, _LazyPool(runtime) as pools:
         for lib in against:
@@ -752,12 +863,18 @@ def run(library: artifacts.EnvLibrary, cfg: DedupeConfig, runtime: RuntimeConfig
         rows: dict[str, int] = {}  # file -> row of the batch's kept environments
         with artifacts.JsonlAppender(cache_path) as cache:
             for chunk in _chunks(library.files, 8 * runtime.workers):
-                codes = {e.path.name: code_signature(e.source, cfg) for e in chunk}
+                codes = {e.path.name: code_signature(e.source, cfg, index.scaffold) for e in chunk}
+                shapes = {e.path.name: composite_structure(e, library.index.get(e.env_id, {})) for e in chunk}
                 need = []
                 for env in chunk:
                     done = log.done.get(env.path.name)
                     if done is not None:
                         if done["admitted"] and env.env_id not in cached:
+                            need.append(env)
+                        continue
+                    shape = shapes[env.path.name]
+                    if shape is not None:  # a repeated structure needs no run
+                        if shape not in index.structures:
                             need.append(env)
                         continue
                     near = index.nearest("code", codes[env.path.name])
@@ -767,7 +884,7 @@ def run(library: artifacts.EnvLibrary, cfg: DedupeConfig, runtime: RuntimeConfig
                 for env in chunk:
                     file = env.path.name
                     prompts, failure = sampled.get(file, (None, None))
-                    member = Member(file, label, env.env_id, static_name(env.source), False)
+                    member = Member(file, label, env.env_id, static_name(env.source), False, shapes[file])
                     done = log.done.get(file)
                     if done is not None:
                         if done["admitted"]:
@@ -777,7 +894,7 @@ def run(library: artifacts.EnvLibrary, cfg: DedupeConfig, runtime: RuntimeConfig
                             rows[file] = index.add(member, codes[file], beh)
                         continue
                     beh = behaviour_signature(prompts, cfg) if prompts is not None else None
-                    decision = decide(index, codes[file], beh, failure)
+                    decision = decide(index, codes[file], beh, failure, shapes[file])
                     if decision.admitted:
                         cache.append({"env_id": env.env_id, "settings": key, "behaviour": _encode(beh)})
                         rows[file] = index.add(member, codes[file], beh)

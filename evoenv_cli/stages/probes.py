@@ -203,9 +203,12 @@ def flood(reference: str, ctx: Context, others: list[str]) -> list[str]:
     if not ref:
         return []
     shape = shape_of(ref)
-    misses = [a for _, a in near_misses(ref, ctx)] + [o for o in others if o.strip() != ref][:4]
-    lines = misses[: len(misses) // 2] + [ref] + misses[len(misses) // 2:]
-    out = ["\n".join(lines), " or ".join(lines)]
+    # Wrong candidates of the reference's own form first and last, the reference in between:
+    # a score that reads the first (or last) answer it finds is not fooled, one that looks for
+    # the reference anywhere is.
+    wrong = [o for o in others if o.strip() != ref][:4] + [a for _, a in near_misses(ref, ctx)]
+    lines = wrong[:1] + [ref] + wrong[1:] if wrong else [ref]
+    out = ["\n".join(lines), " or ".join(lines)] if wrong else []
     if shape.kind == "int":
         n = int(ref)
         values = list(range(0, 1001))
