@@ -102,6 +102,9 @@ class DedupeConfig:
     discount_scaffold: bool = True  # leave out of the code the shingles distinct environments share
     scaffold_share: float = field(default=0.25, metadata={"gt": 0, "max": 1})  # ... those in at least this share of a pool's files (and of the seeds)
     scaffold_min_files: int = field(default=3, metadata={"min": 2})  # ... and in at least this many of them
+    solve_signature: bool = True  # also compare by running solve on other environments' instances
+    solve_match_share: float = field(default=0.9, metadata={"gt": 0, "max": 1})  # ... agreeing on this share of them makes a duplicate
+    solve_members: int = field(default=64, metadata={"min": 1})  # ... compared against at most this many members of the same instance shape
     save_index: bool = False  # write OUT/dedupe-index.bin for the next round's --against
 
 

@@ -30,6 +30,9 @@ from evoenv_cli.stages import dedupe
 GOOD = ROOT / "tests" / "validate_corpus" / "good"
 DISTINCT = ROOT / "tests" / "dedupe_corpus" / "distinct"
 RESKIN = ROOT / "tests" / "dedupe_corpus" / "maze_min_moves.py"
+# the same algorithm under a new story, names and instance keys; each names its original
+RESKINS = {p.name: re.search(r"\(re-skin of ([a-z_0-9]+)\)", p.read_text().splitlines()[0]).group(1) + ".py"
+           for p in sorted((ROOT / "tests" / "dedupe_corpus" / "reskin").glob("*.py"))}
 KEEP = sorted(SEEDS.glob("*.py")) + sorted(GOOD.glob("*.py")) + sorted(DISTINCT.glob("*.py"))
 CONTRACT = {"generate", "generate_from", "prompt", "solve", "score", "NAME", "TAGS", "ANSWER_TYPE", "INPUT_TYPE"}
 CFG = DedupeConfig()
@@ -251,6 +254,7 @@ def judged(tmp_path_factory):
     base = tmp_path_factory.mktemp("dedupe")
     files = {p.name: p for p in KEEP} | {n: src for n, (src, _) in COPIES.items()}
     files |= {"zz_reskin_maze_min_moves.py": RESKIN, "broken_at_ten.py": BROKEN}
+    files |= {f"zz_reskin_{name}": ROOT / "tests" / "dedupe_corpus" / "reskin" / name for name in RESKINS}
     make_lib(base / "lib", files)
     r = evoenv("dedupe", "lib", "--out", "out", "--json", cwd=base)
     assert r.returncode == 0, r.stderr
@@ -264,9 +268,11 @@ def test_seeds_and_good_corpus_are_all_kept(judged):
         assert r["admitted"], r
         for kind, limit in (("nearest_code", CFG.code_threshold), ("nearest_behaviour", CFG.behaviour_threshold)):
             assert r[kind] is None or r[kind]["jaccard"] < limit - 0.1, (path.name, r[kind])
-    assert summary["admitted"] == len(KEEP)
-    assert summary["rejected_by_stage"] == {"run": 1, "duplicate_code": len(COPIES), "duplicate_behaviour": 1,
-                                            "duplicate_structure": 0}
+    assert summary["admitted"] == len(KEEP) + sum(v[f"zz_reskin_{n}"]["admitted"] for n in RESKINS)
+    by_stage = summary["rejected_by_stage"]
+    assert by_stage["run"] == 1 and by_stage["duplicate_structure"] == 0
+    assert by_stage["duplicate_code"] + by_stage["duplicate_behaviour"] == \
+        len(COPIES) + 1 + sum(not v[f"zz_reskin_{n}"]["admitted"] for n in RESKINS)
 
 
 def test_renamed_reordered_recommented_copies_are_code_duplicates_naming_the_seed(judged):
@@ -287,6 +293,38 @@ def test_reskinned_task_is_a_behaviour_duplicate(judged):
     assert r["nearest_code"] is None or r["nearest_code"]["jaccard"] < CFG.code_threshold
 
 
+def test_reskins_are_caught_by_running_solve_on_the_originals_instances(judged):
+    """Re-skins share little code or prompt text with their originals (two of the twelve
+    kept their generator's structure and are code duplicates); fed the original's instances,
+    recast, their solve answers alike. Two recast nothing (a list of dicts of flags where the
+    original has strings; a bool where it has None) and are kept."""
+    _, _, v = judged
+    caught = {n: v[f"zz_reskin_{n}"] for n in RESKINS if not v[f"zz_reskin_{n}"]["admitted"]}
+    assert len(caught) >= 10, sorted(set(RESKINS) - set(caught))
+    for name, r in caught.items():
+        assert r["duplicate_of"]["file"] == RESKINS[name], (name, r["reason"])
+        assert r["stage"] in ("duplicate_code", "duplicate_behaviour")
+    by_solve = [r for r in caught.values() if r["duplicate_of"].get("signature") == "solve"]
+    assert len(by_solve) >= 8 and all("its solve gives the answers" in r["reason"] for r in by_solve)
+
+
+def test_solve_signature_recasts_layouts_and_is_not_fooled_by_a_stored_solution():
+    from evoenv_cli.stages import solve_signature as ss
+
+    mine = {"kilos": [1, 2], "prices": [3, 4], "bag": 5}
+    theirs = {"weights": [7, 8, 9], "values": [1, 1, 1], "capacity": 10}
+    orders = ss.field_orders(mine, theirs)
+    assert orders == [(0, 1, 2), (1, 0, 2)]
+    assert ss.recast_fields(mine, theirs, (1, 0, 2)) == {"kilos": [1, 1, 1], "prices": [7, 8, 9], "bag": 10}
+    # a dict record is the sequence of its values; a string stands for a list of characters
+    assert ss.recast([{"a": 0, "b": 0}], [[1, 2], [3, 4]]) == [{"a": 1, "b": 2}, {"a": 3, "b": 4}]
+    assert ss.recast(["x"], "abc") == ["a", "b", "c"] and ss.recast("x", ["a", "b"]) == "ab"
+    assert ss.bucket({"tune": ["do", "re"], "n": 3}) == ss.bucket({"text": "ACG", "k": 9})
+    with pytest.raises(ss.Mismatch):
+        ss.recast({"a": 1}, {"x": 1, "y": 2})
+    assert ss.field_orders({"flag": True}, {"n": 1}) == []
+
+
 def test_unsampleable_environment_is_rejected_by_run(judged):
     _, _, v = judged
     r = v["broken_at_ten.py"]
@@ -296,13 +334,17 @@ def test_unsampleable_environment_is_rejected_by_run(judged):
 def test_outputs_index_and_manifest(judged):
     base, _, v = judged
     out = base / "out"
-    assert sorted(p.name for p in (out / "envs").iterdir()) == sorted(p.name for p in KEEP)
+    kept = sorted(f for f, r in v.items() if r["admitted"])
+    assert set(kept) >= {p.name for p in KEEP}
+    assert sorted(p.name for p in (out / "envs").iterdir()) == kept
     index = [json.loads(x) for x in (out / "index.jsonl").read_text().splitlines()]
-    assert [r["file"] for r in index] == sorted(p.name for p in KEEP)
-    assert all(set(r["dedupe"]) == {"nearest_code", "nearest_behaviour"} for r in index)
+    assert [r["file"] for r in index] == kept
+    assert all({"nearest_code", "nearest_behaviour"} <= set(r["dedupe"]) <= {"nearest_code", "nearest_behaviour",
+                                                                           "nearest_solve"} for r in index)
     m = manifest(out)
     assert m["config"]["dedupe"]["code_threshold"] == CFG.code_threshold
-    assert m["counts"]["duplicate_code"] == len(COPIES) and m["against"] == []
+    assert m["counts"]["duplicate_code"] == sum(r["stage"] == "duplicate_code" for r in v.values()) >= len(COPIES)
+    assert m["against"] == []
     assert json.loads((out / "summary.json").read_text())["stage"] == "dedupe"
 
 

@@ -44,6 +44,7 @@ from evoenv_cli import artifacts
 from evoenv_cli.config import DedupeConfig, RuntimeConfig, to_dict
 from evoenv_cli.runtime.contract import MAX_SOURCE_BYTES
 from evoenv_cli.runtime.pool import Call, EnvFile, SandboxPool
+from evoenv_cli.stages import solve_signature
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
 
 STAGES = ("run", "duplicate_code", "duplicate_behaviour", "duplicate_structure")
@@ -408,18 +409,33 @@ def behaviour_pairs(cfg: DedupeConfig) -> list[tuple[int, int]]:
     return [(seed, level) for level in cfg.behaviour_levels for seed in range(cfg.behaviour_seeds)]
 
 
-def sample_prompts(env: EnvFile, pool: SandboxPool, cfg: DedupeConfig) -> tuple[list[str] | None, str | None]:
-    """(prompts, None), or (None, why not) when the sandbox cannot produce them."""
+@dataclass
+class Sampled:
+    """What the sandbox gave for one environment at the behaviour seeds: its prompts (None and
+    `failure` when it could not), and with the solve signature on, its instances with its own
+    answers (None when its solve failed on them)."""
+
+    prompts: list[str] | None
+    failure: str | None = None
+    solved: solve_signature.Sample | None = None
+
+
+def sample_behaviour(env: EnvFile, pool: SandboxPool, cfg: DedupeConfig) -> Sampled:
     pairs = behaviour_pairs(cfg)
     generated = pool.run(env, [Call.generate(s, d) for s, d in pairs])
     for (s, d), r in zip(pairs, generated):
         if not r.ok:
-            return None, _failure("generate", s, d, r)
+            return Sampled(None, _failure("generate", s, d, r))
     prompts = pool.run(env, [Call.prompt(r.value) for r in generated])
     for (s, d), r in zip(pairs, prompts):
         if not r.ok:
-            return None, _failure("prompt", s, d, r)
-    return [r.value for r in prompts], None
+            return Sampled(None, _failure("prompt", s, d, r))
+    solved = None
+    if cfg.solve_signature:
+        solved = solve_signature.Sample(env, [r.value for r in generated])
+        if not solve_signature.answers(pool, solved):
+            solved = None
+    return Sampled([r.value for r in prompts], None, solved)
 
 
 def _failure(fn: str, seed: int, level: int, r) -> str:
@@ -496,6 +512,8 @@ class NoveltyIndex:
         self.cfg = cfg
         self.scaffold = scaffold if scaffold is not None else scaffold_for([], cfg)
         self.structures: dict[tuple, int] = {}  # a composite's (operator, parents) -> its row
+        self.solved: dict[int, solve_signature.Sample] = {}  # row -> instances and answers
+        self.buckets: dict[tuple, list[int]] = {}  # instance shape -> rows (solve signature)
         self.members: list[Member] = []
         self.has: dict[str, list[bool]] = {k: [] for k in KINDS}
         self.sigs = {k: _Signatures(cfg.num_perm) for k in KINDS}
@@ -532,11 +550,14 @@ class NoveltyIndex:
         return int(rows[best]), float(same[best]) / len(values)
 
     def add(self, member: Member, code: np.ndarray | None, behaviour: np.ndarray | None,
-            insert: bool = True) -> int:
+            insert: bool = True, solved: solve_signature.Sample | None = None) -> int:
         row = len(self.members)
         self.members.append(member)
         if member.structure is not None:
             self.structures.setdefault(member.structure, row)
+        if solved is not None:
+            self.solved[row] = solved
+            self.buckets.setdefault(solved.bucket, []).append(row)
         for kind, values in (("code", code), ("behaviour", behaviour)):
             self.has[kind].append(values is not None)
             if values is not None:
@@ -547,6 +568,20 @@ class NoveltyIndex:
 
     def values(self, kind: str, row: int) -> np.ndarray | None:
         return self.sigs[kind].values[row] if self.has[kind][row] else None
+
+    def solves_like(self, pool: SandboxPool, sample: solve_signature.Sample | None) -> tuple[int, float] | None:
+        """The first member (of at most `solve_members` with instances of the same shape) on
+        whose instances `sample`'s solve agrees best, with the share; None if none compared."""
+        if sample is None:
+            return None
+        best = None
+        for row in self.buckets.get(sample.bucket, [])[: self.cfg.solve_members]:
+            share = solve_signature.agreement(pool, sample, self.solved[row])
+            if best is None or share > best[1]:
+                best = (row, share)
+            if share >= 1.0:
+                break
+        return best
 
 
 @dataclass
@@ -561,7 +596,8 @@ class Decision:
 
 
 def decide(index: NoveltyIndex, code: np.ndarray | None, behaviour: np.ndarray | None,
-           failure: str | None = None, structure: tuple | None = None) -> Decision:
+           failure: str | None = None, structure: tuple | None = None,
+           solves_like: Callable[[], tuple[int, float] | None] | None = None) -> Decision:
     """The verdict on one environment against everything kept before it: code first (no
     execution needed), then whether its prompts could be sampled, then behaviour. A composite
     is judged by its structure instead: its code and prompts embed its parents', so they would
@@ -593,6 +629,15 @@ def decide(index: NoveltyIndex, code: np.ndarray | None, behaviour: np.ndarray |
         m["duplicate_of"] = kept.ref(near_beh[1])
         return Decision("duplicate_behaviour", f"its prompts pose the task of {_where(kept)}: "
                         f"estimated Jaccard {near_beh[1]:.2f} >= {index.cfg.behaviour_threshold}", m)
+    near_solve = solves_like() if solves_like is not None else None
+    if near_solve is not None:
+        m["nearest_solve"] = index.members[near_solve[0]].ref(near_solve[1])
+        if near_solve[1] >= index.cfg.solve_match_share:
+            kept = index.members[near_solve[0]]
+            m["duplicate_of"] = {**kept.ref(near_solve[1]), "signature": "solve"}
+            return Decision("duplicate_behaviour", f"its solve gives the answers of {_where(kept)} on "
+                            f"{near_solve[1]:.0%} of that one's own instances (recast into its layout), "
+                            "and its score accepts them: the same task in another story", m)
     return Decision("admitted", "no near-duplicate in the pool or earlier in the batch", m)
 
 
@@ -750,6 +795,11 @@ def check_config(cfg: DedupeConfig) -> None:
         v = getattr(cfg, name)
         if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= 4096:
             problems.append(f"{name} must be an integer from {low} to 4096, not {v!r}")
+    match = cfg.solve_match_share
+    if isinstance(match, bool) or not isinstance(match, (int, float)) or not 0.0 < match <= 1.0:
+        problems.append(f"solve_match_share must be a number in (0, 1], not {match!r}")
+    if isinstance(cfg.solve_members, bool) or not isinstance(cfg.solve_members, int) or cfg.solve_members < 1:
+        problems.append(f"solve_members must be a positive integer, not {cfg.solve_members!r}")
     share = cfg.scaffold_share
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < share <= 1.0:
         problems.append(f"scaffold_share must be a number in (0, 1], not {share!r}")
@@ -789,13 +839,13 @@ class _LazyPool:
             self.pool.close()
 
 
-def _sample_many(envs: list[EnvFile], pools: _LazyPool, cfg: DedupeConfig) -> dict[str, tuple]:
-    """{file name: (prompts, failure)} for `envs`, sampled in parallel on the pool's workers."""
+def _sample_many(envs: list[EnvFile], pools: _LazyPool, cfg: DedupeConfig) -> dict[str, Sampled]:
+    """{file name: Sampled} for `envs`, sampled in parallel on the pool's workers."""
     if not envs:
         return {}
     pool = pools.get()
     with ThreadPoolExecutor(max_workers=pools.runtime.workers) as ex:
-        results = list(ex.map(lambda e: sample_prompts(e, pool, cfg), envs))
+        results = list(ex.map(lambda e: sample_behaviour(e, pool, cfg), envs))
     return {e.path.name: r for e, r in zip(envs, results)}
 
 
@@ -810,24 +860,60 @@ def add_pool(index: NoveltyIndex, lib: artifacts.EnvLibrary, label: str, pools: 
     saved, status = load_index(lib.root / INDEX_FILE, lib.files, cfg, index.scaffold)
     unsampled = 0
     if saved is not None:
+        by_id = {e.env_id: e for e in lib.files}
         structures = {e.env_id: composite_structure(e, lib.index.get(e.env_id, {})) for e in lib.files}
+        solved = _saved_solves(lib, pools, cfg)
         for i, (file, env_id, name) in enumerate(saved.members):
             index.add(Member(file, label, env_id, name, True, structures.get(env_id)),
                       saved.code[i] if saved.has_code[i] else None,
-                      saved.behaviour[i] if saved.has_behaviour[i] else None)
+                      saved.behaviour[i] if saved.has_behaviour[i] else None,
+                      solved=solved.get(by_id[env_id].path.name))
             unsampled += not saved.has_behaviour[i]
     else:
         status = f"built ({status})"
         for chunk in _chunks(lib.files, 8 * pools.runtime.workers):
             sampled = _sample_many(chunk, pools, cfg)
             for env in chunk:
-                prompts, _ = sampled[env.path.name]
-                unsampled += prompts is None
+                got = sampled[env.path.name]
+                unsampled += got.prompts is None
                 index.add(Member(env.path.name, label, env.env_id, static_name(env.source), True,
                                  composite_structure(env, lib.index.get(env.env_id, {}))),
                           code_signature(env.source, cfg, index.scaffold),
-                          behaviour_signature(prompts, cfg) if prompts is not None else None)
+                          behaviour_signature(got.prompts, cfg) if got.prompts is not None else None,
+                          solved=got.solved)
     return {"library": label, "files": len(lib.files), "index": status, "behaviour_unsampled": unsampled}
+
+
+def _solve_record(sample: solve_signature.Sample | None) -> dict | None:
+    return None if sample is None else {"instances": sample.instances, "answers": sample.answers}
+
+
+def _solve_sample(env: EnvFile, record) -> solve_signature.Sample | None:
+    """A cached solve sample, when it is well formed."""
+    if not isinstance(record, dict):
+        return None
+    instances, answers = record.get("instances"), record.get("answers")
+    if not isinstance(instances, list) or not instances or not all(isinstance(i, dict) for i in instances) \
+            or not isinstance(answers, list) or len(answers) != len(instances) \
+            or not all(isinstance(a, str) for a in answers):
+        return None
+    return solve_signature.Sample(env, instances, answers)
+
+
+def _saved_solves(lib: artifacts.EnvLibrary, pools: _LazyPool, cfg: DedupeConfig) -> dict[str, solve_signature.Sample]:
+    """{file: solve sample} of a pool whose saved index was loaded: from the signature cache
+    the run that saved it kept beside it, and sampled for the files it lacks."""
+    if not cfg.solve_signature:
+        return {}
+    key = settings_key(cfg)
+    cached = {r.get("env_id"): r.get("solve") for r in artifacts.read_jsonl_tolerant(lib.root / SIGNATURE_CACHE)
+              if isinstance(r, dict) and r.get("settings") == key}
+    out = {e.path.name: s for e in lib.files if (s := _solve_sample(e, cached.get(e.env_id))) is not None}
+    missing = [e for e in lib.files if e.path.name not in out]
+    for name, got in _sample_many(missing, pools, cfg).items():
+        if got.solved is not None:
+            out[name] = got.solved
+    return out
 
 
 def _encode(values: np.ndarray | None) -> str | None:
@@ -869,7 +955,8 @@ def run(library: artifacts.EnvLibrary, cfg: DedupeConfig, runtime: RuntimeConfig
                 for env in chunk:
                     done = log.done.get(env.path.name)
                     if done is not None:
-                        if done["admitted"] and env.env_id not in cached:
+                        hit = cached.get(env.env_id)
+                        if done["admitted"] and (hit is None or (cfg.solve_signature and "solve" not in hit)):
                             need.append(env)
                         continue
                     shape = shapes[env.path.name]
@@ -883,21 +970,26 @@ def run(library: artifacts.EnvLibrary, cfg: DedupeConfig, runtime: RuntimeConfig
                 sampled = _sample_many(need, pools, cfg)
                 for env in chunk:
                     file = env.path.name
-                    prompts, failure = sampled.get(file, (None, None))
+                    got = sampled.get(file, Sampled(None))
                     member = Member(file, label, env.env_id, static_name(env.source), False, shapes[file])
                     done = log.done.get(file)
                     if done is not None:
                         if done["admitted"]:
                             hit = cached.get(env.env_id)
-                            beh = _decode(hit.get("behaviour"), cfg.num_perm) if hit is not None \
-                                else (behaviour_signature(prompts, cfg) if prompts is not None else None)
-                            rows[file] = index.add(member, codes[file], beh)
+                            beh = _decode(hit.get("behaviour"), cfg.num_perm) if hit is not None and got.prompts is None \
+                                else (behaviour_signature(got.prompts, cfg) if got.prompts is not None else None)
+                            solved = got.solved or (_solve_sample(env, hit.get("solve")) if hit is not None else None)
+                            rows[file] = index.add(member, codes[file], beh, solved=solved)
                         continue
-                    beh = behaviour_signature(prompts, cfg) if prompts is not None else None
-                    decision = decide(index, codes[file], beh, failure, shapes[file])
+                    beh = behaviour_signature(got.prompts, cfg) if got.prompts is not None else None
+                    decision = decide(index, codes[file], beh, got.failure, shapes[file],
+                                      lambda got=got: index.solves_like(pools.get(), got.solved))
                     if decision.admitted:
-                        cache.append({"env_id": env.env_id, "settings": key, "behaviour": _encode(beh)})
-                        rows[file] = index.add(member, codes[file], beh)
+                        record = {"env_id": env.env_id, "settings": key, "behaviour": _encode(beh)}
+                        if cfg.solve_signature:
+                            record["solve"] = _solve_record(got.solved)
+                        cache.append(record)
+                        rows[file] = index.add(member, codes[file], beh, solved=got.solved)
                     verdict = Verdict(file, env.env_id, member.name, decision.admitted, decision.stage,
                                       decision.reason, decision.measurements)
                     log.add(verdict)
