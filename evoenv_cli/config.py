@@ -278,6 +278,7 @@ class RewardConfig:
 
     answer_tag: str = "answer"  # the last <answer>...</answer> block is the final answer
     format_weight: float = field(default=0.0, metadata={"min": 0, "max": 1})
+    recheck_share: float = field(default=0.02, metadata={"min": 0, "max": 1})  # rewards scored again in a fresh worker; a disagreement quarantines the environment
 
 
 @dataclass

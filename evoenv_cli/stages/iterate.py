@@ -32,6 +32,7 @@ from pathlib import Path
 
 from evoenv_cli import artifacts
 from evoenv_cli.config import IterateConfig
+from evoenv_cli.reward_audit import QUARANTINE_FILE, quarantined_ids
 from evoenv_cli.runtime.pool import EnvFile
 
 MARKERS = {
@@ -90,13 +91,23 @@ class Loop:
                   "calibration": {"levels": list(range(1, 11)), "misses": 0}} for e in lib.files]
         write_pool(self.pool, [(e, r) for e, r in zip(lib.files, index)])
 
+    def quarantined(self) -> dict[str, dict]:
+        """Environments whose rewards disagreed with a re-check in a fresh worker, in any
+        round's training so far: never in the pool again."""
+        return quarantined_ids(sorted(self.run_dir.glob(f"round-*/train/{QUARANTINE_FILE}")))
+
     def update_pool(self, rotated: Path, admitted: Path, round_no: int) -> dict:
-        """Pool members the rotation did not retire, plus the round's admitted newcomers."""
+        """Pool members the rotation did not retire, plus the round's admitted newcomers, less
+        the quarantined."""
         old = artifacts.EnvLibrary.open(self.pool, allow_empty=True)
+        quarantine = self.quarantined()
         verdicts = {r["env_id"]: r for r in artifacts.read_jsonl(rotated / "verdicts.jsonl")}
         rot_index = {r["env_id"]: r for r in artifacts.read_jsonl(rotated / "index.jsonl")}
-        members, retired = [], []
+        members, retired, dropped = [], [], []
         for env in old.files:
+            if env.env_id in quarantine:
+                dropped.append({"name": env.name, "reason": quarantine[env.env_id].get("reason")})
+                continue
             v = verdicts.get(env.env_id, {})
             if str(v.get("stage", "")).startswith("retired_"):
                 retired.append({"name": env.name, "stage": v["stage"], "reason": v.get("reason")})
@@ -107,12 +118,12 @@ class Loop:
         have = {e.env_id for e, _ in members}
         joined = []
         for env in new.files:
-            if env.env_id not in have:
+            if env.env_id not in have and env.env_id not in quarantine:
                 record = dict(new.index.get(env.env_id, {}), joined_round=round_no)
                 members.append((env, record))
                 joined.append(env.name)
         write_pool(self.pool, members)
-        return {"pool_size": len(members), "joined": joined, "retired": retired}
+        return {"pool_size": len(members), "joined": joined, "retired": retired, "quarantined": dropped}
 
 
 def write_pool(pool: Path, members: list[tuple[EnvFile, dict]]) -> None:
@@ -249,7 +260,8 @@ def round_summary(r: int, d: Path, pool_change: dict, config_hash: str | None = 
     return {
         "round": r, "candidates": syn.get("candidates", 0), "admitted": admitted,
         "pool_size": pool_change.get("pool_size"), "joined": len(pool_change.get("joined", [])),
-        "retired": len(pool_change.get("retired", [])), "train_steps": train.get("steps"),
+        "retired": len(pool_change.get("retired", [])),
+        "quarantined": len(pool_change.get("quarantined", [])), "train_steps": train.get("steps"),
         "mean_train_reward": train.get("mean_reward"),
         "train_weights_unchanged": bool(train.get("all_groups_zero_variance")),
         "evaluation": headline(metrics), "config_hash": config_hash,
