@@ -126,3 +126,27 @@ def score(instance, answer): return 1.0
     part = namespace["_part_0"]()
     assert part["generate"](0, 1) == {"n": 1} and part["generate"](0, 1) == {"n": 2}
     assert part["NAME"] == "counter" and "generate_from" not in part
+
+
+def test_order_free_answers_feed_sequential_in_canonical_form_and_are_never_sorted(tmp_path):
+    """The prime factors of a semiprime are accepted in either order: fed to a list-taking part,
+    X is defined as their increasing order, so the composite has one answer whatever order a
+    solver finds them in; and no SORT or SELECT is built on an order-free answer."""
+    from evoenv_cli.runtime.pool import EnvFile
+    from evoenv_cli.stages.compose import Part
+
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    corpus = SEEDS.parent / "tests" / "validate_corpus" / "good"
+    shutil.copy(corpus / "semiprime_factors_any_order.py", lib)
+    shutil.copy(SEEDS / "longest_increasing_subsequence.py", lib)
+    out = tmp_path / "out"
+    r = evoenv("compose", lib, "--out", out, "--n", "2", "--ops", "sequential", "--json")
+    assert r.returncode == 0, r.stderr
+    made = {v["file"]: v for v in records(out / "verdicts.jsonl")}
+    name = "seq__semiprime_factors_any_order__longest_increasing_subsequence.py"
+    assert made[name]["admitted"], made[name]["reason"]
+    source = (out / "envs" / name).read_text()
+    assert "_A_ORDER_FREE = True" in source and "in increasing order, though part 1 accepts any order" in source
+    part = Part(EnvFile(Path("x.py"), b"", "0"), "x", "int", None, [], order_free=True)
+    assert not part.numeric
