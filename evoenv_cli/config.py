@@ -70,7 +70,7 @@ class ValidateConfig:
     max_probe_mean_score: float = field(default=0.3, metadata={"min": 0, "max": 1})  # mean score of answers no valid one can be (partial credit for junk)
     magic_probe_instances: int = field(default=8, metadata={"min": 1})  # instances each constant score compares against is tried on
     order_free_share: float = field(default=0.5, metadata={"min": 0, "max": 1})  # accepting reordered items this often makes the answer order-free
-    score_determinism_pairs: int = field(default=10, metadata={"min": 1})  # instances whose (instance, answer) pairs are scored again
+    score_determinism_pairs: int = field(default=8, metadata={"min": 1})  # instances whose 4 (instance, answer) pairs are scored again (8: one batch)
     max_constant_share: float = field(default=0.5, metadata={"min": 0, "max": 1})
     max_leak_share: float = field(default=0.5, metadata={"min": 0, "max": 1})
     min_leak_excess: float = field(default=0.25, metadata={"min": 0, "max": 1})  # over how often other instances' answers appear in a prompt

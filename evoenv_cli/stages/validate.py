@@ -236,31 +236,38 @@ class Checker:
                                        f"difficulty {inst.difficulty} changed between runs", f"{fn}_{how}")
         self.m["determinism_pairs"] = len(chosen)
 
-    def _score_pairs(self, insts: list[Instance]) -> list[tuple[Instance, str]]:
-        """(instance, answer) pairs whose score must not change: each chosen instance with its
-        reference, another instance's reference, a near miss and a garbage answer."""
+    def _score_pairs(self, insts: list[Instance]) -> list[tuple[Instance, str, str]]:
+        """(instance, probe kind, answer) triples whose score must not change: each chosen
+        instance with its reference, another instance's reference, a near miss and garbage."""
         out = []
         for inst in self._spread(insts, self.cfg.score_determinism_pairs):
             other = next((o.reference for o in insts if o.difficulty == inst.difficulty
                           and o.reference.strip() != inst.reference.strip()), "0")
             misses = probes.near_misses(inst.reference, inst.context, self.answer_type)
-            for answer in (inst.reference, other, misses[0][1] if misses else "1", FIXED_PROBES["garbage"]):
-                out.append((inst, answer))
+            miss = (f"near_miss_{misses[0][0]}", misses[0][1]) if misses else ("one", "1")
+            for kind, answer in (("reference", inst.reference), ("other_reference", other), miss,
+                                 ("garbage", FIXED_PROBES["garbage"])):
+                out.append((inst, kind, answer))
         return out
 
     def check_score_determinism(self, insts: list[Instance]) -> None:
-        """The same (instance, answer) scored twice in one worker, once in a fresh worker with
-        another hash seed, and once more by a worker that has served as many calls as a reward
-        worker does before it is replaced: a score that drifts, or turns lenient once it has
-        counted enough calls, would pay rewards validate never saw."""
-        pairs = self._score_pairs(insts)
-        calls = [Call.score(i.instance, a) for i, a in pairs]
+        """The same (instance, answer) scored twice in one worker (one batch), once in a fresh
+        worker with another hash seed, and once more by a worker that has served as many calls
+        as a reward worker does before it is replaced: a score that drifts, or turns lenient
+        once it has counted enough calls, would pay rewards validate never saw."""
+        triples = self._score_pairs(insts)
+        calls = [Call.score(i.instance, a) for i, _, a in triples]
         twice = self.call(calls + calls)
         first = twice[:len(calls)]
+        for (inst, kind, _), r in zip(triples, first):
+            if not r.ok:  # not a matter of determinism: score must answer every string
+                raise Rejected("discrimination", f"score failed on the {kind} probe at seed {inst.seed} "
+                               f"difficulty {inst.difficulty} ({r.status}: {r.error}); score must "
+                               "return a number for any string", kind)
 
         def compare(results: list[CallResult], probe: str, label: str) -> None:
-            for (inst, answer), a, b in zip(pairs, first, results):
-                if not a.ok or not b.ok or a.value != b.value:
+            for (inst, _, answer), a, b in zip(triples, first, results):
+                if not b.ok or a.value != b.value:
                     shown = answer if len(answer) <= 30 else answer[:27] + "..."
                     got = b.value if b.ok else f"a failed call ({b.status})"
                     raise Rejected("determinism", f"score of the answer {shown!r} at seed {inst.seed} "
@@ -271,15 +278,15 @@ class Checker:
                 "in a fresh worker with another hash seed")
         bound = self.pool.limits.max_calls_per_worker
         if bound > 0:
-            compare(self._aged_scores(insts, calls, bound), "score_after_many_calls",
+            cheap = [c for (inst, _, _), c in zip(triples, calls) if inst.difficulty <= 4] or calls
+            compare(self._aged_scores(calls, cheap, bound), "score_after_many_calls",
                     f"after the worker had served {bound} calls")
         self.m["score_determinism_pairs"] = len(calls)
 
-    def _aged_scores(self, insts: list[Instance], calls: list[Call], bound: int) -> list[CallResult]:
-        """`calls` scored by one new worker right after it has served `bound` calls (the
-        references and wrong answers of the cheapest instances); its own replacement is off."""
-        low = sorted(insts, key=lambda i: i.difficulty)[: max(1, len(insts) // 3)]
-        filler = [Call.score(i.instance, a) for i in low for a in (i.reference, "0", FIXED_PROBES["garbage"])]
+    def _aged_scores(self, calls: list[Call], filler: list[Call], bound: int) -> list[CallResult]:
+        """`calls` scored by one new worker right after it has served `bound` calls, repeats of
+        `filler` (calls that have already succeeded, so any failure is the score changing with
+        the count); the worker's own replacement is off."""
         need = max(0, bound - len(calls))
         burst = (filler * (need // len(filler) + 1))[:need] + calls
         limits = dataclasses.replace(self.pool.limits, max_calls_per_worker=0)
