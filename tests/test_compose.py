@@ -22,15 +22,17 @@ def records(path: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def composed(tmp_path_factory):
+    """16 composites of the seeds (enough that a SEQUENTIAL pair survives validate: two of the
+    seeds' chains never show part 1's answer or leak part 2's at small levels)."""
     out = tmp_path_factory.mktemp("compose") / "out"
-    r = evoenv("compose", SEEDS, "--out", out, "--n", "12", "--max-depth", "2", "--seed", "0", "--json")
+    r = evoenv("compose", SEEDS, "--out", out, "--n", "16", "--max-depth", "2", "--seed", "0", "--json")
     assert r.returncode == 0, r.stderr
     return out, json.loads(r.stdout)
 
 
 def test_every_operator_is_sampled_and_recorded(composed):
     out, summary = composed
-    assert summary["admitted"] == 12
+    assert summary["admitted"] == 16
     index = records(out / "index.jsonl")
     assert {i["operator"] for i in index} == {"sequential", "parallel", "sort", "select"}
     for i in index:
@@ -57,12 +59,12 @@ def test_admitted_composites_pass_validate(composed, tmp_path):
 def test_same_seed_same_files_and_resume_adds_nothing(composed, tmp_path):
     out, _ = composed
     again = tmp_path / "again"
-    assert evoenv("compose", SEEDS, "--out", again, "--n", "12", "--max-depth", "2", "--seed", "0").returncode == 0
+    assert evoenv("compose", SEEDS, "--out", again, "--n", "16", "--max-depth", "2", "--seed", "0").returncode == 0
     mine = {p.name: p.read_bytes() for p in (out / "envs").iterdir()}
     theirs = {p.name: p.read_bytes() for p in (again / "envs").iterdir()}
     assert mine == theirs
     before = records(again / "verdicts.jsonl")
-    r = evoenv("compose", SEEDS, "--out", again, "--n", "12", "--max-depth", "2", "--seed", "0", "--resume")
+    r = evoenv("compose", SEEDS, "--out", again, "--n", "16", "--max-depth", "2", "--seed", "0", "--resume")
     assert r.returncode == 0, r.stderr
     assert records(again / "verdicts.jsonl") == before
     other = tmp_path / "other"

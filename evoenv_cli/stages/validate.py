@@ -290,7 +290,8 @@ class Checker:
         need = max(0, bound - len(calls))
         burst = (filler * (need // len(filler) + 1))[:need] + calls
         limits = dataclasses.replace(self.pool.limits, max_calls_per_worker=0)
-        with SandboxPool(limits, self.pool.plan.mode, workers=1, hash_seed=self.pool.hash_seed) as one:
+        mode = self.pool.plan.requested or self.pool.plan.mode  # the same jail, asked for the same way
+        with SandboxPool(limits, mode, workers=1, hash_seed=self.pool.hash_seed) as one:
             results = self.call(burst, pool=one)
         return results[need:]
 
