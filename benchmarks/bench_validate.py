@@ -1,7 +1,7 @@
 """`make bench`, validate section: the seeds, the validate corpus (good and defective) and the
 dedupe corpus (environments written apart from this repository: 28 distinct ones and 12
-re-skins, all valid) with the corpus's recipe (the defaults but a tighter solve budget, which
-the slow-solve defect is sized to) on 2 workers. Prints the median wall time per
+re-skins, all valid) with the corpus's recipe (the defaults but tighter solve and import budgets,
+which the slow-solve and slow-import defects are sized to) on 2 workers. Prints the median wall time per
 admitted environment, what the defective ones cost, the false-rejection rate on every group
 of valid environments (it must be 0) and how many defective files were caught by the check
 their name gives."""

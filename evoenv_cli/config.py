@@ -80,7 +80,7 @@ class ValidateConfig:
     budget_prompt_s: float = field(default=0.5, metadata={"gt": 0})
     budget_solve_s: float = field(default=1.0, metadata={"gt": 0})
     budget_score_s: float = field(default=0.5, metadata={"gt": 0})
-    budget_import_s: float = field(default=1.0, metadata={"gt": 0})  # a worker imports the file again every time it is replaced
+    budget_import_s: float = field(default=5.0, metadata={"gt": 0})  # a worker imports the file again every time it is replaced (an imported reasoning-gym task takes ~2 s)
     budget_instance_bytes: int = field(default=32768, metadata={"min": 1})
     budget_output_chars: int = field(default=10_000, metadata={"min": 0})
     max_source_bytes: int = field(default=100_000, metadata={"min": 1})
