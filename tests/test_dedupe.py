@@ -515,12 +515,18 @@ def test_composites_are_judged_by_structure_not_by_their_embedded_code(tmp_path)
     copy_src = "# written by the policy, surely\n" + members[0][0].source.decode()
     forged = EnvFile(tmp_path / "zz_forged.py", copy_src.encode(), env_id_of(copy_src.encode()))
     members.append((forged, {"origin": "synthesize"}))
+    # a composite whose lineage names another parent but that behaves as a kept one: its solve
+    # gives that one's answers on that one's instances, and its score accepts them
+    other = next(p.name for p in sorted(SEEDS.glob("*.py")) if p.name not in record["parents"])
+    twin_src = b"# the same composite under another lineage\n" + env.source
+    twin = EnvFile(tmp_path / "zz_twin.py", twin_src, env_id_of(twin_src))
+    members.append((twin, dict(record, file=twin.path.name, parents=[other])))
     iterate.write_pool(tmp_path / "cands", members)
 
     r = evoenv("dedupe", "cands", "--against", SEEDS, "--out", "out", "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     v = verdicts(tmp_path / "out")
-    for e, rec in members[:-2]:
+    for e, rec in members[:-3]:
         assert v[e.path.name]["admitted"], v[e.path.name]
         assert v[e.path.name]["structure"] == {"operator": rec["operator"], "parents": sorted(rec["parents"])
                                                if rec["operator"] == "parallel" else rec["parents"]}
@@ -528,9 +534,13 @@ def test_composites_are_judged_by_structure_not_by_their_embedded_code(tmp_path)
     assert twin["stage"] == "duplicate_structure" and twin["duplicate_of"]["file"] == env.path.name, twin
     assert v["zz_forged.py"]["stage"] == "duplicate_code", v["zz_forged.py"]
     assert v["zz_forged.py"]["duplicate_of"]["file"] == members[0][0].path.name
+    same = v["zz_twin.py"]
+    assert same["stage"] == "duplicate_behaviour" and same["duplicate_of"]["signature"] == "solve", same
+    assert same["duplicate_of"]["file"] == env.path.name and same["structure"]["parents"] == [other], same
     # as a pool next round, the kept composites still block their repeats
     r = evoenv("dedupe", "cands", "--against", "out", "--out", "again", "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     again = verdicts(tmp_path / "again")
     assert all(not x["admitted"] for x in again.values()), {f: x["stage"] for f, x in again.items() if x["admitted"]}
-    assert {x["stage"] for f, x in again.items() if f not in ("zz_forged.py",)} == {"duplicate_structure"}
+    assert again["zz_twin.py"]["stage"] == "duplicate_behaviour", again["zz_twin.py"]
+    assert {x["stage"] for f, x in again.items() if f not in ("zz_forged.py", "zz_twin.py")} == {"duplicate_structure"}

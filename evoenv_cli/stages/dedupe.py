@@ -600,8 +600,8 @@ def decide(index: NoveltyIndex, code: np.ndarray | None, behaviour: np.ndarray |
            solves_like: Callable[[], tuple[int, float] | None] | None = None) -> Decision:
     """The verdict on one environment against everything kept before it: code first (no
     execution needed), then whether its prompts could be sampled, then behaviour. A composite
-    is judged by its structure instead: its code and prompts embed its parents', so they would
-    match its parents and every composite built on them."""
+    is judged by its structure and its behaviour by execution instead: its code and prompts
+    embed its parents', so they would match its parents and every composite built on them."""
     m: dict = {}
     if structure is not None:
         m["structure"] = {"operator": structure[0], "parents": list(structure[1:])}
@@ -612,6 +612,9 @@ def decide(index: NoveltyIndex, code: np.ndarray | None, behaviour: np.ndarray |
             return Decision("duplicate_structure", f"it repeats the operator and parents of {_where(kept)}", m)
         if failure is not None:
             return Decision("run", f"its prompts could not be sampled: {failure}", m)
+        same = _solves_the_same(index, solves_like, m)
+        if same is not None:
+            return same
         return Decision("admitted", "a composite whose operator and parents no other has", m)
     near_code = index.nearest("code", code)
     m["nearest_code"] = index.members[near_code[0]].ref(near_code[1]) if near_code else None
@@ -629,16 +632,27 @@ def decide(index: NoveltyIndex, code: np.ndarray | None, behaviour: np.ndarray |
         m["duplicate_of"] = kept.ref(near_beh[1])
         return Decision("duplicate_behaviour", f"its prompts pose the task of {_where(kept)}: "
                         f"estimated Jaccard {near_beh[1]:.2f} >= {index.cfg.behaviour_threshold}", m)
-    near_solve = solves_like() if solves_like is not None else None
-    if near_solve is not None:
-        m["nearest_solve"] = index.members[near_solve[0]].ref(near_solve[1])
-        if near_solve[1] >= index.cfg.solve_match_share:
-            kept = index.members[near_solve[0]]
-            m["duplicate_of"] = {**kept.ref(near_solve[1]), "signature": "solve"}
-            return Decision("duplicate_behaviour", f"its solve gives the answers of {_where(kept)} on "
-                            f"{near_solve[1]:.0%} of that one's own instances (recast into its layout), "
-                            "and its score accepts them: the same task in another story", m)
+    same = _solves_the_same(index, solves_like, m)
+    if same is not None:
+        return same
     return Decision("admitted", "no near-duplicate in the pool or earlier in the batch", m)
+
+
+def _solves_the_same(index: NoveltyIndex, solves_like: Callable[[], tuple[int, float] | None] | None,
+                     m: dict) -> Decision | None:
+    """duplicate_behaviour when the environment's solve gives a kept one's answers on that
+    one's own instances (recast) and its score accepts them; None otherwise."""
+    near_solve = solves_like() if solves_like is not None else None
+    if near_solve is None:
+        return None
+    m["nearest_solve"] = index.members[near_solve[0]].ref(near_solve[1])
+    if near_solve[1] < index.cfg.solve_match_share:
+        return None
+    kept = index.members[near_solve[0]]
+    m["duplicate_of"] = {**kept.ref(near_solve[1]), "signature": "solve"}
+    return Decision("duplicate_behaviour", f"its solve gives the answers of {_where(kept)} on "
+                    f"{near_solve[1]:.0%} of that one's own instances (recast into its layout), "
+                    "and its score accepts them: the same task in another story", m)
 
 
 def _where(member: Member) -> str:

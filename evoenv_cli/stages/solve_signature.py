@@ -153,11 +153,16 @@ def agreement(pool: SandboxPool, candidate: Sample, member: Sample) -> float:
         return 0.0
     template = candidate.instances[0]
     best = 0.0
-    for order in field_orders(template, member.instances[0]):
+    # Instances under the candidate's own top-level keys are first fed as they are: a recast
+    # takes the shape of the template's first items, and an instance whose lists or records
+    # vary in layout (a program of mixed instructions, registers that grow with the level)
+    # does not recast into one level's layout although the candidate takes it as it is.
+    verbatim = [None] if list(template) == list(member.instances[0]) else []
+    for order in verbatim + field_orders(template, member.instances[0]):
         calls, kept = [], []
         for inst, answer in zip(member.instances, member.answers):
             try:
-                recast_instance = recast_fields(template, inst, order)
+                recast_instance = dict(inst) if order is None else recast_fields(template, inst, order)
             except Mismatch:
                 continue
             calls += [Call.solve(recast_instance), Call.score(recast_instance, answer)]
