@@ -951,7 +951,8 @@ def serve_reward(
     lib = artifacts.EnvLibrary.open(library)
     rt = recipe.runtime
     reward = EnvReward(lib.files, answer_tag=recipe.reward.answer_tag, format_weight=recipe.reward.format_weight,
-                       sandbox=rt.sandbox, workers=rt.workers, limits=rt.limits)
+                       sandbox=rt.sandbox, workers=rt.workers, limits=rt.limits,
+                       recheck_share=recipe.reward.recheck_share)
     try:
         serve(reward, host, port, log=lambda m: err.print(m, soft_wrap=True, markup=False),
               ready=lambda server: err.print(f"serve-reward: {len(lib.files)} environments, listening on "

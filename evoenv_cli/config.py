@@ -59,14 +59,18 @@ class SampleConfig:
 class ValidateConfig:
     """The execution contract: how much evidence each check gathers and what it tolerates."""
 
-    seeds_per_level: int = field(default=3, metadata={"min": 1})  # run/reference/probes use seeds 0..n-1 at every level
+    seeds_per_level: int = field(default=3, metadata={"min": 1})  # run/reference/probes: this many seeds per level, drawn from the training range
     levels: list[int] = field(default_factory=lambda: list(range(1, 11)), metadata={"min_len": 1, "items": {"min": 1, "max": 10}})
     determinism_pairs: int = field(default=10, metadata={"min": 1})
-    diversity_seeds: int = field(default=8, metadata={"min": 2})
+    diversity_seeds: int = field(default=8, metadata={"min": 2})  # also drawn from the whole training range
     diversity_levels: list[int] = field(default_factory=lambda: [1, 5, 10], metadata={"min_len": 1, "items": {"min": 1, "max": 10}})
     min_distinct_share: float = field(default=0.5, metadata={"min": 0, "max": 1})
     max_probe_accept_share: float = field(default=0.1, metadata={"min": 0, "max": 1})  # fixed probes: empty, garbage, "0", "true", ...
-    max_near_miss_accept_share: float = field(default=0.25, metadata={"min": 0, "max": 1})  # near misses and other instances' answers
+    max_near_miss_accept_share: float = field(default=0.25, metadata={"min": 0, "max": 1})  # near misses, other instances' answers, random answers of the shape
+    max_probe_mean_score: float = field(default=0.3, metadata={"min": 0, "max": 1})  # mean score of answers no valid one can be (partial credit for junk)
+    magic_probe_instances: int = field(default=8, metadata={"min": 1})  # instances each constant score compares against is tried on
+    order_free_share: float = field(default=0.5, metadata={"min": 0, "max": 1})  # accepting reordered items this often makes the answer order-free
+    score_determinism_pairs: int = field(default=8, metadata={"min": 1})  # instances whose 4 (instance, answer) pairs are scored again (8: one batch)
     max_constant_share: float = field(default=0.5, metadata={"min": 0, "max": 1})
     max_leak_share: float = field(default=0.5, metadata={"min": 0, "max": 1})
     min_leak_excess: float = field(default=0.25, metadata={"min": 0, "max": 1})  # over how often other instances' answers appear in a prompt
@@ -76,6 +80,7 @@ class ValidateConfig:
     budget_prompt_s: float = field(default=0.5, metadata={"gt": 0})
     budget_solve_s: float = field(default=1.0, metadata={"gt": 0})
     budget_score_s: float = field(default=0.5, metadata={"gt": 0})
+    budget_import_s: float = field(default=5.0, metadata={"gt": 0})  # a worker imports the file again every time it is replaced (an imported reasoning-gym task takes ~2 s)
     budget_instance_bytes: int = field(default=32768, metadata={"min": 1})
     budget_output_chars: int = field(default=10_000, metadata={"min": 0})
     max_source_bytes: int = field(default=100_000, metadata={"min": 1})
@@ -86,7 +91,7 @@ class DedupeConfig:
     """The novelty contract: near-duplicates by MinHash (estimated Jaccard) over two signatures,
     the normalized code and the text of sampled prompts; either over its threshold rejects."""
 
-    code_threshold: float = 0.5  # estimated Jaccard of code shingle sets that makes a duplicate
+    code_threshold: float = 0.4  # estimated Jaccard of code shingle sets (scaffold left out) that makes a duplicate
     behaviour_threshold: float = 0.5  # the same for prompt shingle sets
     code_shingle: int = 5  # normalized tokens per code shingle
     behaviour_shingle: int = 3  # words per prompt shingle
@@ -94,6 +99,12 @@ class DedupeConfig:
     behaviour_levels: list[int] = field(default_factory=lambda: [1, 4, 7, 10], metadata={"min_len": 1, "items": {"min": 1, "max": 10}})  # ... at these levels
     num_perm: int = 128  # MinHash permutations: the estimate's error is about 0.5/sqrt(num_perm)
     lsh_weights: list[float] = field(default_factory=lambda: [0.2, 0.8])  # false positive, negative
+    discount_scaffold: bool = True  # leave out of the code the shingles distinct environments share
+    scaffold_share: float = field(default=0.25, metadata={"gt": 0, "max": 1})  # ... those in at least this share of a pool's files (and of the seeds)
+    scaffold_min_files: int = field(default=3, metadata={"min": 2})  # ... and in at least this many of them
+    solve_signature: bool = True  # also compare by running solve on other environments' instances
+    solve_match_share: float = field(default=0.9, metadata={"gt": 0, "max": 1})  # ... agreeing on this share of them makes a duplicate
+    solve_members: int = field(default=64, metadata={"min": 1})  # ... compared against at most this many members of the same instance shape
     save_index: bool = False  # write OUT/dedupe-index.bin for the next round's --against
 
 
@@ -268,6 +279,7 @@ class RewardConfig:
 
     answer_tag: str = "answer"  # the last <answer>...</answer> block is the final answer
     format_weight: float = field(default=0.0, metadata={"min": 0, "max": 1})
+    recheck_share: float = field(default=0.02, metadata={"min": 0, "max": 1})  # rewards scored again in a fresh worker; a disagreement quarantines the environment
 
 
 @dataclass

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from evoenv_cli.llm.base import final_text
+from evoenv_cli.reward_audit import RewardAudit
 from evoenv_cli.runtime.pool import Call, EnvFile, Limits, SandboxPool
 
 _PATTERNS: dict[str, re.Pattern] = {}
@@ -89,9 +90,12 @@ class EnvReward:
 
     def __init__(self, library: str | Path | list[EnvFile], *, answer_tag: str = "answer",
                  format_weight: float = 0.0, sandbox: str = "auto", workers: int = 2,
-                 limits: Limits | None = None, pool: SandboxPool | None = None):
+                 limits: Limits | None = None, pool: SandboxPool | None = None,
+                 recheck_share: float = 0.02, recheck_seed: int = 0, quarantine_log: Path | None = None):
         """`pool`: a program's shared sandbox pool (a `runtime.session.Runtime`'s) to score on,
-        left open by `close`; without one, the reward starts its own on first use."""
+        left open by `close`; without one, the reward starts its own on first use. The re-checks
+        always run in workers of their own (one call each), in the same jail and under the same
+        limits as the pool that pays the rewards."""
         if isinstance(library, (str, Path)):
             from evoenv_cli.artifacts import EnvLibrary
 
@@ -108,6 +112,11 @@ class EnvReward:
         self._calls_closed = 0  # calls made on an own pool already closed
         self._lock = threading.Lock()
         self.stats: Counter = Counter()
+        # a share of the rewards scored again in fresh workers; a disagreement quarantines
+        if pool is not None:  # the borrowed pool's jail and limits, not this call's defaults
+            sandbox, limits = pool.plan.requested or pool.plan.mode, pool.limits
+        self.audit = RewardAudit(recheck_share, seed=recheck_seed, sandbox=sandbox, limits=limits,
+                                 log=quarantine_log)
 
     @property
     def pool(self) -> SandboxPool:
@@ -119,14 +128,15 @@ class EnvReward:
     @property
     def sandbox_calls(self) -> int:
         """Calls into environment code on the reward's pool so far (a borrowed pool's count
-        includes its other users')."""
-        return self._calls_closed + (self._pool.calls if self._pool is not None else 0)
+        includes its other users'), plus the re-checks in fresh workers."""
+        return self._calls_closed + (self._pool.calls if self._pool is not None else 0) + self.audit.checked
 
     def close(self) -> None:
         if self._pool is not None and not self._borrowed:
             self._calls_closed += self._pool.calls
             self._pool.close()
             self._pool = None
+        self.audit.close()
 
     def resolve(self, env_id: str, env_name: str | None = None) -> EnvFile:
         env = self.envs.get(env_id)
@@ -151,8 +161,8 @@ class EnvReward:
         JSON object) scores 0 with status "bad_row"; an env_id not in the library raises."""
         texts = [completion_text(c) for c in completions]
         answers = [extract_answer(t, self.answer_tag) for t in texts]
-        statuses = ["no_answer" if a is None else "" for a in answers]
         jobs: dict[str, tuple[EnvFile, list[Call], list[int]]] = {}
+        statuses = ["no_answer" if a is None else "" for a in answers]
         for i, (eid, inst, ans) in enumerate(zip(env_id, instance, answers)):
             name = env_name[i] if env_name else None
             inst = row_instance(inst)
@@ -162,19 +172,30 @@ class EnvReward:
             if ans is None:
                 continue
             env = self.resolve(eid, name)
+            if env.env_id in self.audit.quarantined:
+                statuses[i] = "quarantined"
+                continue
             job = jobs.setdefault(env.env_id, (env, [], []))
             job[1].append(Call.score(inst, ans))
             job[2].append(i)
         scores: list[float | None] = [None] * len(texts)
         order = list(jobs.values())
-        for (_, _, idx), results in zip(order, self.pool.run_many([(e, c) for e, c, _ in order])):
-            for i, r in zip(idx, results):
+        scored = []  # (index, env, instance, answer, score) of the calls that returned a score
+        for (env, calls, idx), results in zip(order, self.pool.run_many([(e, c) for e, c, _ in order])):
+            for i, c, r in zip(idx, calls, results):
                 scores[i] = r.value if r.ok else 0.0
                 statuses[i] = "scored" if r.ok else f"score_{r.status}"
+                if r.ok:
+                    scored.append((i, env, c.args[0], c.args[1], r.value))
+        picked = [scored[k] for k in self.audit.pick(len(scored))]
+        if self.audit.recheck([(env, inst, ans, s) for _, env, inst, ans, s in picked]):
+            for i, (eid, ans) in enumerate(zip(env_id, answers)):  # this batch's rewards from it too
+                if ans is not None and self.resolve(eid, env_name[i] if env_name else None).env_id in self.audit.quarantined:
+                    scores[i], statuses[i] = 0.0, "quarantined"
         out = []
         for i in range(len(texts)):
             s = scores[i] or 0.0
-            fmt = 1.0 if answers[i] is not None else 0.0
+            fmt = 1.0 if answers[i] is not None and statuses[i] != "quarantined" else 0.0
             reward = (1.0 - self.format_weight) * s + self.format_weight * fmt
             self.stats[statuses[i]] += 1
             out.append({"answer": answers[i], "score": s, "status": statuses[i], "reward": reward})

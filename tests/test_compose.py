@@ -22,15 +22,17 @@ def records(path: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def composed(tmp_path_factory):
+    """16 composites of the seeds (enough that a SEQUENTIAL pair survives validate: two of the
+    seeds' chains never show part 1's answer or leak part 2's at small levels)."""
     out = tmp_path_factory.mktemp("compose") / "out"
-    r = evoenv("compose", SEEDS, "--out", out, "--n", "12", "--max-depth", "2", "--seed", "0", "--json")
+    r = evoenv("compose", SEEDS, "--out", out, "--n", "16", "--max-depth", "2", "--seed", "0", "--json")
     assert r.returncode == 0, r.stderr
     return out, json.loads(r.stdout)
 
 
 def test_every_operator_is_sampled_and_recorded(composed):
     out, summary = composed
-    assert summary["admitted"] == 12
+    assert summary["admitted"] == 16
     index = records(out / "index.jsonl")
     assert {i["operator"] for i in index} == {"sequential", "parallel", "sort", "select"}
     for i in index:
@@ -57,12 +59,12 @@ def test_admitted_composites_pass_validate(composed, tmp_path):
 def test_same_seed_same_files_and_resume_adds_nothing(composed, tmp_path):
     out, _ = composed
     again = tmp_path / "again"
-    assert evoenv("compose", SEEDS, "--out", again, "--n", "12", "--max-depth", "2", "--seed", "0").returncode == 0
+    assert evoenv("compose", SEEDS, "--out", again, "--n", "16", "--max-depth", "2", "--seed", "0").returncode == 0
     mine = {p.name: p.read_bytes() for p in (out / "envs").iterdir()}
     theirs = {p.name: p.read_bytes() for p in (again / "envs").iterdir()}
     assert mine == theirs
     before = records(again / "verdicts.jsonl")
-    r = evoenv("compose", SEEDS, "--out", again, "--n", "12", "--max-depth", "2", "--seed", "0", "--resume")
+    r = evoenv("compose", SEEDS, "--out", again, "--n", "16", "--max-depth", "2", "--seed", "0", "--resume")
     assert r.returncode == 0, r.stderr
     assert records(again / "verdicts.jsonl") == before
     other = tmp_path / "other"
@@ -126,3 +128,27 @@ def score(instance, answer): return 1.0
     part = namespace["_part_0"]()
     assert part["generate"](0, 1) == {"n": 1} and part["generate"](0, 1) == {"n": 2}
     assert part["NAME"] == "counter" and "generate_from" not in part
+
+
+def test_order_free_answers_feed_sequential_in_canonical_form_and_are_never_sorted(tmp_path):
+    """The prime factors of a semiprime are accepted in either order: fed to a list-taking part,
+    X is defined as their increasing order, so the composite has one answer whatever order a
+    solver finds them in; and no SORT or SELECT is built on an order-free answer."""
+    from evoenv_cli.runtime.pool import EnvFile
+    from evoenv_cli.stages.compose import Part
+
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    corpus = SEEDS.parent / "tests" / "validate_corpus" / "good"
+    shutil.copy(corpus / "semiprime_factors_any_order.py", lib)
+    shutil.copy(SEEDS / "longest_increasing_subsequence.py", lib)
+    out = tmp_path / "out"
+    r = evoenv("compose", lib, "--out", out, "--n", "2", "--ops", "sequential", "--json")
+    assert r.returncode == 0, r.stderr
+    made = {v["file"]: v for v in records(out / "verdicts.jsonl")}
+    name = "seq__semiprime_factors_any_order__longest_increasing_subsequence.py"
+    assert made[name]["admitted"], made[name]["reason"]
+    source = (out / "envs" / name).read_text()
+    assert "_A_ORDER_FREE = True" in source and "in increasing order, though part 1 accepts any order" in source
+    part = Part(EnvFile(Path("x.py"), b"", "0"), "x", "int", None, [], order_free=True)
+    assert not part.numeric

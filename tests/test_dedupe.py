@@ -1,9 +1,11 @@
 """`evoenv dedupe`, the novelty contract: copies of seeds (renamed, reordered, re-commented)
-are caught by the code signature, a re-skinned task by the behaviour signature; the seeds and
-the good corpus are all kept; pools, saved indexes, resume and determinism.
+are caught by the code signature, a re-skinned task by the behaviour signature; the seeds, the
+good corpus and 28 distinct environments written apart (tests/dedupe_corpus/distinct, ten of
+them in the seeds' own style, whose shared scaffolding used to make them look alike) are all
+kept; composites are judged by their structure; pools, saved indexes, resume and determinism.
 
-One library (seeds + good corpus + copies + a re-skin + a broken file) is judged once per
-module by the real command; the other CLI tests use small libraries of their own.
+One library (seeds + good corpus + distinct corpus + copies + a re-skin + a broken file) is
+judged once per module by the real command; the other CLI tests use small libraries of their own.
 """
 
 import ast
@@ -26,8 +28,12 @@ from evoenv_cli.config import DedupeConfig
 from evoenv_cli.stages import dedupe
 
 GOOD = ROOT / "tests" / "validate_corpus" / "good"
+DISTINCT = ROOT / "tests" / "dedupe_corpus" / "distinct"
 RESKIN = ROOT / "tests" / "dedupe_corpus" / "maze_min_moves.py"
-KEEP = sorted(SEEDS.glob("*.py")) + sorted(GOOD.glob("*.py"))
+# the same algorithm under a new story, names and instance keys; each names its original
+RESKINS = {p.name: re.search(r"\(re-skin of ([a-z_0-9]+)\)", p.read_text().splitlines()[0]).group(1) + ".py"
+           for p in sorted((ROOT / "tests" / "dedupe_corpus" / "reskin").glob("*.py"))}
+KEEP = sorted(SEEDS.glob("*.py")) + sorted(GOOD.glob("*.py")) + sorted(DISTINCT.glob("*.py"))
 CONTRACT = {"generate", "generate_from", "prompt", "solve", "score", "NAME", "TAGS", "ANSWER_TYPE", "INPUT_TYPE"}
 CFG = DedupeConfig()
 
@@ -117,14 +123,16 @@ def edited(src: str, seed: int = 0) -> str:
 MUTATIONS = {"renamed": renamed, "reordered": reordered, "recommented": recommented,
              "all_three": lambda s, seed=0: recommented(reordered(renamed(s, seed), seed), seed),
              "edited": edited}
-COPIED = ["grid_shortest_path.py", "knapsack_max_value.py", "register_machine.py", "sat_planted.py"]
+# four seeds, and two of the distinct corpus whose own code is smallest next to the scaffold
+COPIED = ["grid_shortest_path.py", "knapsack_max_value.py", "register_machine.py", "sat_planted.py",
+          "josephus_survivor.py", "popcount_range_total.py"]
 
 
 def _copies() -> dict[str, tuple[str, str]]:
     """{copy file name: (source, original file name)}; names sort after the originals."""
     out = {}
     for k, original in enumerate(COPIED):
-        src = (SEEDS / original).read_text()
+        src = next(p for p in KEEP if p.name == original).read_text()
         for kind, mutate in MUTATIONS.items():
             copy = mutate(src, k)
             compile(copy, original, "exec")
@@ -207,6 +215,27 @@ def test_distinct_environments_stay_below_both_thresholds_with_a_margin():
     assert worst < CFG.code_threshold - 0.1, worst
 
 
+def test_without_the_scaffold_discount_the_seed_styled_ones_collide():
+    """What the discount is for: the distinct corpus written in the seeds' style shares their
+    scaffolding (the score tail, the rng set-up), and without the discount some distinct
+    pairs reach the duplicate threshold."""
+    plain = DedupeConfig(discount_scaffold=False)
+    sigs = {p.name: dedupe.code_signature(p.read_bytes(), plain) for p in KEEP}
+    worst = max(estimated(sigs[a], sigs[b]) for a, b in itertools.combinations(sigs, 2))
+    assert worst >= CFG.code_threshold + 0.05, worst
+
+
+def test_shipped_scaffold_is_what_the_seeds_share():
+    cfg = DedupeConfig()
+    sets = [dedupe.code_shingles(p.read_bytes(), cfg) for p in sorted(SEEDS.glob("*.py"))]
+    learned = dedupe.scaffold_of(sets, cfg)
+    assert np.array_equal(learned, dedupe.shipped_scaffold()), (
+        "seeds or normalization changed: run python -c \"from evoenv_cli.stages import dedupe; "
+        "dedupe.write_shipped_scaffold('seeds')\"")
+    # a shingle of three seeds is scaffold; one of two is not
+    assert 0 < len(learned) < sum(len(x) for x in sets) // 10
+
+
 def test_prompt_words_bucket_numbers():
     assert dedupe.prompt_words("Pay exactly 1234 with coins 5, 10; (mod 1000000007)!") == \
         ["pay", "exactly", "#4", "with", "coins", "#1", "#2", "mod", "#9"]
@@ -225,6 +254,7 @@ def judged(tmp_path_factory):
     base = tmp_path_factory.mktemp("dedupe")
     files = {p.name: p for p in KEEP} | {n: src for n, (src, _) in COPIES.items()}
     files |= {"zz_reskin_maze_min_moves.py": RESKIN, "broken_at_ten.py": BROKEN}
+    files |= {f"zz_reskin_{name}": ROOT / "tests" / "dedupe_corpus" / "reskin" / name for name in RESKINS}
     make_lib(base / "lib", files)
     r = evoenv("dedupe", "lib", "--out", "out", "--json", cwd=base)
     assert r.returncode == 0, r.stderr
@@ -238,8 +268,11 @@ def test_seeds_and_good_corpus_are_all_kept(judged):
         assert r["admitted"], r
         for kind, limit in (("nearest_code", CFG.code_threshold), ("nearest_behaviour", CFG.behaviour_threshold)):
             assert r[kind] is None or r[kind]["jaccard"] < limit - 0.1, (path.name, r[kind])
-    assert summary["admitted"] == len(KEEP)
-    assert summary["rejected_by_stage"] == {"run": 1, "duplicate_code": len(COPIES), "duplicate_behaviour": 1}
+    assert summary["admitted"] == len(KEEP) + sum(v[f"zz_reskin_{n}"]["admitted"] for n in RESKINS)
+    by_stage = summary["rejected_by_stage"]
+    assert by_stage["run"] == 1 and by_stage["duplicate_structure"] == 0
+    assert by_stage["duplicate_code"] + by_stage["duplicate_behaviour"] == \
+        len(COPIES) + 1 + sum(not v[f"zz_reskin_{n}"]["admitted"] for n in RESKINS)
 
 
 def test_renamed_reordered_recommented_copies_are_code_duplicates_naming_the_seed(judged):
@@ -260,6 +293,38 @@ def test_reskinned_task_is_a_behaviour_duplicate(judged):
     assert r["nearest_code"] is None or r["nearest_code"]["jaccard"] < CFG.code_threshold
 
 
+def test_reskins_are_caught_by_running_solve_on_the_originals_instances(judged):
+    """Re-skins share little code or prompt text with their originals (two of the twelve
+    kept their generator's structure and are code duplicates); fed the original's instances,
+    recast, their solve answers alike. Two recast nothing (a list of dicts of flags where the
+    original has strings; a bool where it has None) and are kept."""
+    _, _, v = judged
+    caught = {n: v[f"zz_reskin_{n}"] for n in RESKINS if not v[f"zz_reskin_{n}"]["admitted"]}
+    assert len(caught) >= 10, sorted(set(RESKINS) - set(caught))
+    for name, r in caught.items():
+        assert r["duplicate_of"]["file"] == RESKINS[name], (name, r["reason"])
+        assert r["stage"] in ("duplicate_code", "duplicate_behaviour")
+    by_solve = [r for r in caught.values() if r["duplicate_of"].get("signature") == "solve"]
+    assert len(by_solve) >= 8 and all("its solve gives the answers" in r["reason"] for r in by_solve)
+
+
+def test_solve_signature_recasts_layouts_and_is_not_fooled_by_a_stored_solution():
+    from evoenv_cli.stages import solve_signature as ss
+
+    mine = {"kilos": [1, 2], "prices": [3, 4], "bag": 5}
+    theirs = {"weights": [7, 8, 9], "values": [1, 1, 1], "capacity": 10}
+    orders = ss.field_orders(mine, theirs)
+    assert orders == [(0, 1, 2), (1, 0, 2)]
+    assert ss.recast_fields(mine, theirs, (1, 0, 2)) == {"kilos": [1, 1, 1], "prices": [7, 8, 9], "bag": 10}
+    # a dict record is the sequence of its values; a string stands for a list of characters
+    assert ss.recast([{"a": 0, "b": 0}], [[1, 2], [3, 4]]) == [{"a": 1, "b": 2}, {"a": 3, "b": 4}]
+    assert ss.recast(["x"], "abc") == ["a", "b", "c"] and ss.recast("x", ["a", "b"]) == "ab"
+    assert ss.bucket({"tune": ["do", "re"], "n": 3}) == ss.bucket({"text": "ACG", "k": 9})
+    with pytest.raises(ss.Mismatch):
+        ss.recast({"a": 1}, {"x": 1, "y": 2})
+    assert ss.field_orders({"flag": True}, {"n": 1}) == []
+
+
 def test_unsampleable_environment_is_rejected_by_run(judged):
     _, _, v = judged
     r = v["broken_at_ten.py"]
@@ -269,20 +334,25 @@ def test_unsampleable_environment_is_rejected_by_run(judged):
 def test_outputs_index_and_manifest(judged):
     base, _, v = judged
     out = base / "out"
-    assert sorted(p.name for p in (out / "envs").iterdir()) == sorted(p.name for p in KEEP)
+    kept = sorted(f for f, r in v.items() if r["admitted"])
+    assert set(kept) >= {p.name for p in KEEP}
+    assert sorted(p.name for p in (out / "envs").iterdir()) == kept
     index = [json.loads(x) for x in (out / "index.jsonl").read_text().splitlines()]
-    assert [r["file"] for r in index] == sorted(p.name for p in KEEP)
-    assert all(set(r["dedupe"]) == {"nearest_code", "nearest_behaviour"} for r in index)
+    assert [r["file"] for r in index] == kept
+    assert all({"nearest_code", "nearest_behaviour"} <= set(r["dedupe"]) <= {"nearest_code", "nearest_behaviour",
+                                                                           "nearest_solve"} for r in index)
     m = manifest(out)
     assert m["config"]["dedupe"]["code_threshold"] == CFG.code_threshold
-    assert m["counts"]["duplicate_code"] == len(COPIES) and m["against"] == []
+    assert m["counts"]["duplicate_code"] == sum(r["stage"] == "duplicate_code" for r in v.values()) >= len(COPIES)
+    assert m["against"] == []
     assert json.loads((out / "summary.json").read_text())["stage"] == "dedupe"
 
 
 # -- pools and saved indexes --------------------------------------------------------------------------
 @pytest.fixture
 def candidates(tmp_path):
-    picked = dict(itertools.islice(COPIES.items(), 0, None, len(MUTATIONS)))  # one copy of each copied seed
+    picked = {name: copy for name, copy in itertools.islice(COPIES.items(), 0, None, len(MUTATIONS))
+              if (SEEDS / copy[1]).is_file()}  # one copy of each copied seed
     files = {n: src for n, (src, _) in picked.items()} | {"modular_power.py": GOOD / "modular_power.py"}
     return make_lib(tmp_path / "cands", files), picked
 
@@ -418,3 +488,59 @@ def test_bad_arguments_exit_2_in_one_line(tmp_path):
     assert r.returncode == 2
     r = evoenv("dedupe", "--help", cwd=tmp_path)
     assert r.returncode == 0 and "Example:" in r.stdout
+
+
+# -- composites ----------------------------------------------------------------------------------------
+def test_composites_are_judged_by_structure_not_by_their_embedded_code(tmp_path):
+    """Composites embed their parents' sources (and prompts), so by code or prompt they look like
+    their parents and each other; only one repeating another's operator and parents is a
+    duplicate. A file that merely declares OPERATOR, with no compose lineage, is judged by code."""
+    from evoenv_cli.artifacts import EnvLibrary
+    from evoenv_cli.runtime.pool import EnvFile, env_id_of
+    from evoenv_cli.stages import compose, iterate
+
+    r = evoenv("compose", SEEDS, "--out", "comp", "--n", "12", "--max-depth", "2", "--seed", "1", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lib = EnvLibrary.open(tmp_path / "comp")
+    members = [(e, lib.index[e.env_id]) for e in lib.files]
+    assert len(members) >= 8
+    # a sibling of a SELECT/SORT composite: the same operator and parent, another n
+    env, record = next((e, rec) for e, rec in members if rec["operator"] in ("sort", "select") and rec["depth"] == 1)
+    parent = EnvFile.from_path(SEEDS / record["parents"][0])
+    plan = compose.Plan(record["operator"], [compose.Part(parent, parent.name, "int", None, [])], n=5)
+    source = compose.render(plan, {}).encode()
+    sibling = EnvFile(tmp_path / f"{plan.name()}.py", source, env_id_of(source))
+    members.append((sibling, dict(record, file=sibling.path.name)))
+    # and a copy of a composite (its OPERATOR line too) with no compose lineage: code decides
+    copy_src = "# written by the policy, surely\n" + members[0][0].source.decode()
+    forged = EnvFile(tmp_path / "zz_forged.py", copy_src.encode(), env_id_of(copy_src.encode()))
+    members.append((forged, {"origin": "synthesize"}))
+    # a composite whose lineage names another parent but that behaves as a kept one: its solve
+    # gives that one's answers on that one's instances, and its score accepts them
+    other = next(p.name for p in sorted(SEEDS.glob("*.py")) if p.name not in record["parents"])
+    twin_src = b"# the same composite under another lineage\n" + env.source
+    twin = EnvFile(tmp_path / "zz_twin.py", twin_src, env_id_of(twin_src))
+    members.append((twin, dict(record, file=twin.path.name, parents=[other])))
+    iterate.write_pool(tmp_path / "cands", members)
+
+    r = evoenv("dedupe", "cands", "--against", SEEDS, "--out", "out", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    v = verdicts(tmp_path / "out")
+    for e, rec in members[:-3]:
+        assert v[e.path.name]["admitted"], v[e.path.name]
+        assert v[e.path.name]["structure"] == {"operator": rec["operator"], "parents": sorted(rec["parents"])
+                                               if rec["operator"] == "parallel" else rec["parents"]}
+    twin = v[sibling.path.name]
+    assert twin["stage"] == "duplicate_structure" and twin["duplicate_of"]["file"] == env.path.name, twin
+    assert v["zz_forged.py"]["stage"] == "duplicate_code", v["zz_forged.py"]
+    assert v["zz_forged.py"]["duplicate_of"]["file"] == members[0][0].path.name
+    same = v["zz_twin.py"]
+    assert same["stage"] == "duplicate_behaviour" and same["duplicate_of"]["signature"] == "solve", same
+    assert same["duplicate_of"]["file"] == env.path.name and same["structure"]["parents"] == [other], same
+    # as a pool next round, the kept composites still block their repeats
+    r = evoenv("dedupe", "cands", "--against", "out", "--out", "again", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    again = verdicts(tmp_path / "again")
+    assert all(not x["admitted"] for x in again.values()), {f: x["stage"] for f, x in again.items() if x["admitted"]}
+    assert again["zz_twin.py"]["stage"] == "duplicate_behaviour", again["zz_twin.py"]
+    assert {x["stage"] for f, x in again.items() if f not in ("zz_forged.py", "zz_twin.py")} == {"duplicate_structure"}

@@ -1,5 +1,7 @@
 import json
 import os
+import random
+import re
 import signal
 import subprocess
 import sys
@@ -10,7 +12,8 @@ import pytest
 from conftest import SEEDS
 
 from evoenv_cli.runtime.contract import check_source
-from evoenv_cli.stages.validate import near_misses, whole_token_in
+from evoenv_cli.stages import probes
+from evoenv_cli.stages.validate import whole_token_in
 
 GOOD = b'''import random
 NAME = "ok_env"
@@ -44,13 +47,51 @@ def test_static_contract_rejects_with_a_reason(edit, needle):
     assert not report.ok and needle in report.reason
 
 
-def test_near_misses_by_shape():
-    assert near_misses("7") == ["8", "6"]
-    assert near_misses("1 2 3") == ["1 2 4", "3 2 1"]
-    assert near_misses("a, b") == ["a, bx", "b, a"]
-    assert near_misses("0110") == ["111", "109"]  # looks like an integer
-    assert near_misses("0110", "str") == ["0100"]  # a palindrome has no reordered miss
-    assert all(m != "abc" for m in near_misses("abc"))
+def test_near_misses_are_certainly_wrong_and_never_a_reordering():
+    ctx = probes.Context.of({"n": 5, "edges": [[0, 1], [1, 2]]}, "vertices 0 to 4", "1 2 3")
+    assert probes.near_misses("7", ctx) == [("number", "8"), ("number", "6")]
+    misses = dict(probes.near_misses("1 2 3", ctx, "list[int]"))
+    # 0..5 are in the instance or its prompt: 6 is the smallest value certainly outside it
+    assert misses == {"changed": "1 6 3", "duplicate": "1 2 3 1", "extra": "1 2 3 6", "missing": "1 2"}
+    assert all(sorted(m.split()) != ["1", "2", "3"] for m in misses.values())
+    assert dict(probes.near_misses("a, b", ctx)) == {"changed": "a, Z", "duplicate": "a, b, a",
+                                                      "extra": "a, b, Z", "missing": "a"}
+    # a bit string declared str is a string: 0111 could be a valid assignment too
+    bits = dict(probes.near_misses("0110", ctx, "str"))
+    assert set(bits) == {"changed", "extra", "missing"} and "number" not in bits
+    assert all(set(m) - set("01") for k, m in bits.items() if k != "missing")
+    assert probes.reordered("1 2 3") == "3 2 1" and probes.reordered("4 4") is None
+    assert probes.reordered("7") is None
+
+
+def test_random_probes_follow_the_apparent_shape_whatever_the_declared_type():
+    rng = random.Random(0)
+    ctx = probes.Context.of({"x": 1}, "prompt", "")
+    ints = probes.random_shaped("10000", ctx, rng)
+    assert len(ints) == 3 and all(re.fullmatch(r"[0-9]+", a) and a != "10000" for a in ints)
+    assert abs(int(ints[0]) - 10000) <= 50 and abs(int(ints[1]) - 10000) <= 200
+    lists = probes.random_shaped("3 1 2", probes.Context.of({"v": [1, 2, 3]}, "", "3 1 2"), rng)
+    assert all(len(a.split()) == 3 and sorted(a.split()) != ["1", "2", "3"] for a in lists)
+
+
+def test_encodings_and_score_constants():
+    enc = probes.encodings("1234")
+    assert enc["reversed"] == "4321" and enc["base64"] == "MTIzNA" and enc["hex"] == "4d2"
+    assert enc["spelled_out"] == "one two three four"
+    assert probes.encoded_in("spelled_out", enc["spelled_out"], "Hint: One-Two-Three-Four.")
+    assert probes.encoded_in("hex", "4d2", "ticket 4D2 ok") and not probes.encoded_in("hex", "4d2", "x 4d20")
+    src = b'''SECRET = "let-me-in"
+def _check(a):
+    return a == SECRET or a.startswith("zz")
+def score(instance, answer):
+    if answer.strip() in ("", "none"):
+        return 0.0
+    return 1.0 if _check(answer) else 0.0
+def prompt(instance):
+    return "unreached" == instance
+'''
+    found = probes.score_constants(src)
+    assert set(found.values) == {"let-me-in", "zz", "none"} and found.digest_compare is None
 
 
 def test_whole_token_match_ignores_digits_inside_numbers():

@@ -2,12 +2,14 @@
 
 good/ holds correct environments that must be admitted; bad/ holds environments with exactly
 one defect each, named `<stage>__<defect>.py`, that must be rejected by that stage and no
-earlier one. Together with the seeds they form one library, validated once per module by the
+earlier one; a file whose first-line docstring ends "(probe: NAME)." must be rejected by that
+probe, and the verdict must name it. Together with the seeds they form one library, validated once per module by the
 real command; the other tests reuse that output (copied, so none of them disturbs another).
 """
 
 import ast
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -31,6 +33,9 @@ BAD = sorted((CORPUS / "bad").glob("*.py"))
 SEED_FILES = sorted(p for p in SEEDS.glob("*.py") if not p.name.startswith("_"))
 RECIPE = CORPUS / "recipe.yaml"
 EXPECTED = {p.name: "admitted" for p in GOOD + SEED_FILES} | {p.name: p.name.split("__")[0] for p in BAD}
+_PROBE = re.compile(r"\(probe: ([a-z0-9_]+)\)\.\"\"\"$")
+PROBES = {p.name: m.group(1) for p in BAD
+          if (m := _PROBE.search(p.read_text(encoding="utf-8").splitlines()[0]))}
 
 
 def evoenv(*args, cwd: Path) -> subprocess.CompletedProcess:
@@ -127,6 +132,18 @@ def test_verdict_stage_matches_the_corpus(validated, filename):
         assert v["admitted"] is True and isinstance(v["name"], str) and v["name"]
     else:
         assert v["admitted"] is False
+    if filename in PROBES:
+        assert v.get("probe") == PROBES[filename], (
+            f"{filename}: expected probe {PROBES[filename]!r}, got {v.get('probe')!r}: {reason}")
+        assert PROBES[filename] in reason, reason
+
+
+def test_every_gameable_verifier_probe_has_a_corpus_file():
+    wanted = {"empty", "flood", "random_shape", "magic_constant", "expression", "near_miss_duplicate",
+              "near_miss_missing", "near_miss_number", "score_repeat", "score_fresh_worker",
+              "score_after_many_calls", "generate_repeat", "generate_fresh_worker", "import_budget",
+              "leak_plain", "leak_reversed", "leak_base64", "leak_hex", "leak_spelled_out"}
+    assert wanted <= set(PROBES.values()), wanted - set(PROBES.values())
 
 
 def test_envs_folder_holds_exactly_the_admitted_files_unchanged(validated):
@@ -173,3 +190,27 @@ def test_a_second_clean_run_gives_the_same_verdicts(validated, tmp_path):
     second = {v["file"]: v["stage"] for v in read_verdicts(out)}
     assert second == first
     assert {p.name for p in (out / "envs").iterdir()} == {f for f, s in first.items() if s == "admitted"}
+
+
+# -- environments written apart from this repository ---------------------------------------------------
+WRITTEN_APART = sorted((ROOT / "tests" / "dedupe_corpus").glob("*/*.py"))
+
+
+@pytest.mark.slow
+def test_environments_written_apart_are_all_admitted(tmp_path):
+    """The false-rejection rate on 28 distinct environments and 12 re-skins written apart from
+    this repository (ten set-valued or planted among them, several accepting any order) is 0,
+    and those that accept any order are recorded as order_free."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    for path in WRITTEN_APART:
+        shutil.copyfile(path, lib / path.name)
+    out = tmp_path / "out"
+    result = evoenv("validate", lib, "--out", out, "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rejected = {v["file"]: v["reason"] for v in read_verdicts(out) if not v["admitted"]}
+    assert not rejected, rejected
+    index = {r["file"]: r for r in map(json.loads, (out / "index.jsonl").read_text().splitlines())}
+    free = {f for f, r in index.items() if r["order_free"]}
+    assert {"planted_hamiltonian_path.py", "subset_sum_any_order.py", "planted_independent_set.py"} <= free
+    assert not free & {"kth_permutation.py", "hanoi_kth_move.py", "course_prerequisite_order.py"}

@@ -61,6 +61,7 @@ class Limits:
     max_source_bytes: int = field(default=contract.MAX_SOURCE_BYTES, metadata={"min": 1})  # larger is never run
     batch_size: int = field(default=64, metadata={"min": 1})
     give_up_after: int = field(default=3, metadata={"min": 1})  # consecutive kills in one batch before the rest are skipped
+    max_calls_per_worker: int = field(default=1000, metadata={"min": 0})  # then the worker is replaced (0: never), so module state cannot build up
 
     def deadline(self, fn: str) -> float:
         return getattr(self, f"{fn}_s") + self.grace_s
@@ -288,6 +289,7 @@ class Worker:
         self._buf = b""
         self._arrived = time.monotonic()
         self.cpu_seconds = 0.0
+        self.calls_served = 0
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=env, cwd=cwd, start_new_session=True, close_fds=True,
@@ -399,6 +401,7 @@ class Worker:
                 arrived = max(self._arrived, last)
                 results.append(CallResult(bad.status, None, f"{call.fn}: {bad.error}", arrived - last))
                 last = arrived
+                self.calls_served += 1
                 continue
             except _Dead as dead:
                 elapsed = time.monotonic() - last
@@ -406,6 +409,7 @@ class Worker:
                 results.append(CallResult(dead.status, None, f"{call.fn}: {dead.error}", elapsed))
                 return results, True
             arrived = max(self._arrived, last)
+            self.calls_served += 1
             cpu = reply.get("cpu")
             if type(cpu) is float and math.isfinite(cpu):
                 self.cpu_seconds = cpu
@@ -437,10 +441,14 @@ class Worker:
 
     def calls_left(self) -> int:
         """Calls this worker can still take at the longest deadline before RLIMIT_CPU, which
-        counts CPU over the worker's whole life, could kill it in the middle of a good call."""
+        counts CPU over the worker's whole life, could kill it in the middle of a good call,
+        and before it has served `max_calls_per_worker` calls and is replaced."""
         lim = self.limits
         longest = max(lim.deadline(fn) for fn in CALLS)
-        return int(max(0.0, lim.worker_cpu_s - self.cpu_seconds) // longest)
+        left = int(max(0.0, lim.worker_cpu_s - self.cpu_seconds) // longest)
+        if lim.max_calls_per_worker > 0:
+            left = min(left, lim.max_calls_per_worker - self.calls_served)
+        return left
 
 
 def _granted_packages(env: EnvFile, plan: sandbox.LaunchPlan, workdir: Path) -> tuple[Path, ...]:

@@ -14,6 +14,9 @@ no import of evoenv), which is then judged by the execution contract like any ca
 Difficulty: a composite at level d runs each part at level ceil(d / 2), so d = 10 asks for
 two (or n) level-5 solves. Parts whose answers are not unique (tagged "planted") never feed
 a SEQUENTIAL step and are never sorted or selected: another valid answer would change the task.
+A part whose list answer may come in any order (`order_free`, measured by validate) is never
+sorted or selected either, and feeds a SEQUENTIAL step in a canonical form, its items in
+increasing order, which part 2's prompt says is what X stands for.
 """
 
 from __future__ import annotations
@@ -30,9 +33,9 @@ from pathlib import Path
 from evoenv_cli import artifacts
 from evoenv_cli.config import ComposeConfig, RuntimeConfig, ValidateConfig, to_dict
 from evoenv_cli.runtime.contract import check_source
-from evoenv_cli.runtime.pool import EnvFile, EnvLoadError, SandboxPool, env_id_of
+from evoenv_cli.runtime.pool import Call, EnvFile, EnvLoadError, SandboxPool, env_id_of
 from evoenv_cli.runtime.session import Runtime, shared
-from evoenv_cli.stages import validate
+from evoenv_cli.stages import probes, validate
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
 
 OPERATORS = ("sequential", "parallel", "sort", "select")
@@ -52,6 +55,7 @@ class Part:
     tags: list[str]
     depth: int = 0
     parents: list[str] = field(default_factory=list)
+    order_free: bool = False  # its list answer is accepted in any order
 
     @property
     def unique_answer(self) -> bool:
@@ -59,7 +63,7 @@ class Part:
 
     @property
     def numeric(self) -> bool:
-        return self.answer_type in NUMERIC and self.unique_answer
+        return self.answer_type in NUMERIC and self.unique_answer and not self.order_free
 
 
 @dataclass
@@ -219,7 +223,7 @@ def _neighbour(value, seed, level):
 
 
 def _chain(a, seed, level):
-    value = _typed(_call(_A, "solve", a), _A_TYPE)
+    value = _canonical(_typed(_call(_A, "solve", a), _A_TYPE))
     b = _call(_B, "generate_from", value, seed, level)
     return b, _mask(_call(_B, "prompt", b), value, _A_TYPE, _neighbour(value, seed, level))
 
@@ -239,8 +243,14 @@ def generate(seed, difficulty):
     return _first_chaining(lambda s: _call(_A, "generate", s, level), seed, level)
 
 
+def _canonical(value):
+    """Part 1's answer as part 2 takes it: the items in increasing order when part 1 accepts
+    them in any order (so X is one value, whatever order a solver gives them in)."""
+    return sorted(value) if _A_ORDER_FREE else value
+
+
 def prompt(instance):
-    value = _typed(_call(_A, "solve", instance["a"]), _A_TYPE)
+    value = _canonical(_typed(_call(_A, "solve", instance["a"]), _A_TYPE))
     neighbour = _neighbour(value, instance["seed"], instance["level"])
     masked = _mask(_call(_B, "prompt", instance["b"]), value, _A_TYPE, neighbour)
     return (
@@ -268,7 +278,7 @@ def generate_from(value, seed, difficulty):
 '''
 
 PARALLEL = '''
-_PART_LINE = re.compile(r"^\\s*part\\s*(\\d+)\\s*:\\s*(.*?)\\s*$", re.IGNORECASE | re.MULTILINE)
+_PART_LINE = re.compile(r"[ \\t]*part[ \\t]*(\\d+)[ \\t]*:[ \\t]*(.*?)[ \\t]*", re.IGNORECASE)
 
 
 def generate(seed, difficulty):
@@ -296,8 +306,12 @@ def score(instance, answer):
     if not isinstance(answer, str) or len(answer) > 100000:
         return 0.0
     given = {}
-    for m in _PART_LINE.finditer(answer):
-        given.setdefault(int(m.group(1)), m.group(2))
+    for line in answer.strip().splitlines():
+        m = _PART_LINE.fullmatch(line)
+        if line.strip() and (m is None or int(m.group(1)) in given):
+            return 0.0  # only the part lines, each once: nothing else is the asked form
+        if m is not None:
+            given[int(m.group(1))] = m.group(2)
     scores = [_safe_score(p, inst, given[k + 1]) if (k + 1) in given else 0.0
               for k, (p, inst) in enumerate(zip(_PARTS, instance["parts"]))]
     if PARTIAL_CREDIT:
@@ -436,8 +450,8 @@ def render(plan: Plan, docs: dict[str, str | None], partial_credit: bool = False
     lines.append("")
     if op in ("sequential",):
         lines += [f"_A = _part_{index[parts[0].env.env_id]}()", f"_B = _part_{index[parts[1].env.env_id]}()",
-                  f"_A_TYPE = {parts[0].answer_type!r}",
-                  f"_X_NOTE = {(', the list of its items in order' if parts[0].answer_type.startswith('list') else '')!r}"]
+                  f"_A_TYPE = {parts[0].answer_type!r}", f"_A_ORDER_FREE = {parts[0].order_free!r}",
+                  f"_X_NOTE = {_x_note(parts[0])!r}"]
     elif op == "parallel":
         lines += [f"_PARTS = [{', '.join(f'_part_{index[p.env.env_id]}()' for p in parts)}]",
                   f"PARTIAL_CREDIT = {partial_credit!r}"]
@@ -453,6 +467,14 @@ def render(plan: Plan, docs: dict[str, str | None], partial_credit: bool = False
     else:
         body += LABELLED + (SORT if op == "sort" else SELECT)
     return "\n".join(lines) + "\n" + body
+
+
+def _x_note(part: Part) -> str:
+    if not part.answer_type.startswith("list"):
+        return ""
+    if part.order_free:
+        return ", the list of its items in increasing order, though part 1 accepts any order"
+    return ", the list of its items in order"
 
 
 # -- choosing what to compose ------------------------------------------------------------------------
@@ -497,6 +519,22 @@ def round_robin(by_op: dict[str, list[Plan]]) -> list[Plan]:
     return order
 
 
+def measure_order_free(env: EnvFile, pool: SandboxPool, levels: tuple[int, ...] = (1, 3, 5, 7)) -> bool:
+    """Whether a list answer is accepted with its items reordered on most of a few instances
+    (what validate measures, for a part whose index record does not say)."""
+    generated = pool.run(env, [Call.generate(seed, d) for d in levels for seed in (0, 1)], stop_on_failure=True)
+    if not all(r.ok for r in generated):
+        return False
+    refs = pool.run(env, [Call.solve(r.value) for r in generated], stop_on_failure=True)
+    if not all(r.ok for r in refs):
+        return False
+    pairs = [(g.value, moved) for g, r in zip(generated, refs) if (moved := probes.reordered(r.value)) is not None]
+    if not pairs:
+        return False
+    scores = pool.run(env, [Call.score(inst, moved) for inst, moved in pairs])
+    return sum(1 for r in scores if r.ok and r.value >= 1.0) / len(pairs) >= 0.5
+
+
 def describe_parts(library: artifacts.EnvLibrary, pool: SandboxPool) -> tuple[list[Part], dict, list[str]]:
     parts, docs, skipped = [], {}, [f"{r.file}: {r.reason}" for r in library.refused]
     for env in library.files:
@@ -510,9 +548,13 @@ def describe_parts(library: artifacts.EnvLibrary, pool: SandboxPool) -> tuple[li
             skipped.append(f"{env.path.name}: {exc}")
             continue
         record = library.index.get(env.env_id, {})
-        parts.append(Part(env, meta.get("NAME") or env.name, meta.get("ANSWER_TYPE"), meta.get("INPUT_TYPE"),
+        answer_type = meta.get("ANSWER_TYPE")
+        order_free = record.get("order_free")
+        if not isinstance(order_free, bool):
+            order_free = bool(answer_type and answer_type.startswith("list")) and measure_order_free(env, pool)
+        parts.append(Part(env, meta.get("NAME") or env.name, answer_type, meta.get("INPUT_TYPE"),
                           list(meta.get("TAGS") or []), int(record.get("depth", 0) or 0),
-                          list(record.get("parents") or [])))
+                          list(record.get("parents") or []), order_free))
         docs[env.env_id] = meta.get("doc")
     return parts, docs, skipped
 

@@ -45,15 +45,18 @@ from evoenv_cli.config import DedupeConfig, RuntimeConfig, to_dict
 from evoenv_cli.runtime.contract import MAX_SOURCE_BYTES
 from evoenv_cli.runtime.pool import Call, EnvFile, SandboxPool
 from evoenv_cli.runtime.session import Runtime, shared
+from evoenv_cli.stages import solve_signature
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
 
-STAGES = ("run", "duplicate_code", "duplicate_behaviour")
-SIGNATURE_VERSION = 1  # bump when normalization changes: saved indexes then rebuild
+STAGES = ("run", "duplicate_code", "duplicate_behaviour", "duplicate_structure")
+SIGNATURE_VERSION = 2  # bump when normalization changes: saved indexes then rebuild
 INDEX_FILE = "dedupe-index.bin"
 SIGNATURE_CACHE = "dedupe-signatures.jsonl"
 INDEX_MAGIC = b"evoenv-dedupe-index-v2\n"
 MINHASH_SEED = 1
 MINHASH_SCHEME = "affine32"
+SHIPPED_SCAFFOLD = Path(__file__).with_name("dedupe_scaffold.txt")
+COMPOSITE_OPERATORS = ("sequential", "parallel", "sort", "select")
 
 # -- code signature ------------------------------------------------------------------------------
 _TOKEN = re.compile(  # one token, after spaces: name, string, line start, operator, number, ...
@@ -300,12 +303,92 @@ def as_minhash(values: np.ndarray):
                    scheme=MINHASH_SCHEME)
 
 
-def code_signature(source: str | bytes, cfg: DedupeConfig) -> np.ndarray | None:
-    """MinHash values of the source's normalized code shingles (None: no code at all, or a
-    source over the contract's size limit, which is never read further: the pool refuses it)."""
+def code_shingles(source: str | bytes, cfg: DedupeConfig) -> np.ndarray:
+    return shingle_hashes(code_tokens(source), cfg.code_shingle)
+
+
+def code_signature(source: str | bytes, cfg: DedupeConfig, scaffold: np.ndarray | None = None) -> np.ndarray | None:
+    """MinHash values of the source's normalized code shingles less the scaffold (the
+    contract's boilerplate every environment shares: the parsing tail of `score`, the rng
+    set-up of `generate`, ...), so two environments compare by their own code; None: no code
+    at all. `scaffold` None is the one shipped with evoenv (see `scaffold_for`). A file made of
+    nothing but scaffold keeps its whole set. A source over the contract's size limit is never
+    read further (the pool refuses it): None."""
     if len(source) > MAX_SOURCE_BYTES:
         return None
-    return minhash_values(shingle_hashes(code_tokens(source), cfg.code_shingle), cfg.num_perm)
+    hashes = code_shingles(source, cfg)
+    if scaffold is None:
+        scaffold = shipped_scaffold() if cfg.discount_scaffold else np.zeros(0, dtype=np.uint32)
+    if len(scaffold):
+        own = np.setdiff1d(hashes, scaffold, assume_unique=True)
+        if len(own):
+            hashes = own
+    return minhash_values(hashes, cfg.num_perm)
+
+
+def scaffold_of(shingle_sets: list[np.ndarray], cfg: DedupeConfig) -> np.ndarray:
+    """The shingles found in at least `scaffold_share` of `shingle_sets` (and in at least
+    `scaffold_min_files` of them): what distinct environments share is the contract's
+    scaffolding, not a task. Only a library of distinct environments (seeds, a deduped pool)
+    is a fair background; in a batch, copies of one file would look like scaffold."""
+    if not shingle_sets:
+        return np.zeros(0, dtype=np.uint32)
+    values, counts = np.unique(np.concatenate(shingle_sets), return_counts=True)
+    need = max(cfg.scaffold_min_files, math.ceil(cfg.scaffold_share * len(shingle_sets)))
+    return values[counts >= need].astype(np.uint32)
+
+
+@functools.cache
+def shipped_scaffold() -> np.ndarray:
+    """The scaffold of the ten seeds, learned once (`write_shipped_scaffold`) and shipped with
+    evoenv, so it is there whatever the pool holds (rotation may retire the seeds)."""
+    lines = [x.strip() for x in SHIPPED_SCAFFOLD.read_text().splitlines()]
+    return np.array(sorted(int(x, 16) for x in lines if x and not x.startswith("#")), dtype=np.uint32)
+
+
+def write_shipped_scaffold(seeds: Path, cfg: DedupeConfig | None = None) -> int:
+    """Learn the shipped scaffold from a folder of seed environments; returns its size."""
+    cfg = cfg or DedupeConfig()
+    sets = [code_shingles(p.read_bytes(), cfg) for p in sorted(Path(seeds).glob("*.py"))]
+    values = scaffold_of(sets, cfg)
+    SHIPPED_SCAFFOLD.write_text(f"# code shingles in >= {cfg.scaffold_min_files} of {len(sets)} seeds "
+                                f"(signature version {SIGNATURE_VERSION}); evoenv_cli.stages.dedupe."
+                                "write_shipped_scaffold('seeds') rewrites it\n"
+                                + "".join(f"{int(v):08x}\n" for v in values))
+    shipped_scaffold.cache_clear()
+    return len(values)
+
+
+def scaffold_for(pools: list[list[EnvFile]], cfg: DedupeConfig) -> np.ndarray:
+    """A run's scaffold: the shipped one and what the pools' files share (a pool's own
+    idioms, which the policy may have grown beyond the seeds')."""
+    if not cfg.discount_scaffold:
+        return np.zeros(0, dtype=np.uint32)
+    sets = [code_shingles(e.source, cfg) for files in pools for e in files]
+    return np.union1d(shipped_scaffold(), scaffold_of(sets, cfg)).astype(np.uint32)
+
+
+def _digest(values: np.ndarray) -> str:
+    return hashlib.sha256(values.astype("<u4").tobytes()).hexdigest()[:16]
+
+
+_OPERATOR = re.compile(rb"""^OPERATOR\s*=\s*(['"])([a-z]+)\1""", re.M)
+
+
+def composite_structure(env: EnvFile, record: dict) -> tuple | None:
+    """(operator, parents) of a composite `evoenv compose` made, or None. A composite's code
+    embeds its parents', so it is judged by what it is built from, not by its text; the
+    lineage must come from compose's own index record and agree with the file's OPERATOR."""
+    if not isinstance(record, dict) or record.get("origin") != "compose":
+        return None
+    op, parents = record.get("operator"), record.get("parents")
+    if op not in COMPOSITE_OPERATORS or not isinstance(parents, list) or \
+            not parents or not all(isinstance(x, str) for x in parents):
+        return None
+    m = _OPERATOR.search(env.source)
+    if m is None or m.group(2).decode() != op:
+        return None
+    return (op, *sorted(parents)) if op == "parallel" else (op, *parents)
 
 
 _WORD = re.compile(r"[^\W\d_]+|\d+")
@@ -327,18 +410,33 @@ def behaviour_pairs(cfg: DedupeConfig) -> list[tuple[int, int]]:
     return [(seed, level) for level in cfg.behaviour_levels for seed in range(cfg.behaviour_seeds)]
 
 
-def sample_prompts(env: EnvFile, pool: SandboxPool, cfg: DedupeConfig) -> tuple[list[str] | None, str | None]:
-    """(prompts, None), or (None, why not) when the sandbox cannot produce them."""
+@dataclass
+class Sampled:
+    """What the sandbox gave for one environment at the behaviour seeds: its prompts (None and
+    `failure` when it could not), and with the solve signature on, its instances with its own
+    answers (None when its solve failed on them)."""
+
+    prompts: list[str] | None
+    failure: str | None = None
+    solved: solve_signature.Sample | None = None
+
+
+def sample_behaviour(env: EnvFile, pool: SandboxPool, cfg: DedupeConfig) -> Sampled:
     pairs = behaviour_pairs(cfg)
     generated = pool.run(env, [Call.generate(s, d) for s, d in pairs])
     for (s, d), r in zip(pairs, generated):
         if not r.ok:
-            return None, _failure("generate", s, d, r)
+            return Sampled(None, _failure("generate", s, d, r))
     prompts = pool.run(env, [Call.prompt(r.value) for r in generated])
     for (s, d), r in zip(pairs, prompts):
         if not r.ok:
-            return None, _failure("prompt", s, d, r)
-    return [r.value for r in prompts], None
+            return Sampled(None, _failure("prompt", s, d, r))
+    solved = None
+    if cfg.solve_signature:
+        solved = solve_signature.Sample(env, [r.value for r in generated])
+        if not solve_signature.answers(pool, solved):
+            solved = None
+    return Sampled([r.value for r in prompts], None, solved)
 
 
 def _failure(fn: str, seed: int, level: int, r) -> str:
@@ -368,6 +466,7 @@ class Member:
     env_id: str
     name: str | None
     pool: bool
+    structure: tuple | None = None  # (operator, parents) of a composite
 
     def ref(self, jaccard: float) -> dict:
         return {"file": self.file, "library": self.library, "env_id": self.env_id, "name": self.name,
@@ -408,10 +507,14 @@ class NoveltyIndex:
     """Members in the order they were kept, with one MinHash LSH index per signature kind.
     `nearest` queries an index (never all pairs); `add` inserts a kept environment."""
 
-    def __init__(self, cfg: DedupeConfig):
+    def __init__(self, cfg: DedupeConfig, scaffold: np.ndarray | None = None):
         from datasketch import MinHashLSH
 
         self.cfg = cfg
+        self.scaffold = scaffold if scaffold is not None else scaffold_for([], cfg)
+        self.structures: dict[tuple, int] = {}  # a composite's (operator, parents) -> its row
+        self.solved: dict[int, solve_signature.Sample] = {}  # row -> instances and answers
+        self.buckets: dict[tuple, list[int]] = {}  # instance shape -> rows (solve signature)
         self.members: list[Member] = []
         self.has: dict[str, list[bool]] = {k: [] for k in KINDS}
         self.sigs = {k: _Signatures(cfg.num_perm) for k in KINDS}
@@ -448,9 +551,14 @@ class NoveltyIndex:
         return int(rows[best]), float(same[best]) / len(values)
 
     def add(self, member: Member, code: np.ndarray | None, behaviour: np.ndarray | None,
-            insert: bool = True) -> int:
+            insert: bool = True, solved: solve_signature.Sample | None = None) -> int:
         row = len(self.members)
         self.members.append(member)
+        if member.structure is not None:
+            self.structures.setdefault(member.structure, row)
+        if solved is not None:
+            self.solved[row] = solved
+            self.buckets.setdefault(solved.bucket, []).append(row)
         for kind, values in (("code", code), ("behaviour", behaviour)):
             self.has[kind].append(values is not None)
             if values is not None:
@@ -461,6 +569,20 @@ class NoveltyIndex:
 
     def values(self, kind: str, row: int) -> np.ndarray | None:
         return self.sigs[kind].values[row] if self.has[kind][row] else None
+
+    def solves_like(self, pool: SandboxPool, sample: solve_signature.Sample | None) -> tuple[int, float] | None:
+        """The first member (of at most `solve_members` with instances of the same shape) on
+        whose instances `sample`'s solve agrees best, with the share; None if none compared."""
+        if sample is None:
+            return None
+        best = None
+        for row in self.buckets.get(sample.bucket, [])[: self.cfg.solve_members]:
+            share = solve_signature.agreement(pool, sample, self.solved[row])
+            if best is None or share > best[1]:
+                best = (row, share)
+            if share >= 1.0:
+                break
+        return best
 
 
 @dataclass
@@ -475,10 +597,26 @@ class Decision:
 
 
 def decide(index: NoveltyIndex, code: np.ndarray | None, behaviour: np.ndarray | None,
-           failure: str | None = None) -> Decision:
+           failure: str | None = None, structure: tuple | None = None,
+           solves_like: Callable[[], tuple[int, float] | None] | None = None) -> Decision:
     """The verdict on one environment against everything kept before it: code first (no
-    execution needed), then whether its prompts could be sampled, then behaviour."""
+    execution needed), then whether its prompts could be sampled, then behaviour. A composite
+    is judged by its structure and its behaviour by execution instead: its code and prompts
+    embed its parents', so they would match its parents and every composite built on them."""
     m: dict = {}
+    if structure is not None:
+        m["structure"] = {"operator": structure[0], "parents": list(structure[1:])}
+        hit = index.structures.get(structure)
+        if hit is not None:
+            kept = index.members[hit]
+            m["duplicate_of"] = kept.ref(1.0)
+            return Decision("duplicate_structure", f"it repeats the operator and parents of {_where(kept)}", m)
+        if failure is not None:
+            return Decision("run", f"its prompts could not be sampled: {failure}", m)
+        same = _solves_the_same(index, solves_like, m)
+        if same is not None:
+            return same
+        return Decision("admitted", "a composite whose operator and parents no other has", m)
     near_code = index.nearest("code", code)
     m["nearest_code"] = index.members[near_code[0]].ref(near_code[1]) if near_code else None
     if near_code and near_code[1] >= index.cfg.code_threshold:
@@ -495,7 +633,27 @@ def decide(index: NoveltyIndex, code: np.ndarray | None, behaviour: np.ndarray |
         m["duplicate_of"] = kept.ref(near_beh[1])
         return Decision("duplicate_behaviour", f"its prompts pose the task of {_where(kept)}: "
                         f"estimated Jaccard {near_beh[1]:.2f} >= {index.cfg.behaviour_threshold}", m)
+    same = _solves_the_same(index, solves_like, m)
+    if same is not None:
+        return same
     return Decision("admitted", "no near-duplicate in the pool or earlier in the batch", m)
+
+
+def _solves_the_same(index: NoveltyIndex, solves_like: Callable[[], tuple[int, float] | None] | None,
+                     m: dict) -> Decision | None:
+    """duplicate_behaviour when the environment's solve gives a kept one's answers on that
+    one's own instances (recast) and its score accepts them; None otherwise."""
+    near_solve = solves_like() if solves_like is not None else None
+    if near_solve is None:
+        return None
+    m["nearest_solve"] = index.members[near_solve[0]].ref(near_solve[1])
+    if near_solve[1] < index.cfg.solve_match_share:
+        return None
+    kept = index.members[near_solve[0]]
+    m["duplicate_of"] = {**kept.ref(near_solve[1]), "signature": "solve"}
+    return Decision("duplicate_behaviour", f"its solve gives the answers of {_where(kept)} on "
+                    f"{near_solve[1]:.0%} of that one's own instances (recast into its layout), "
+                    "and its score accepts them: the same task in another story", m)
 
 
 def _where(member: Member) -> str:
@@ -519,10 +677,11 @@ def settings_key(cfg: DedupeConfig) -> str:
     return hashlib.sha256(json.dumps(_signature_settings(cfg)).encode()).hexdigest()[:16]
 
 
-def index_keys(files: list[EnvFile], cfg: DedupeConfig) -> tuple[str, str]:
+def index_keys(files: list[EnvFile], cfg: DedupeConfig, scaffold: np.ndarray) -> tuple[str, str]:
     """(signatures key, LSH key): the pool's files (names and env_ids, in order) with the
-    settings that shape the signatures; then also those that shape the LSH tables."""
-    sig = hashlib.sha256(json.dumps({**_signature_settings(cfg),
+    settings that shape the signatures (the scaffold taken out of the code included); then
+    also those that shape the LSH tables."""
+    sig = hashlib.sha256(json.dumps({**_signature_settings(cfg), "scaffold": _digest(scaffold),
                                      "files": [[e.path.name, e.env_id] for e in files]}).encode()).hexdigest()
     lsh = hashlib.sha256(json.dumps({"signatures": sig, "thresholds": [cfg.code_threshold, cfg.behaviour_threshold],
                                      "weights": list(_lsh_weights(cfg)),
@@ -542,14 +701,17 @@ def _datasketch_version() -> str:
 def save_index(path: Path, files: list[EnvFile], index: NoveltyIndex, rows: list[int]) -> None:
     """Write the signatures of `rows`, which are `files` in order, to `path`: a magic line, a
     JSON header (keys, members, payload size and sha256), then an .npz of plain uint32/bool
-    arrays. The LSH tables are not saved: they are rebuilt from the signatures on load."""
+    arrays. The LSH tables are not saved: they are rebuilt from the signatures on load. The
+    code signatures are made again with the scaffold these files give as a pool, the one a
+    later `--against` of them computes."""
     cfg = index.cfg
+    scaffold = scaffold_for([files], cfg)
     code = np.zeros((len(rows), cfg.num_perm), dtype="<u4")
     behaviour = np.zeros((len(rows), cfg.num_perm), dtype="<u4")
     has = {k: np.zeros(len(rows), dtype=bool) for k in KINDS}
-    for i, row in enumerate(rows):
+    for i, (env, row) in enumerate(zip(files, rows)):
         for kind, matrix in (("code", code), ("behaviour", behaviour)):
-            values = index.values(kind, row)
+            values = code_signature(env.source, cfg, scaffold) if kind == "code" else index.values(kind, row)
             if values is not None:
                 matrix[i] = values
                 has[kind][i] = True
@@ -557,7 +719,7 @@ def save_index(path: Path, files: list[EnvFile], index: NoveltyIndex, rows: list
     np.savez(buffer, code=code, behaviour=behaviour, has_code=has["code"], has_behaviour=has["behaviour"])
     payload = buffer.getvalue()
     members = [[e.path.name, e.env_id, index.members[row].name] for e, row in zip(files, rows)]
-    sig_key, lsh_key = index_keys(files, cfg)
+    sig_key, lsh_key = index_keys(files, cfg, scaffold)
     header = {"version": 2, "signature_key": sig_key, "lsh_key": lsh_key, "files": len(files),
               "members": members, "num_perm": cfg.num_perm,
               "payload_bytes": len(payload), "payload_sha256": hashlib.sha256(payload).hexdigest()}
@@ -597,13 +759,14 @@ def _arrays(payload: bytes, n: int, num_perm: int) -> dict[str, np.ndarray]:
     return out
 
 
-def load_index(path: Path, files: list[EnvFile], cfg: DedupeConfig) -> tuple[SavedIndex | None, str]:
+def load_index(path: Path, files: list[EnvFile], cfg: DedupeConfig,
+               scaffold: np.ndarray) -> tuple[SavedIndex | None, str]:
     """A pool's saved index when it matches the pool's files and the settings, else (None, why).
     The header is checked, and the payload's size and sha256; the arrays are read with
     allow_pickle=False and must have the expected shapes: nothing in the file is executed."""
     if not path.is_file():
         return None, "no saved index"
-    sig_key, lsh_key = index_keys(files, cfg)
+    sig_key, lsh_key = index_keys(files, cfg, scaffold)
     try:
         with path.open("rb") as f:
             if f.read(len(INDEX_MAGIC)) != INDEX_MAGIC:
@@ -647,6 +810,16 @@ def check_config(cfg: DedupeConfig) -> None:
         v = getattr(cfg, name)
         if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= 4096:
             problems.append(f"{name} must be an integer from {low} to 4096, not {v!r}")
+    match = cfg.solve_match_share
+    if isinstance(match, bool) or not isinstance(match, (int, float)) or not 0.0 < match <= 1.0:
+        problems.append(f"solve_match_share must be a number in (0, 1], not {match!r}")
+    if isinstance(cfg.solve_members, bool) or not isinstance(cfg.solve_members, int) or cfg.solve_members < 1:
+        problems.append(f"solve_members must be a positive integer, not {cfg.solve_members!r}")
+    share = cfg.scaffold_share
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < share <= 1.0:
+        problems.append(f"scaffold_share must be a number in (0, 1], not {share!r}")
+    if isinstance(cfg.scaffold_min_files, bool) or not isinstance(cfg.scaffold_min_files, int) or cfg.scaffold_min_files < 2:
+        problems.append(f"scaffold_min_files must be an integer of at least 2, not {cfg.scaffold_min_files!r}")
     levels = cfg.behaviour_levels
     if not isinstance(levels, list) or not levels or \
             any(isinstance(d, bool) or not isinstance(d, int) or not 1 <= d <= 10 for d in levels):
@@ -660,14 +833,14 @@ def check_config(cfg: DedupeConfig) -> None:
         raise artifacts.InputError(f"dedupe config: {problems[0]}")
 
 
-def _sample_many(envs: list[EnvFile], pools: Runtime, cfg: DedupeConfig) -> dict[str, tuple]:
-    """{file name: (prompts, failure)} for `envs`, sampled in parallel on the pool's workers
-    (the Runtime starts its pool only when some prompts must actually be sampled)."""
+def _sample_many(envs: list[EnvFile], pools: Runtime, cfg: DedupeConfig) -> dict[str, Sampled]:
+    """{file name: Sampled} for `envs`, sampled in parallel on the pool's workers (the Runtime
+    starts its pool only when some prompts must actually be sampled)."""
     if not envs:
         return {}
     pool = pools.pool
     with ThreadPoolExecutor(max_workers=pools.cfg.workers) as ex:
-        results = list(ex.map(lambda e: sample_prompts(e, pool, cfg), envs))
+        results = list(ex.map(lambda e: sample_behaviour(e, pool, cfg), envs))
     return {e.path.name: r for e, r in zip(envs, results)}
 
 
@@ -679,25 +852,63 @@ def _chunks(items: list, size: int) -> Iterator[list]:
 def add_pool(index: NoveltyIndex, lib: artifacts.EnvLibrary, label: str, pools: Runtime) -> dict:
     """Put a pool's environments in the index (not judged), from its saved index when valid."""
     cfg = index.cfg
-    saved, status = load_index(lib.root / INDEX_FILE, lib.files, cfg)
+    saved, status = load_index(lib.root / INDEX_FILE, lib.files, cfg, index.scaffold)
     unsampled = 0
     if saved is not None:
+        by_id = {e.env_id: e for e in lib.files}
+        structures = {e.env_id: composite_structure(e, lib.index.get(e.env_id, {})) for e in lib.files}
+        solved = _saved_solves(lib, pools, cfg)
         for i, (file, env_id, name) in enumerate(saved.members):
-            index.add(Member(file, label, env_id, name, True),
+            index.add(Member(file, label, env_id, name, True, structures.get(env_id)),
                       saved.code[i] if saved.has_code[i] else None,
-                      saved.behaviour[i] if saved.has_behaviour[i] else None)
+                      saved.behaviour[i] if saved.has_behaviour[i] else None,
+                      solved=solved.get(by_id[env_id].path.name))
             unsampled += not saved.has_behaviour[i]
     else:
         status = f"built ({status})"
         for chunk in _chunks(lib.files, 8 * pools.cfg.workers):
             sampled = _sample_many(chunk, pools, cfg)
             for env in chunk:
-                prompts, _ = sampled[env.path.name]
-                unsampled += prompts is None
-                index.add(Member(env.path.name, label, env.env_id, static_name(env.source), True),
-                          code_signature(env.source, cfg),
-                          behaviour_signature(prompts, cfg) if prompts is not None else None)
+                got = sampled[env.path.name]
+                unsampled += got.prompts is None
+                index.add(Member(env.path.name, label, env.env_id, static_name(env.source), True,
+                                 composite_structure(env, lib.index.get(env.env_id, {}))),
+                          code_signature(env.source, cfg, index.scaffold),
+                          behaviour_signature(got.prompts, cfg) if got.prompts is not None else None,
+                          solved=got.solved)
     return {"library": label, "files": len(lib.files), "index": status, "behaviour_unsampled": unsampled}
+
+
+def _solve_record(sample: solve_signature.Sample | None) -> dict | None:
+    return None if sample is None else {"instances": sample.instances, "answers": sample.answers}
+
+
+def _solve_sample(env: EnvFile, record) -> solve_signature.Sample | None:
+    """A cached solve sample, when it is well formed."""
+    if not isinstance(record, dict):
+        return None
+    instances, answers = record.get("instances"), record.get("answers")
+    if not isinstance(instances, list) or not instances or not all(isinstance(i, dict) for i in instances) \
+            or not isinstance(answers, list) or len(answers) != len(instances) \
+            or not all(isinstance(a, str) for a in answers):
+        return None
+    return solve_signature.Sample(env, instances, answers)
+
+
+def _saved_solves(lib: artifacts.EnvLibrary, pools: Runtime, cfg: DedupeConfig) -> dict[str, solve_signature.Sample]:
+    """{file: solve sample} of a pool whose saved index was loaded: from the signature cache
+    the run that saved it kept beside it, and sampled for the files it lacks."""
+    if not cfg.solve_signature:
+        return {}
+    key = settings_key(cfg)
+    cached = {r.get("env_id"): r.get("solve") for r in artifacts.read_jsonl_tolerant(lib.root / SIGNATURE_CACHE)
+              if isinstance(r, dict) and r.get("settings") == key}
+    out = {e.path.name: s for e in lib.files if (s := _solve_sample(e, cached.get(e.env_id))) is not None}
+    missing = [e for e in lib.files if e.path.name not in out]
+    for name, got in _sample_many(missing, pools, cfg).items():
+        if got.solved is not None:
+            out[name] = got.solved
+    return out
 
 
 def _encode(values: np.ndarray | None) -> str | None:
@@ -716,7 +927,7 @@ def run(library: artifacts.EnvLibrary, cfg: DedupeConfig, runtime: RuntimeConfig
         note: Callable[[str], None] | None = None, session: Runtime | None = None) -> Summary:
     """Judge every file of `library` into `out` (already prepared) against the pools and the
     earlier files of the batch, resuming what is final."""
-    index = NoveltyIndex(cfg)
+    index = NoveltyIndex(cfg, scaffold_for([lib.files for lib in against], cfg))
     reports = []
     with AdmissionLog(out, library.files) as log, shared(runtime, session) as pools:
         for lib in against:
@@ -733,12 +944,19 @@ def run(library: artifacts.EnvLibrary, cfg: DedupeConfig, runtime: RuntimeConfig
         rows: dict[str, int] = {}  # file -> row of the batch's kept environments
         with artifacts.JsonlAppender(cache_path) as cache:
             for chunk in _chunks(library.files, 8 * runtime.workers):
-                codes = {e.path.name: code_signature(e.source, cfg) for e in chunk}
+                codes = {e.path.name: code_signature(e.source, cfg, index.scaffold) for e in chunk}
+                shapes = {e.path.name: composite_structure(e, library.index.get(e.env_id, {})) for e in chunk}
                 need = []
                 for env in chunk:
                     done = log.done.get(env.path.name)
                     if done is not None:
-                        if done["admitted"] and env.env_id not in cached:
+                        hit = cached.get(env.env_id)
+                        if done["admitted"] and (hit is None or (cfg.solve_signature and "solve" not in hit)):
+                            need.append(env)
+                        continue
+                    shape = shapes[env.path.name]
+                    if shape is not None:  # a repeated structure needs no run
+                        if shape not in index.structures:
                             need.append(env)
                         continue
                     near = index.nearest("code", codes[env.path.name])
@@ -747,21 +965,26 @@ def run(library: artifacts.EnvLibrary, cfg: DedupeConfig, runtime: RuntimeConfig
                 sampled = _sample_many(need, pools, cfg)
                 for env in chunk:
                     file = env.path.name
-                    prompts, failure = sampled.get(file, (None, None))
-                    member = Member(file, label, env.env_id, static_name(env.source), False)
+                    got = sampled.get(file, Sampled(None))
+                    member = Member(file, label, env.env_id, static_name(env.source), False, shapes[file])
                     done = log.done.get(file)
                     if done is not None:
                         if done["admitted"]:
                             hit = cached.get(env.env_id)
-                            beh = _decode(hit.get("behaviour"), cfg.num_perm) if hit is not None \
-                                else (behaviour_signature(prompts, cfg) if prompts is not None else None)
-                            rows[file] = index.add(member, codes[file], beh)
+                            beh = _decode(hit.get("behaviour"), cfg.num_perm) if hit is not None and got.prompts is None \
+                                else (behaviour_signature(got.prompts, cfg) if got.prompts is not None else None)
+                            solved = got.solved or (_solve_sample(env, hit.get("solve")) if hit is not None else None)
+                            rows[file] = index.add(member, codes[file], beh, solved=solved)
                         continue
-                    beh = behaviour_signature(prompts, cfg) if prompts is not None else None
-                    decision = decide(index, codes[file], beh, failure)
+                    beh = behaviour_signature(got.prompts, cfg) if got.prompts is not None else None
+                    decision = decide(index, codes[file], beh, got.failure, shapes[file],
+                                      lambda got=got: index.solves_like(pools.pool, got.solved))
                     if decision.admitted:
-                        cache.append({"env_id": env.env_id, "settings": key, "behaviour": _encode(beh)})
-                        rows[file] = index.add(member, codes[file], beh)
+                        record = {"env_id": env.env_id, "settings": key, "behaviour": _encode(beh)}
+                        if cfg.solve_signature:
+                            record["solve"] = _solve_record(got.solved)
+                        cache.append(record)
+                        rows[file] = index.add(member, codes[file], beh, solved=got.solved)
                     verdict = Verdict(file, env.env_id, member.name, decision.admitted, decision.stage,
                                       decision.reason, decision.measurements)
                     log.add(verdict)

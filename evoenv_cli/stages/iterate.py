@@ -6,8 +6,9 @@ Round r, in RUN/round-NN/<stage>/:
   compose (on the pool, no LLM; composites are code built from admitted parts, so they skip
   the LLM review) -> candidates (review + compose, merged) -> dedupe (--against the pool: the
   cheap contract first, so no solver call is spent on a copy) -> calibrate -> rotate (pool
-  members due for it re-calibrated against the policy) -> pool update -> sample -> train ->
-  evaluate.
+  members due for it re-calibrated against the policy) -> pool update (less what an earlier
+  round's training quarantined: rewards a fresh worker's re-check disagreed with) -> sample ->
+  train -> evaluate.
 
 Every stage but train runs in this process, through the same `run()` its command calls: one
 `Runtime` (the sandbox pools) serves them all and the reward, and one backend per policy is
@@ -51,6 +52,7 @@ from typing import Any
 from evoenv_cli import artifacts
 from evoenv_cli import config as cfgmod
 from evoenv_cli.config import IterateConfig
+from evoenv_cli.reward_audit import QUARANTINE_FILE, quarantined_ids
 from evoenv_cli.runtime.pool import EnvFile
 
 MARKERS = {
@@ -360,18 +362,28 @@ class Loop:
         return {k: metrics.get(k) for k in ("model", "overall", "environments", "benchmarks")}
 
     # -- the pool ------------------------------------------------------------------------------------
+    def quarantined(self) -> dict[str, dict]:
+        """Environments whose rewards disagreed with a re-check in a fresh worker, in any
+        round's training so far: never in the pool again."""
+        return quarantined_ids(sorted(self.run_dir.glob(f"round-*/train/{QUARANTINE_FILE}")))
+
     def plan_pool(self, d: Path, rotated: Path | None, admitted: Path, r: int) -> dict:
         """round-NN/pool-next/ (the pool after this round) and pool-update.json, written before
         anything in RUN/pool/ changes: pool members the rotation did not retire, plus the
-        round's admitted newcomers."""
+        round's admitted newcomers, less the environments an earlier round's training
+        quarantined."""
         plan = d / "pool-update.json"
         if plan.exists():
             return read_json(plan)
         old = artifacts.EnvLibrary.open(self.pool, allow_empty=True)
+        quarantine = self.quarantined()
         verdicts = {v["env_id"]: v for v in artifacts.read_jsonl(rotated / "verdicts.jsonl")} if rotated else {}
         rot_index = {x["env_id"]: x for x in artifacts.read_jsonl(rotated / "index.jsonl")} if rotated else {}
-        members, retired = [], []
+        members, retired, dropped = [], [], []
         for env in old.files:
+            if env.env_id in quarantine:
+                dropped.append({"name": env.name, "reason": quarantine[env.env_id].get("reason")})
+                continue
             v = verdicts.get(env.env_id, {})
             if str(v.get("stage", "")).startswith("retired_"):
                 retired.append({"name": env.name, "stage": v["stage"], "reason": v.get("reason")})
@@ -385,11 +397,11 @@ class Loop:
         have = {e.env_id for e, _ in members}
         joined = []
         for env in new.files:
-            if env.env_id not in have:
+            if env.env_id not in have and env.env_id not in quarantine:
                 members.append((env, dict(new.index.get(env.env_id, {}), joined_round=r, measured_round=r)))
                 joined.append(env.name)
         write_pool(d / "pool-next", members)
-        change = {"pool_size": len(members), "joined": joined, "retired": retired}
+        change = {"pool_size": len(members), "joined": joined, "retired": retired, "quarantined": dropped}
         artifacts.write_json_atomic(plan, change)
         return change
 
@@ -627,8 +639,10 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
                 loop.log(f"  rotate: no pool member is due (iterate.rotate_every={cfg.rotate_every})")
         pool_change = loop.plan_pool(d, rotated, cal, r)
         loop.apply_pool(d)
+        dropped = len(pool_change.get("quarantined", []))
         loop.log(f"  pool: {pool_change['pool_size']} environments (+{len(pool_change['joined'])} "
-                 f"-{len(pool_change['retired'])}) -> {loop.pool}")
+                 f"-{len(pool_change['retired'])}{f', {dropped} quarantined dropped' if dropped else ''}) "
+                 f"-> {loop.pool}")
         data = d / "sample" / "train.jsonl"
         loop.stage("sample", d / "sample", book, loop.sample, d / "sample", r)
         train = d / "train"
@@ -678,7 +692,8 @@ def round_summary(r: int, d: Path, pool_change: dict, config_hash: str | None = 
     return {
         "round": r, "candidates": syn.get("candidates", 0), "admitted": admitted,
         "pool_size": pool_change.get("pool_size"), "joined": len(pool_change.get("joined", [])),
-        "retired": len(pool_change.get("retired", [])), "train_steps": train.get("steps"),
+        "retired": len(pool_change.get("retired", [])),
+        "quarantined": len(pool_change.get("quarantined", [])), "train_steps": train.get("steps"),
         "mean_train_reward": train.get("mean_reward"),
         "train_weights_unchanged": bool(train.get("all_groups_zero_variance")),
         "evaluation": headline(metrics), "config_hash": config_hash,

@@ -22,6 +22,7 @@ from typing import Any
 
 from evoenv_cli import artifacts
 from evoenv_cli.config import RewardConfig, RuntimeConfig, TrainConfig, to_dict
+from evoenv_cli.reward_audit import QUARANTINE_FILE
 from evoenv_cli.rewards import EnvReward, FormatReward, row_instance
 
 ROW_FIELDS = ("prompt", "env_id", "instance")
@@ -189,7 +190,9 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
     eval_dataset = (datasets.load_dataset("json", data_files=str(eval_data), split="train")
                     if eval_data is not None else None)
     reward = EnvReward(library.files, answer_tag=reward_cfg.answer_tag, sandbox=runtime.sandbox,
-                       workers=runtime.workers, limits=runtime.limits)
+                       workers=runtime.workers, limits=runtime.limits,
+                       recheck_share=reward_cfg.recheck_share, recheck_seed=cfg.seed,
+                       quarantine_log=out / QUARANTINE_FILE)
     step_rewards = StepRewards(reward)
     reward_funcs: list = [step_rewards]
     if reward_cfg.format_weight:
@@ -235,6 +238,7 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
         "merged": str(merged) if merged else None, "adapter": bool(cfg.lora),
         "mean_reward": _mean_reward(metrics_path),
         "all_groups_zero_variance": all_groups_zero_variance(metrics_path),
+        "rewards_rechecked": reward.audit.checked, "quarantined": sorted(reward.audit.quarantined),
     }
     artifacts.write_json_atomic(out / "train-manifest.json", {
         **artifacts.manifest("train", {"train": to_dict(cfg), "reward": to_dict(reward_cfg),

@@ -1,15 +1,25 @@
 """`evoenv validate`: the execution contract. Decides, with no LLM, whether a Python file is
 a working environment, by staged checks run cheapest first; the first failing check decides
-and names itself in the verdict.
+and names itself in the verdict, and a probe that decided names itself too (`probe`).
 
 static -> load -> run -> determinism -> diversity -> reference -> discrimination ->
 constant_answer -> leak -> budget. Everything that executes environment code goes through the
 sandboxed pool, and a broken candidate is a verdict, never a crash.
+
+The policy writes the `score` it is later rewarded by, so the checks assume a verifier that
+may be gamed on purpose: instance seeds come from the whole training range (not 0..7), score
+is re-run (twice in one worker, in a fresh one, and after as many calls as a reward worker
+serves before it is replaced), and the probes include floods, random answers of the
+reference's shape, the constants score compares against and the reference hidden in simple
+encodings. Probes are answers no valid response can be; whether any order of a list is
+accepted is measured apart (`order_free`) and never rejects.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import random
 import re
 import statistics
 import time
@@ -24,10 +34,13 @@ from evoenv_cli.config import RuntimeConfig, ValidateConfig, to_dict
 from evoenv_cli.runtime.contract import check_source
 from evoenv_cli.runtime.pool import Call, CallResult, EnvFile, EnvLoadError, SandboxPool
 from evoenv_cli.runtime.session import Runtime, shared
+from evoenv_cli.stages import probes
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
+from evoenv_cli.stages.probes import Context
 
 STAGES = ("static", "load", "run", "determinism", "diversity", "reference", "discrimination",
           "constant_answer", "leak", "budget")
+TRAINING_SEEDS = 2**31  # `sample` and `calibrate` draw instance seeds below this
 ALWAYS_EQUAL = "type('AlwaysEqual', (), {'__eq__': lambda self, other: True, '__hash__': lambda self: 0})()"
 FIXED_PROBES = {
     "empty": "",
@@ -40,15 +53,27 @@ FIXED_PROBES = {
     "true": "true",
     "always_equal": ALWAYS_EQUAL,
 }
-_INT = re.compile(r"[+-]?\d+")
-_FLOAT = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
+# No valid answer is empty, blank, prose or an object: accepted once is once too many.
+ZERO_TOLERANCE = ("empty", "whitespace", "garbage", "always_equal", "huge")
+NEAR_MISSES = tuple(f"near_miss_{k}" for k in probes.NEAR_MISS_KINDS)
+NEAR = (*NEAR_MISSES, "other_reference", "random_shape")
+# Answers that deserve no credit at all, so a high mean score (partial credit) is a defect.
+MEAN_LIMITED = (*FIXED_PROBES, "huge", "flood", "expression", "random_shape")
+# The order kinds are checked in: the first over its limit is the verdict's probe.
+PROBE_ORDER = (*FIXED_PROBES, "huge", "flood", "expression", "other_reference", *NEAR_MISSES,
+               "random_shape")
+
+LEAK_FORMS = {"plain": "", "reversed": " backwards", "reversed_items": " with its items reversed",
+              "base64": " in base64", "hex": " in hex", "spelled_out": " with its digits spelled out"}
 
 
 class Rejected(Exception):
-    def __init__(self, stage: str, reason: str):
+    def __init__(self, stage: str, reason: str, probe: str | None = None):
         super().__init__(reason)
         self.stage = stage
-        self.reason = " ".join(reason.split())[:400]
+        reason = " ".join(reason.split())[:380]
+        self.reason = f"{reason} [probe {probe}]" if probe and probe not in reason else reason
+        self.probe = probe
 
 
 @dataclass
@@ -58,6 +83,7 @@ class Instance:
     instance: dict
     text: str = ""
     reference: str = ""
+    context: Context | None = None
 
 
 def _describe_failure(call: Call, r: CallResult, inst: Instance | None = None) -> str:
@@ -67,35 +93,15 @@ def _describe_failure(call: Call, r: CallResult, inst: Instance | None = None) -
     return f"{call.fn}{where} {what}: {r.error}"
 
 
-def near_misses(reference: str, answer_type: str | None = None) -> list[str]:
-    """Answers one small step from the reference: an integer +-1, a list with one element
-    changed or reordered, a string with one character changed. ANSWER_TYPE picks the shape
-    when the environment declares it; otherwise the reference's looks decide."""
-    ref = reference.strip()
-    if not ref:
-        return []
-    if answer_type in (None, "int") and _INT.fullmatch(ref):
-        n = int(ref)
-        return [str(n + 1), str(n - 1)]
-    if answer_type in (None, "float") and _FLOAT.fullmatch(ref):
-        x = float(ref)
-        return [repr(x + 1.0), repr(x - 1.0)]
-    tokens = [t for t in re.split(r"[,\s]+", ref) if t]
-    if len(tokens) > 1 and answer_type != "str":
-        sep = ", " if ", " in ref else ("," if "," in ref else " ")
-        last = tokens[-1]
-        changed = tokens[:-1] + [str(int(last) + 1) if _INT.fullmatch(last) else last + "x"]
-        out = [sep.join(changed)]
-        if tokens[::-1] != tokens:
-            out.append(sep.join(tokens[::-1]))
-        return out
-    mid = len(ref) // 2
-    swap = "b" if ref[mid] == "a" else "a"
-    if ref[mid] in "01":
-        swap = "1" if ref[mid] == "0" else "0"
-    out = [ref[:mid] + swap + ref[mid + 1:]]
-    if ref[::-1] != ref:
-        out.append(ref[::-1])
+def training_seeds(env_id: str, salt: str, n: int) -> list[int]:
+    """n distinct instance seeds from the whole training range, fixed per file (the same
+    bytes are judged on the same instances) but not guessable by the file's author."""
+    rng = random.Random(f"evoenv-validate:{env_id}:{salt}")
+    out: list[int] = []
+    while len(out) < n:
+        seed = rng.randrange(TRAINING_SEEDS)
+        if seed not in out:
+            out.append(seed)
     return out
 
 
@@ -114,6 +120,9 @@ class Checker:
         self.m: dict = {}
         self.output_chars = 0
         self.times: dict[str, list[float]] = {}  # seconds per call kind at the top level tested
+        self.rng = random.Random(f"evoenv-validate-probes:{env.env_id}")
+        self.answer_type: str | None = None
+        self.diversity_pairs: dict[int, list[int]] = {}
 
     def call(self, calls: list[Call], pool: SandboxPool | None = None, stop_on_failure: bool = True) -> list[CallResult]:
         """Every check rejects on the first failed call, so the rest of a batch after one is
@@ -128,7 +137,7 @@ class Checker:
 
     def run(self) -> None:
         cfg = self.cfg
-        # load
+        # load: the import, and what it costs (a replaced worker pays it again)
         try:
             meta = self.pool.describe(self.env)
         except EnvLoadError as exc:
@@ -136,12 +145,17 @@ class Checker:
         self.answer_type = meta.get("ANSWER_TYPE")
         self.m["import_seconds"] = round(meta.get("import_seconds", 0.0), 4)
         self.output_chars += meta.get("import_output_chars", 0)
+        if self.m["import_seconds"] > cfg.budget_import_s:
+            raise Rejected("load", f"importing the file takes {self.m['import_seconds']:.2f} s (budget "
+                           f"{cfg.budget_import_s} s); every new worker pays it again", "import_budget")
 
         # run: every call on every (seed, level); values are checked by the pool
-        pairs = [(s, d) for d in cfg.levels for s in range(cfg.seeds_per_level)]
+        env_id = self.env.env_id
+        pairs = [(s, d) for d in cfg.levels for s in training_seeds(env_id, f"level:{d}", cfg.seeds_per_level)]
+        self.diversity_pairs = {d: training_seeds(env_id, f"diversity:{d}", cfg.diversity_seeds)
+                                for d in cfg.diversity_levels}
         planned = set(pairs)
-        extra = [(s, d) for d in cfg.diversity_levels for s in range(cfg.diversity_seeds)
-                 if (s, d) not in planned]
+        extra = [(s, d) for d, seeds in self.diversity_pairs.items() for s in seeds if (s, d) not in planned]
         gen_calls = [Call.generate(s, d) for s, d in pairs + extra]
         generated = self.call(gen_calls)
         for c, r in zip(gen_calls, generated):
@@ -160,6 +174,7 @@ class Checker:
                 if inst.difficulty == top:
                     self.times.setdefault(c.fn, []).append(r.seconds)
             inst.text, inst.reference = ps[2 * k].value, ps[2 * k + 1].value
+            inst.context = Context.of(inst.instance, inst.text, inst.reference)
             if not inst.text.strip():
                 raise Rejected("run", f"prompt is empty at seed {inst.seed} difficulty {inst.difficulty}")
         ref_calls = [Call.score(i.instance, i.reference) for i in insts]
@@ -172,6 +187,7 @@ class Checker:
         self.m["instances"] = len(insts)
 
         self.check_determinism(insts)
+        self.check_score_determinism(insts)
         self.check_diversity(by_pair)
         # reference
         bad = [(i, r.value) for i, r in zip(insts, ref_scores) if r.value != 1.0]
@@ -181,41 +197,109 @@ class Checker:
             raise Rejected("reference", f"score(instance, solve(instance)) = {v} at seed {i.seed} "
                            f"difficulty {i.difficulty} ({len(bad)}/{len(insts)} instances), expected 1.0")
         self.check_discrimination(insts)
+        self.check_magic_constants(insts)
         self.check_constant(insts)
         self.check_leak(insts)
         self.check_budget(insts)
 
+    @staticmethod
+    def _spread(insts: list[Instance], n: int) -> list[Instance]:
+        """n instances spread over the levels."""
+        step = max(1, len(insts) // max(1, n))
+        return insts[::step][:n]
+
     def check_determinism(self, insts: list[Instance]) -> None:
-        step = max(1, len(insts) // self.cfg.determinism_pairs)
-        chosen = insts[::step][: self.cfg.determinism_pairs]
+        chosen = self._spread(insts, self.cfg.determinism_pairs)
         calls = [Call.generate(i.seed, i.difficulty) for i in chosen]
         twice = self.call(calls + calls)  # one batch: the same worker answers both rounds
         fresh = self.call(calls, pool=self.fresh)  # a new worker, another PYTHONHASHSEED
         for k, inst in enumerate(chosen):
-            runs = {"again in one worker": twice[k], "a second time in one worker": twice[len(calls) + k],
-                    "in a fresh worker with another hash seed": fresh[k]}
-            for label, r in runs.items():
+            runs = {"again in one worker": (twice[k], "generate_repeat"),
+                    "a second time in one worker": (twice[len(calls) + k], "generate_repeat"),
+                    "in a fresh worker with another hash seed": (fresh[k], "generate_fresh_worker")}
+            for label, (r, probe) in runs.items():
                 if not r.ok:
-                    raise Rejected("determinism", f"generate {label} failed at seed {inst.seed}: {r.error}")
+                    raise Rejected("determinism", f"generate {label} failed at seed {inst.seed}: {r.error}", probe)
                 if r.value != inst.instance:
                     raise Rejected("determinism", f"generate(seed={inst.seed}, difficulty={inst.difficulty}) "
-                                   f"gave a different instance {label}")
+                                   f"gave a different instance {label}", probe)
         ps_calls = [c for i in chosen for c in (Call.prompt(i.instance), Call.solve(i.instance))]
         again = self.call(ps_calls + ps_calls)
         fresh_ps = self.call(ps_calls, pool=self.fresh)
         n = len(ps_calls)
         for k, inst in enumerate(chosen):
             for j, expected, fn in ((0, inst.text, "prompt"), (1, inst.reference, "solve")):
-                for r in (again[2 * k + j], again[n + 2 * k + j], fresh_ps[2 * k + j]):
+                runs = ((again[2 * k + j], "repeat"), (again[n + 2 * k + j], "repeat"),
+                        (fresh_ps[2 * k + j], "fresh_worker"))
+                for r, how in runs:
                     if not r.ok or r.value != expected:
                         raise Rejected("determinism", f"{fn} of the instance at seed {inst.seed} "
-                                       f"difficulty {inst.difficulty} changed between runs")
+                                       f"difficulty {inst.difficulty} changed between runs", f"{fn}_{how}")
         self.m["determinism_pairs"] = len(chosen)
+
+    def _score_pairs(self, insts: list[Instance]) -> list[tuple[Instance, str, str]]:
+        """(instance, probe kind, answer) triples whose score must not change: each chosen
+        instance with its reference, another instance's reference, a near miss and garbage."""
+        out = []
+        for inst in self._spread(insts, self.cfg.score_determinism_pairs):
+            other = next((o.reference for o in insts if o.difficulty == inst.difficulty
+                          and o.reference.strip() != inst.reference.strip()), "0")
+            misses = probes.near_misses(inst.reference, inst.context, self.answer_type)
+            miss = (f"near_miss_{misses[0][0]}", misses[0][1]) if misses else ("one", "1")
+            for kind, answer in (("reference", inst.reference), ("other_reference", other), miss,
+                                 ("garbage", FIXED_PROBES["garbage"])):
+                out.append((inst, kind, answer))
+        return out
+
+    def check_score_determinism(self, insts: list[Instance]) -> None:
+        """The same (instance, answer) scored twice in one worker (one batch), once in a fresh
+        worker with another hash seed, and once more by a worker that has served as many calls
+        as a reward worker does before it is replaced: a score that drifts, or turns lenient
+        once it has counted enough calls, would pay rewards validate never saw."""
+        triples = self._score_pairs(insts)
+        calls = [Call.score(i.instance, a) for i, _, a in triples]
+        twice = self.call(calls + calls)
+        first = twice[:len(calls)]
+        for (inst, kind, _), r in zip(triples, first):
+            if not r.ok:  # not a matter of determinism: score must answer every string
+                raise Rejected("discrimination", f"score failed on the {kind} probe at seed {inst.seed} "
+                               f"difficulty {inst.difficulty} ({r.status}: {r.error}); score must "
+                               "return a number for any string", kind)
+
+        def compare(results: list[CallResult], probe: str, label: str) -> None:
+            for (inst, _, answer), a, b in zip(triples, first, results):
+                if not b.ok or a.value != b.value:
+                    shown = answer if len(answer) <= 30 else answer[:27] + "..."
+                    got = b.value if b.ok else f"a failed call ({b.status})"
+                    raise Rejected("determinism", f"score of the answer {shown!r} at seed {inst.seed} "
+                                   f"difficulty {inst.difficulty} was {a.value} and then {got} {label}", probe)
+
+        compare(twice[len(calls):], "score_repeat", "when asked again in the same worker")
+        compare(self.call(calls, pool=self.fresh), "score_fresh_worker",
+                "in a fresh worker with another hash seed")
+        bound = self.pool.limits.max_calls_per_worker
+        if bound > 0:
+            cheap = [c for (inst, _, _), c in zip(triples, calls) if inst.difficulty <= 4] or calls
+            compare(self._aged_scores(calls, cheap, bound), "score_after_many_calls",
+                    f"after the worker had served {bound} calls")
+        self.m["score_determinism_pairs"] = len(calls)
+
+    def _aged_scores(self, calls: list[Call], filler: list[Call], bound: int) -> list[CallResult]:
+        """`calls` scored by one new worker right after it has served `bound` calls, repeats of
+        `filler` (calls that have already succeeded, so any failure is the score changing with
+        the count); the worker's own replacement is off."""
+        need = max(0, bound - len(calls))
+        burst = (filler * (need // len(filler) + 1))[:need] + calls
+        limits = dataclasses.replace(self.pool.limits, max_calls_per_worker=0)
+        mode = self.pool.plan.requested or self.pool.plan.mode  # the same jail, asked for the same way
+        with SandboxPool(limits, mode, workers=1, hash_seed=self.pool.hash_seed) as one:
+            results = self.call(burst, pool=one)
+        return results[need:]
 
     def check_diversity(self, by_pair: dict) -> None:
         shares = {}
-        for d in self.cfg.diversity_levels:
-            seen = [json.dumps(by_pair[(s, d)], sort_keys=True) for s in range(self.cfg.diversity_seeds)]
+        for d, seeds in self.diversity_pairs.items():
+            seen = [json.dumps(by_pair[(s, d)], sort_keys=True) for s in seeds]
             shares[d] = round(len(set(seen)) / len(seen), 4)
         self.m["distinct_instance_share"] = {str(d): v for d, v in shares.items()}
         low = [d for d, v in shares.items() if v < self.cfg.min_distinct_share]
@@ -225,41 +309,96 @@ class Checker:
                            f"{self.cfg.diversity_seeds} seeds at difficulty {d} "
                            f"(need {self.cfg.min_distinct_share:.0%})")
 
-    def check_discrimination(self, insts: list[Instance]) -> None:
+    def _probes(self, insts: list[Instance]) -> list[tuple[str, int, str]]:
+        """(kind, instance index, answer) for every probe; `reordered` only measures."""
         cfg = self.cfg
-        probes: list[tuple[str, int, str]] = []  # (kind, instance index, answer)
+        out: list[tuple[str, int, str]] = []
         for k, inst in enumerate(insts):
-            ref = inst.reference.strip()
+            ref, ctx = inst.reference.strip(), inst.context
             for kind, answer in FIXED_PROBES.items():
                 if answer.strip() != ref or kind in ("empty", "whitespace"):
-                    probes.append((kind, k, answer))
+                    out.append((kind, k, answer))
             if k < cfg.huge_probe_instances:
-                probes.append(("huge", k, "7" * cfg.huge_probe_chars))
-            same_level = [o for o in insts if o.difficulty == inst.difficulty and o is not inst]
-            other = next((o.reference for o in same_level if o.reference.strip() != ref), None)
-            if other is not None:
-                probes.append(("other_reference", k, other))
-            for miss in near_misses(inst.reference, self.answer_type):
-                if miss.strip() != ref:
-                    probes.append(("near_miss", k, miss))
-        results = self.call([Call.score(insts[k].instance, a) for _, k, a in probes])
+                out.append(("huge", k, "7" * cfg.huge_probe_chars))
+            others = [o.reference for o in insts if o.difficulty == inst.difficulty and o is not inst
+                      and o.reference.strip() != ref]
+            if others:
+                out.append(("other_reference", k, others[0]))
+            out += [(f"near_miss_{kind}", k, a) for kind, a in probes.near_misses(inst.reference, ctx, self.answer_type)]
+            out += [("random_shape", k, a) for a in probes.random_shaped(inst.reference, ctx, self.rng)]
+            out += [("flood", k, a) for a in probes.flood(inst.reference, ctx, others)]
+            expr = probes.expression(inst.reference)
+            if expr is not None:
+                out.append(("expression", k, expr))
+            moved = probes.reordered(inst.reference)
+            if moved is not None:
+                out.append(("reordered", k, moved))
+        return out
+
+    def check_discrimination(self, insts: list[Instance]) -> None:
+        cfg = self.cfg
+        planned = self._probes(insts)
+        results = self.call([Call.score(insts[k].instance, a) for _, k, a in planned])
         tried: Counter = Counter()
         accepted: Counter = Counter()
-        for (kind, k, _), r in zip(probes, results):
+        total: Counter = Counter()
+        for (kind, k, _), r in zip(planned, results):
             if not r.ok:
                 raise Rejected("discrimination", f"score failed on the {kind} probe at seed "
                                f"{insts[k].seed} difficulty {insts[k].difficulty} ({r.status}: {r.error}); "
-                               "score must return a number for any string")
+                               "score must return a number for any string", kind)
             tried[kind] += 1
             accepted[kind] += r.value >= 1.0
+            total[kind] += r.value
         shares = {kind: round(accepted[kind] / tried[kind], 4) for kind in tried}
+        means = {kind: round(total[kind] / tried[kind], 4) for kind in tried if kind in MEAN_LIMITED}
+        order = shares.pop("reordered", None)
+        self.m["order_free_share"] = order
+        self.m["order_free"] = order is not None and order >= cfg.order_free_share
         self.m["probe_accept_share"] = shares
-        for kind, share in shares.items():
-            limit = cfg.max_near_miss_accept_share if kind in ("near_miss", "other_reference") \
-                else cfg.max_probe_accept_share
+        self.m["probe_mean_score"] = means
+        for kind in PROBE_ORDER:
+            if kind not in shares:
+                continue
+            share = shares[kind]
+            limit = 0.0 if kind in ZERO_TOLERANCE else \
+                cfg.max_near_miss_accept_share if kind in NEAR else cfg.max_probe_accept_share
             if share > limit:
                 raise Rejected("discrimination", f"score accepts the {kind} probe on {share:.0%} of "
-                               f"instances (at most {limit:.0%} allowed)")
+                               f"instances (at most {limit:.0%} allowed)", kind)
+            if means.get(kind, 0.0) > cfg.max_probe_mean_score:
+                raise Rejected("discrimination", f"score gives the {kind} probe a mean of {means[kind]:.2f} "
+                               f"(at most {cfg.max_probe_mean_score} allowed): credit for answers no valid "
+                               "one can be", kind)
+
+    def check_magic_constants(self, insts: list[Instance]) -> None:
+        """The literals score compares against that the instance does not hold, each tried as
+        the answer: one accepted where it is not the reference is a planted backdoor."""
+        found = probes.score_constants(self.env.source)
+        if found.digest_compare is not None:
+            raise Rejected("discrimination", f"score compares a digest with the constant "
+                           f"{found.digest_compare[:24]!r}: an answer that hashes to it is a backdoor "
+                           "no probe can find", "magic_constant")
+        planned = []
+        for value in found.values:
+            for inst in self._spread(insts, self.cfg.magic_probe_instances):
+                if value.strip() != inst.reference.strip() and not inst.context.holds(value):
+                    planned.append((value, inst))
+        results = self.call([Call.score(i.instance, v) for v, i in planned], stop_on_failure=False)
+        tried: Counter = Counter()
+        accepted: Counter = Counter()
+        for (value, _), r in zip(planned, results):
+            tried[value] += 1
+            accepted[value] += r.ok and r.value >= 1.0
+        self.m["magic_constants_tried"] = len(tried)
+        for value in tried:
+            share = accepted[value] / tried[value]
+            if share > self.cfg.max_probe_accept_share:
+                shown = value if len(value) <= 40 else value[:37] + "..."
+                raise Rejected("discrimination", f"score accepts the magic_constant probe {shown!r} (a "
+                               f"literal it compares answers against, not in the instance) on {share:.0%} "
+                               f"of instances (at most {self.cfg.max_probe_accept_share:.0%} allowed)",
+                               "magic_constant")
 
     def check_constant(self, insts: list[Instance]) -> None:
         common = [a for a, _ in Counter(i.reference for i in insts).most_common(3)]
@@ -278,20 +417,35 @@ class Checker:
                            f"instances (at most {self.cfg.max_constant_share:.0%} allowed)")
 
     def check_leak(self, insts: list[Instance]) -> None:
-        """The reference written in most prompts, and more often than other instances'
-        references are: an answer that is one of the prompt's own labels (a SELECT composite's
-        "B") appears in every prompt but tells the solver nothing."""
-        leaked = sum(whole_token_in(i.reference, i.text) for i in insts)
-        share = leaked / len(insts)
+        """The reference written in most prompts, as is or in a simple encoding (reversed,
+        base64, hex, digits spelled out), and more often than other instances' references are
+        so written: an answer that is one of the prompt's own labels (a SELECT composite's "B")
+        appears in every prompt but tells the solver nothing."""
         others = [(i, o) for k, i in enumerate(insts) for o in insts[k + 1:k + 6]
                   if o.reference.strip() != i.reference.strip()]
-        baseline = sum(whole_token_in(o.reference, i.text) for i, o in others) / len(others) if others else 0.0
-        self.m["leak_share"] = round(share, 4)
-        self.m["leak_baseline_share"] = round(baseline, 4)
-        if share > self.cfg.max_leak_share and share - baseline > self.cfg.min_leak_excess:
-            raise Rejected("leak", f"the reference answer is written in the prompt in {share:.0%} of "
-                           f"instances (at most {self.cfg.max_leak_share:.0%} allowed), against "
-                           f"{baseline:.0%} for other instances' answers")
+        own = [(i, i.reference.strip(), probes.encodings(i.reference)) for i in insts]
+        encoded = {id(i): enc for i, _, enc in own}
+        shares, baselines = {}, {}
+        for kind in LEAK_FORMS:
+            if kind == "plain":
+                hits = [whole_token_in(ref, i.text) for i, ref, _ in own]
+                base = [whole_token_in(o.reference, i.text) for i, o in others]
+            else:
+                hits = [probes.encoded_in(kind, enc[kind], i.text) for i, _, enc in own if kind in enc]
+                base = [probes.encoded_in(kind, encoded[id(o)][kind], i.text) for i, o in others
+                        if kind in encoded[id(o)]]
+            if not hits:
+                continue
+            shares[kind] = sum(hits) / len(insts)
+            baselines[kind] = sum(base) / len(base) if base else 0.0
+        self.m["leak_share"] = round(shares["plain"], 4)
+        self.m["leak_baseline_share"] = round(baselines["plain"], 4)
+        self.m["leak_share_by_encoding"] = {k: round(v, 4) for k, v in shares.items() if k != "plain"}
+        for kind, share in shares.items():
+            if share > self.cfg.max_leak_share and share - baselines[kind] > self.cfg.min_leak_excess:
+                raise Rejected("leak", f"the reference answer is written{LEAK_FORMS[kind]} in the prompt in {share:.0%} "
+                               f"of instances (at most {self.cfg.max_leak_share:.0%} allowed), against "
+                               f"{baselines[kind]:.0%} for other instances' answers", f"leak_{kind}")
 
     def check_budget(self, insts: list[Instance]) -> None:
         cfg = self.cfg
@@ -323,6 +477,8 @@ def judge(env: EnvFile, cfg: ValidateConfig, pool: SandboxPool, fresh: SandboxPo
         stage, reason, admitted = "admitted", "passed all checks", True
     except Rejected as rej:
         stage, reason, admitted = rej.stage, rej.reason, False
+        if rej.probe:
+            checker.m["probe"] = rej.probe
     checker.m["wall_s"] = round(time.perf_counter() - started, 3)
     checker.m["sandbox"] = pool.plan.jail  # which jail judged it: bwrap, process+landlock, process
     return Verdict(env.path.name, env.env_id, static_name, admitted, stage, reason, checker.m)
@@ -357,5 +513,7 @@ def run(library: artifacts.EnvLibrary, cfg: ValidateConfig, runtime: RuntimeConf
                 futures = [ex.submit(judge, env, cfg, pool, fresh, name) for env, name in todo]
                 for f in futures:
                     finish(f.result())
+        # order_free is a fact about the environment that composition needs: at the top level
+        order_free = {f: {"order_free": bool(r.get("order_free"))} for f, r in log.done.items() if r["admitted"]}
         return log.finish("validate", STAGES, library,
-                          {"validate": to_dict(cfg), "runtime": to_dict(runtime)})
+                          {"validate": to_dict(cfg), "runtime": to_dict(runtime)}, index_extra=order_free)

@@ -1,4 +1,4 @@
-"""Defect: generate() draws from the global, unseeded random module."""
+"""Defect: generate() draws from the global, unseeded random module (probe: generate_repeat)."""
 
 import random
 import re

@@ -1,4 +1,4 @@
-"""Defect: a module-level counter, bumped on every call, feeds the instance's random seed."""
+"""Defect: a module-level counter, bumped on every call, feeds the instance's random seed (probe: generate_repeat)."""
 
 import random
 import re

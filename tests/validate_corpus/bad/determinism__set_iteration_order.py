@@ -1,4 +1,4 @@
-"""Defect: picks words from list(a set of strings), whose order depends on PYTHONHASHSEED."""
+"""Defect: picks words from list(a set of strings), whose order depends on PYTHONHASHSEED (probe: generate_fresh_worker)."""
 
 import random
 import re

@@ -1,4 +1,4 @@
-"""Defect: seeds its generator with hash() of a str, which changes with PYTHONHASHSEED."""
+"""Defect: seeds its generator with hash() of a str, which changes with PYTHONHASHSEED (probe: generate_fresh_worker)."""
 
 import random
 import re

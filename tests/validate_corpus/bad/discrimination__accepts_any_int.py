@@ -1,4 +1,4 @@
-"""Defect: score() accepts any answer that parses as an integer."""
+"""Defect: score() accepts any answer that parses as an integer (probe: zero)."""
 
 import random
 import re

@@ -1,4 +1,4 @@
-"""Defect: score() only checks that the answer is not empty."""
+"""Defect: score() only checks that the answer is not empty (probe: garbage)."""
 
 import random
 import re

@@ -1,4 +1,4 @@
-"""Defect: score() returns 1.0 for any answer."""
+"""Defect: score() returns 1.0 for any answer (probe: empty)."""
 
 import random
 import re

@@ -1,4 +1,4 @@
-"""Defect: score() accepts answers within 1 of the right value."""
+"""Defect: score() accepts answers within 1 of the right value (probe: near_miss_number)."""
 
 import random
 import re

@@ -1,4 +1,4 @@
-"""Defect: score() uses substring logic (answer in reference), so '' and single digits pass."""
+"""Defect: score() uses substring logic (answer in reference), so '' and single digits pass (probe: empty)."""
 
 import random
 import re

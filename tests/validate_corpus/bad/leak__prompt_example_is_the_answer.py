@@ -1,4 +1,4 @@
-"""Defect: the prompt's 'for example' answer format shows the actual answer."""
+"""Defect: the prompt's 'for example' answer format shows the actual answer (probe: leak_plain)."""
 
 import random
 import re

@@ -1,4 +1,4 @@
-"""Defect: the prompt shows the table of running totals, whose last cell is the answer."""
+"""Defect: the prompt shows the table of running totals, whose last cell is the answer (probe: leak_plain)."""
 
 import random
 import re
