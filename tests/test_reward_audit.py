@@ -6,13 +6,15 @@ drops it from the pool at the next round. Real sandboxed workers throughout."""
 import json
 from pathlib import Path
 
+import pytest
 from conftest import SEEDS
 
 from evoenv_cli.artifacts import EnvLibrary, write_jsonl_atomic
-from evoenv_cli.config import IterateConfig
+from evoenv_cli.config import IterateConfig, RuntimeConfig
 from evoenv_cli.reward_audit import QUARANTINE_FILE
 from evoenv_cli.rewards import EnvReward
 from evoenv_cli.runtime.pool import Call, EnvFile, Limits, SandboxPool
+from evoenv_cli.runtime.session import Runtime
 from evoenv_cli.stages import iterate
 
 COUNTING = b'''import random
@@ -56,11 +58,16 @@ def test_workers_are_replaced_after_a_bounded_number_of_calls(tmp_path):
         assert sum(r.value for r in results) == 40.0 and pool.spawned == 1
 
 
-def test_a_disagreeing_recheck_quarantines_the_environment(tmp_path):
+@pytest.mark.parametrize("borrowed", [False, True], ids=["own_pool", "loop_runtime"])
+def test_a_disagreeing_recheck_quarantines_the_environment(tmp_path, borrowed):
+    """Also when the reward scores on a program's shared Runtime (the loop's): the re-checks
+    still run in fresh workers of their own, and closing the reward leaves the Runtime open."""
     hostile = env_file(tmp_path, lenient_after=30)
     honest = env_file(tmp_path, lenient_after=10**9, name="honest_env")
     log = tmp_path / QUARANTINE_FILE
-    reward = EnvReward([hostile, honest], recheck_share=1.0, quarantine_log=log, workers=1)
+    runtime = Runtime(RuntimeConfig(workers=1)) if borrowed else None
+    reward = EnvReward([hostile, honest], recheck_share=1.0, quarantine_log=log, workers=1,
+                       pool=runtime.pool if runtime else None)
     try:
         completions, instances = rows(20)
         assert reward(completions=completions, env_id=[hostile.env_id] * 20, instance=instances) == [0.0] * 20
@@ -77,8 +84,18 @@ def test_a_disagreeing_recheck_quarantines_the_environment(tmp_path):
         right = [f"<answer>{k % 100}</answer>" for k in range(20)]
         assert reward(completions=right, env_id=[honest.env_id] * 20, instance=instances) == [1.0] * 20
         assert reward.audit.checked >= 40 and list(reward.audit.quarantined) == [hostile.env_id]
+        if runtime:
+            # the re-checks never ran on the loop's workers: 60 rewards scored there, one call each
+            assert runtime.pool.calls == 60 and reward.sandbox_calls == 60 + reward.audit.checked
+            assert reward.audit.pool is not runtime.pool and reward.audit.limits.max_calls_per_worker == 1
+            assert reward.audit.pool.plan.mode == runtime.pool.plan.mode
     finally:
         reward.close()
+    if runtime:
+        try:
+            assert runtime.pool.run(honest, [Call.score({"n": 3}, "3")])[0].value == 1.0  # still open
+        finally:
+            runtime.close()
     # a resumed run reads the log back: still quarantined
     again = EnvReward([hostile, honest], recheck_share=0.0, quarantine_log=log)
     try:
@@ -105,8 +122,12 @@ def test_rechecks_of_honest_environments_never_quarantine(tmp_path):
 
 
 def test_the_loop_drops_a_quarantined_environment_at_the_next_pool_update(tmp_path):
+    """Round 1's training quarantined a pool member: round 2's planned pool swap (pool-next,
+    pool-update.json, then applied) leaves it out, even where a later stage admitted it again,
+    and the plan says so."""
     run = tmp_path / "run"
-    loop = iterate.Loop(run, tmp_path / "recipe.yaml", "model", IterateConfig(), SEEDS, log=lambda *_: None)
+    recipe = Path(__file__).parent / "recipes" / "tiny.yaml"
+    loop = iterate.Loop(run, recipe, "model", IterateConfig(), SEEDS, log=lambda *_: None)
     loop.init_pool()
     pool = EnvLibrary.open(loop.pool)
     victim = next(e for e in pool.files if e.name == "knapsack_max_value")
@@ -120,7 +141,13 @@ def test_the_loop_drops_a_quarantined_environment_at_the_next_pool_update(tmp_pa
     write_jsonl_atomic(rotated / "verdicts.jsonl", [])
     (admitted / "envs" / victim.path.name).write_bytes(victim.source)  # re-admitted by a later stage: still out
     write_jsonl_atomic(admitted / "index.jsonl", [{"file": victim.path.name, "env_id": victim.env_id}])
-    change = loop.update_pool(rotated, admitted, 2)
+    d2 = run / "round-02"
+    d2.mkdir()
+    change = loop.plan_pool(d2, rotated, admitted, 2)
     assert change["quarantined"] == [{"name": "knapsack_max_value", "reason": "score paid 1.0 but gave 0.0"}]
+    assert json.loads((d2 / "pool-update.json").read_text()) == change
+    assert EnvLibrary.open(loop.pool).files == pool.files  # nothing changed before the plan is applied
+    loop.apply_pool(d2)
     names = {e.name for e in EnvLibrary.open(loop.pool).files}
     assert "knapsack_max_value" not in names and len(names) == len(pool.files) - 1
+    assert loop.plan_pool(d2, rotated, admitted, 2) == change  # a rerun replays the same plan
