@@ -57,7 +57,7 @@ def generation(i, outcome, file, topic, parents):
             "model": "m0", "outcome": outcome, "file": file}
 
 
-def make_run(root: Path) -> Path:
+def make_run(root: Path, calibrate_first: bool = False) -> Path:
     r1 = root / "round-01"
     jsonl(r1 / "synthesize" / "generations.jsonl", [generation(i, *g) for i, g in enumerate(GENERATIONS_R1)])
     for _, f, *_ in GENERATIONS_R1:
@@ -87,21 +87,43 @@ def make_run(root: Path) -> Path:
     write_json(r1 / "compose" / "summary.json", {"stage": "compose"})
     for f in ("g00000_alpha.py", "g00002_gamma.py", "par__A__B.py", "sort3__C.py"):
         env_file(r1 / "candidates" / "envs", f)
-    jsonl(r1 / "calibrate" / "verdicts.jsonl", [
-        verdict("g00000_alpha.py", True, "", "pass rate in band", curve=curve(0.9, 0.6, 0.3, 0.1), levels=[4, 7]),
-        verdict("g00002_gamma.py", False, "too_easy", "pass rate 0.95 > 0.85 even at level 10"),
-        verdict("par__A__B.py", True, "", "pass rate in band", levels=[1, 4]),
-        verdict("sort3__C.py", False, "too_hard", "pass rate 0.02 < 0.15 even at level 1"),
-    ])
-    write_json(r1 / "calibrate" / "summary.json", {"stage": "calibrate"})
-    env_file(r1 / "calibrate" / "envs", "g00000_alpha.py")
-    env_file(r1 / "calibrate" / "envs", "par__A__B.py")
-    jsonl(r1 / "dedupe" / "verdicts.jsonl", [
-        verdict("g00000_alpha.py", True, "", "no near-duplicate"),
-        verdict("par__A__B.py", False, "duplicate_code", "its code is a near-duplicate of A.py (pool p): estimated Jaccard 0.61 >= 0.5"),
-    ])
-    jsonl(r1 / "dedupe" / "index.jsonl", [{"file": "g00000_alpha.py", "name": "g00000_alpha", "origin": "synthesize"}])
-    write_json(r1 / "dedupe" / "summary.json", {"stage": "dedupe"})
+    if calibrate_first:  # a run from before the loop ran dedupe first
+        jsonl(r1 / "calibrate" / "verdicts.jsonl", [
+            verdict("g00000_alpha.py", True, "", "pass rate in band", curve=curve(0.9, 0.6, 0.3, 0.1), levels=[4, 7]),
+            verdict("g00002_gamma.py", False, "too_easy", "pass rate 0.95 > 0.85 even at level 10"),
+            verdict("par__A__B.py", True, "", "pass rate in band", levels=[1, 4]),
+            verdict("sort3__C.py", False, "too_hard", "pass rate 0.02 < 0.15 even at level 1"),
+        ])
+        write_json(r1 / "calibrate" / "summary.json", {"stage": "calibrate"})
+        env_file(r1 / "calibrate" / "envs", "g00000_alpha.py")
+        env_file(r1 / "calibrate" / "envs", "par__A__B.py")
+        jsonl(r1 / "dedupe" / "verdicts.jsonl", [
+            verdict("g00000_alpha.py", True, "", "no near-duplicate"),
+            verdict("par__A__B.py", False, "duplicate_code", "its code is a near-duplicate of A.py (pool p): estimated Jaccard 0.61 >= 0.5"),
+        ])
+        jsonl(r1 / "dedupe" / "index.jsonl", [{"file": "g00000_alpha.py", "name": "g00000_alpha", "origin": "synthesize"}])
+        write_json(r1 / "dedupe" / "summary.json", {"stage": "dedupe"})
+    else:  # the loop's order: the cheap novelty contract first, then calibrate on what it kept
+        jsonl(r1 / "dedupe" / "verdicts.jsonl", [
+            verdict("g00000_alpha.py", True, "", "no near-duplicate"),
+            verdict("g00002_gamma.py", True, "", "no near-duplicate"),
+            verdict("par__A__B.py", False, "duplicate_code", "its code is a near-duplicate of A.py (pool p): estimated Jaccard 0.61 >= 0.5"),
+            verdict("sort3__C.py", True, "", "no near-duplicate"),
+        ])
+        jsonl(r1 / "dedupe" / "index.jsonl", [
+            {"file": "g00000_alpha.py", "name": "g00000_alpha", "origin": "synthesize"},
+            {"file": "g00002_gamma.py", "name": "g00002_gamma", "origin": "synthesize"},
+            {"file": "sort3__C.py", "name": "sort3__C", "origin": "compose"}])
+        write_json(r1 / "dedupe" / "summary.json", {"stage": "dedupe"})
+        for f in ("g00000_alpha.py", "g00002_gamma.py", "sort3__C.py"):
+            env_file(r1 / "dedupe" / "envs", f)
+        jsonl(r1 / "calibrate" / "verdicts.jsonl", [
+            verdict("g00000_alpha.py", True, "", "pass rate in band", curve=curve(0.9, 0.6, 0.3, 0.1), levels=[4, 7]),
+            verdict("g00002_gamma.py", False, "too_easy", "pass rate 0.95 > 0.85 even at level 10"),
+            verdict("sort3__C.py", False, "too_hard", "pass rate 0.02 < 0.15 even at level 1"),
+        ])
+        write_json(r1 / "calibrate" / "summary.json", {"stage": "calibrate"})
+        env_file(r1 / "calibrate" / "envs", "g00000_alpha.py")
     jsonl(r1 / "rotate" / "verdicts.jsonl", [
         verdict("A.py", True, "", "in band"), verdict("B.py", True, "", "in band"),
         verdict("C.py", False, "retired_too_easy", "pass rate 0.97 > 0.85 even at level 10; missed the band 2 times in a row"),
@@ -161,8 +183,12 @@ def test_funnel_counts_every_step_from_the_verdict_lines(run):
     f1, f2 = n["funnel"]
     steps = {s["step"]: (s["synthesized"], s["composite"]) for s in f1["steps"]}
     assert steps == {"generations": (6, None), "parsed": (4, None), "validate": (3, None), "review": (2, None),
-                     "candidates": (2, 2), "calibrate": (1, 1), "dedupe": (1, 0), "joined": (1, 0)}
+                     "candidates": (2, 2), "dedupe": (2, 1), "calibrate": (1, 0), "joined": (1, 0)}
+    assert [s["step"] for s in f1["steps"]] == ["generations", "parsed", "validate", "review", "candidates",
+                                                "dedupe", "calibrate", "joined"]  # the order the loop ran
+    assert f1["contract_order"] == ["dedupe", "calibrate"]
     st = f1["stages"]
+    assert list(st) == ["synthesize", "validate", "review", "compose", "dedupe", "calibrate"]
     assert st["synthesize"]["by_check"] == {"no_code": 1, "syntax_error": 1}
     assert st["validate"]["by_check"] == {"static": 1}
     assert st["review"]["by_check"] == {"review": 1}
@@ -175,8 +201,10 @@ def test_funnel_counts_every_step_from_the_verdict_lines(run):
     assert dup["check"] == "duplicate_code" and dup["count"] == 1
     assert dup["pattern"] == "its code is a near-duplicate of FILE (pool p): estimated Jaccard N >= N"
     ex = dup["examples"][0]
-    assert (ex["verdicts"], ex["line"], ex["source"]) == ("round-01/dedupe/verdicts.jsonl", 2,
-                                                          "round-01/calibrate/envs/par__A__B.py")
+    assert (ex["verdicts"], ex["line"], ex["source"]) == ("round-01/dedupe/verdicts.jsonl", 3,
+                                                          "round-01/candidates/envs/par__A__B.py")
+    too_easy = [r for r in st["calibrate"]["reasons"] if r["check"] == "too_easy"][0]["examples"][0]
+    assert too_easy["source"] == "round-01/dedupe/envs/g00002_gamma.py"  # calibrate judged dedupe's files
     static = st["validate"]["reasons"][0]["examples"][0]
     assert (static["line"], static["source"]) == (4, "round-01/synthesize/envs/g00003_delta.py")
     assert st["compose"]["reasons"][0]["examples"][0]["source"] is None  # a rejected composite is never written
@@ -194,6 +222,7 @@ def test_round_status_and_the_torn_line_is_named(run):
     n = compute(RunFiles(run))
     r1, r2 = n["rounds"]
     assert r1["finished"] and r1["stopped_in"] is None and set(r1["steps"].values()) == {"done"}
+    assert list(r1["steps"])[4:6] == ["dedupe", "calibrate"]
     assert not r2["finished"] and r2["stopped_in"] == "synthesize"  # no summary.json: it never finished
     assert r2["steps"]["validate"] == "partial" and r2["steps"]["train"] == "not started"
     assert n["problems"] == [{"path": "round-02/synthesize/generations.jsonl", "line": 3,
@@ -257,14 +286,52 @@ def test_evaluation_with_baseline_and_delta(run):
 
 def test_synthesis_yield_by_topic_and_parent(run):
     syn = compute(RunFiles(run))["synthesis"]
-    assert syn["total"] == {"generations": 8, "parsed": 5, "validate": 4, "review": 2, "calibrate": 1,
-                            "dedupe": 1, "joined": 1}
+    assert syn["total"] == {"generations": 8, "parsed": 5, "validate": 4, "review": 2, "dedupe": 2,
+                            "calibrate": 1, "joined": 1}
+    assert syn["steps"] == ["generations", "parsed", "validate", "review", "dedupe", "calibrate", "joined"]
     topic = {r["key"]: r for r in syn["by_topic"]}
     assert {k: topic["graphs"][k] for k in ("generations", "parsed", "validate", "review", "joined", "yield")} == {
         "generations": 3, "parsed": 3, "validate": 3, "review": 2, "joined": 1, "yield": 0.3333}
     assert topic["strings"]["generations"] == 4 and topic["strings"]["validate"] == 1  # delta rejected; eps not yet
     parent = {r["key"]: r for r in syn["by_parent"]}
     assert parent["A"]["generations"] == 5 and parent["A"]["joined"] == 1 and parent["C"]["joined"] == 0
+
+
+def test_an_older_run_that_calibrated_first_reads_in_its_own_order(tmp_path):
+    old = make_run(tmp_path / "old", calibrate_first=True)
+    n = compute(RunFiles(old))
+    f1 = n["funnel"][0]
+    assert f1["contract_order"] == ["calibrate", "dedupe"]
+    assert [(s["step"], s["synthesized"], s["composite"]) for s in f1["steps"]][4:] == [
+        ("candidates", 2, 2), ("calibrate", 1, 1), ("dedupe", 1, 0), ("joined", 1, 0)]
+    ex = f1["stages"]["dedupe"]["reasons"][0]["examples"][0]
+    assert (ex["line"], ex["source"]) == (2, "round-01/calibrate/envs/par__A__B.py")
+    assert list(n["rounds"][0]["steps"])[4:6] == ["calibrate", "dedupe"]
+    assert n["synthesis"]["total"] == {"generations": 8, "parsed": 5, "validate": 4, "review": 2, "calibrate": 1,
+                                       "dedupe": 1, "joined": 1}
+    # round 2 reached neither contract: resumed now, it would run the loop's order; the page
+    # says which round ran (or will run) which
+    page = build(old).index.read_text()
+    assert "round 1: generations → parsed → validate → review → (+ composites) → calibrate → dedupe → joined" in page
+    assert "round 2: generations → parsed → validate → review → (+ composites) → dedupe → calibrate → joined" in page
+
+
+def test_the_contract_order_is_read_from_manifests_and_loop_json(tmp_path):
+    from evoenv_cli.report.numbers import contract_order
+
+    root = tmp_path / "run"
+    r1, r2, r3 = (root / f"round-0{k}" for k in (1, 2, 3))
+    for d in (r1, r2, r3):  # both admitted everything: the verdicts alone cannot tell
+        for stage in ("calibrate", "dedupe"):
+            jsonl(d / stage / "verdicts.jsonl", [verdict("g00000_alpha.py", True, "", "ok")])
+    write_json(r1 / "calibrate" / "manifest.json", {"stage": "calibrate", "library": str(r1 / "candidates")})
+    write_json(r2 / "loop.json", {"stages": {"synthesize": {}, "dedupe": {}, "calibrate": {}}})
+    write_json(r3 / "loop.json", {"stages": {"calibrate": {}, "dedupe": {}}})
+    write_json(r3 / "dedupe" / "manifest.json", {"stage": "dedupe", "library": str(r3 / "candidates")})
+    run = RunFiles(root)
+    assert contract_order(run, 1) == ("calibrate", "dedupe")
+    assert contract_order(run, 2) == ("dedupe", "calibrate")
+    assert contract_order(run, 3) == ("dedupe", "calibrate")  # the manifest says what it judged
 
 
 def test_the_report_writes_figures_pages_and_numbers(run, tmp_path):
@@ -279,6 +346,7 @@ def test_the_report_writes_figures_pages_and_numbers(run, tmp_path):
     page = report.index.read_text()
     assert "round-02/synthesize/generations.jsonl:3" in page and "torn last line" in page
     assert "<script>" not in page
+    assert "review → (+ composites) → dedupe → calibrate → joined" in page and "enter at dedupe" in page
     examples = list((out / "examples").iterdir())
     assert examples
     texts = "".join(p.read_text() for p in examples)

@@ -15,20 +15,21 @@ from pathlib import Path
 
 from evoenv_cli.report.run_files import Line, RunFiles
 
-# The round's steps, in order, with the file that says each one finished.
+# The round's steps, in order, with the file that says each one finished. `contracts` stands
+# for the difficulty and novelty contracts, in the order the round ran them (`contract_order`).
 ROUND_STEPS = (
     ("synthesize", "synthesize/summary.json"), ("validate", "validate/summary.json"),
     ("review", "review/summary.json"), ("compose", "compose/summary.json"),
-    ("calibrate", "calibrate/summary.json"), ("dedupe", "dedupe/summary.json"),
+    ("contracts", None),
     ("rotate", "rotate/summary.json"), ("pool update", "pool-update.json"),
     ("sample", "sample/train.jsonl"), ("train", "train/train-manifest.json"),
     ("evaluate", "evaluate/metrics.json"),
 )
-# Admission stages: (folder, the folder whose envs/ holds the files it judged)
-ADMISSION = (("validate", "synthesize"), ("review", "validate"), ("compose", None),
-             ("calibrate", "candidates"), ("dedupe", "calibrate"))
-FUNNEL_STEPS = ("generations", "parsed", "validate", "review", "candidates", "calibrate",
-                "dedupe", "joined")
+# `evoenv iterate` runs dedupe before calibrate (the cheap contract first, so no solver call is
+# spent on a copy); runs made before that ran calibrate first. A round's funnel follows its own.
+DEDUPE_FIRST = ("dedupe", "calibrate")
+CALIBRATE_FIRST = ("calibrate", "dedupe")
+ADMISSION_BEFORE = (("validate", "synthesize"), ("review", "validate"), ("compose", None))
 ORIGINS = {"seed": "seed", "compose": "composite", "synthesize": "synthesized"}
 PARSE_REASONS = {
     "no_code": "no fenced Python block in the response",
@@ -91,6 +92,53 @@ def unique_by_file(lines: list[Line]) -> list[Line]:
     return list(seen.values())
 
 
+def contract_order(run: RunFiles, r: int) -> tuple[str, str]:
+    """The order round r ran calibrate and dedupe in (DEDUPE_FIRST or CALIBRATE_FIRST), from
+    the run's own files: the library each stage's manifest says it judged; else the order of
+    the round's loop.json; else the one of the two that exists (a round stopped between them);
+    else which one judged only what the other admitted. Nothing to tell by: the loop's order."""
+    for stage, after_other, first_when_after in (("calibrate", "dedupe", DEDUPE_FIRST),
+                                                  ("dedupe", "calibrate", CALIBRATE_FIRST)):
+        lib = obj(run.json(f"{rdir(r)}/{stage}/manifest.json")).get("library")
+        if isinstance(lib, str) and lib:
+            name = Path(lib).name
+            if name == after_other:
+                return first_when_after
+            if name == "candidates":
+                return (stage, after_other)
+    ran = list(obj(obj(run.json(f"{rdir(r)}/loop.json")).get("stages")))
+    if "calibrate" in ran and "dedupe" in ran:
+        return DEDUPE_FIRST if ran.index("dedupe") < ran.index("calibrate") else CALIBRATE_FIRST
+    has_cal, has_ded = run.exists(f"{rdir(r)}/calibrate"), run.exists(f"{rdir(r)}/dedupe")
+    if has_cal != has_ded:
+        return CALIBRATE_FIRST if has_cal else DEDUPE_FIRST
+    cal = unique_by_file(run.jsonl(f"{rdir(r)}/calibrate/verdicts.jsonl"))
+    ded = unique_by_file(run.jsonl(f"{rdir(r)}/dedupe/verdicts.jsonl"))
+    cal_in, ded_in = files_of(cal), files_of(ded)
+    cal_out, ded_out = files_of(cal, admitted_only=True), files_of(ded, admitted_only=True)
+    if ded_in and ded_in <= cal_out and not cal_in <= ded_out:
+        return CALIBRATE_FIRST
+    return DEDUPE_FIRST
+
+
+def admission(order: tuple[str, str]) -> tuple[tuple[str, str | None], ...]:
+    """Admission stages in the order they ran: (folder, the folder whose envs/ holds the files
+    it judged)."""
+    first, second = order
+    return (*ADMISSION_BEFORE, (first, "candidates"), (second, first))
+
+
+def funnel_steps(order: tuple[str, str]) -> tuple[str, ...]:
+    return ("generations", "parsed", "validate", "review", "candidates", *order, "joined")
+
+
+def round_steps(order: tuple[str, str]) -> list[tuple[str, str]]:
+    out = []
+    for name, marker in ROUND_STEPS:
+        out += [(s, f"{s}/summary.json") for s in order] if name == "contracts" else [(name, marker)]
+    return out
+
+
 _NUMBER = re.compile(r"\d+(\.\d+)?(e-?\d+)?")
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 _FILE = re.compile(r"\S+\.py\b")
@@ -110,8 +158,9 @@ def rounds_status(run: RunFiles) -> list[dict]:
     finished = {r["round"]: r for r in run.records("rounds.jsonl") if type(r.get("round")) is int}
     out = []
     for r in run.rounds():
+        order = contract_order(run, r)
         steps = {}
-        for name, marker in ROUND_STEPS:
+        for name, marker in round_steps(order):
             folder = Path(rdir(r)) / Path(marker).parent
             if run.exists(f"{rdir(r)}/{marker}"):
                 steps[name] = "done"
@@ -120,7 +169,7 @@ def rounds_status(run: RunFiles) -> list[dict]:
             else:
                 steps[name] = "not started"
         stopped = next((name for name, s in steps.items() if s != "done"), None)
-        out.append({"round": r, "finished": r in finished, "steps": steps,
+        out.append({"round": r, "finished": r in finished, "steps": steps, "contract_order": list(order),
                     "stopped_in": None if r in finished else stopped,
                     "summary": finished.get(r)})
     return out
@@ -216,7 +265,8 @@ def funnel(run: RunFiles, r: int) -> dict:
     compose_files = files_of(run.jsonl(f"{rdir(r)}/compose/verdicts.jsonl"))
     synth = synthesize_stage(run, r)
     stages = {"synthesize": synth}
-    for stage, inputs in ADMISSION:
+    order = contract_order(run, r)
+    for stage, inputs in admission(order):
         stages[stage] = admission_stage(run, r, stage, inputs, compose_files)
     update = pool_update(run, r)
     joined = joined_names(update)
@@ -242,14 +292,13 @@ def funnel(run: RunFiles, r: int) -> dict:
         ("validate", stages["validate"]["admitted"], None),
         ("review", rev_s, None),
         ("candidates", rev_s, comp_c),
-        ("calibrate", *split("calibrate")),
-        ("dedupe", *split("dedupe")),
+        *((stage, *split(stage)) for stage in order),
         ("joined", None if joined is None else sum(not joined_composite(n) for n in joined),
          None if joined is None else sum(joined_composite(n) for n in joined)),
     ]
     for s in stages.values():
         s.pop("admitted_files", None)
-    return {"round": r,
+    return {"round": r, "contract_order": list(order),
             "steps": [{"step": name, "synthesized": s, "composite": c} for name, s, c in steps],
             "stages": stages, "joined": joined}
 
@@ -420,7 +469,10 @@ def evaluation(run: RunFiles) -> dict:
 
 
 # -- synthesis yield -------------------------------------------------------------------------------
-YIELD_STEPS = ("generations", "parsed", "validate", "review", "calibrate", "dedupe", "joined")
+def yield_steps(orders: list[tuple[str, str]]) -> tuple[str, ...]:
+    """The yield table's columns: the contracts in the order the last round ran them."""
+    last = orders[-1] if orders else DEDUPE_FIRST
+    return ("generations", "parsed", "validate", "review", *last, "joined")
 
 
 def synthesis(run: RunFiles) -> dict:
@@ -429,9 +481,12 @@ def synthesis(run: RunFiles) -> dict:
     by_topic: dict[str, Counter] = defaultdict(Counter)
     by_parent: dict[str, Counter] = defaultdict(Counter)
     total = Counter()
+    orders = []
     for r in run.rounds():
+        order = contract_order(run, r)
+        orders.append(order)
         admitted = {}
-        for stage in ("validate", "review", "calibrate", "dedupe"):
+        for stage in ("validate", "review", *order):
             admitted[stage] = files_of(run.jsonl(f"{rdir(r)}/{stage}/verdicts.jsonl"), admitted_only=True)
         joined = set(joined_names(pool_update(run, r)) or [])
         for ln in run.jsonl(f"{rdir(r)}/synthesize/generations.jsonl"):
@@ -440,7 +495,7 @@ def synthesis(run: RunFiles) -> dict:
             f = g.get("file")
             if g.get("outcome") == "ok" and isinstance(f, str):
                 reached.append("parsed")
-                for stage in ("validate", "review", "calibrate", "dedupe"):
+                for stage in ("validate", "review", *order):
                     if f not in admitted[stage]:
                         break
                     reached.append(stage)
@@ -455,15 +510,17 @@ def synthesis(run: RunFiles) -> dict:
                 for p in parents:
                     by_parent[p][step] += 1
 
+    steps = yield_steps(orders)
+
     def table(groups: dict[str, Counter]) -> list[dict]:
         rows = []
         for key, c in groups.items():
-            row = {"key": key, **{s: c.get(s, 0) for s in YIELD_STEPS}}
+            row = {"key": key, **{s: c.get(s, 0) for s in steps}}
             row["yield"] = round(row["joined"] / row["generations"], 4) if row["generations"] else None
             rows.append(row)
         return sorted(rows, key=lambda x: (-x["joined"], -x["parsed"], -x["generations"], x["key"]))
 
-    return {"total": {s: total.get(s, 0) for s in YIELD_STEPS},
+    return {"steps": list(steps), "total": {s: total.get(s, 0) for s in steps},
             "by_topic": table(by_topic), "by_parent": table(by_parent)}
 
 

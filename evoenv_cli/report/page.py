@@ -262,7 +262,7 @@ def evaluation_section(numbers: dict, fig_src) -> str:
 
 def synthesis_section(numbers: dict, fig_src) -> str:
     syn = numbers["synthesis"]
-    cols = ["generations", "parsed", "validate", "review", "calibrate", "dedupe", "joined"]
+    cols = syn["steps"]
 
     def tab(key: str, label: str) -> str:
         rows = [[f"<td>{h(r['key'])}</td>", *[cell(r[c]) for c in cols], cell(r["yield"])] for r in syn[key]]
@@ -275,6 +275,24 @@ def synthesis_section(numbers: dict, fig_src) -> str:
             f"{tab('by_parent', 'parent')}</details></div></div>")
 
 
+def funnel_note(numbers: dict) -> str:
+    """The steps in the order the run's rounds ran them (dedupe before calibrate since the loop
+    runs in-process; older runs calibrated first, and a run can hold rounds of both)."""
+    orders = []
+    for f in numbers["funnel"]:
+        if tuple(f["contract_order"]) not in orders:
+            orders.append(tuple(f["contract_order"]))
+    orders = orders or [("dedupe", "calibrate")]
+    def which(o: tuple) -> str:
+        rounds = [str(f["round"]) for f in numbers["funnel"] if tuple(f["contract_order"]) == o]
+        return f"round{'s' if len(rounds) > 1 else ''} {', '.join(rounds)}: " if len(orders) > 1 else ""
+    chains = "; ".join(which(o) + "generations → parsed → validate → review → (+ composites) → "
+                       + " → ".join(o) + " → joined" for o in orders)
+    entry = " and ".join(dict.fromkeys(o[0] for o in orders))
+    return (f"{chains}. Composites are code built from pool members by compose (judged by the execution "
+            f"contract there, no LLM review) and enter at {entry}.")
+
+
 def index_page(numbers: dict, links: Links, fig_src, example_page, generated: str) -> str:
     nav = "".join(f"<a href='#{k}'>{t}</a>" for k, t in (
         ("funnel", "admission funnel"), ("pool", "pool"), ("calibration", "calibration"),
@@ -285,9 +303,7 @@ def index_page(numbers: dict, links: Links, fig_src, example_page, generated: st
             f"{h(generated)} from the run's files · numbers as JSON: <a href='numbers.json'>numbers.json</a></p>"
             f"<nav>{nav}</nav>{problems_section(numbers, links)}{status_section(numbers)}"
             f"<h2 id='funnel'>Admission funnel per round</h2>"
-            f"<p class='note'>generations → parsed → validate → review → (+ composites) → calibrate → dedupe → "
-            f"joined. Composites are code built from pool members by compose (judged by the execution "
-            f"contract there, no LLM review) and enter at calibrate.</p>"
+            f"<p class='note'>{h(funnel_note(numbers))}</p>"
             f"{funnel_section(numbers, links, fig_src, example_page)}"
             f"<h2 id='pool'>The pool over rounds</h2>{pool_section(numbers, links, fig_src)}"
             f"<h2 id='calibration'>Calibration curves of the pool</h2>{calibration_section(numbers, fig_src)}"
