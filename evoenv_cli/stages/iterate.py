@@ -304,8 +304,8 @@ class Loop:
         out.mkdir(parents=True, exist_ok=True)
         log_path = out / "log.txt"
         self.log(f"  $ {shlex.join(argv)}  (output also in {log_path})")
-        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-        code = stream(argv, log_path, env)
+        # torch's threads as this process has them: every core unless OMP_NUM_THREADS is set
+        code = stream(argv, log_path, dict(os.environ))
         if code != 0:
             raise StageFailed(f"train failed (exit {code}); its output is in {log_path}")
 
