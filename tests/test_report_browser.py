@@ -153,6 +153,9 @@ def check_numbers_against_the_files(n: dict, run: Path) -> None:
             extra = summary["admitted"].get("uncalibrated", 0) if stage == "calibrate" else 0
             assert summary["admitted"][stage] + extra == s["admitted"], stage
         steps = {x["step"]: x for x in funnel["steps"]}
+        # the funnel follows the order the loop ran: dedupe first, then calibrate on what it kept
+        assert Path(read_json(d / "calibrate" / "manifest.json")["library"]).name == "dedupe"
+        assert funnel["contract_order"] == ["dedupe", "calibrate"] and list(steps)[5:7] == ["dedupe", "calibrate"]
         assert steps["candidates"]["composite"] == summary["admitted"]["compose"]
         update = read_json(d / "pool-update.json")
         assert pool["pool_size"] == update["pool_size"] == summary["pool_size"]
