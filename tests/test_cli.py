@@ -370,7 +370,7 @@ def test_gitignore_covers_what_the_readme_examples_write():
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
     outs = readme_outputs()
-    assert {"r1/synth", "data.jsonl", "runs/tiny", "runs/r1/validate"} <= set(outs)
+    assert {"runs/hand/synth", "data.jsonl", "runs/tiny-model", "runs/r1/validate"} <= set(outs)
     r = subprocess.run(["git", "check-ignore", "--no-index", "-v", *outs], cwd=ROOT, capture_output=True, text=True)
     ignored = {line.split("\t")[-1] for line in r.stdout.splitlines()}
     assert ignored == set(outs), sorted(set(outs) - ignored)
