@@ -67,6 +67,14 @@ def row_problem(row: dict) -> str | None:
     return None
 
 
+def check_settings(cfg: TrainConfig) -> None:
+    """Settings that can be checked before anything loads: the arena's judge."""
+    if cfg.zero_variance == "judge":
+        from evoenv_cli.stages.arena import check_judge
+
+        check_judge(cfg.arena.judge)
+
+
 def check_model(model: str) -> str:
     """The model as transformers should load it: a local folder (checked here, never looked up
     on the hub) or a hub id (see `llm.base.resolve_model`)."""
@@ -76,12 +84,14 @@ def check_model(model: str) -> str:
 
 
 class StepRewards:
-    """The reward function TRL calls, keeping per-environment rewards until the next log."""
+    """The reward function TRL calls, keeping per-environment rewards until the next log; with
+    an arena (`train.zero_variance: judge`), zero-variance groups get the judge's rewards too."""
 
     __name__ = "evoenv_env_reward"
 
-    def __init__(self, reward: EnvReward):
+    def __init__(self, reward: EnvReward, arena=None):
         self.reward = reward
+        self.arena = arena
         self._lock = threading.Lock()
         self.window: dict[str, list[tuple[float, float]]] = defaultdict(list)  # name -> (reward, score)
 
@@ -90,7 +100,10 @@ class StepRewards:
         with self._lock:
             for d, eid, name in zip(details, env_id, env_name or [None] * len(details)):
                 self.window[name or eid].append((d["reward"], d["score"]))
-        return [d["reward"] for d in details]
+        rewards = [d["reward"] for d in details]
+        if self.arena is not None:
+            rewards = self.arena.rescore_columns(rewards, prompts, completions, env_id, instance, kwargs)
+        return rewards
 
     def drain(self) -> dict[str, dict]:
         with self._lock:
@@ -168,14 +181,16 @@ _TRL_CHECKPOINTING_NOISE = r"`(is_)?gradient_checkpointing\w*` is deprecated"
 
 def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: TrainConfig,
         reward_cfg: RewardConfig, runtime: RuntimeConfig, resume: bool = False,
-        eval_data: Path | None = None) -> dict:
+        eval_data: Path | None = None, judge=None) -> dict:
     """GRPO on `data`; with `eval_data` (rows from `sample --split heldout`) TRL evaluates on
-    them every `eval_steps` and the eval numbers go to metrics.jsonl too."""
+    them every `eval_steps` and the eval numbers go to metrics.jsonl too. `judge` (a backend)
+    overrides `train.arena.judge` when the arena is on."""
     rows = check_inputs(data, library, model)
     model = check_model(model)
     eval_rows = check_inputs(eval_data, library, model) if eval_data is not None else []
     if not 0.0 <= reward_cfg.format_weight < 1.0:
         raise artifacts.InputError(f"reward.format_weight must be in [0, 1) (got {reward_cfg.format_weight!r})")
+    check_settings(cfg)
     started = artifacts.now_iso()
     out.mkdir(parents=True, exist_ok=True)
 
@@ -189,7 +204,12 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
                     if eval_data is not None else None)
     reward = EnvReward(library.files, answer_tag=reward_cfg.answer_tag, sandbox=runtime.sandbox,
                        workers=runtime.workers, limits=runtime.limits)
-    step_rewards = StepRewards(reward)
+    arena = judge_owned = None
+    if cfg.zero_variance == "judge":
+        from evoenv_cli.stages import arena as arena_stage
+
+        arena, judge_owned = arena_stage.build(cfg, out, resume, judge)
+    step_rewards = StepRewards(reward, arena)
     reward_funcs: list = [step_rewards]
     if reward_cfg.format_weight:
         reward_funcs.append(FormatReward(reward_cfg.answer_tag))
@@ -208,13 +228,21 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
         trainer = GRPOTrainer(
             model=model, reward_funcs=reward_funcs, args=GRPOConfig(**args),
             train_dataset=dataset, eval_dataset=eval_dataset, peft_config=peft_config,
-            callbacks=[_metrics_callback(metrics_path, step_rewards)],
+            callbacks=[_metrics_callback(metrics_path, step_rewards), *([arena.callback()] if arena else [])],
         )
         checkpoint = resume and any((out / "checkpoints").glob("checkpoint-*"))
+        if arena is not None:
+            arena_stage.attach_policy(arena, trainer, cfg)
+            if checkpoint:
+                arena.restore(arena_stage.pool_folder(out))
         try:
             result = trainer.train(resume_from_checkpoint=True if checkpoint else None)
         finally:
             reward.close()
+            if arena is not None:
+                arena.close()
+            if judge_owned is not None:
+                judge_owned.close()
     trainer.save_model(str(out))
     if trainer.processing_class is not None:
         trainer.processing_class.save_pretrained(str(out))
@@ -232,6 +260,7 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
         "merged": str(merged) if merged else None, "adapter": bool(cfg.lora),
         "mean_reward": _mean_reward(metrics_path),
         "all_groups_zero_variance": all_groups_zero_variance(metrics_path),
+        "arena": arena.summary() if arena is not None else None,
     }
     artifacts.write_json_atomic(out / "train-manifest.json", {
         **artifacts.manifest("train", {"train": to_dict(cfg), "reward": to_dict(reward_cfg),

@@ -1,0 +1,290 @@
+"""Reasoning Arena (`train.zero_variance: judge`): strict verdicts, the Bradley-Terry fit, a
+scripted judge whose ranking must come back, the verifier's order never overturned, a failing
+judge (scripted and a real unreachable server) leaving the rewards alone, bounded anchors that
+survive a checkpoint, and the policy view over a model in memory."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import socket
+
+import pytest
+
+from evoenv_cli.config import ArenaConfig
+from evoenv_cli.llm.base import BaseBackend, Completion, Generation, make_backend
+from evoenv_cli.stages.arena import (
+    Arena,
+    AnchorPool,
+    Trace,
+    backend_judge,
+    fit_bradley_terry,
+    judge_rewards,
+    parse_verdict,
+)
+
+SOLUTION = re.compile(r"# Solution (A|B)\n(.*?)\n\n(?=# )", re.DOTALL)
+
+
+def shown(prompt_text: str) -> dict[str, str]:
+    return {m.group(1): m.group(2) for m in SOLUTION.finditer(prompt_text)}
+
+
+class QualityJudge(BaseBackend):
+    """Prefers the trace whose text says the higher `quality N` (ties on equal), always in the
+    strict form; `flip` answers at random that often; `garbage` replies with free text."""
+
+    name = "scripted"
+    model = "quality-judge"
+
+    def __init__(self, flip: float = 0.0, garbage: float = 0.0, seed: int = 0):
+        self.flip, self.garbage, self.rng = flip, garbage, random.Random(seed)
+        self.calls = 0
+
+    def generate(self, prompts, sampling, *, prompt_ids=None):
+        self._check(prompts, sampling, prompt_ids)
+        out = []
+        for conv in prompts:
+            self.calls += 1
+            both = shown(conv[-1]["content"])
+            qa, qb = (int(re.search(r"quality (\d+)", both[x]).group(1)) for x in "AB")
+            verdict = "A" if qa > qb else "B" if qb > qa else "TIE"
+            if self.rng.random() < self.flip:
+                verdict = self.rng.choice(["A", "B", "TIE"])
+            text = f"Solution {verdict} is better.\nVERDICT: {verdict}"
+            if self.rng.random() < self.garbage:
+                text = "I think the first one, probably."
+            out.append(Generation([Completion(text, 5, "stop")], 10))
+        return out
+
+
+class BrokenJudge(BaseBackend):
+    name = "scripted"
+    model = "broken"
+
+    def generate(self, prompts, sampling, *, prompt_ids=None):
+        raise RuntimeError("CUDA out of memory (scripted)")
+
+
+class HalfFailingJudge(QualityJudge):
+    """Every other request comes back as a failed generation (after the backend's retries)."""
+
+    def generate(self, prompts, sampling, *, prompt_ids=None):
+        gens = super().generate(prompts, sampling, prompt_ids=prompt_ids)
+        return [g if i % 2 else Generation([Completion("", 0, "error")], 0, "HTTP 503")
+                for i, g in enumerate(gens)]
+
+
+def kendall(xs, ys) -> float:
+    pairs = [(i, j) for i in range(len(xs)) for j in range(i + 1, len(xs))]
+    agree = sum(((xs[i] - xs[j]) * (ys[i] - ys[j]) > 0) - ((xs[i] - xs[j]) * (ys[i] - ys[j]) < 0) for i, j in pairs)
+    return agree / len(pairs)
+
+
+def batch(qualities: list[list[int]], rewards: list[float] | None = None, prompts_per_key: int = 2):
+    """Completions saying their quality, keys (two groups share a prompt), verifier rewards."""
+    size = len(qualities[0])
+    completions = [f"quality {q}\nsome reasoning {q * 7 % 13}" for g in qualities for q in g]
+    keys = [f"env:{gi % prompts_per_key}:1" for gi in range(len(qualities)) for _ in range(size)]
+    if rewards is None:
+        rewards = [0.0] * len(completions)
+    return rewards, ["the task"] * len(completions), completions, keys
+
+
+@pytest.mark.parametrize("text, verdict", [
+    ("VERDICT: A", "A"), ("reasoning...\nVERDICT: B\n", "B"), ("VERDICT: TIE", "tie"),
+    ("  verdict:  b  ", "B"), ("<think>VERDICT: A</think>\nVERDICT: B", "B"),
+    ("VERDICT: A\nVERDICT: B", None), ("VERDICT: A\nand more", None), ("**VERDICT: A**", None),
+    ("A", None), ("VERDICT: C", None), ("", None), (None, None), ("<think>VERDICT: A", None),
+    ("VERDICT: A is better", None),
+])
+def test_verdicts_parse_strictly(text, verdict):
+    assert parse_verdict(text) == verdict
+
+
+def test_bradley_terry_recovers_a_known_ranking_and_stays_finite_on_any_graph():
+    truth = [3.0, -1.0, 0.5, 2.0, -2.0, 1.0]
+    rng = random.Random(1)
+    wins: dict = {}
+    for _ in range(3000):  # games drawn from the true model on a sparse graph: each vs two others
+        i = rng.randrange(6)
+        j = (i + rng.choice([1, 2])) % 6
+        p = 1 / (1 + 2.718281828 ** (truth[j] - truth[i]))
+        w, lo = (i, j) if rng.random() < p else (j, i)
+        wins[(w, lo)] = wins.get((w, lo), 0) + 1
+    fit = fit_bradley_terry(6, wins, prior=1.0, max_iterations=5000, tolerance=1e-9)
+    assert fit.converged and sorted(range(6), key=fit.scores.__getitem__) == sorted(range(6), key=truth.__getitem__)
+    # unbeaten, winless, disconnected and isolated items all get finite scores, ordered sensibly
+    fit = fit_bradley_terry(5, {(0, 1): 3.0, (2, 3): 0.5, (3, 2): 0.5}, prior=1.0)
+    assert fit.converged and all(abs(s) < 10 for s in fit.scores)
+    assert fit.scores[0] > fit.scores[4] > fit.scores[1]  # the isolated item sits at the prior's 0
+    assert abs(fit.scores[2] - fit.scores[3]) < 1e-6 and abs(fit.scores[4]) < 1e-6
+    with pytest.raises(ValueError):
+        fit_bradley_terry(2, {}, prior=0)
+
+
+@pytest.mark.parametrize("anchors, floor", [(0, 0.95), (4, 0.9)])
+def test_a_scripted_judge_ranking_comes_back_as_rewards(anchors, floor):
+    cfg = ArenaConfig(comparisons=3, anchors=anchors)
+    judge = QualityJudge()
+    arena = Arena(cfg, 8, backend_judge(judge))
+    rng = random.Random(0)
+    taus = []
+    for step in range(1, 16):
+        qualities = [rng.sample(range(100), 8) for _ in range(4)]
+        before = judge.calls
+        new = arena.rescore(*batch(qualities), step=step)
+        assert judge.calls - before <= 4 * 8 * 3  # groups x size x k, never size squared
+        taus += [kendall(q, new[g * 8:(g + 1) * 8]) for g, q in enumerate(qualities)]
+        assert arena.last.zero_variance == arena.last.rescued == 4
+    assert sum(taus) / len(taus) >= floor, sum(taus) / len(taus)
+    if anchors:
+        assert all(len(p.traces) <= anchors for p in arena.pool.prompts.values()) and len(arena.pool.prompts) == 2
+
+
+def test_the_verifier_order_is_never_overturned():
+    """Random batches (partial credit, a format weight, groups with and without variance) and a
+    judge that answers at random or in free text, at the largest weight allowed."""
+    rng = random.Random(7)
+    rescued = 0
+    for trial in range(30):
+        size = rng.choice([2, 4, 8])
+        levels = rng.choice([[0.0, 1.0], [0.0, 0.1, 1.0], [0.0, 0.125, 0.25, 0.5, 0.9, 0.95, 1.0], [0.3, 0.3000001]])
+        groups = []
+        for _ in range(rng.randint(1, 6)):
+            same = rng.random() < 0.6
+            value = rng.choice(levels)
+            groups.append([value if same else rng.choice(levels) for _ in range(size)])
+        rewards = [r for g in groups for r in g]
+        qualities = [[rng.randrange(100) for _ in range(size)] for _ in groups]
+        _, prompts, completions, keys = batch(qualities, rewards, prompts_per_key=3)
+        cfg = ArenaConfig(comparisons=rng.randint(1, 3), anchors=rng.choice([0, 2, 4]), weight=0.49)
+        arena = Arena(cfg, size, backend_judge(QualityJudge(flip=0.5, garbage=0.2, seed=trial)))
+        for step in (1, 2):
+            new = arena.rescore(rewards, prompts, completions, keys, step=step)
+            rescued += arena.last.rescued
+            for i in range(len(rewards)):
+                for j in range(len(rewards)):
+                    if rewards[i] < rewards[j]:
+                        assert new[i] < new[j], (trial, rewards[i], rewards[j], new[i], new[j])
+            for g in range(len(groups)):
+                part, was = new[g * size:(g + 1) * size], rewards[g * size:(g + 1) * size]
+                if len(set(was)) > 1:
+                    assert part == was  # a group the verifier separates is not touched
+                else:
+                    assert abs(sum(part) / size - was[0]) < 1e-9  # its mean is kept
+    assert rescued > 20  # the judge did act: most zero-variance groups got rewards
+
+
+def test_judge_rewards_lie_inside_the_width_and_sum_to_zero():
+    for scores in ([0.0, 0.0], [50.0, -50.0, 0.0], [1.0, 2.0, 3.0, 4.0]):
+        bonus = judge_rewards(scores, 0.01)
+        assert all(abs(b) < 0.01 for b in bonus) and abs(sum(bonus)) < 1e-12
+    assert judge_rewards([0.0, 0.0], 0.01) == [0.0, 0.0]
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("judge", ["raises", "unreachable-server"])
+def test_a_failing_judge_leaves_the_verifier_rewards_and_is_logged(tmp_path, judge):
+    if judge == "raises":
+        backend = BrokenJudge()
+    else:  # the real openai backend, its server gone
+        backend = make_backend("openai", "judge", base_url=f"http://127.0.0.1:{closed_port()}/v1",
+                               max_retries=0, timeout_s=5)
+    log = tmp_path / "arena.jsonl"
+    arena = Arena(ArenaConfig(), 4, backend_judge(backend), log)
+    rewards, prompts, completions, keys = batch([[1, 2, 3, 4], [5, 6, 7, 8]], [0.0] * 4 + [1.0, 0.0, 1.0, 0.0])
+    metrics = {}
+    new = arena.rescore(rewards, prompts, completions, keys, step=3, log_metric=metrics.__setitem__)
+    arena.close()
+    assert new == rewards
+    assert arena.last.judge_calls == arena.last.judge_errors > 0 and arena.last.rescued == 0
+    assert metrics["arena/judge_errors"] == arena.last.judge_calls and metrics["arena/rescued_share"] == 0
+    records = [json.loads(x) for x in log.read_text().splitlines()]
+    comparisons = [r for r in records if r["kind"] == "comparison"]
+    assert len(comparisons) == arena.last.judge_calls and all(r["status"] == "error" for r in comparisons)
+    assert any(r["kind"] == "error" and "no verdict" in r["error"] for r in records)
+    if judge == "raises":
+        assert "CUDA out of memory" in comparisons[0]["error"]
+
+
+def test_failed_requests_count_for_nothing_and_the_rest_still_rank(tmp_path):
+    log = tmp_path / "arena.jsonl"
+    arena = Arena(ArenaConfig(comparisons=3, anchors=0), 8, backend_judge(HalfFailingJudge()), log)
+    qualities = [[5, 1, 7, 3, 8, 2, 6, 4]]
+    new = arena.rescore(*batch(qualities), step=1)
+    arena.close()
+    assert 0 < arena.last.judge_errors < arena.last.judge_calls and arena.last.rescued == 1
+    assert kendall(qualities[0], new) > 0.5
+    statuses = {json.loads(x).get("status") for x in log.read_text().splitlines()}
+    assert {"ok", "error"} <= statuses
+
+
+def test_unparseable_verdicts_are_ties_and_each_comparison_is_a_line(tmp_path):
+    log = tmp_path / "arena.jsonl"
+    arena = Arena(ArenaConfig(), 4, backend_judge(QualityJudge(garbage=1.0)), log)
+    new = arena.rescore(*batch([[1, 2, 3, 4]]), step=1)
+    arena.close()
+    assert new == [0.0] * 4 and arena.last.unparseable == arena.last.judge_calls > 0 and arena.last.rescued == 0
+    records = [json.loads(x) for x in log.read_text().splitlines()]
+    comparisons = [r for r in records if r["kind"] == "comparison"]
+    assert len(comparisons) == arena.last.judge_calls
+    assert all(r["status"] == "unparseable" and r["winner"] == "tie" and r["response"] for r in comparisons)
+    (group,) = [r for r in records if r["kind"] == "group"]
+    assert group["rescued"] is False and len(group["traces"]) == 4
+
+
+def test_anchor_pool_is_bounded_and_survives_a_checkpoint(tmp_path):
+    arena = Arena(ArenaConfig(comparisons=2, anchors=3, max_prompts=2), 4, backend_judge(QualityJudge()))
+    for step in range(1, 6):
+        qualities = [[step * 4 + j for j in range(4)] for _ in range(3)]
+        arena.rescore(*batch(qualities, prompts_per_key=3), step=step)
+    assert len(arena.pool.prompts) == 2 and all(len(p.traces) == 3 for p in arena.pool.prompts.values())
+    for p in arena.pool.prompts.values():  # results kept only among the anchors kept
+        ids = {t.id for t in p.traces}
+        assert all(a in ids and b in ids for a, b in p.wins)
+    assert any(p.wins for p in arena.pool.prompts.values())
+    folder = tmp_path / "checkpoint-5"
+    folder.mkdir()
+    arena.save(folder)
+    again = Arena(ArenaConfig(comparisons=2, anchors=3, max_prompts=2), 4, backend_judge(QualityJudge()))
+    assert again.restore(folder) and again.pool.state() == arena.pool.state()
+    assert not again.restore(tmp_path)  # no pool file: nothing restored
+
+
+def test_anchors_keep_a_spread_of_ratings():
+    pool = AnchorPool(size=3, max_prompts=10)
+    pool.update("k", [Trace(str(i), "", 0.0, score=float(i)) for i in range(9)], {("0", "8"): 1.0, ("8", "4"): 1.0})
+    assert [t.id for t in pool.get("k").traces] == ["0", "4", "8"]
+    assert pool.get("k").wins == {("0", "8"): 1.0, ("8", "4"): 1.0}
+    AnchorPool(size=0, max_prompts=10).update("k", [Trace("1", "", 0.0)], {})
+
+
+def test_the_policy_view_generates_like_the_loaded_backend(tiny_model):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from evoenv_cli.llm import SamplingConfig
+    from evoenv_cli.llm.hf import HFBackend
+
+    prompts = [[{"role": "user", "content": "Which is better?"}], [{"role": "user", "content": "2+2"}]]
+    greedy = SamplingConfig(n=1, temperature=0, max_tokens=8)
+    loaded = make_backend("hf", str(tiny_model), device="cpu")
+    expected = [g.texts for g in loaded.generate(prompts, greedy)]
+    loaded.close()
+    tok = AutoTokenizer.from_pretrained(tiny_model)  # the trainer's tokenizer, padding side untouched
+    side = tok.padding_side
+    lm = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+    lm.train()
+    view = HFBackend.over(lm, tok, "policy")
+    assert [g.texts for g in view.generate(prompts, greedy)] == expected
+    assert tok.padding_side == side and lm.training
+    # nothing made under the view is an inference tensor: the model trains on afterwards
+    loss = lm(input_ids=torch.tensor([[1, 2, 3]]), labels=torch.tensor([[1, 2, 3]])).loss
+    loss.backward()
