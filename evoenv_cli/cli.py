@@ -716,6 +716,11 @@ def train(
         emit(json.dumps(summary))
     else:
         err.print(f"train: {summary['steps']} steps, mean reward {summary['mean_reward']} -> {out}", markup=False)
+        if summary.get("arena"):
+            a = summary["arena"]
+            err.print(f"arena: the judge ranked {a['rescued']} of {a['zero_variance']} zero-variance groups "
+                      f"({a['judge_calls']} judge calls, {a['judge_errors']} failed, {a['unparseable']} unparseable, "
+                      f"{a['judge_seconds']:.1f} s) -> {out / 'arena.jsonl'}", markup=False)
         if summary.get("all_groups_zero_variance"):
             err.print("[yellow]the weights did not change[/]: in every GRPO group all completions scored the "
                       "same (zero variance), so no completion was better than another to learn from")

@@ -6,17 +6,23 @@ survive a checkpoint, and the policy view over a model in memory."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+from conftest import SEEDS
 
+from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.config import ArenaConfig
 from evoenv_cli.llm.base import BaseBackend, Completion, Generation, make_backend
 from evoenv_cli.stages.arena import (
-    Arena,
     AnchorPool,
+    Arena,
     Trace,
     backend_judge,
     fit_bradley_terry,
@@ -24,6 +30,8 @@ from evoenv_cli.stages.arena import (
     parse_verdict,
 )
 
+EXE = Path(sys.executable).with_name("evoenv")
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 SOLUTION = re.compile(r"# Solution (A|B)\n(.*?)\n\n(?=# )", re.DOTALL)
 
 
@@ -33,13 +41,15 @@ def shown(prompt_text: str) -> dict[str, str]:
 
 class QualityJudge(BaseBackend):
     """Prefers the trace whose text says the higher `quality N` (ties on equal), always in the
-    strict form; `flip` answers at random that often; `garbage` replies with free text."""
+    strict form; `flip` answers at random that often; `garbage` replies with free text. Its
+    noise is a function of the prompt, so the same question gets the same answer however the
+    questions are split between processes."""
 
     name = "scripted"
     model = "quality-judge"
 
     def __init__(self, flip: float = 0.0, garbage: float = 0.0, seed: int = 0):
-        self.flip, self.garbage, self.rng = flip, garbage, random.Random(seed)
+        self.flip, self.garbage, self.seed = flip, garbage, seed
         self.calls = 0
 
     def generate(self, prompts, sampling, *, prompt_ids=None):
@@ -47,6 +57,7 @@ class QualityJudge(BaseBackend):
         out = []
         for conv in prompts:
             self.calls += 1
+            self.rng = random.Random(f"{self.seed}:{conv[-1]['content']}")
             both = shown(conv[-1]["content"])
             qa, qb = (int(re.search(r"quality (\d+)", both[x]).group(1)) for x in "AB")
             verdict = "A" if qa > qb else "B" if qb > qa else "TIE"
@@ -288,3 +299,170 @@ def test_the_policy_view_generates_like_the_loaded_backend(tiny_model):
     # nothing made under the view is an inference tensor: the model trains on afterwards
     loss = lm(input_ids=torch.tensor([[1, 2, 3]]), labels=torch.tensor([[1, 2, 3]])).loss
     loss.backward()
+
+
+# -- real TRL GRPO steps on the tiny model -------------------------------------------------------
+class DistinctCharsJudge(QualityJudge):
+    """Prefers the trace with more distinct characters (the tiny model writes noise; this gives
+    the noise a consistent order), ties on equal."""
+
+    def generate(self, prompts, sampling, *, prompt_ids=None):
+        self._check(prompts, sampling, prompt_ids)
+        out = []
+        for conv in prompts:
+            self.calls += 1
+            both = shown(conv[-1]["content"])
+            a, b = len(set(both["A"])), len(set(both["B"]))
+            out.append(Generation([Completion("VERDICT: " + ("A" if a > b else "B" if b > a else "TIE"), 3, "stop")], 9))
+        return out
+
+
+@pytest.fixture(scope="module")
+def seed_rows(tmp_path_factory, tiny_model):
+    """One level-1 row per seed: the tiny model never answers them, so every GRPO group of
+    every step has zero variance (GRPO alone learns nothing from them)."""
+    out = tmp_path_factory.mktemp("arena") / "rows.jsonl"
+    r = subprocess.run([str(EXE), "sample", SEEDS, "-o", out, "-n", "1", "-d", "1"], capture_output=True, text=True,
+                       env=ENV, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def train_tiny(rows, tiny_model, out, zero_variance, judge=None, **arena):
+    from evoenv_cli.config import RewardConfig, RuntimeConfig, TrainConfig
+    from evoenv_cli.stages import train
+
+    cfg = TrainConfig(num_generations=2, per_device_train_batch_size=4, max_completion_length=8, learning_rate=0.01,
+                      gradient_checkpointing=False, max_steps=2, save_steps=1, zero_variance=zero_variance,
+                      arena=ArenaConfig(max_tokens=16, **arena))
+    return train.run(rows, EnvLibrary.open(SEEDS), str(tiny_model), out, cfg, RewardConfig(), RuntimeConfig(),
+                     judge=judge)
+
+
+def weights(path):
+    from safetensors.torch import load_file
+
+    out = {}
+    for f in sorted(path.glob("*.safetensors")):
+        out.update(load_file(str(f)))
+    return out
+
+
+@pytest.mark.slow
+def test_a_grpo_step_learns_from_groups_only_the_judge_separates(seed_rows, tiny_model, tmp_path):
+    judge = DistinctCharsJudge()
+    on = train_tiny(seed_rows, tiny_model, tmp_path / "on", "judge", judge)
+    off = train_tiny(seed_rows, tiny_model, tmp_path / "off", "skip")
+    start = weights(tiny_model)
+    assert off["all_groups_zero_variance"] and all((weights(tmp_path / "off")[k] == v).all() for k, v in start.items())
+    trained = weights(tmp_path / "on")
+    assert any(not (trained[k] == v).all() for k, v in start.items()), "the judge's rewards moved no weight"
+    assert not on["all_groups_zero_variance"] and on["arena"]["rescued"] > 0
+    assert on["arena"]["judge_calls"] == judge.calls > 0
+    metrics = [json.loads(x) for x in (tmp_path / "on" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2]
+    for m in metrics:
+        assert m["arena/zero_variance_share"] == 1.0 and m["arena/rescued_share"] > 0
+        assert m["frac_reward_zero_std"] == pytest.approx(1.0 - m["arena/rescued_share"])  # TRL saw them rescued
+        assert {"arena/judge_calls", "arena/judge_seconds", "arena/bt_iterations"} <= set(m)
+    records = [json.loads(x) for x in (tmp_path / "on" / "arena.jsonl").read_text().splitlines()]
+    assert sum(r["kind"] == "comparison" for r in records) == judge.calls
+    # the anchors went into each checkpoint, and --resume brings them back
+    checkpoint = tmp_path / "on" / "checkpoints" / "checkpoint-2"
+    saved = json.loads((checkpoint / "arena-pool.json").read_text())
+    assert saved["prompts"] and all(len(p["traces"]) <= 4 for p in saved["prompts"])
+    from evoenv_cli.config import RewardConfig, RuntimeConfig, TrainConfig
+    from evoenv_cli.stages import train
+
+    cfg = TrainConfig(num_generations=2, per_device_train_batch_size=4, max_completion_length=8, learning_rate=0.01,
+                      gradient_checkpointing=False, max_steps=3, save_steps=1, zero_variance="judge",
+                      arena=ArenaConfig(max_tokens=16))
+    again = train.run(seed_rows, EnvLibrary.open(SEEDS), str(tiny_model), tmp_path / "on", cfg, RewardConfig(),
+                      RuntimeConfig(), resume=True, judge=DistinctCharsJudge())
+    assert again["steps"] == 3 and again["arena"]["groups"] == 2  # one step more, on the saved anchors
+    assert again["arena"]["prompts_with_anchors"] >= len(saved["prompts"])
+
+
+@pytest.mark.slow
+def test_train_judges_with_the_policy_in_process(seed_rows, tiny_model, tmp_path):
+    """`evoenv train --zero-variance judge` with no judge model: the tiny policy judges itself
+    (its verdicts do not parse, so they are ties, and nothing is rescued; every call is logged)."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("train:\n  num_generations: 2\n  per_device_train_batch_size: 4\n  max_completion_length: 8\n"
+                      "  gradient_checkpointing: false\n  arena:\n    max_tokens: 12\n    comparisons: 1\n")
+    out = tmp_path / "policy"
+    r = subprocess.run([EXE, "train", seed_rows, "--library", SEEDS, "--model", tiny_model, "--out", out, "--config",
+                        recipe, "--max-steps", "1", "--zero-variance", "judge", "--json"],
+                       capture_output=True, text=True, env=ENV, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["arena"]["judge_calls"] == 2 and summary["arena"]["judge_errors"] == 0
+    records = [json.loads(x) for x in (out / "arena.jsonl").read_text().splitlines()]
+    comparisons = [x for x in records if x["kind"] == "comparison"]
+    assert len(comparisons) == 2 and all(x["status"] in ("ok", "unparseable") for x in comparisons)
+    manifest = json.loads((out / "train-manifest.json").read_text())
+    assert manifest["config"]["train"]["zero_variance"] == "judge"
+    bad = subprocess.run([EXE, "train", seed_rows, "--library", SEEDS, "--model", tiny_model, "--out", tmp_path / "x",
+                          "--zero-variance", "jugde"], capture_output=True, text=True, env=ENV, timeout=300)
+    assert bad.returncode == 2 and "--zero-variance" in bad.stderr and not (tmp_path / "x").exists()
+
+
+WORKER = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from accelerate import PartialState
+state = PartialState(cpu=True)
+from test_arena import QualityJudge, two_process_batches
+from evoenv_cli.config import ArenaConfig
+from evoenv_cli.stages.arena import Arena, backend_judge, processes
+judge = QualityJudge(flip=0.3)
+arena = Arena(ArenaConfig(comparisons=3, anchors=4), 4, backend_judge(judge), sys.argv[2], processes())
+out = []
+for step, (rewards, prompts, completions, keys) in enumerate(two_process_batches(), 1):
+    half = len(rewards) // 2
+    mine = slice(state.process_index * half, (state.process_index + 1) * half)
+    out.append(arena.rescore(rewards[mine], prompts[mine], completions[mine], keys[mine], step=step))
+arena.close()
+print(json.dumps({"rank": state.process_index, "rewards": out, "calls": judge.calls}))
+"""
+
+
+def two_process_batches():
+    """Three steps of 4 groups of 4 (one group the verifier separates); a group's completions
+    sit on both processes in the second step (TRL may split a group so)."""
+    rng = random.Random(3)
+    steps = []
+    for _ in range(3):
+        qualities = [rng.sample(range(100), 4) for _ in range(4)]
+        rewards = [0.0] * 8 + [1.0, 0.0, 1.0, 1.0] + [1.0] * 4
+        steps.append(batch(qualities, rewards))
+    return steps
+
+
+@pytest.mark.slow
+def test_two_processes_judge_their_shares_and_agree_with_one(tmp_path):
+    """Under `accelerate launch` every rank gathers the batch, judges every second comparison
+    and fits the same scores: the rewards are those of one process, judge calls are split."""
+    single_judge = QualityJudge(flip=0.3)
+    single = Arena(ArenaConfig(comparisons=3, anchors=4), 4, backend_judge(single_judge), tmp_path / "one.jsonl")
+    expected = [single.rescore(*b, step=step) for step, b in enumerate(two_process_batches(), 1)]
+    single.close()
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    env = {**ENV, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(closed_port())}
+    procs = [subprocess.Popen([sys.executable, script, Path(__file__).parent, tmp_path / "two.jsonl"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in (0, 1)]
+    results = []
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=300)
+        assert p.returncode == 0, stderr[-3000:]
+        results.append(json.loads(stdout.strip().splitlines()[-1]))
+    results.sort(key=lambda r: r["rank"])
+    for step, want in enumerate(expected):
+        assert results[0]["rewards"][step] + results[1]["rewards"][step] == want
+    assert results[0]["calls"] + results[1]["calls"] == single_judge.calls
+    assert 0 < results[1]["calls"] < single_judge.calls
+    one = [json.loads(x) for x in (tmp_path / "one.jsonl").read_text().splitlines()]
+    two = [json.loads(x) for x in (tmp_path / "two.jsonl").read_text().splitlines()]
+    assert one == two  # rank 0 alone writes the log, the same lines
