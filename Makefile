@@ -11,7 +11,7 @@ ROUNDS ?= 2
 RECIPE ?= recipes/cpu-demo.yaml
 MODEL ?=
 
-.PHONY: setup test test-vllm bench demo iterate lint clean
+.PHONY: setup test test-vllm bench bench-arena demo iterate lint clean
 
 $(BIN)/evoenv: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,11 @@ bench: setup
 	$(BIN)/python benchmarks/bench_validate.py
 	$(BIN)/python benchmarks/bench_dedupe.py
 	$(BIN)/python benchmarks/bench_sandbox.py
+
+# Reasoning Arena against plain GRPO on the starter model, side by side (minutes on a CPU:
+# two training runs and an evaluation, so not part of `make bench`).
+bench-arena: setup
+	$(BIN)/python benchmarks/bench_arena.py
 
 # The self-evolving loop. Every stage leaves a marker file when it finishes: kill `make` at any
 # point and run it again, and it resumes where it was without redoing finished stages.

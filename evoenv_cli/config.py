@@ -191,7 +191,8 @@ class ArenaConfig:
     # The judge. model null: the policy itself, the model being trained, with its current weights,
     # in-process (kind hf); otherwise any backend: a checkpoint (e.g. the starting one), a server.
     judge: BackendConfig = field(default_factory=BackendConfig)
-    comparisons: int = field(default=2, metadata={"min": 1})  # k: judge calls per new trace (a step costs groups x size x k)
+    comparisons: int = field(default=2, metadata={"min": 1})  # k: games each new trace starts (a step costs at most groups x size x k games)
+    both_orders: bool = True  # ask each game twice, the traces swapped; a winner must win both (else a tie): position bias cancels
     anchors: int = field(default=4, metadata={"min": 0})  # earlier traces kept per prompt (env_id, seed, difficulty)
     max_prompts: int = field(default=4096, metadata={"min": 1})  # prompts whose anchors are kept (least recently judged dropped)
     weight: float = field(default=0.01, metadata={"gt": 0, "lt": 0.5})  # the largest judge reward (shrunk below half the smallest gap between the verifier's rewards)

@@ -107,7 +107,7 @@ def batch(qualities: list[list[int]], rewards: list[float] | None = None, prompt
     ("VERDICT: A", "A"), ("reasoning...\nVERDICT: B\n", "B"), ("VERDICT: TIE", "tie"),
     ("  verdict:  b  ", "B"), ("<think>VERDICT: A</think>\nVERDICT: B", "B"),
     ("VERDICT: A\nVERDICT: B", None), ("VERDICT: A\nand more", None), ("**VERDICT: A**", None),
-    ("A", None), ("VERDICT: C", None), ("", None), (None, None), ("<think>VERDICT: A", None),
+    ("A", "A"), (" tie\n", "tie"), ("A.", None), ("A or B", None), ("VERDICT: C", None), ("", None), (None, None), ("<think>VERDICT: A", None),
     ("VERDICT: A is better", None),
 ])
 def test_verdicts_parse_strictly(text, verdict):
@@ -146,7 +146,7 @@ def test_a_scripted_judge_ranking_comes_back_as_rewards(anchors, floor):
         qualities = [rng.sample(range(100), 8) for _ in range(4)]
         before = judge.calls
         new = arena.rescore(*batch(qualities), step=step)
-        assert judge.calls - before <= 4 * 8 * 3  # groups x size x k, never size squared
+        assert judge.calls - before <= 4 * 8 * 3 * 2  # groups x size x k games of two calls, never size squared
         taus += [kendall(q, new[g * 8:(g + 1) * 8]) for g, q in enumerate(qualities)]
         assert arena.last.zero_variance == arena.last.rescued == 4
     assert sum(taus) / len(taus) >= floor, sum(taus) / len(taus)
@@ -219,10 +219,11 @@ def test_a_failing_judge_leaves_the_verifier_rewards_and_is_logged(tmp_path, jud
     assert metrics["arena/judge_errors"] == arena.last.judge_calls and metrics["arena/rescued_share"] == 0
     records = [json.loads(x) for x in log.read_text().splitlines()]
     comparisons = [r for r in records if r["kind"] == "comparison"]
-    assert len(comparisons) == arena.last.judge_calls and all(r["status"] == "error" for r in comparisons)
+    assert 2 * len(comparisons) == arena.last.judge_calls
+    assert all(r["winner"] is None and [a["status"] for a in r["asked"]] == ["error"] * 2 for r in comparisons)
     assert any(r["kind"] == "error" and "no verdict" in r["error"] for r in records)
     if judge == "raises":
-        assert "CUDA out of memory" in comparisons[0]["error"]
+        assert "CUDA out of memory" in comparisons[0]["asked"][0]["error"]
 
 
 def test_failed_requests_count_for_nothing_and_the_rest_still_rank(tmp_path):
@@ -233,8 +234,9 @@ def test_failed_requests_count_for_nothing_and_the_rest_still_rank(tmp_path):
     arena.close()
     assert 0 < arena.last.judge_errors < arena.last.judge_calls and arena.last.rescued == 1
     assert kendall(qualities[0], new) > 0.5
-    statuses = {json.loads(x).get("status") for x in log.read_text().splitlines()}
-    assert {"ok", "error"} <= statuses
+    records = [json.loads(x) for x in log.read_text().splitlines()]
+    statuses = {a["status"] for r in records if r["kind"] == "comparison" for a in r["asked"]}
+    assert statuses == {"ok", "error"}
 
 
 def test_unparseable_verdicts_are_ties_and_each_comparison_is_a_line(tmp_path):
@@ -245,10 +247,28 @@ def test_unparseable_verdicts_are_ties_and_each_comparison_is_a_line(tmp_path):
     assert new == [0.0] * 4 and arena.last.unparseable == arena.last.judge_calls > 0 and arena.last.rescued == 0
     records = [json.loads(x) for x in log.read_text().splitlines()]
     comparisons = [r for r in records if r["kind"] == "comparison"]
-    assert len(comparisons) == arena.last.judge_calls
-    assert all(r["status"] == "unparseable" and r["winner"] == "tie" and r["response"] for r in comparisons)
+    assert 2 * len(comparisons) == arena.last.judge_calls
+    assert all(r["winner"] == "tie" for r in comparisons)
+    assert all(a["status"] == "unparseable" and a["winner"] == "tie" and a["response"]
+               for r in comparisons for a in r["asked"])
     (group,) = [r for r in records if r["kind"] == "group"]
     assert group["rescued"] is False and len(group["traces"]) == 4
+
+
+class FirstJudge(QualityJudge):
+    """Always names the solution shown first, the way a weak model often does."""
+
+    def generate(self, prompts, sampling, *, prompt_ids=None):
+        self.calls += len(prompts)
+        return [Generation([Completion("A", 1, "stop")], 9) for _ in prompts]
+
+
+def test_asking_both_orders_turns_position_bias_into_ties():
+    arena = Arena(ArenaConfig(), 4, backend_judge(FirstJudge()))
+    assert arena.rescore(*batch([[1, 2, 3, 4]]), step=1) == [0.0] * 4 and arena.last.rescued == 0
+    one_order = Arena(ArenaConfig(both_orders=False), 4, backend_judge(FirstJudge()))
+    one_order.rescore(*batch([[1, 2, 3, 4]]), step=1)
+    assert one_order.last.rescued == 1  # asked once, its bias becomes a (random) ranking
 
 
 def test_anchor_pool_is_bounded_and_survives_a_checkpoint(tmp_path):
@@ -366,7 +386,7 @@ def test_a_grpo_step_learns_from_groups_only_the_judge_separates(seed_rows, tiny
         assert m["frac_reward_zero_std"] == pytest.approx(1.0 - m["arena/rescued_share"])  # TRL saw them rescued
         assert {"arena/judge_calls", "arena/judge_seconds", "arena/bt_iterations"} <= set(m)
     records = [json.loads(x) for x in (tmp_path / "on" / "arena.jsonl").read_text().splitlines()]
-    assert sum(r["kind"] == "comparison" for r in records) == judge.calls
+    assert 2 * sum(r["kind"] == "comparison" for r in records) == judge.calls
     # the anchors went into each checkpoint, and --resume brings them back
     checkpoint = tmp_path / "on" / "checkpoints" / "checkpoint-2"
     saved = json.loads((checkpoint / "arena-pool.json").read_text())
@@ -396,10 +416,11 @@ def test_train_judges_with_the_policy_in_process(seed_rows, tiny_model, tmp_path
                        capture_output=True, text=True, env=ENV, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads(r.stdout.strip().splitlines()[-1])
-    assert summary["arena"]["judge_calls"] == 2 and summary["arena"]["judge_errors"] == 0
+    assert summary["arena"]["judge_calls"] == 4 and summary["arena"]["judge_errors"] == 0  # 2 groups, a game each
     records = [json.loads(x) for x in (out / "arena.jsonl").read_text().splitlines()]
     comparisons = [x for x in records if x["kind"] == "comparison"]
-    assert len(comparisons) == 2 and all(x["status"] in ("ok", "unparseable") for x in comparisons)
+    assert len(comparisons) == 2
+    assert all(a["status"] in ("ok", "unparseable") and a["response"] is not None for x in comparisons for a in x["asked"])
     manifest = json.loads((out / "train-manifest.json").read_text())
     assert manifest["config"]["train"]["zero_variance"] == "judge"
     bad = subprocess.run([EXE, "train", seed_rows, "--library", SEEDS, "--model", tiny_model, "--out", tmp_path / "x",

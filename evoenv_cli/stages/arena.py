@@ -5,8 +5,9 @@ differ a lot in reasoning. Such groups go to a judge instead of being wasted.
 - **Trace tournaments.** Each new trace of such a group starts `k` games (`arena.comparisons`),
   in rounds, Swiss style: first against a member of its own group (all are unrated), then
   against the opponent it has not met whose rating is nearest its own, among its group and the
-  earlier traces of the same prompt kept as anchors. Judge calls per step are at most
-  groups x size x k, never size squared.
+  earlier traces of the same prompt kept as anchors. Games per step are at most
+  groups x size x k, never size squared; each game is two judge calls, the traces shown in
+  both orders (`arena.both_orders`), and a winner must win both, so position bias cancels.
 - **Anchors.** Per prompt (env_id, seed, difficulty) and verifier reward, at most
   `arena.anchors` earlier traces, chosen to span the ratings seen so far, with the judge's
   results among them; the number of prompts kept is bounded too (`arena.max_prompts`, least
@@ -24,8 +25,8 @@ differ a lot in reasoning. Such groups go to a judge instead of being wasted.
 - **The judge** is a backend from `llm/`: by default the policy itself, the model being trained,
   with its current weights, through an `hf` view over the trainer's own model (nothing loaded
   or copied); or any model or server (`arena.judge`). Its prompt shows the task and two traces
-  (`prompts/arena_judge.txt`, shown in random order); its verdict is parsed strictly, and one
-  that does not parse counts as a tie. A judge that fails leaves the verifier's rewards as they
+  (`prompts/arena_judge.txt`); its verdict is parsed strictly, and one that does not parse
+  counts as a tie. A judge that fails leaves the verifier's rewards as they
   are; every comparison and failure is a line of `arena.jsonl`.
 
 Under several processes (`accelerate launch`) every rank gathers the whole batch, judges its
@@ -64,9 +65,13 @@ MIN_WIDTH = 1e-6  # judge rewards narrower than this would not survive float32: 
 # -- the judge's prompt and verdict --------------------------------------------------------------
 def parse_verdict(text: str | None) -> str | None:
     """"A", "B" or "tie" from a judge response, or None when it does not parse. Strict: after
-    any thinking, the last non-empty line is `VERDICT: A`, `VERDICT: B` or `VERDICT: TIE`, and
-    no other line names a verdict."""
-    lines = [line for line in strip_thinking(text).splitlines() if line.strip()]
+    any thinking, the last non-empty line is `VERDICT: A`, `VERDICT: B` or `VERDICT: TIE` and
+    no other line names a verdict, or the whole answer is just `A`, `B` or `TIE` (what a small
+    model says)."""
+    final = strip_thinking(text).strip()
+    if final.upper() in ("A", "B", "TIE"):
+        return "tie" if final.upper() == "TIE" else final.upper()
+    lines = [line for line in final.splitlines() if line.strip()]
     if not lines:
         return None
     m = VERDICT_LINE.match(lines[-1])
@@ -330,7 +335,7 @@ class Comparison:
     group: int  # index of the judged group in the step
     a: int  # node ids in the step's graph
     b: int
-    a_first: bool  # whether a is shown as solution A
+    a_first: bool  # whether a is shown as solution A (the first of two orders with both_orders)
 
 
 @dataclass
@@ -340,9 +345,9 @@ class ArenaStats:
     groups: int = 0
     zero_variance: int = 0  # groups whose verifier rewards were all equal
     rescued: int = 0  # of those, groups the judge gave a non-zero advantage
-    judge_calls: int = 0
-    judge_errors: int = 0  # calls that returned no verdict (the comparison is dropped)
-    unparseable: int = 0  # verdicts that did not parse (counted as ties)
+    judge_calls: int = 0  # requests to the judge (two a game with both_orders)
+    judge_errors: int = 0  # requests that returned nothing (a game with no answer at all is dropped)
+    unparseable: int = 0  # answers that did not parse (counted as ties)
     judge_seconds: float = 0.0
     bt_iterations: int = 0
 
@@ -527,7 +532,7 @@ class Arena:
         whose current rating is nearest its own (the game whose outcome is least certain): in the
         first round a member of its own group (the game that orders the group directly), later
         one of its group or its prompt's anchors. Each trace starts one game a round, so a step
-        costs at most groups x size x k judge calls."""
+        has at most groups x size x k games."""
         planned = []
         for gi, (mine, theirs) in enumerate(zip(group_nodes, anchor_nodes)):
             rng = rngs[gi]
@@ -547,15 +552,50 @@ class Arena:
 
     def _judge(self, items, zero, nodes, comparisons, step, stats) -> list[str | None]:
         """Each comparison's outcome: "a", "b", "tie", or None when the judge gave no verdict.
-        This process judges every world-th comparison; the verdicts are gathered. Every process
-        opens the judge session, even with nothing to judge itself: for the policy, opening it
-        can be a collective step (ZeRO-3 gathers the weights)."""
-        mine = list(range(self.procs.rank, len(comparisons), self.procs.world))
+        With `both_orders` each pair is asked twice, once in each order, and a winner must win
+        both (a judge that always names the first solution yields ties, not noise). This
+        process asks every world-th request; the answers are gathered. Every process opens the
+        judge session even with nothing to ask itself: for the policy, opening it can be a
+        collective step (ZeRO-3 gathers the weights)."""
+        orders = [(c, first) for c in comparisons
+                  for first in ((c.a_first, not c.a_first) if self.cfg.both_orders else (c.a_first,))]
+        answers = self._ask(items, zero, nodes, orders, step)
+        per = 2 if self.cfg.both_orders else 1
+        outcomes: list[str | None] = []
+        errors: list[str] = []
+        for n, c in enumerate(comparisons):
+            asked = []
+            for (_, a_first), (text, error) in zip(orders[n * per:(n + 1) * per], answers[n * per:(n + 1) * per]):
+                stats.judge_calls += 1
+                if text is None:
+                    stats.judge_errors += 1
+                    errors.append(error or "no response")
+                    asked.append({"shown_first": "a" if a_first else "b", "status": "error", "winner": None,
+                                  "error": error})
+                    continue
+                verdict = parse_verdict(text)
+                stats.unparseable += verdict is None
+                winner = ("tie" if verdict in (None, "tie") else "a" if (verdict == "A") == a_first else "b")
+                asked.append({"shown_first": "a" if a_first else "b", "status": "ok" if verdict else "unparseable",
+                              "winner": winner, "response": text[:RESPONSE_CHARS]})
+            winners = {x["winner"] for x in asked if x["winner"] is not None}
+            outcome = None if not winners else winners.pop() if len(winners) == 1 else "tie"
+            outcomes.append(outcome)
+            self._write({"kind": "comparison", "step": step, "group": c.group, "a": nodes[c.a].id,
+                         "b": nodes[c.b].id, "winner": outcome, "asked": asked})
+        if errors:
+            self._note(step, f"the judge gave no verdict for {len(errors)} of {len(orders)} requests "
+                             f"(those count for nothing; the verifier's rewards stand): {errors[0]}")
+        return outcomes
+
+    def _ask(self, items, zero, nodes, orders, step) -> list[tuple[str | None, str | None]]:
+        """(response, None) or (None, error) for each (comparison, a shown first) request."""
+        mine = list(range(self.procs.rank, len(orders), self.procs.world))
         responses: list[tuple[str | None, str | None]] = [(None, "no judge")] * len(mine)
-        if comparisons and self.judge is not None:
+        if orders and self.judge is not None:
             conversations = []
-            for c in (comparisons[i] for i in mine):
-                first, second = (nodes[c.a], nodes[c.b]) if c.a_first else (nodes[c.b], nodes[c.a])
+            for c, a_first in (orders[i] for i in mine):
+                first, second = (nodes[c.a], nodes[c.b]) if a_first else (nodes[c.b], nodes[c.a])
                 conversations.append(judge_messages(items[zero[c.group][0]][1], first.text, second.text,
                                                     nodes[c.a].reward, self.cfg.max_trace_chars))
             sampling = SamplingConfig(n=1, temperature=self.cfg.temperature, max_tokens=self.cfg.max_tokens,
@@ -572,32 +612,7 @@ class Arena:
             except Exception as exc:  # a failing judge never costs the verifier's rewards
                 responses = [(None, one_line(exc))] * len(mine)
         gathered = self.procs.gather(responses)
-        every = [gathered[i % self.procs.world][i // self.procs.world] for i in range(len(comparisons))]
-        outcomes: list[str | None] = []
-        errors: list[str] = []
-        for c, (text, error) in zip(comparisons, every):
-            stats.judge_calls += 1
-            record = {"kind": "comparison", "step": step, "group": c.group, "a": nodes[c.a].id, "b": nodes[c.b].id,
-                      "shown_first": "a" if c.a_first else "b"}
-            if text is None:
-                stats.judge_errors += 1
-                errors.append(error or "no response")
-                outcomes.append(None)
-                self._write({**record, "status": "error", "winner": None, "error": error})
-                continue
-            verdict = parse_verdict(text)
-            if verdict is None:
-                stats.unparseable += 1
-                winner = "tie"
-            else:
-                winner = "tie" if verdict == "tie" else ("a" if (verdict == "A") == c.a_first else "b")
-            outcomes.append(winner)
-            self._write({**record, "status": "ok" if verdict else "unparseable", "winner": winner,
-                         "response": text[:RESPONSE_CHARS]})
-        if errors:
-            self._note(step, f"the judge gave no verdict for {len(errors)} of {len(comparisons)} comparisons "
-                             f"(those count for nothing; the verifier's rewards stand): {errors[0]}")
-        return outcomes
+        return [gathered[i % self.procs.world][i // self.procs.world] for i in range(len(orders))]
 
     def _remember(self, key: str, members: list[int], nodes: list[Trace], fit: BTFit,
                   step_wins: dict[tuple[int, int], float]) -> None:
