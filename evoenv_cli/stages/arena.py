@@ -12,10 +12,11 @@ differ a lot in reasoning. Such groups go to a judge instead of being wasted.
   `arena.anchors` earlier traces, chosen to span the ratings seen so far, with the judge's
   results among them; the number of prompts kept is bounded too (`arena.max_prompts`, least
   recently judged dropped). Saved with each checkpoint, restored by `--resume`.
-- **Bradley-Terry.** One MM fit per step over the incomplete comparison graph (new traces,
-  anchors, and the anchors' past results), with a prior: every trace also plays `arena.prior`
-  virtual games, half won and half lost, against a reference trace of strength 1, so a trace
-  that never won, never lost or is cut off from the rest still gets a finite score.
+- **Bradley-Terry.** A Newton fit over the incomplete comparison graph (new traces, anchors,
+  and the anchors' past results) after each round, with a prior: every trace also plays
+  `arena.prior` virtual games, half won and half lost, against a reference trace of strength
+  1, so a trace that never won, never lost or is cut off from the rest still gets a finite
+  score.
 - **Rewards.** A judged trace gets `weight/2 * tanh((s - mean s)/2)`, centred in its group
   (its expected margin against the group's average trace), with `weight` shrunk below half the
   smallest gap between distinct verifier rewards of the batch: the group's mean is unchanged,
@@ -29,13 +30,14 @@ differ a lot in reasoning. Such groups go to a judge instead of being wasted.
   counts as a tie. A judge that fails leaves the verifier's rewards as they
   are; every comparison and failure is a line of `arena.jsonl`.
 
-Under several processes (`accelerate launch`) every rank gathers the whole batch, judges its
-share of the comparisons, and fits the same scores from the gathered verdicts.
+Under several processes (`accelerate launch`) every rank gathers the whole batch, asks its
+share of the judge requests, and fits the same scores from the gathered verdicts.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -384,8 +386,10 @@ class Arena:
     zero-variance groups (`rescore`); `ArenaConfig` holds the settings."""
 
     def __init__(self, cfg, group_size: int, judge: JudgeSession | None = None,
-                 log_path: Path | None = None, procs: SingleProcess | AccelerateProcesses | None = None):
+                 log_path: Path | None = None, procs: SingleProcess | AccelerateProcesses | None = None,
+                 owned: Backend | None = None):
         self.cfg = cfg
+        self.owned = owned  # a judge backend built for this arena, closed with it
         self.group_size = group_size
         self.judge = judge
         self.procs = procs or SingleProcess()
@@ -652,6 +656,9 @@ class Arena:
         if self.log is not None:
             self.log.close()
             self.log = None
+        if self.owned is not None:
+            self.owned.close()
+            self.owned = None
 
     def save(self, folder: Path) -> None:
         """The anchors, into a checkpoint folder (by the main process)."""
@@ -735,10 +742,11 @@ def policy_judge(trainer, batch_size: int = 16, chat_template_kwargs: dict | Non
     return session
 
 
-def build(train_cfg, out: Path, resume: bool, judge: Backend | None = None) -> tuple[Arena, Backend | None]:
-    """The arena of a training run and the backend it owns (to close after training): `judge`
-    when given, the recipe's `arena.judge` when it names a model, or none (the policy judges,
-    attached by `attach_policy` once the trainer exists)."""
+def build(trainer, train_cfg, out: Path, resume: bool, judge: Backend | None = None) -> Arena:
+    """The arena of a training run, hooked into `trainer` (anchors saved with its checkpoints;
+    on `resume`, those of the checkpoint it resumes from restored). The judge: `judge` when
+    given, else the recipe's `arena.judge` when it names a model (built here, closed with the
+    arena), else the policy being trained."""
     from evoenv_cli.llm.base import backend_from_config
 
     cfg = train_cfg.arena
@@ -750,22 +758,18 @@ def build(train_cfg, out: Path, resume: bool, judge: Backend | None = None) -> t
     if judge is None and cfg.judge.model is not None:
         judge_cfg = cfg.judge
         if judge_cfg.kind == "hf" and judge_cfg.device == "auto" and procs.world > 1:
-            import dataclasses
-
-            from accelerate import PartialState
-
-            judge_cfg = dataclasses.replace(judge_cfg, device=str(PartialState().device))
+            judge_cfg = dataclasses.replace(judge_cfg, device=str(trainer.accelerator.device))
         judge = owned = backend_from_config(judge_cfg)
-    session = backend_judge(judge) if judge is not None else None
-    return Arena(cfg, train_cfg.num_generations, session, log_path, procs), owned
-
-
-def attach_policy(arena: Arena, trainer, train_cfg) -> None:
-    """Judge with the policy being trained, unless the arena already has a judge."""
-    if arena.judge is None:
-        judge_cfg = train_cfg.arena.judge
-        arena.judge = policy_judge(trainer, int(judge_cfg.options.get("batch_size", 16)),
-                                   judge_cfg.chat_template_kwargs or train_cfg.chat_template_kwargs)
+    if judge is not None:
+        session = backend_judge(judge)
+    else:
+        session = policy_judge(trainer, int(cfg.judge.options.get("batch_size", 16)),
+                               cfg.judge.chat_template_kwargs or train_cfg.chat_template_kwargs)
+    arena = Arena(cfg, train_cfg.num_generations, session, log_path, procs, owned=owned)
+    trainer.add_callback(arena.callback())
+    if resume:
+        arena.restore(pool_folder(out))
+    return arena
 
 
 def pool_folder(out: Path) -> Path | None:

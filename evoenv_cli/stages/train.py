@@ -204,12 +204,7 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
                     if eval_data is not None else None)
     reward = EnvReward(library.files, answer_tag=reward_cfg.answer_tag, sandbox=runtime.sandbox,
                        workers=runtime.workers, limits=runtime.limits)
-    arena = judge_owned = None
-    if cfg.zero_variance == "judge":
-        from evoenv_cli.stages import arena as arena_stage
-
-        arena, judge_owned = arena_stage.build(cfg, out, resume, judge)
-    step_rewards = StepRewards(reward, arena)
+    step_rewards = StepRewards(reward)
     reward_funcs: list = [step_rewards]
     if reward_cfg.format_weight:
         reward_funcs.append(FormatReward(reward_cfg.answer_tag))
@@ -228,21 +223,20 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
         trainer = GRPOTrainer(
             model=model, reward_funcs=reward_funcs, args=GRPOConfig(**args),
             train_dataset=dataset, eval_dataset=eval_dataset, peft_config=peft_config,
-            callbacks=[_metrics_callback(metrics_path, step_rewards), *([arena.callback()] if arena else [])],
+            callbacks=[_metrics_callback(metrics_path, step_rewards)],
         )
         checkpoint = resume and any((out / "checkpoints").glob("checkpoint-*"))
-        if arena is not None:
-            arena_stage.attach_policy(arena, trainer, cfg)
-            if checkpoint:
-                arena.restore(arena_stage.pool_folder(out))
+        arena = None
+        if cfg.zero_variance == "judge":
+            from evoenv_cli.stages import arena as arena_stage
+
+            arena = step_rewards.arena = arena_stage.build(trainer, cfg, out, resume=bool(checkpoint), judge=judge)
         try:
             result = trainer.train(resume_from_checkpoint=True if checkpoint else None)
         finally:
             reward.close()
             if arena is not None:
                 arena.close()
-            if judge_owned is not None:
-                judge_owned.close()
     trainer.save_model(str(out))
     if trainer.processing_class is not None:
         trainer.processing_class.save_pretrained(str(out))
