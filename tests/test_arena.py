@@ -487,3 +487,19 @@ def test_two_processes_judge_their_shares_and_agree_with_one(tmp_path):
     one = [json.loads(x) for x in (tmp_path / "one.jsonl").read_text().splitlines()]
     two = [json.loads(x) for x in (tmp_path / "two.jsonl").read_text().splitlines()]
     assert one == two  # rank 0 alone writes the log, the same lines
+
+
+def test_a_judge_that_cannot_be_built_is_a_one_line_error_before_anything_is_written(tmp_path, tiny_model):
+    rows = tmp_path / "rows.jsonl"
+    r = subprocess.run([str(EXE), "sample", SEEDS, "-o", rows, "-n", "1", "-d", "1"], capture_output=True,
+                       text=True, env=ENV, timeout=300)
+    assert r.returncode == 0, r.stderr
+    for body, needle in [("kind: openai", "needs a model"), ("model: ./no-such-judge", "no such model folder")]:
+        recipe = tmp_path / "r.yaml"
+        recipe.write_text(f"train:\n  zero_variance: judge\n  arena:\n    judge:\n      {body}\n")
+        out = tmp_path / "never"
+        r = subprocess.run([str(EXE), "train", rows, "--library", SEEDS, "--model", tiny_model, "--out", out,
+                            "--config", recipe], capture_output=True, text=True, env=ENV, timeout=300, cwd=tmp_path)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and needle in lines[0], r.stderr
+        assert not out.exists()
