@@ -188,6 +188,57 @@ def test_the_verifier_order_is_never_overturned():
     assert rescued > 20  # the judge did act: most zero-variance groups got rewards
 
 
+class FixedScores:
+    """An EnvReward stand-in: every completion scores what its `score X` line says."""
+
+    def details(self, completions, env_id, instance, env_name=None):
+        return [{"reward": s, "score": s} for s in
+                (float(re.search(r"score ([0-9.]+)", c).group(1)) for c in completions)]
+
+
+def test_with_a_format_weight_the_arena_ranks_on_the_weighted_sum_trl_adds():
+    """TRL's reward is (1 - w) x the environment column + w x the format column: a group whose
+    scores tie but whose formats differ is not zero variance (left alone), a group tied on both
+    is judged, and in the sum TRL forms no two traces the verifier separates swap."""
+    from evoenv_cli.rewards import FormatReward
+    from evoenv_cli.stages.train import StepRewards
+
+    w = 0.1
+    tagged = "<answer>7</answer>"
+    groups = [  # (score, tagged?) per completion
+        [(0.0, True), (0.0, False), (0.0, True), (0.0, False)],  # scores tie, formats do not
+        [(0.0, True)] * 4,  # both tie: the judge's
+        [(0.5, False)] * 4,  # both tie: the judge's
+        [(1.0, True), (0.0, True), (0.5, True), (1.0, True)],  # the verifier separates them
+    ]
+    completions = [f"quality {q}\nscore {s}\n{tagged if t else 'no tags'}"
+                   for gi, g in enumerate(groups) for q, (s, t) in enumerate(g, start=gi)]
+    n = len(completions)
+    judge = QualityJudge()
+    arena = Arena(ArenaConfig(weight=0.49), 4, backend_judge(judge))
+    fmt = FormatReward()
+    step = StepRewards(FixedScores(), arena, fmt, w)
+    ids = [f"env{i // 4}" for i in range(n)]
+    column = step(prompts=["the task"] * n, completions=completions, env_id=ids, instance=[{}] * n,
+                  seed=[i // 4 for i in range(n)])
+    formats = fmt(completions=completions)
+    scores = [s for g in groups for s, _ in g]
+    verifier = [(1 - w) * s + w * f for s, f in zip(scores, formats)]
+    trl = [(1 - w) * c + w * f for c, f in zip(column, formats)]  # what TRL adds up
+    assert arena.last.zero_variance == arena.last.rescued == 2 and judge.calls > 0
+    assert column[:4] == scores[:4] and column[12:] == scores[12:]  # groups with variance untouched
+    for g in (1, 2):
+        part, was = trl[g * 4:(g + 1) * 4], verifier[g * 4:(g + 1) * 4]
+        assert len(set(part)) == 4 and sum(part) / 4 == pytest.approx(was[0])
+        assert part == sorted(part)  # quality rises along each group, and so do the judge's rewards
+    for i in range(n):
+        for j in range(n):
+            if verifier[i] < verifier[j]:
+                assert trl[i] < trl[j], (i, j, verifier[i], verifier[j], trl[i], trl[j])
+    # without an arena the column is the environment's score, whatever the format weight
+    assert StepRewards(FixedScores(), None, fmt, w)(completions=completions, env_id=ids, instance=[{}] * n) == scores
+
+
 def test_judge_rewards_lie_inside_the_width_and_sum_to_zero():
     for scores in ([0.0, 0.0], [50.0, -50.0, 0.0], [1.0, 2.0, 3.0, 4.0]):
         bonus = judge_rewards(scores, 0.01)

@@ -85,13 +85,22 @@ def check_model(model: str) -> str:
 
 class StepRewards:
     """The reward function TRL calls, keeping per-environment rewards until the next log; with
-    an arena (`train.zero_variance: judge`), zero-variance groups get the judge's rewards too."""
+    an arena (`train.zero_variance: judge`), zero-variance groups get the judge's rewards too.
+
+    With a format weight w, TRL's reward is (1 - w) x this column + w x the format column. The
+    arena must see that sum (a group whose scores tie but whose formats differ is not zero
+    variance, and the judge's rewards must not reorder it), so it is given the sum, and what it
+    adds comes back in this column divided by 1 - w: TRL's weighted sum then gets exactly the
+    arena's rewards."""
 
     __name__ = "evoenv_env_reward"
 
-    def __init__(self, reward: EnvReward, arena=None):
+    def __init__(self, reward: EnvReward, arena=None, format_reward: FormatReward | None = None,
+                 format_weight: float = 0.0):
         self.reward = reward
         self.arena = arena
+        self.format_reward = format_reward if format_weight else None
+        self.format_weight = format_weight if format_reward is not None else 0.0
         self._lock = threading.Lock()
         self.window: dict[str, list[tuple[float, float]]] = defaultdict(list)  # name -> (reward, score)
 
@@ -101,9 +110,15 @@ class StepRewards:
             for d, eid, name in zip(details, env_id, env_name or [None] * len(details)):
                 self.window[name or eid].append((d["reward"], d["score"]))
         rewards = [d["reward"] for d in details]
-        if self.arena is not None:
-            rewards = self.arena.rescore_columns(rewards, prompts, completions, env_id, instance, kwargs)
-        return rewards
+        if self.arena is None:
+            return rewards
+        if self.format_reward is None:
+            return self.arena.rescore_columns(rewards, prompts, completions, env_id, instance, kwargs)
+        w = self.format_weight
+        formats = self.format_reward(prompts, completions)
+        totals = [(1.0 - w) * r + w * f for r, f in zip(rewards, formats)]
+        judged = self.arena.rescore_columns(totals, prompts, completions, env_id, instance, kwargs)
+        return [r + (j - t) / (1.0 - w) for r, t, j in zip(rewards, totals, judged)]
 
     def drain(self) -> dict[str, dict]:
         with self._lock:
@@ -204,10 +219,9 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
                     if eval_data is not None else None)
     reward = EnvReward(library.files, answer_tag=reward_cfg.answer_tag, sandbox=runtime.sandbox,
                        workers=runtime.workers, limits=runtime.limits)
-    step_rewards = StepRewards(reward)
-    reward_funcs: list = [step_rewards]
-    if reward_cfg.format_weight:
-        reward_funcs.append(FormatReward(reward_cfg.answer_tag))
+    format_reward = FormatReward(reward_cfg.answer_tag) if reward_cfg.format_weight else None
+    step_rewards = StepRewards(reward, format_reward=format_reward, format_weight=reward_cfg.format_weight)
+    reward_funcs: list = [step_rewards, *([format_reward] if format_reward else [])]
     peft_config = None
     if cfg.lora:
         from peft import LoraConfig
