@@ -399,15 +399,15 @@ def seed_rows(tmp_path_factory, tiny_model):
     return out
 
 
-def train_tiny(rows, tiny_model, out, zero_variance, judge=None, **arena):
+def train_tiny(rows, tiny_model, out, zero_variance, judge=None, format_weight=0.0, **arena):
     from evoenv_cli.config import RewardConfig, RuntimeConfig, TrainConfig
     from evoenv_cli.stages import train
 
     cfg = TrainConfig(num_generations=2, per_device_train_batch_size=4, max_completion_length=8, learning_rate=0.01,
                       gradient_checkpointing=False, max_steps=2, save_steps=1, zero_variance=zero_variance,
                       arena=ArenaConfig(max_tokens=16, **arena))
-    return train.run(rows, EnvLibrary.open(SEEDS), str(tiny_model), out, cfg, RewardConfig(), RuntimeConfig(),
-                     judge=judge)
+    return train.run(rows, EnvLibrary.open(SEEDS), str(tiny_model), out, cfg, RewardConfig(format_weight=format_weight),
+                     RuntimeConfig(), judge=judge)
 
 
 def weights(path):
@@ -452,6 +452,23 @@ def test_a_grpo_step_learns_from_groups_only_the_judge_separates(seed_rows, tiny
                       RuntimeConfig(), resume=True, judge=DistinctCharsJudge())
     assert again["steps"] == 3 and again["arena"]["groups"] == 2  # one step more, on the saved anchors
     assert again["arena"]["prompts_with_anchors"] >= len(saved["prompts"])
+
+
+@pytest.mark.slow
+def test_with_a_format_weight_trl_sees_the_judges_rewards(seed_rows, tiny_model, tmp_path):
+    """Real GRPO steps with the format reward as TRL's second reward function (weights 0.9 and
+    0.1): the tiny model never tags an answer, so every group ties on both; the groups the
+    judge ranks reach TRL with non-zero std, and its format column stays all zero."""
+    judge = DistinctCharsJudge()
+    on = train_tiny(seed_rows, tiny_model, tmp_path / "on", "judge", judge, format_weight=0.1)
+    start, trained = weights(tiny_model), weights(tmp_path / "on")
+    assert any(not (trained[k] == v).all() for k, v in start.items()), "the judge's rewards moved no weight"
+    assert on["arena"]["rescued"] > 0 and judge.calls > 0
+    for m in (json.loads(x) for x in (tmp_path / "on" / "metrics.jsonl").read_text().splitlines()):
+        assert m["rewards/evoenv_format_reward/mean"] == 0.0
+        assert m["arena/zero_variance_share"] == 1.0 and m["arena/rescued_share"] > 0
+        assert m["frac_reward_zero_std"] == pytest.approx(1.0 - m["arena/rescued_share"])
+        assert abs(m["reward"]) < 1e-6  # the judge's rewards are centred: the mean stays the verifier's
 
 
 @pytest.mark.slow
