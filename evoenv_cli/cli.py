@@ -705,7 +705,10 @@ def train(
     if eval_data is not None:
         stage.check_inputs(eval_data, lib, model)
     stage.check_model(model)
-    stage.check_settings(cfg)
+    try:  # the judge's settings come from the recipe: its file leads the error
+        stage.check_settings(cfg)
+    except artifacts.InputError as exc:
+        raise artifacts.InputError(f"{config}: {exc}" if config is not None else str(exc)) from None
     # --resume may raise max_steps to train on: not in the settings
     wanted = {k: v for k, v in cfgmod.to_dict(cfg).items() if k != "max_steps"}
     artifacts.prepare_out_dir(out, resume, clean, envs=False, resumable=True, settings=_settings(

@@ -569,5 +569,5 @@ def test_a_judge_that_cannot_be_built_is_a_one_line_error_before_anything_is_wri
         r = subprocess.run([str(EXE), "train", rows, "--library", SEEDS, "--model", tiny_model, "--out", out,
                             "--config", recipe], capture_output=True, text=True, env=ENV, timeout=300, cwd=tmp_path)
         lines = r.stderr.strip().splitlines()
-        assert r.returncode == 2 and len(lines) == 1 and needle in lines[0], r.stderr
+        assert r.returncode == 2 and len(lines) == 1 and needle in lines[0] and str(recipe) in lines[0], r.stderr
         assert not out.exists()

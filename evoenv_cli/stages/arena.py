@@ -704,7 +704,10 @@ def check_judge(judge_cfg) -> None:
             raise BackendError(f"train.arena.judge: the {judge_cfg.kind} backend needs a model; leave model "
                                "null (with kind hf) to judge with the policy being trained")
         return
-    check_backend(judge_cfg.kind, judge_cfg.model)
+    try:
+        check_backend(judge_cfg.kind, judge_cfg.model)
+    except artifacts.InputError as exc:  # BackendError, or a model folder that is not there
+        raise BackendError(f"train.arena.judge: {exc}") from None
 
 
 def backend_judge(backend: Backend) -> JudgeSession:
