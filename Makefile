@@ -13,7 +13,7 @@ ROUNDS ?= 2
 RECIPE ?= recipes/cpu-demo.yaml
 MODEL ?=
 
-.PHONY: setup test test-fast test-vllm bench bench-learning bench-generate bench-curves demo iterate lint clean
+.PHONY: setup test test-fast test-vllm bench bench-learning bench-generate bench-curves bench-arena demo iterate lint clean
 
 $(BIN)/evoenv: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,11 @@ bench-generate: setup
 # The starter model's pass rate per seed and level on held-out instances (the README's table).
 bench-curves: setup
 	$(BIN)/python benchmarks/bench_curves.py
+
+# Reasoning Arena against plain GRPO on the starter model, side by side (minutes on a CPU:
+# two training runs and an evaluation, so not part of `make bench`).
+bench-arena: setup
+	$(BIN)/python benchmarks/bench_arena.py
 
 # The self-evolving loop. Every stage leaves a marker file when it finishes: kill `make` at any
 # point and run it again, and it resumes where it was without redoing finished stages.

@@ -649,6 +649,7 @@ def train(
     max_completion_length: Annotated[int | None, typer.Option("--max-completion-length", help="Tokens per completion.", min=1)] = None,
     lora: Annotated[bool | None, typer.Option("--lora/--full", help="Train a LoRA adapter (peft) or all weights.")] = None,
     use_vllm: Annotated[bool | None, typer.Option("--use-vllm/--no-vllm", help="Generate with vLLM (GPU; see README).")] = None,
+    zero_variance: Annotated[str | None, typer.Option("--zero-variance", help="Groups whose completions all scored the same: skip (no gradient) or judge (Reasoning Arena: ranked by a judge, the policy unless train.arena.judge names a model; see README).")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Training seed.")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from the last checkpoint in OUT.")] = False,
     clean: CleanOpt = False,
@@ -670,13 +671,19 @@ def train(
     cfg = cfgmod.override(recipe.train, max_steps=max_steps, learning_rate=learning_rate, beta=beta,
                           num_generations=num_generations, per_device_train_batch_size=batch_size,
                           max_completion_length=max_completion_length, lora=lora, use_vllm=use_vllm,
-                          seed=seed)
+                          seed=seed, zero_variance=zero_variance)
+    if zero_variance not in (None, "skip", "judge"):
+        raise artifacts.InputError(f"--zero-variance: expected skip or judge (got {zero_variance!r})")
     lib = artifacts.EnvLibrary.open(library)
     artifacts.check_output_folder(out)
     stage.check_inputs(data, lib, model)  # before any folder is made
     if eval_data is not None:
         stage.check_inputs(eval_data, lib, model)
     stage.check_model(model)
+    try:  # the judge's settings come from the recipe: its file leads the error
+        stage.check_settings(cfg)
+    except artifacts.InputError as exc:
+        raise artifacts.InputError(f"{config}: {exc}" if config is not None else str(exc)) from None
     # --resume may raise max_steps to train on: not in the settings
     wanted = {k: v for k, v in cfgmod.to_dict(cfg).items() if k != "max_steps"}
     artifacts.prepare_out_dir(out, resume, clean, envs=False, resumable=True, settings=_settings(
@@ -687,6 +694,11 @@ def train(
         emit(json.dumps(summary))
     else:
         err.print(f"train: {summary['steps']} steps, mean reward {summary['mean_reward']} -> {out}", markup=False)
+        if summary.get("arena"):
+            a = summary["arena"]
+            err.print(f"arena: the judge ranked {a['rescued']} of {a['zero_variance']} zero-variance groups "
+                      f"({a['judge_calls']} judge calls, {a['judge_errors']} failed, {a['unparseable']} unparseable, "
+                      f"{a['judge_seconds']:.1f} s) -> {out / 'arena.jsonl'}", markup=False)
         if summary.get("all_groups_zero_variance"):
             err.print("[yellow]the weights did not change[/]: in every GRPO group all completions scored the "
                       "same (zero variance), so no completion was better than another to learn from")

@@ -193,6 +193,30 @@ class CalibrateConfig:
 
 
 @dataclass
+class ArenaConfig:
+    """Reasoning Arena (`train.zero_variance: judge`): a GRPO group whose completions all scored
+    the same is ranked by a judge, head to head against earlier traces of the same prompt
+    (anchors) and its own members, and a Bradley-Terry fit of those comparisons becomes small
+    within-group rewards that never reorder what the verifier separates."""
+
+    # The judge. model null: the policy itself, the model being trained, with its current weights,
+    # in-process (kind hf); otherwise any backend: a checkpoint (e.g. the starting one), a server.
+    judge: BackendConfig = field(default_factory=BackendConfig)
+    comparisons: int = field(default=2, metadata={"min": 1})  # k: games each new trace starts (a step costs at most groups x size x k games)
+    both_orders: bool = True  # ask each game twice, the traces swapped; a winner must win both (else a tie): position bias cancels
+    anchors: int = field(default=4, metadata={"min": 0})  # earlier traces kept per prompt (env_id, seed, difficulty)
+    max_prompts: int = field(default=4096, metadata={"min": 1})  # prompts whose anchors are kept (least recently judged dropped)
+    weight: float = field(default=0.01, metadata={"gt": 0, "lt": 0.5})  # the largest judge reward (shrunk below half the smallest gap between the verifier's rewards)
+    prior: float = field(default=1.0, metadata={"gt": 0})  # Bradley-Terry prior: virtual games of each trace against an average one
+    max_iterations: int = field(default=500, metadata={"min": 1})  # of the Bradley-Terry MM fit
+    tolerance: float = field(default=1e-6, metadata={"gt": 0})  # the fit stops when no score moves more than this
+    temperature: float = field(default=0.0, metadata={"min": 0})  # the judge's sampling (0: greedy)
+    max_tokens: int = field(default=512, metadata={"min": 1})  # the judge's response
+    max_trace_chars: int = field(default=6000, metadata={"min": 200})  # of each trace shown (head and tail kept)
+    seed: int = 0  # anchor choice and the order traces are shown in
+
+
+@dataclass
 class TrainConfig:
     """GRPO with TRL. Defaults are TRL 1.x's (beta 0: no reference model; loss 'dapo')."""
 
@@ -233,6 +257,10 @@ class TrainConfig:
     vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"gt": 0, "max": 1})
     vllm_tensor_parallel_size: int = field(default=1, metadata={"min": 1})
     chat_template_kwargs: dict | None = None
+    # Groups whose completions all got the same reward: "skip" (GRPO's zero advantage, no gradient)
+    # or "judge" (Reasoning Arena: ranked by a judge, see the arena section).
+    zero_variance: str = field(default="skip", metadata={"choices": ("skip", "judge")})
+    arena: ArenaConfig = field(default_factory=ArenaConfig)
 
 
 DEFAULT_BENCH_INSTRUCTION = (

@@ -52,6 +52,7 @@ class _GenerateLengthReminder(logging.Filter):
 
 class HFBackend(BaseBackend):
     name = "hf"
+    _grad_mode = "inference_mode"  # "no_grad" over a model being trained (see `over`)
 
     def __init__(self, model: str, device: str = "auto", dtype: str = "auto",
                  batch_size: int = 16, chat_template_kwargs: dict | None = None,
@@ -78,13 +79,39 @@ class HFBackend(BaseBackend):
         except (OSError, ValueError) as exc:
             raise BackendError(f"hf backend: cannot load model {model!r}: {one_line(exc)}") from None
         self.lm.eval()
+        self.tokenizer.padding_side = "left"
+        self._adopt()
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.convert_ids_to_tokens(self.eos_ids[0])
+            self.pad_id = self.tokenizer.pad_token_id
+
+    @classmethod
+    def over(cls, lm, tokenizer, name: str, *, batch_size: int = 16,
+             chat_template_kwargs: dict | None = None, share_prefill: bool = True) -> HFBackend:
+        """A backend over a model already in memory, e.g. the one a trainer is training: nothing
+        is loaded, copied or put in eval mode, and the tokenizer is not changed (rows are padded
+        here); gradients stay off while it generates (no_grad, not inference_mode, whose tensors
+        a model in training must never cache)."""
+        if batch_size < 1:
+            raise BackendError(f"hf backend: batch_size must be >= 1, got {batch_size}")
+        self = cls.__new__(cls)
+        self.model, self.batch_size, self.share_prefill = name, batch_size, share_prefill
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        first = next(lm.parameters())
+        self.device, self.dtype = first.device, first.dtype
+        self.tokenizer, self.lm = tokenizer, lm
+        self._adopt()
+        self._grad_mode = "no_grad"
+        return self
+
+    def _adopt(self) -> None:
+        """What generation needs from the model and its tokenizer: context, EOS and pad ids."""
+        model, tok = self.model, self.tokenizer
         self.context = getattr(self.lm.config, "max_position_embeddings", None)
         self._context_noted = False
         reminder = logging.getLogger("transformers.generation.stopping_criteria")
         if not any(isinstance(f, _GenerateLengthReminder) for f in reminder.filters):
             reminder.addFilter(_GenerateLengthReminder())
-        tok = self.tokenizer
-        tok.padding_side = "left"
         if not getattr(tok, "chat_template", None):
             raise BackendError(f"hf backend: {model!r} has no chat template (a base model?); "
                                "use a chat/instruct model")
@@ -96,9 +123,7 @@ class HFBackend(BaseBackend):
         if not eos_ids:
             raise BackendError(f"hf backend: {model!r} defines no EOS token")
         self.eos_ids = eos_ids
-        if tok.pad_token_id is None:
-            tok.pad_token = tok.convert_ids_to_tokens(eos_ids[0])
-        self.pad_id = tok.pad_token_id
+        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else eos_ids[0]
 
     # -- setup helpers ---------------------------------------------------------------------------
     @staticmethod
@@ -226,7 +251,7 @@ class HFBackend(BaseBackend):
             seed = int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
         devices = [self.device.index or 0] if self.device.type == "cuda" else []
         input_ids, mask = input_ids.to(self.device), mask.to(self.device)
-        with torch.random.fork_rng(devices=devices, enabled=seed is not None), torch.inference_mode():
+        with torch.random.fork_rng(devices=devices, enabled=seed is not None), getattr(torch, self._grad_mode)():
             cache = self._shared_prefill(batch, input_ids, mask)
             if cache is not None:
                 kwargs[self._cache_kwarg()] = cache

@@ -69,6 +69,14 @@ def row_problem(row: dict) -> str | None:
     return None
 
 
+def check_settings(cfg: TrainConfig) -> None:
+    """Settings that can be checked before anything loads: the arena's judge."""
+    if cfg.zero_variance == "judge":
+        from evoenv_cli.stages.arena import check_judge
+
+        check_judge(cfg.arena.judge)
+
+
 def check_model(model: str) -> str:
     """The model as transformers should load it: a local folder (checked here, never looked up
     on the hub) or a hub id (see `llm.base.resolve_model`)."""
@@ -78,12 +86,23 @@ def check_model(model: str) -> str:
 
 
 class StepRewards:
-    """The reward function TRL calls, keeping per-environment rewards until the next log."""
+    """The reward function TRL calls, keeping per-environment rewards until the next log; with
+    an arena (`train.zero_variance: judge`), zero-variance groups get the judge's rewards too.
+
+    With a format weight w, TRL's reward is (1 - w) x this column + w x the format column. The
+    arena must see that sum (a group whose scores tie but whose formats differ is not zero
+    variance, and the judge's rewards must not reorder it), so it is given the sum, and what it
+    adds comes back in this column divided by 1 - w: TRL's weighted sum then gets exactly the
+    arena's rewards."""
 
     __name__ = "evoenv_env_reward"
 
-    def __init__(self, reward: EnvReward):
+    def __init__(self, reward: EnvReward, arena=None, format_reward: FormatReward | None = None,
+                 format_weight: float = 0.0):
         self.reward = reward
+        self.arena = arena
+        self.format_reward = format_reward if format_weight else None
+        self.format_weight = format_weight if format_reward is not None else 0.0
         self._lock = threading.Lock()
         self.window: dict[str, list[tuple[float, float]]] = defaultdict(list)  # name -> (reward, score)
 
@@ -92,7 +111,16 @@ class StepRewards:
         with self._lock:
             for d, eid, name in zip(details, env_id, env_name or [None] * len(details)):
                 self.window[name or eid].append((d["reward"], d["score"]))
-        return [d["reward"] for d in details]
+        rewards = [d["reward"] for d in details]
+        if self.arena is None:
+            return rewards
+        if self.format_reward is None:
+            return self.arena.rescore_columns(rewards, prompts, completions, env_id, instance, kwargs)
+        w = self.format_weight
+        formats = self.format_reward(prompts, completions)
+        totals = [(1.0 - w) * r + w * f for r, f in zip(rewards, formats)]
+        judged = self.arena.rescore_columns(totals, prompts, completions, env_id, instance, kwargs)
+        return [r + (j - t) / (1.0 - w) for r, t, j in zip(rewards, totals, judged)]
 
     def drain(self) -> dict[str, dict]:
         with self._lock:
@@ -170,14 +198,16 @@ _TRL_CHECKPOINTING_NOISE = r"`(is_)?gradient_checkpointing\w*` is deprecated"
 
 def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: TrainConfig,
         reward_cfg: RewardConfig, runtime: RuntimeConfig, resume: bool = False,
-        eval_data: Path | None = None) -> dict:
+        eval_data: Path | None = None, judge=None) -> dict:
     """GRPO on `data`; with `eval_data` (rows from `sample --split heldout`) TRL evaluates on
-    them every `eval_steps` and the eval numbers go to metrics.jsonl too."""
+    them every `eval_steps` and the eval numbers go to metrics.jsonl too. `judge` (a backend)
+    overrides `train.arena.judge` when the arena is on."""
     rows = check_inputs(data, library, model)
     model = check_model(model)
     eval_rows = check_inputs(eval_data, library, model) if eval_data is not None else []
     if not 0.0 <= reward_cfg.format_weight < 1.0:
         raise artifacts.InputError(f"reward.format_weight must be in [0, 1) (got {reward_cfg.format_weight!r})")
+    check_settings(cfg)
     started = artifacts.now_iso()
     out.mkdir(parents=True, exist_ok=True)
 
@@ -193,10 +223,9 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
                        workers=runtime.workers, limits=runtime.limits,
                        recheck_share=reward_cfg.recheck_share, recheck_seed=cfg.seed,
                        quarantine_log=out / QUARANTINE_FILE)
-    step_rewards = StepRewards(reward)
-    reward_funcs: list = [step_rewards]
-    if reward_cfg.format_weight:
-        reward_funcs.append(FormatReward(reward_cfg.answer_tag))
+    format_reward = FormatReward(reward_cfg.answer_tag) if reward_cfg.format_weight else None
+    step_rewards = StepRewards(reward, format_reward=format_reward, format_weight=reward_cfg.format_weight)
+    reward_funcs: list = [step_rewards, *([format_reward] if format_reward else [])]
     peft_config = None
     if cfg.lora:
         from peft import LoraConfig
@@ -217,10 +246,17 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
         )
         load_s = time.perf_counter() - loading
         checkpoint = resume and any((out / "checkpoints").glob("checkpoint-*"))
+        arena = None
+        if cfg.zero_variance == "judge":
+            from evoenv_cli.stages import arena as arena_stage
+
+            arena = step_rewards.arena = arena_stage.build(trainer, cfg, out, resume=bool(checkpoint), judge=judge)
         try:
             result = trainer.train(resume_from_checkpoint=True if checkpoint else None)
         finally:
             reward.close()
+            if arena is not None:
+                arena.close()
     trainer.save_model(str(out))
     if trainer.processing_class is not None:
         trainer.processing_class.save_pretrained(str(out))
@@ -239,6 +275,7 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
         "mean_reward": _mean_reward(metrics_path),
         "all_groups_zero_variance": all_groups_zero_variance(metrics_path),
         "rewards_rechecked": reward.audit.checked, "quarantined": sorted(reward.audit.quarantined),
+        "arena": arena.summary() if arena is not None else None,
     }
     artifacts.write_json_atomic(out / "train-manifest.json", {
         **artifacts.manifest("train", {"train": to_dict(cfg), "reward": to_dict(reward_cfg),
