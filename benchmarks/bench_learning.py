@@ -2,7 +2,8 @@
 commands (`make bench-learning`):
 
 1. `evoenv starter-model`: SmolLM2-135M-Instruct, offline;
-2. `evoenv calibrate seeds/`: the seeds' levels whose pass rate for this model is in band;
+2. `evoenv import reasoning-gym chain_sum` beside the seeds, then `evoenv calibrate`: the
+   levels whose pass rate for this model is in band;
 3. `evoenv sample --difficulty-from index`: training rows at those levels (seeds < 2**31);
 4. `evoenv train`: GRPO for N steps, rewarded by the environments in the sandbox;
 5. `evoenv evaluate --model TRAINED --baseline STARTER`: both models asked the same held-out
@@ -31,8 +32,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 EXE = Path(sys.executable).with_name("evoenv")
 RECIPE = ROOT / "benchmarks" / "learning.yaml"
-EXTERNAL = ["rg:chain_sum:32:min_terms=2,max_terms=2,min_digits=1,max_digits=1",
-            "rg:basic_arithmetic:32:min_terms=2,max_terms=2,min_digits=1,max_digits=1,operators=[\"+\"]"]
+# The library: the seeds, plus one task the starter model can sometimes answer, imported from
+# reasoning-gym by `evoenv import` (its generator and its own score_answer, run in the sandbox):
+# at levels 1-3 the seeds' pass rates for this model are 0 to 0.125 (README), so without it
+# GRPO would train on near-zero rewards only.
+IMPORTED = ["chain_sum"]
+# External: reasoning-gym tasks that no training row asks (basic_arithmetic is another
+# generator and wording than chain_sum), generated offline at fixed seeds, scored by its own
+# score_answer.
+EXTERNAL = ["rg:basic_arithmetic:32:min_terms=2,max_terms=2,min_digits=1,max_digits=1,operators=[\"+\"]",
+            "rg:basic_arithmetic:32:min_terms=2,max_terms=2,min_digits=1,max_digits=1,operators=[\"-\"]"]
 
 
 def evoenv(*args, log: Path) -> float:
@@ -89,9 +98,13 @@ def main() -> None:
     start = time.perf_counter()
     seconds = {}
     seconds["starter_model"] = evoenv("starter-model", model, log=log)
+    library = run / "library"
     if not (run / "calibrate" / "summary.json").exists():
+        shutil.rmtree(library, ignore_errors=True)
+        shutil.copytree(ROOT / "seeds", library, ignore=shutil.ignore_patterns("__pycache__"))
+        seconds["import"] = evoenv("import", "reasoning-gym", *IMPORTED, "--out", library, log=log)
         shutil.rmtree(run / "calibrate", ignore_errors=True)
-        seconds["calibrate"] = evoenv("calibrate", ROOT / "seeds", "--out", run / "calibrate", "--model", model,
+        seconds["calibrate"] = evoenv("calibrate", library, "--out", run / "calibrate", "--model", model,
                                       "--config", RECIPE, log=log)
     admitted = [json.loads(x) for x in (run / "calibrate" / "index.jsonl").read_text().splitlines() if x.strip()]
     if not admitted:
