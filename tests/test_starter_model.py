@@ -93,7 +93,7 @@ def test_calibrate_measures_real_answers(starter_model, tmp_path):
     lib = library(tmp_path, "grid_shortest_path")
     out = tmp_path / "cal"
     evoenv("calibrate", lib, "--out", out, "--model", starter_model, "--config", RECIPE,
-           "--instances", "2", "--samples", "2", "--json")
+           "--instances", "2", "--samples", "4", "--json")
     v = rows(out / "verdicts.jsonl")[0]
     responses = rows(out / "responses.jsonl")
     assert v["stage"] != "no_answers" and v["no_answer_share"] < 1.0
