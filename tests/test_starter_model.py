@@ -109,7 +109,7 @@ def test_train_gets_groups_with_reward_variance_and_changes_the_weights(starter_
     evoenv("sample", lib, "--out", data, "--per-env", "2", "--difficulty", "1", "--config", RECIPE)
     out = tmp_path / "train"
     evoenv("train", data, "--library", lib, "--model", starter_model, "--out", out, "--config", RECIPE,
-           "--max-steps", "1", "--num-generations", "8", "--batch-size", "16", "--max-completion-length", "16",
+           "--max-steps", "1", "--num-generations", "8", "--batch-size", "8", "--max-completion-length", "16",
            timeout=1200)
     metrics = rows(out / "metrics.jsonl")
     assert metrics and metrics[0]["step"] == 1

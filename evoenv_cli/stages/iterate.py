@@ -661,8 +661,8 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
         artifacts.JsonlAppender(loop.run_dir / "rounds.jsonl").append(summary)
         loop.log(round_line(summary, book.totals()))
         if summary["candidates"] == 0:
-            loop.log(f"  round {r}: the policy wrote no usable environment (a random tiny model never "
-                     "does); the pool's seeds and composites carried the round")
+            loop.log(f"  round {r}: the policy wrote no environment that parsed (a small or random "
+                     "model rarely does); the pool's seeds and composites carried the round")
     return artifacts.read_jsonl_tolerant(loop.run_dir / "rounds.jsonl")
 
 
