@@ -52,7 +52,7 @@ bench-generate: setup
 
 # The starter model's pass rate per seed and level on held-out instances (the README's table).
 bench-curves: setup
-	$(BIN)/python benchmarks/bench_curves.py --levels 1-3 --per-level 4 --n 4
+	$(BIN)/python benchmarks/bench_curves.py --levels 1-10 --per-level 4 --n 4
 
 # Reasoning Arena against plain GRPO on the starter model, side by side (minutes on a CPU:
 # two training runs and an evaluation, so not part of `make bench`).
