@@ -512,7 +512,12 @@ for step, (rewards, prompts, completions, keys) in enumerate(two_process_batches
     mine = slice(state.process_index * half, (state.process_index + 1) * half)
     out.append(arena.rescore(rewards[mine], prompts[mine], completions[mine], keys[mine], step=step))
 arena.close()
-print(json.dumps({"rank": state.process_index, "rewards": out, "calls": judge.calls}))
+print(json.dumps({"rank": state.process_index, "rewards": out, "calls": judge.calls}), flush=True)
+# leave the process group before exiting: gloo torn down by interpreter exit can abort
+# ("terminate called without an active exception", seen once in a full run)
+import torch.distributed as dist
+state.wait_for_everyone()
+dist.destroy_process_group()
 """
 
 

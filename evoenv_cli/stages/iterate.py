@@ -661,7 +661,7 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
         artifacts.JsonlAppender(loop.run_dir / "rounds.jsonl").append(summary)
         loop.log(round_line(summary, book.totals()))
         if summary["candidates"] == 0:
-            loop.log(f"  round {r}: the policy wrote no environment that parsed (a small or random "
+            loop.log(f"  round {r}: the policy wrote no usable environment (a small or random "
                      "model rarely does); the pool's seeds and composites carried the round")
     return artifacts.read_jsonl_tolerant(loop.run_dir / "rounds.jsonl")
 
