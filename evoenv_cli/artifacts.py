@@ -11,7 +11,6 @@ with a reason (a verdict in admission stages), never read.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import hashlib
 import json
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from evoenv_cli.runtime import sandbox
-from evoenv_cli.runtime.contract import MAX_SOURCE_BYTES, valid_text
+from evoenv_cli.runtime.contract import MAX_SOURCE_BYTES, parse_python, valid_text
 from evoenv_cli.runtime.pool import EnvFile, env_id_of
 
 MAX_FILE_BYTES = 10 * MAX_SOURCE_BYTES  # a library file larger than this is not even read
@@ -467,7 +466,7 @@ class EnvLibrary:
             if len(env.source) > MAX_SOURCE_BYTES:
                 continue
             try:
-                ast.parse(env.source.decode("utf-8"), filename=str(env.path))
+                parse_python(env.source.decode("utf-8"), filename=str(env.path))
             except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
                 line = getattr(exc, "lineno", None)
                 where = f":{line}" if line else ""

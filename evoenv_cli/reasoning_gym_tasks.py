@@ -288,11 +288,13 @@ def trusted_regions(source: bytes) -> tuple[list[str], list[tuple[int, int]]] | 
     otherwise (the file keeps the standard-library allow-list)."""
     import ast
 
+    from evoenv_cli.runtime.contract import parse_python
+
     if MODULE.encode() not in source:
         return None
     try:
         text = source.decode("utf-8")
-        tree = ast.parse(text)
+        tree = parse_python(text)
     except (UnicodeDecodeError, SyntaxError, ValueError):
         return None
     whole = _renders(_literals(tree.body))
@@ -307,7 +309,7 @@ def trusted_regions(source: bytes) -> tuple[list[str], list[tuple[int, int]]] | 
             continue
         from evoenv_cli.stages.compose import embed
 
-        expected = ast.parse(embed(template, node.name)).body[0]
+        expected = parse_python(embed(template, node.name)).body[0]
         if ast.dump(expected) == ast.dump(node):
             regions.append((node.lineno, node.end_lineno or node.lineno))
     return ([requirement()], regions) if regions else None

@@ -17,6 +17,7 @@ import functools
 import importlib
 import importlib.util
 import re
+import threading
 import types
 from dataclasses import dataclass, field
 
@@ -111,11 +112,24 @@ class Declared:
     problem: str | None = None
 
 
+_PARSE_LOCK = threading.Lock()
+
+
+def parse_python(text: str | bytes, filename: str = "<unknown>") -> ast.Module:
+    """`ast.parse`, one call at a time in this process. CPython 3.11 keeps the AST constructor's
+    recursion depth in interpreter-wide state, so two threads parsing at once can fail with
+    "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905); the reward
+    function runs in OpenRLHF's and verl's thread pools, and the pool spawns workers from threads.
+    Every parse in evoenv goes through here."""
+    with _PARSE_LOCK:
+        return ast.parse(text, filename=filename)
+
+
 def _parse(source: bytes) -> ast.Module | None:
     if len(source) > MAX_SOURCE_BYTES:
         return None
     try:
-        return ast.parse(source.decode("utf-8"))
+        return parse_python(source.decode("utf-8"))
     except (SyntaxError, UnicodeDecodeError, ValueError, MemoryError, RecursionError):
         return None
 
@@ -262,7 +276,7 @@ def check_source(source: bytes, max_bytes: int = MAX_SOURCE_BYTES,
     if len(source) > max_bytes:
         return _fail(f"source is {len(source)} bytes, over {max_bytes}")
     try:
-        tree = ast.parse(source.decode("utf-8"))
+        tree = parse_python(source.decode("utf-8"))
     except UnicodeDecodeError:
         return _fail("source is not UTF-8 text")
     except SyntaxError as exc:

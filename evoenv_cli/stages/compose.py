@@ -32,7 +32,7 @@ from pathlib import Path
 
 from evoenv_cli import artifacts
 from evoenv_cli.config import ComposeConfig, RuntimeConfig, ValidateConfig, to_dict
-from evoenv_cli.runtime.contract import check_source
+from evoenv_cli.runtime.contract import check_source, parse_python
 from evoenv_cli.runtime.pool import Call, EnvFile, EnvLoadError, SandboxPool, env_id_of
 from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.stages import probes, validate
@@ -117,7 +117,7 @@ class _GlobalToNonlocal(ast.NodeTransformer):
 def embed(source: str, function: str) -> str:
     """A part's module as a function returning its public names: top-level code runs once when
     the composite is imported, and each part keeps its own namespace."""
-    tree = ast.parse(source)
+    tree = parse_python(source)
     body = [n for n in tree.body
             if not (isinstance(n, ast.ImportFrom) and n.module == "__future__")]
     fixer = _GlobalToNonlocal()
@@ -130,7 +130,7 @@ def embed(source: str, function: str) -> str:
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             defined.update(t.id for t in targets if isinstance(t, ast.Name))
-    pre = [ast.parse(f"{name} = None").body[0] for name in sorted(fixer.names)]
+    pre = [parse_python(f"{name} = None").body[0] for name in sorted(fixer.names)]
     exported = ", ".join(f"{name!r}: {name}" for name in EXPORTS if name in defined)
     inner = ast.unparse(ast.Module(body=pre + body, type_ignores=[]))
     return (f"def {function}():\n" + textwrap.indent(inner, "    ")

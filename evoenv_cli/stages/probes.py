@@ -17,6 +17,8 @@ import random
 import re
 from dataclasses import dataclass
 
+from evoenv_cli.runtime.contract import parse_python
+
 INT = re.compile(r"[+-]?\d+")
 FLOAT = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
 _SPLIT = re.compile(r"[,\s]+")
@@ -291,7 +293,7 @@ _HEX_DIGEST = re.compile(r"[0-9a-fA-F]{16,}")
 def score_constants(source: str | bytes, cap: int = 64) -> ScoreConstants:
     text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
     try:
-        tree = ast.parse(text)
+        tree = parse_python(text)
     except SyntaxError:
         return ScoreConstants([])
     functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}

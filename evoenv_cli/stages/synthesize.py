@@ -19,7 +19,7 @@ from pathlib import Path
 from evoenv_cli import artifacts
 from evoenv_cli.config import SynthesizeConfig, to_dict
 from evoenv_cli.llm.base import Backend, SamplingConfig, strip_thinking
-from evoenv_cli.runtime.contract import NAME_PATTERN, REQUIRED_FUNCTIONS
+from evoenv_cli.runtime.contract import NAME_PATTERN, REQUIRED_FUNCTIONS, parse_python
 from evoenv_cli.runtime.pool import EnvFile
 
 PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
@@ -45,7 +45,7 @@ def load_examples(libraries: list[artifacts.EnvLibrary]) -> list[Example]:
             text = env.source.decode("utf-8", "replace")
             name, summary = env.name, ""
             try:
-                tree = ast.parse(text)
+                tree = parse_python(text)
                 summary = " ".join((ast.get_docstring(tree) or "").split())[:200]
                 for node in tree.body:
                     if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "NAME" for t in node.targets):
@@ -96,7 +96,7 @@ def extract_code(response: str) -> tuple[str | None, str]:
     outcome = "syntax_error"
     for body in reversed(blocks):
         try:
-            tree = ast.parse(body)
+            tree = parse_python(body)
         except (SyntaxError, ValueError):
             continue
         names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}

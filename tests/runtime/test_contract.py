@@ -124,3 +124,44 @@ def test_a_local_name_inside_a_function_is_not_the_module_name():
     """compose embeds each part's module in a function: its NAME there is a local."""
     code = "def part():\n    NAME = 'inner'\n    return NAME\nclass K:\n    NAME = 'attr'\n"
     assert check_source((BASE + "\n" + code).encode()).ok
+
+
+def test_every_parse_in_evoenv_goes_through_the_locked_helper():
+    """CPython 3.11 races on the AST constructor's recursion depth when two threads parse at
+    once (a CI run failed with 'SystemError: AST constructor recursion depth mismatch' in the
+    OpenRLHF reward function's thread pool); only parse_python may call ast.parse."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[2] / "evoenv_cli"
+    calls = [(p.relative_to(root).as_posix(), n + 1) for p in sorted(root.rglob("*.py"))
+             for n, line in enumerate(p.read_text().splitlines()) if re.search(r"\bast\.parse\(", line)]
+    assert calls == [("runtime/contract.py", next(
+        n + 1 for n, line in enumerate((root / "runtime/contract.py").read_text().splitlines())
+        if "return ast.parse(text, filename=filename)" in line))]
+
+
+def test_parse_python_from_many_threads_gives_every_thread_the_same_tree():
+    import ast
+    import threading
+
+    from evoenv_cli.runtime.contract import parse_python
+
+    source = BASE + "\n".join(f"def f{i}(x):\n    return [[x + {i} for _ in range(2)] for _ in range(3)]\n"
+                              for i in range(60))
+    want = ast.dump(ast.parse(source))
+    got, errors = [], []
+
+    def work():
+        try:
+            for _ in range(20):
+                got.append(ast.dump(parse_python(source)))
+        except Exception as exc:  # noqa: BLE001 - the test reports whatever a thread raised
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and got == [want] * 120
