@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import yaml
 
 from evoenv_cli.artifacts import InputError
+from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.pool import Limits
 
 T = TypeVar("T")
@@ -83,7 +84,7 @@ class ValidateConfig:
     budget_import_s: float = field(default=5.0, metadata={"gt": 0})  # a worker imports the file again every time it is replaced (an imported reasoning-gym task takes ~2 s)
     budget_instance_bytes: int = field(default=32768, metadata={"min": 1})
     budget_output_chars: int = field(default=10_000, metadata={"min": 0})
-    max_source_bytes: int = field(default=100_000, metadata={"min": 1})
+    max_source_bytes: int = field(default=contract.MAX_SOURCE_BYTES, metadata={"min": 1})
 
 
 @dataclass

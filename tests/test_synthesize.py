@@ -102,3 +102,51 @@ def test_real_tiny_model_through_hf_writes_no_environment_but_records_all(tiny_m
     rows = records(tmp_path / "s")
     assert all(r["outcome"] in ("no_code", "syntax_error", "missing_functions") for r in rows)
     assert all(r["backend"] == "hf" and r["tokens"] > 0 for r in rows)
+
+
+def test_the_contract_prompt_and_the_checker_agree():
+    """The prompt is rendered from runtime/contract.py: every module it allows is accepted by
+    check_source, every name it forbids is refused, its answer types, functions (with their
+    arity) and constants are the checker's, and its limits are the contract's."""
+    import re
+
+    from evoenv_cli.runtime import contract
+
+    text = synthesize.contract_text()
+    assert "$" not in text  # every placeholder filled
+    allowed = re.search(r"allowed imports: ([^)]*)\)", text).group(1)
+    modules = [m.strip() for m in allowed.split(",")]
+    assert set(modules) == contract.ALLOWED_IMPORTS - {"__future__"}
+    def listed(pattern):
+        found = re.search(pattern, " ".join(text.split())).group(1)
+        return [n.strip() for n in found.split(",")]
+
+    names = listed(r"must not use the names (.*?), nor these attributes")
+    attributes = listed(r"nor these attributes of anything: (.*?), nor any attribute")
+    assert set(names) == contract.FORBIDDEN_NAMES and set(attributes) == contract.FORBIDDEN_ATTRIBUTES
+
+    good = GOOD.encode()
+    assert contract.check_source(good).ok
+    for m in modules:
+        report = contract.check_source(good.replace(b"import random", f"import random\nimport {m}".encode(), 1))
+        assert report.ok, (m, report.reason)
+    for n in names:
+        assert not contract.check_source(good + f"\n\ndef _probe():\n    return {n}\n".encode()).ok, n
+    for n in attributes:  # as an attribute of an allowed module
+        assert not contract.check_source(good + f"\n\ndef _probe():\n    return random.{n}\n".encode()).ok, n
+    underscore = re.search(r"starts with an underscore but (.*?) \(as in", " ".join(text.split())).group(1)
+    assert set(underscore.replace(" and ", ", ").split(", ")) == contract.ALLOWED_UNDERSCORE_ATTRIBUTES
+    assert contract.check_source(good + b"\n\ndef _probe():\n    return type(1).__name__\n").ok
+    assert not contract.check_source(good + b"\n\ndef _probe():\n    return type(1).__dict__\n").ok
+
+    answer_types = re.search(r"ANSWER_TYPE = .*# one of: (.*)", text).group(1)
+    assert tuple(t.strip() for t in answer_types.split(",")) == contract.ANSWER_TYPES
+    defs = dict(re.findall(r"^def (\w+)\(([^)]*)\)", text, re.M))
+    assert {fn: len(args.split(",")) for fn, args in defs.items()} == contract.REQUIRED_FUNCTIONS
+    constants = set(re.findall(r"^([A-Z_]+) = ", text, re.M))
+    assert "NAME" in constants and constants <= set(contract.CONTRACT_CONSTANTS)
+    assert f"difficulty is {contract.LEVELS[0]} (easiest)" in text and f"to {contract.LEVELS[-1]} and" in text
+    assert f"well under {contract.ASKED_CALL_SECONDS:g} s" in text
+    assert f"under {contract.ASKED_INSTANCE_BYTES // 1000} KB" in text
+    build = synthesize.build_prompt(0, SynthesizeConfig(), synthesize.load_examples([EnvLibrary.open(SEEDS)]), ["x"])
+    assert text in build[0]

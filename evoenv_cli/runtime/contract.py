@@ -21,8 +21,19 @@ import threading
 import types
 from dataclasses import dataclass, field
 
+# The environment contract: this module is its one home. The synthesis prompt is rendered from
+# these values (stages/synthesize.contract_text), the pool, sample, compose and dedupe read
+# them from here, and a test checks the prompt and the checker agree.
 ANSWER_TYPES = ("int", "float", "str", "list[int]", "list[str]")
 REQUIRED_FUNCTIONS = {"generate": 2, "prompt": 1, "solve": 1, "score": 2}
+OPTIONAL_FUNCTIONS = {"generate_from": 3}  # a composite's later part: (seed, difficulty, value)
+CALLS = (*REQUIRED_FUNCTIONS, *OPTIONAL_FUNCTIONS)  # what a worker may be asked to run
+LEVELS = tuple(range(1, 11))  # difficulty 1 (easiest) to 10
+# What the contract asks of every call and instance (the prompt states these, the seeds are
+# held to them); validate's budgets (config.ValidateConfig) are the looser limits it enforces.
+ASKED_CALL_SECONDS = 0.1
+ASKED_INSTANCE_BYTES = 20_000
+ASKED_PROMPT_CHARS = 4_000
 ALLOWED_IMPORTS = frozenset({
     "__future__", "random", "math", "cmath", "itertools", "functools", "collections",
     "heapq", "bisect", "fractions", "decimal", "string", "re", "json", "statistics",
@@ -54,6 +65,7 @@ FRAME_ATTRIBUTES = frozenset({
 # Underscore attributes that give no new reach (a type's name, a class's constructor).
 ALLOWED_UNDERSCORE_ATTRIBUTES = frozenset({"__name__", "__qualname__", "__doc__", "__init__"})
 CONTRACT_CONSTANTS = ("NAME", "ANSWER_TYPE", "INPUT_TYPE", "TAGS")
+CONTRACT_NAMES = frozenset(CONTRACT_CONSTANTS) | frozenset(CALLS)  # the names the runtime reads from a module
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 MAX_SOURCE_BYTES = 100_000
 MAX_TAGS, MAX_TAG_CHARS, MAX_DOC_CHARS = 32, 64, 2000

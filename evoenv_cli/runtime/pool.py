@@ -32,7 +32,7 @@ from typing import Any
 
 from evoenv_cli.runtime import contract, sandbox
 
-CALLS = ("generate", "generate_from", "prompt", "solve", "score")
+CALLS = contract.CALLS
 MAX_VALUE_DEPTH = 64  # nesting of a reply (its envelope included); deeper is a bad value
 MAX_ERROR_CHARS = 300
 
@@ -269,6 +269,7 @@ class Worker:
         self.limits = limits
         config = {
             "env_path": sandbox.env_path_in_worker(plan, workdir),
+            "calls": list(CALLS),  # the worker imports nothing of evoenv: it is told the contract's calls
             "packages_path": sandbox.packages_path_in_worker(plan, workdir) if packages else None,
             "seccomp_lib": plan.seccomp_lib,
             "landlock": sandbox.landlock_rules(plan, workdir, packages),

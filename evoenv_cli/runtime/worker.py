@@ -216,13 +216,11 @@ def _encode(fn, value, caps):
     raise ValueError(f"unknown call {fn}")
 
 
-def _meta(module):
-    """Which contract functions the module defines; everything else the parent reads from the
-    source itself (it trusts no claim from in here)."""
-    return {"callables": sorted(
-        n for n in ("generate", "prompt", "solve", "score", "generate_from")
-        if callable(getattr(module, n, None))
-    )}
+def _meta(module, calls):
+    """Which of the contract's functions (`calls`, sent by the parent from runtime/contract.py)
+    the module defines; everything else the parent reads from the source itself (it trusts no
+    claim from in here)."""
+    return {"callables": sorted(n for n in calls if callable(getattr(module, n, None)))}
 
 
 def main():
@@ -266,7 +264,7 @@ def main():
         module = importlib.util.module_from_spec(spec)
         sys.modules["evoenv_environment"] = module
         spec.loader.exec_module(module)
-        meta = _meta(module)
+        meta = _meta(module, config["calls"])
     except BaseException as exc:
         send({"ready": False, "error": "import failed: " + _one_line(exc), "out": sink.chars})
         return

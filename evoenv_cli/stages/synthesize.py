@@ -13,13 +13,16 @@ import ast
 import hashlib
 import random
 import re
+import string
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 from evoenv_cli import artifacts
 from evoenv_cli.config import SynthesizeConfig, to_dict
 from evoenv_cli.llm.base import Backend, SamplingConfig, strip_thinking
-from evoenv_cli.runtime.contract import NAME_PATTERN, REQUIRED_FUNCTIONS, parse_python
+from evoenv_cli.runtime import contract
+from evoenv_cli.runtime.contract import REQUIRED_FUNCTIONS, parse_python
 from evoenv_cli.runtime.pool import EnvFile
 
 PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
@@ -28,6 +31,29 @@ _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.DOTALL)
 
 def template(name: str) -> str:
     return (PROMPTS / name).read_text(encoding="utf-8")
+
+
+def _words(names) -> str:
+    names = list(names)
+    return ", ".join(names[:-1]) + (" and " if len(names) > 1 else "") + names[-1]
+
+
+def contract_text() -> str:
+    """The environment contract as the policy reads it: prompts/contract.txt with every list
+    and limit filled in from runtime/contract.py, so the prompt cannot drift from the checker."""
+    def listed(names):
+        return ", ".join(sorted(names, key=lambda n: (n.lstrip("_").lower(), n)))
+
+    text = string.Template(template("contract.txt")).substitute(
+        allowed_imports=", ".join(sorted(contract.ALLOWED_IMPORTS - {"__future__"})),
+        forbidden_names=listed(contract.FORBIDDEN_NAMES), forbidden_attributes=listed(contract.FORBIDDEN_ATTRIBUTES),
+        underscore_ok=_words(sorted(contract.ALLOWED_UNDERSCORE_ATTRIBUTES)),
+        answer_types=", ".join(contract.ANSWER_TYPES),
+        lowest=contract.LEVELS[0], highest=contract.LEVELS[-1],
+        call_seconds=f"{contract.ASKED_CALL_SECONDS:g}", instance_kb=contract.ASKED_INSTANCE_BYTES // 1000,
+    ).strip()
+    first, rest = text.split("\n\n", 1)
+    return textwrap.fill(" ".join(first.split()), 95, break_on_hyphens=False) + "\n\n" + rest
 
 
 @dataclass
@@ -42,18 +68,10 @@ def load_examples(libraries: list[artifacts.EnvLibrary]) -> list[Example]:
     out: dict[str, Example] = {}
     for lib in libraries:
         for env in lib.files:
-            text = env.source.decode("utf-8", "replace")
-            name, summary = env.name, ""
-            try:
-                tree = parse_python(text)
-                summary = " ".join((ast.get_docstring(tree) or "").split())[:200]
-                for node in tree.body:
-                    if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "NAME" for t in node.targets):
-                        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-                            name = node.value.value
-            except SyntaxError:
-                pass
-            out.setdefault(name, Example(name, text, summary))
+            found = contract.declared(env.source)
+            name = found.name or env.name
+            summary = " ".join((found.doc or "").split())[:200]
+            out.setdefault(name, Example(name, env.source.decode("utf-8", "replace"), summary))
     return list(out.values())
 
 
@@ -78,7 +96,7 @@ def build_prompt(i: int, cfg: SynthesizeConfig, examples: list[Example], topic_l
     avoid = sorted(examples, key=lambda e: e.name)[: cfg.max_avoid]
     avoid_text = "\n".join(f"- {e.name}: {e.summary}" if e.summary else f"- {e.name}" for e in avoid)
     text = template("synthesize.txt").format(
-        contract=template("contract.txt").strip(), asymmetry=template("asymmetry.txt").strip(),
+        contract=contract_text(), asymmetry=template("asymmetry.txt").strip(),
         examples=blocks, avoid=avoid_text or "(nothing yet)", topic=topic)
     return text, [e.name for e in shown], topic
 
@@ -107,8 +125,8 @@ def extract_code(response: str) -> tuple[str | None, str]:
 
 
 def declared_name(code: str) -> str | None:
-    m = re.search(r"^NAME\s*=\s*['\"]([^'\"]+)['\"]", code, re.MULTILINE)
-    return m.group(1) if m and NAME_PATTERN.match(m.group(1)) else None
+    """The candidate's NAME as the contract reads it (None when it cannot be used)."""
+    return contract.declared(code.encode("utf-8", "replace")).name
 
 
 def run(seeds: artifacts.EnvLibrary, pools: list[artifacts.EnvLibrary], cfg: SynthesizeConfig,
