@@ -53,6 +53,23 @@ def _tmp_path(p: Path) -> Path:
     return p.with_name(f".{p.name}.tmp")
 
 
+@contextlib.contextmanager
+def atomic_file(path: Path, mode: str = "w") -> Iterator[Any]:
+    """The one way evoenv replaces a file: written beside it (`_tmp_path`), flushed and
+    fsynced, then renamed over it, so a reader or a kill sees the old file or the whole new
+    one, never a part; on any error the partial file is removed and `path` is untouched."""
+    tmp = _tmp_path(path)
+    try:
+        with tmp.open(mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 # -- stdout carries data only ---------------------------------------------------------------------
 _DATA_OUT: list[TextIO] = []
 
@@ -147,19 +164,11 @@ def write_jsonl_atomic(path: str | Path, records: Iterable[dict]) -> int:
         return n
     p = Path(path)
     check_output_file(p)
-    tmp = _tmp_path(p)
     n = 0
-    try:
-        with tmp.open("w", encoding="utf-8") as f:
-            for record in records:
-                f.write(dumps(record) + "\n")
-                n += 1
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(p) as f:
+        for record in records:
+            f.write(dumps(record) + "\n")
+            n += 1
     return n
 
 
@@ -174,46 +183,27 @@ def write_parquet_atomic(path: str | Path, records: Iterable[dict]) -> int:
     p = Path(path)
     check_output_file(p)
     rows = list(records)
-    tmp = _tmp_path(p)
-    try:
-        pq.write_table(pa.Table.from_pylist(rows), str(tmp))
-        with tmp.open("rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_file(p, "wb") as f:
+        pq.write_table(pa.Table.from_pylist(rows), f)
     return len(rows)
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
     """Replace `path` with `text` only when it is completely written."""
-    p = Path(path)
-    tmp = _tmp_path(p)
-    try:
-        with tmp.open("w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_file(Path(path)) as f:
+        f.write(text)
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    """Replace `path` with `data` only when it is completely written."""
+    with atomic_file(Path(path), "wb") as f:
+        f.write(data)
 
 
 def write_json_atomic(path: str | Path, obj: Any) -> None:
-    p = Path(path)
-    tmp = _tmp_path(p)
-    try:
-        with tmp.open("w", encoding="utf-8") as f:
-            f.write(valid_text(json.dumps(obj, ensure_ascii=False, indent=2, allow_nan=False)))
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(Path(path)) as f:
+        f.write(valid_text(json.dumps(obj, ensure_ascii=False, indent=2, allow_nan=False)))
+        f.write("\n")
 
 
 class JsonlAppender:

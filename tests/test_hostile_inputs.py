@@ -306,6 +306,32 @@ def test_a_killed_write_leaves_no_temp_file_after_a_rerun(evoenv, tmp_path):
     assert len(out.read_text().splitlines()) == len(list(SEEDS.glob("*.py")))
 
 
+
+def test_a_write_that_fails_leaves_the_old_file_and_no_temp_file(tmp_path):
+    from evoenv_cli import artifacts
+
+    out = tmp_path / "x.json"
+    artifacts.write_json_atomic(out, {"old": True})
+    for write in (lambda: artifacts.write_json_atomic(out, {"bad": float("nan")}),  # allow_nan=False
+                  lambda: artifacts.write_jsonl_atomic(out, ({"i": i} if i < 3 else 1 / 0 for i in range(5)))):
+        with pytest.raises((ValueError, ZeroDivisionError)):
+            write()
+        assert json.loads(out.read_text()) == {"old": True}
+        assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
+
+def test_every_file_evoenv_replaces_goes_through_the_one_atomic_writer():
+    """artifacts.atomic_file is the one writer that replaces a file (temp file, fsync, rename);
+    a hand-rolled copy elsewhere is how one lost its fsync before."""
+    import re
+
+    root = Path(__file__).resolve().parents[1] / "evoenv_cli"
+    found = [f"{p.relative_to(root)}:{n + 1}" for p in sorted(root.rglob("*.py")) if p.name != "artifacts.py"
+             for n, line in enumerate(p.read_text().splitlines())
+             if re.search(r"\bos\.replace\(|\btmp\.replace\(|\.tmp\b[\"']", line)]
+    assert found == []
+
+
 # -- which jail: a weaker one is a choice, not a surprise ---------------------------------------------
 def test_a_fallback_from_auto_is_said_and_recorded(evoenv, tmp_path):
     """Without bubblewrap on PATH, `auto` falls back to the process sandbox: stderr says so

@@ -90,10 +90,8 @@ class AdmissionLog:
         """Record a final verdict; an admitted file lands in envs/ before its verdict does."""
         with self._lock:
             if verdict.admitted:
-                dest = self.out / "envs" / verdict.file
-                tmp = dest.with_name(f".{dest.name}.tmp")
-                tmp.write_bytes(source if source is not None else self.current[verdict.file].source)
-                tmp.replace(dest)
+                artifacts.write_bytes_atomic(self.out / "envs" / verdict.file,
+                                             source if source is not None else self.current[verdict.file].source)
             record = verdict.record()
             self._appender.append(record)
             self.done[verdict.file] = record

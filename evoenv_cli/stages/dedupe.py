@@ -723,11 +723,9 @@ def save_index(path: Path, files: list[EnvFile], index: NoveltyIndex, rows: list
     header = {"version": 2, "signature_key": sig_key, "lsh_key": lsh_key, "files": len(files),
               "members": members, "num_perm": cfg.num_perm,
               "payload_bytes": len(payload), "payload_sha256": hashlib.sha256(payload).hexdigest()}
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("wb") as f:
+    with artifacts.atomic_file(path, "wb") as f:  # fsynced: a kill leaves the old index or the new
         f.write(INDEX_MAGIC + json.dumps(header).encode() + b"\n")
         f.write(payload)
-    tmp.replace(path)
 
 
 @dataclass

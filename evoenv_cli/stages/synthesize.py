@@ -159,10 +159,7 @@ def run(seeds: artifacts.EnvLibrary, pools: list[artifacts.EnvLibrary], cfg: Syn
                 if code is not None:
                     name = declared_name(code) or "candidate"
                     file = f"g{i:05d}_{name}.py"
-                    dest = out / "envs" / file
-                    tmp = dest.with_name(f".{file}.tmp")
-                    tmp.write_text(code, encoding="utf-8")
-                    tmp.replace(dest)
+                    artifacts.write_text_atomic(out / "envs" / file, code)
                     have += 1
                 log.append({
                     "prompt_id": i, "prompt_hash": hashlib.sha256(text.encode()).hexdigest()[:16],
