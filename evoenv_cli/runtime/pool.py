@@ -13,7 +13,6 @@ order; a broken environment yields failed results, never an exception.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -30,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evoenv_cli.envfile import EnvFile, env_id_of  # noqa: F401 - re-exported: the pool's callers name it here
 from evoenv_cli.runtime import contract, sandbox
 
 CALLS = contract.CALLS
@@ -65,28 +65,6 @@ class Limits:
 
     def deadline(self, fn: str) -> float:
         return getattr(self, f"{fn}_s") + self.grace_s
-
-
-@dataclass(frozen=True)
-class EnvFile:
-    """An environment's exact bytes; what runs is what was hashed."""
-
-    path: Path
-    source: bytes
-    env_id: str
-
-    @classmethod
-    def from_path(cls, path: str | Path) -> EnvFile:
-        source = Path(path).read_bytes()
-        return cls(Path(path), source, env_id_of(source))
-
-    @property
-    def name(self) -> str:
-        return self.path.stem
-
-
-def env_id_of(source: bytes) -> str:
-    return hashlib.sha256(source).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,17 @@ def test_importing_the_cli_and_every_backend_module_loads_no_torch():
     assert r.returncode == 0, r.stderr
 
 
+
+def test_importing_a_backend_loads_neither_the_sandbox_pool_nor_the_artifacts_layer():
+    """The records have their own modules (errors.InputError, envfile.EnvFile), so a backend,
+    which raises InputError, does not drag the sandbox runtime in with it."""
+    code = ("import sys, evoenv_cli.llm, evoenv_cli.llm.hf, evoenv_cli.llm.openai_compat, "
+            "evoenv_cli.llm.vllm_backend, evoenv_cli.llm.starter; "
+            "loaded = [m for m in ('evoenv_cli.runtime.pool', 'evoenv_cli.runtime.sandbox', 'evoenv_cli.artifacts') "
+            "if m in sys.modules]; assert not loaded, loaded")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
 @pytest.mark.parametrize("kwargs, needle", [
     ({"n": 0}, "n must be"), ({"temperature": -0.1}, "temperature"), ({"top_p": 0}, "top_p"),
     ({"top_p": 1.5}, "top_p"), ({"max_tokens": 0}, "max_tokens"), ({"seed": 1.5}, "seed"),
