@@ -25,6 +25,7 @@ from evoenv_cli.artifacts import InputError
 from evoenv_cli.config import llm_settings as _llm_settings
 from evoenv_cli.config import prompt_settings as _prompt_settings
 from evoenv_cli.config import stage_settings as _settings
+from evoenv_cli.stages.operators import OPERATORS
 
 # `evoenv --help` lists the commands in the order the loop runs them; any other command
 # (a new one not yet placed here) follows in the order it was registered.
@@ -404,7 +405,7 @@ def _funnel(summary: dict, out_dir: Path) -> None:
 def compose(
     library: Annotated[Path, typer.Argument(help="Environments to compose: a folder of .py files or a stage's output folder.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (envs/, verdicts.jsonl, index.jsonl, manifest.json, summary.json).")],
-    ops: Annotated[str | None, typer.Option("--ops", help="Comma-separated operators: sequential, parallel, sort, select.")] = None,
+    ops: Annotated[str | None, typer.Option("--ops", help=f"Comma-separated operators: {', '.join(OPERATORS)}.")] = None,
     n: Annotated[int | None, typer.Option("--n", "-n", help="Composites to admit (over all depths).", min=1)] = None,
     max_depth: Annotated[int | None, typer.Option("--max-depth", help="Composites of composites up to this depth.", min=1)] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Which composites are sampled.")] = None,
@@ -429,10 +430,10 @@ def compose(
     op_list = None
     if ops is not None:
         op_list = [o.strip() for o in ops.split(",") if o.strip()]
-        unknown = [o for o in op_list if o not in stage.OPERATORS]
+        unknown = [o for o in op_list if o not in OPERATORS]
         if unknown or not op_list:
             raise artifacts.InputError(f"--ops: unknown operator {', '.join(unknown) or '(none)'} "
-                                       f"(choose from {', '.join(stage.OPERATORS)})")
+                                       f"(choose from {', '.join(OPERATORS)})")
     cfg = cfgmod.override(recipe.compose, ops=op_list, n=n, max_depth=max_depth, seed=seed)
     lib = artifacts.EnvLibrary.open(library)
     out_dir = artifacts.prepare_out_dir(out, resume, clean, settings=_settings(

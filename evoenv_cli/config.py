@@ -23,6 +23,7 @@ import yaml
 from evoenv_cli.artifacts import InputError
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.pool import Limits
+from evoenv_cli.stages.operators import OPERATORS
 
 T = TypeVar("T")
 
@@ -113,7 +114,7 @@ class DedupeConfig:
 class ComposeConfig:
     """RACES: which operators, how many composites, how deep."""
 
-    ops: list[str] = field(default_factory=lambda: ["sequential", "parallel", "sort", "select"], metadata={"min_len": 1, "items": {"choices": ("sequential", "parallel", "sort", "select")}})
+    ops: list[str] = field(default_factory=lambda: list(OPERATORS), metadata={"min_len": 1, "items": {"choices": OPERATORS}})
     n: int = field(default=20, metadata={"min": 1})
     max_depth: int = field(default=1, metadata={"min": 1})
     seed: int = 0

@@ -152,3 +152,66 @@ def test_order_free_answers_feed_sequential_in_canonical_form_and_are_never_sort
     assert "_A_ORDER_FREE = True" in source and "in increasing order, though part 1 accepts any order" in source
     part = Part(EnvFile(Path("x.py"), b"", "0"), "x", "int", None, [], order_free=True)
     assert not part.numeric
+
+
+def test_composites_read_back_next_round_are_the_parts_their_round_used(tmp_path, monkeypatch):
+    """The next round reads this round's composites from the pool: each must declare what the
+    round that made it recorded (tags, answer and input types, operator), and composing from
+    that pool with max_depth 2 must propose only what the in-run rules allow. A SELECT
+    composite once came back without "multi-part" and was offered as SEQUENTIAL part 1 into
+    edit_distance (INPUT_TYPE str), which its label answer cannot feed."""
+    import random
+
+    from evoenv_cli import artifacts, config
+    from evoenv_cli.runtime.session import Runtime
+    from evoenv_cli.stages import compose, iterate
+
+    recorded: dict[str, tuple[str, compose.Part]] = {}
+    as_part = compose._as_part
+
+    def recording(plan, env):
+        part = as_part(plan, env)
+        recorded[part.name] = (plan.operator, part)
+        return part
+
+    monkeypatch.setattr(compose, "_as_part", recording)
+    runtime = config.RuntimeConfig()
+    out = artifacts.prepare_out_dir(tmp_path / "out", False, False)
+    pool = tmp_path / "pool"
+    with Runtime(runtime) as rt:
+        cfg = config.ComposeConfig(n=16, max_depth=2, seed=0)
+        compose.run(artifacts.EnvLibrary.open(SEEDS), cfg, config.ValidateConfig(), runtime, out, session=rt)
+        iterate.write_pool(pool, iterate.seed_members(SEEDS) + iterate.library_members(out))
+        library = artifacts.EnvLibrary.open(pool)
+        parts, _, skipped = compose.describe_parts(library, rt.pool)
+    assert not skipped
+    assert {op for op, _ in recorded.values()} == set(compose.OPERATORS)
+
+    def declared(p):
+        return sorted(p.tags), p.answer_type, p.input_type, p.depth, p.parents, p.order_free
+
+    operator_of = {p.name: library.index[p.env.env_id].get("operator") for p in parts}
+    reread = {p.name: p for p in parts if p.name in recorded}
+    assert set(reread) == set(recorded)
+    for name, (op, part) in recorded.items():
+        assert (operator_of[name], declared(reread[name])) == (op, declared(part)), name
+
+    def proposed(members):
+        by_depth = [compose.candidates(members, compose.OPERATORS, random.Random(0), d) for d in (1, 2)]
+        return {(op, tuple(p.name for p in plan.parts)) for c in by_depth for op, plans in c.items() for plan in plans}
+
+    in_run = [p for p in parts if p.name not in recorded] + [part for _, part in recorded.values()]
+    plans = proposed(parts)
+    assert plans == proposed(in_run)
+    labels = ("parallel", "sort", "select")  # answers that are labels or part lines
+    by_name = {p.name: p for p in parts}
+    for op, names in plans:
+        members = [by_name[n] for n in names]
+        if op == "sequential":
+            a, b = members
+            assert operator_of[a.name] not in labels and "planted" not in a.tags, names
+            assert a.answer_type == b.input_type, names
+        elif op == "parallel":
+            assert not any(operator_of[n] == "parallel" for n in names), names
+        else:
+            assert operator_of[names[0]] not in labels and members[0].answer_type in ("int", "float"), names
