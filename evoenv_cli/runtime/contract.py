@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 ANSWER_TYPES = ("int", "float", "str", "list[int]", "list[str]")
 REQUIRED_FUNCTIONS = {"generate": 2, "prompt": 1, "solve": 1, "score": 2}
 OPTIONAL_FUNCTIONS = {"generate_from": 3}  # a composite's later part: (seed, difficulty, value)
-CALLS = (*REQUIRED_FUNCTIONS, *OPTIONAL_FUNCTIONS)  # what a worker may be asked to run
+CALLS = ("generate", "generate_from", "prompt", "solve", "score")  # what a worker may run (compose embeds in this order)
+assert set(CALLS) == set(REQUIRED_FUNCTIONS) | set(OPTIONAL_FUNCTIONS)
 LEVELS = tuple(range(1, 11))  # difficulty 1 (easiest) to 10
 # What the contract asks of every call and instance (the prompt states these, the seeds are
 # held to them); validate's budgets (config.ValidateConfig) are the looser limits it enforces.

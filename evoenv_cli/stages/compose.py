@@ -24,6 +24,7 @@ from pathlib import Path
 
 from evoenv_cli import artifacts
 from evoenv_cli.config import ComposeConfig, RuntimeConfig, ValidateConfig, to_dict
+from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.contract import check_source, parse_python
 from evoenv_cli.runtime.pool import Call, EnvFile, EnvLoadError, SandboxPool, env_id_of
 from evoenv_cli.runtime.session import Runtime, shared
@@ -31,8 +32,7 @@ from evoenv_cli.stages import probes, validate
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
 from evoenv_cli.stages.operators import COMMON, OPERATORS, REGISTRY, Operator, Part, Plan
 
-EXPORTS = ("NAME", "ANSWER_TYPE", "INPUT_TYPE", "TAGS", "generate", "generate_from", "prompt",
-           "solve", "score")
+EXPORTS = (*contract.CONTRACT_CONSTANTS, *contract.CALLS)  # what a part's embedded module hands back
 
 
 # -- embedding a part's source -----------------------------------------------------------------------
