@@ -379,21 +379,10 @@ class _progress:
 
 
 def _funnel(summary: dict, out_dir: Path) -> None:
-    from rich.table import Table
+    from evoenv_cli.report import terminal
 
-    table = Table(title=f"{summary['stage']} funnel", title_justify="left")
-    table.add_column("step")
-    table.add_column("count", justify="right")
-    table.add_row("entered", str(summary["entered"]))
-    for stage_name, n in summary["rejected_by_stage"].items():
-        table.add_row(f"  rejected: {escape(stage_name)}", str(n) if n else "[dim]0[/]")
+    err.print(terminal.funnel(summary))
     uncalibrated = summary.get("admitted_uncalibrated")
-    if uncalibrated is None:
-        table.add_row("[bold]admitted[/]", f"[bold]{summary['admitted']}[/]")
-    else:  # admitted without a measurement is not admitted by the difficulty contract
-        table.add_row("[bold]admitted, calibrated[/]", f"[bold]{summary['admitted'] - uncalibrated}[/]")
-        table.add_row("[yellow]admitted uncalibrated[/]", f"[yellow]{uncalibrated}[/]" if uncalibrated else "[dim]0[/]")
-    err.print(table)
     if uncalibrated:
         err.print(f"[yellow]{uncalibrated} of {summary['admitted']} admitted uncalibrated[/]: the solver gave no "
                   "extractable answer, so no difficulty was measured (calibrate.on_no_answers: admit)")
@@ -779,20 +768,9 @@ def evaluate(
     if as_json:
         emit(json.dumps(metrics))
         return
-    from rich.table import Table
+    from evoenv_cli.report import terminal
 
-    def fmt(v, signed=False):
-        return "[dim]-[/]" if v is None else (f"{v:+.3f}" if signed else f"{v:.3f}")
-
-    table = Table(title="evaluate", title_justify="left")
-    table.add_column("metric")
-    table.add_column(escape(model_name), justify="right")
-    if base_spec:
-        table.add_column(f"baseline {escape(baseline)}", justify="right")
-        table.add_column("delta", justify="right")
-    for name, mine, theirs, delta in stage.table_rows(metrics):
-        table.add_row(escape(name), fmt(mine), *((fmt(theirs), fmt(delta, True)) if base_spec else ()))
-    err.print(table)
+    err.print(terminal.evaluation(stage.table_rows(metrics), model_name, baseline if base_spec else None))
     if metrics.get("skipped"):
         err.print(f"[yellow]{len(metrics['skipped'])} environment instances skipped[/] (see metrics.json)")
     err.print(f"results in {escape(str(out_dir))}")

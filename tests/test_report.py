@@ -410,3 +410,27 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, evoenv):
     r = evoenv("report", run, "--out", tmp_path / "busy")
     assert r.returncode == 2 and "not an evoenv report" in r.stderr
     assert (tmp_path / "busy" / "thesis.tex").read_text() == "mine"
+
+
+def test_the_terminal_tables_show_the_funnel_and_the_side_by_side_metrics():
+    import io
+
+    from rich.console import Console
+
+    from evoenv_cli.report import terminal
+
+    def text(table):
+        console = Console(width=200, record=True, file=io.StringIO())
+        console.print(table)
+        return console.export_text()
+
+    shown = text(terminal.funnel({"stage": "calibrate", "entered": 5, "admitted": 3, "admitted_uncalibrated": 1,
+                                  "rejected_by_stage": {"flat": 2, "out_of_band": 0}}))
+    for row in ("calibrate funnel", "entered", "rejected: flat", "admitted, calibrated", "admitted uncalibrated"):
+        assert row in shown
+    assert [line.strip("│ ").split()[-1] for line in shown.splitlines() if "rejected" in line or "admitted" in line] == \
+        ["2", "0", "2", "1"]
+    rows = [("pass@1", 0.25, 0.125, 0.125), ("  edit_distance", 0.5, None, None)]
+    shown = text(terminal.evaluation(rows, "policy", "start"))
+    assert "baseline start" in shown and "+0.125" in shown and "0.500" in shown and "-" in shown
+    assert "baseline" not in text(terminal.evaluation(rows, "policy", None))
