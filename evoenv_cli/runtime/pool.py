@@ -111,6 +111,20 @@ class CallResult:
         return asdict(self)
 
 
+# What each failed status means, in words: every stage labels a failed call through
+# `describe_failure`, so one defect reads the same in sample, review, dedupe and validate.
+STATUS_WORDS = {"timeout": "timed out", "crash": "crashed", "invalid": "returned a bad value",
+                "error": "raised", "skipped": "was skipped"}
+MAX_FAILURE_CHARS = 400
+
+
+def describe_failure(fn: str, r: CallResult, seed: int | None = None, difficulty: int | None = None) -> str:
+    """One line for a failed call: `generate at seed 5 difficulty 3 timed out: <error>`."""
+    where = f" at seed {seed} difficulty {difficulty}" if seed is not None else ""
+    text = f"{fn}{where} {STATUS_WORDS.get(r.status, r.status)}: {r.error}"
+    return " ".join(text.split())[:MAX_FAILURE_CHARS]
+
+
 class EnvLoadError(Exception):
     """The environment could not be started or imported in a worker."""
 

@@ -32,7 +32,7 @@ from evoenv_cli.rewards import extract_answer
 from evoenv_cli.runtime.pool import Call, EnvFile, EnvLoadError, SandboxPool
 from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
-from evoenv_cli.stages.instances import Plan, prepare
+from evoenv_cli.stages.conversations import Plan, prepare
 
 CHECKS = ("run", "backend_error", "no_answers", "too_easy", "too_hard", "flat", "missed_band",
           "retired_too_easy", "retired_too_hard")

@@ -43,7 +43,8 @@ import numpy as np
 from evoenv_cli import artifacts
 from evoenv_cli.config import DedupeConfig, RuntimeConfig, to_dict
 from evoenv_cli.runtime.contract import MAX_SOURCE_BYTES
-from evoenv_cli.runtime.pool import Call, EnvFile, SandboxPool
+from evoenv_cli.runtime.instances import Order, first_failure, make_instances
+from evoenv_cli.runtime.pool import EnvFile, SandboxPool
 from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.stages import solve_signature
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
@@ -422,27 +423,15 @@ class Sampled:
 
 
 def sample_behaviour(env: EnvFile, pool: SandboxPool, cfg: DedupeConfig) -> Sampled:
-    pairs = behaviour_pairs(cfg)
-    generated = pool.run(env, [Call.generate(s, d) for s, d in pairs])
-    for (s, d), r in zip(pairs, generated):
-        if not r.ok:
-            return Sampled(None, _failure("generate", s, d, r))
-    prompts = pool.run(env, [Call.prompt(r.value) for r in generated])
-    for (s, d), r in zip(pairs, prompts):
-        if not r.ok:
-            return Sampled(None, _failure("prompt", s, d, r))
+    [made] = make_instances(pool, [Order(env, behaviour_pairs(cfg), ask=("prompt",))], stop_on_failure=True)
+    if why := first_failure(made):
+        return Sampled(None, why)
     solved = None
     if cfg.solve_signature:
-        solved = solve_signature.Sample(env, [r.value for r in generated])
+        solved = solve_signature.Sample(env, [m.instance for m in made])
         if not solve_signature.answers(pool, solved):
             solved = None
-    return Sampled([r.value for r in prompts], None, solved)
-
-
-def _failure(fn: str, seed: int, level: int, r) -> str:
-    what = {"timeout": "timed out", "crash": "crashed", "invalid": "returned a bad value",
-            "error": "raised", "skipped": "was skipped"}.get(r.status, r.status)
-    return " ".join(f"{fn} at seed {seed} difficulty {level} {what}: {r.error}".split())[:400]
+    return Sampled([m.task for m in made], None, solved)
 
 
 _NAME = re.compile(rb"""^NAME\s*(?::\s*str\s*)?=\s*(['"])([A-Za-z0-9_]{1,64})\1""", re.M)

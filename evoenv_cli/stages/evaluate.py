@@ -7,7 +7,7 @@ Two kinds of items, asked in ONE backend batch:
   seed `sample` gives training (and every `calibrate` seed) is below 2**31, so no training or
   calibration instance seed is ever a held-out one, whatever base seeds the runs used. Levels:
   the library's calibrated levels (index.jsonl) when it has them, else 1..10, spread evenly.
-  Prompts are built exactly as for training (`instances.prepare`); answers are scored by
+  Prompts are built exactly as for training (`conversations.prepare`); answers are scored by
   the environment in the sandbox through `rewards.EnvReward` (the training reward's own path).
 - Benchmark files of {"question", "answer"} rows: the question plus an instruction to answer in
   <answer></answer>; the last answer block is compared with the reference by math-verify
@@ -52,7 +52,7 @@ from evoenv_cli.llm.base import Backend, SamplingConfig
 from evoenv_cli.rewards import EnvReward, extract_answer
 from evoenv_cli.runtime.pool import EnvFile, SandboxPool
 from evoenv_cli.runtime.session import Runtime
-from evoenv_cli.stages.instances import DEMONSTRATION_ANSWER, Plan, prepare, user_turn
+from evoenv_cli.stages.conversations import DEMONSTRATION_ANSWER, Plan, prepare, user_turn
 from evoenv_cli.stages.sample import REQUIRED, instance_seed, levels_for
 
 HELDOUT_BIT = 1 << 31

@@ -19,7 +19,8 @@ from pathlib import Path
 from evoenv_cli import artifacts
 from evoenv_cli.config import ReviewConfig, RuntimeConfig, to_dict
 from evoenv_cli.llm.base import Backend, SamplingConfig, strip_thinking
-from evoenv_cli.runtime.pool import Call, EnvFile, EnvLoadError, SandboxPool
+from evoenv_cli.runtime.instances import Order, first_failure, make_instances
+from evoenv_cli.runtime.pool import EnvFile, EnvLoadError, SandboxPool
 from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
 from evoenv_cli.stages.synthesize import template
@@ -75,19 +76,11 @@ def instances_text(samples: list[tuple[int, str, str]]) -> str:
 def sample_instances(env: EnvFile, cfg: ReviewConfig, pool: SandboxPool) -> list[tuple[int, str, str]]:
     """(difficulty, prompt, reference) for a few instances; raises ValueError naming the call."""
     levels = [cfg.levels[k % len(cfg.levels)] for k in range(cfg.instances)]
-    gens = pool.run(env, [Call.generate(cfg.seed + k, d) for k, d in enumerate(levels)])
-    for g in gens:
-        if not g.ok:
-            raise ValueError(f"generate {g.status}: {g.error}")
-    ps = pool.run(env, [c for g in gens for c in (Call.prompt(g.value), Call.solve(g.value))])
-    out = []
-    for k, d in enumerate(levels):
-        p, a = ps[2 * k], ps[2 * k + 1]
-        for fn, r in (("prompt", p), ("solve", a)):
-            if not r.ok:
-                raise ValueError(f"{fn} {r.status}: {r.error}")
-        out.append((d, p.value, a.value))
-    return out
+    [made] = make_instances(pool, [Order(env, [(cfg.seed + k, d) for k, d in enumerate(levels)])],
+                            stop_on_failure=True)
+    if why := first_failure(made):
+        raise ValueError(why)
+    return [(m.difficulty, m.task, m.answer) for m in made]
 
 
 def review_prompt(env: EnvFile, samples, cfg: ReviewConfig) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from evoenv_cli.artifacts import EnvLibrary, InputError
 from evoenv_cli.config import SampleConfig
 from evoenv_cli.runtime.pool import EnvFile, SandboxPool
-from evoenv_cli.stages.instances import Plan, Prepared, build_messages, prepare
+from evoenv_cli.stages.conversations import Plan, Prepared, build_messages, prepare
 
 __all__ = ["FORMATS", "LEVELS", "REQUIRED", "SampleReport", "build_messages", "check_config",
            "instance_seed", "levels_for", "make_row", "run", "to_format"]

@@ -32,7 +32,15 @@ from pathlib import Path
 from evoenv_cli import artifacts
 from evoenv_cli.config import RuntimeConfig, ValidateConfig, to_dict
 from evoenv_cli.runtime.contract import check_source
-from evoenv_cli.runtime.pool import Call, CallResult, EnvFile, EnvLoadError, SandboxPool
+from evoenv_cli.runtime.instances import ASKED, Made, Order, make_instances
+from evoenv_cli.runtime.pool import (
+    Call,
+    CallResult,
+    EnvFile,
+    EnvLoadError,
+    SandboxPool,
+    describe_failure,
+)
 from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.stages import probes
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
@@ -86,13 +94,6 @@ class Instance:
     context: Context | None = None
 
 
-def _describe_failure(call: Call, r: CallResult, inst: Instance | None = None) -> str:
-    where = f" at seed {inst.seed} difficulty {inst.difficulty}" if inst else ""
-    what = {"timeout": "timed out", "crash": "crashed", "invalid": "returned a bad value",
-            "error": "raised", "skipped": "was skipped"}.get(r.status, r.status)
-    return f"{call.fn}{where} {what}: {r.error}"
-
-
 def training_seeds(env_id: str, salt: str, n: int) -> list[int]:
     """n distinct instance seeds from the whole training range, fixed per file (the same
     bytes are judged on the same instances) but not guessable by the file's author."""
@@ -135,6 +136,17 @@ class Checker:
                 self.times.setdefault("generate", []).append(r.seconds)
         return results
 
+    def make(self, orders: list[Order]) -> list[list[Made]]:
+        """Instances through the one path every stage makes them by, counted like `call`."""
+        made = make_instances(self.pool, orders, stop_on_failure=True)
+        top = max(self.cfg.levels)
+        for m in (m for ms in made for m in ms):
+            self.output_chars += sum(r.output_chars for r in m.results.values())
+            r = m.results["generate"]
+            if r.ok and m.difficulty == top:
+                self.times.setdefault("generate", []).append(r.seconds)
+        return made
+
     def run(self) -> None:
         cfg = self.cfg
         # load: the import, and what it costs (a replaced worker pays it again)
@@ -156,24 +168,20 @@ class Checker:
                                 for d in cfg.diversity_levels}
         planned = set(pairs)
         extra = [(s, d) for d, seeds in self.diversity_pairs.items() for s in seeds if (s, d) not in planned]
-        gen_calls = [Call.generate(s, d) for s, d in pairs + extra]
-        generated = self.call(gen_calls)
-        for c, r in zip(gen_calls, generated):
-            if not r.ok:
-                raise Rejected("run", _describe_failure(c, r, Instance(c.args[0], c.args[1], {})))
-        by_pair = {(c.args[0], c.args[1]): r.value for c, r in zip(gen_calls, generated)}
-        insts = [Instance(s, d, by_pair[(s, d)]) for s, d in pairs]
-        ps_calls = [c for i in insts for c in (Call.prompt(i.instance), Call.solve(i.instance))]
-        ps = self.call(ps_calls)
+        made, extra_made = self.make([Order(self.env, pairs), Order(self.env, extra, ask=())])
+        for m in made + extra_made:
+            if why := m.failure(("generate",)):
+                raise Rejected("run", why)
+        by_pair = {(m.seed, m.difficulty): m.instance for m in made + extra_made}
+        insts = [Instance(m.seed, m.difficulty, m.instance) for m in made]
         top = max(cfg.levels)
-        for k, inst in enumerate(insts):
-            for j in (0, 1):
-                c, r = ps_calls[2 * k + j], ps[2 * k + j]
-                if not r.ok:
-                    raise Rejected("run", _describe_failure(c, r, inst))
-                if inst.difficulty == top:
-                    self.times.setdefault(c.fn, []).append(r.seconds)
-            inst.text, inst.reference = ps[2 * k].value, ps[2 * k + 1].value
+        for m, inst in zip(made, insts):
+            if why := m.failure(ASKED):
+                raise Rejected("run", why)
+            if inst.difficulty == top:
+                for fn in ASKED:
+                    self.times.setdefault(fn, []).append(m.results[fn].seconds)
+            inst.text, inst.reference = m.task, m.answer
             inst.context = Context.of(inst.instance, inst.text, inst.reference)
             if not inst.text.strip():
                 raise Rejected("run", f"prompt is empty at seed {inst.seed} difficulty {inst.difficulty}")
@@ -181,7 +189,7 @@ class Checker:
         ref_scores = self.call(ref_calls)
         for c, r, inst in zip(ref_calls, ref_scores, insts):
             if not r.ok:
-                raise Rejected("run", _describe_failure(c, r, inst))
+                raise Rejected("run", describe_failure(c.fn, r, inst.seed, inst.difficulty))
             if inst.difficulty == top:
                 self.times.setdefault("score", []).append(r.seconds)
         self.m["instances"] = len(insts)

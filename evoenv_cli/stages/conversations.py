@@ -1,8 +1,10 @@
-"""Instances of environments, made in the sandbox and turned into chat prompts: the one path
-that `sample`, `evaluate` and `calibrate` share, so a prompt is built the same way for
-training, for calibration and for held-out evaluation.
+"""Instances of environments turned into chat conversations: the one path that `sample`,
+`evaluate` and `calibrate` share, so a prompt is built the same way for training, for
+calibration and for held-out evaluation. The instances themselves are made in the sandbox by
+`runtime.instances.make_instances`, the path every stage makes instances by; what is here
+needs the sample config (system prompt, answer instruction, demonstrations), which the
+runtime layer does not know.
 
-For every (seed, difficulty) wanted: `generate` in the sandbox, then `prompt` and `solve`.
 With `SampleConfig.demonstrations = k`, the conversation first shows k demonstrations: another
 instance of the same environment at the same level (seeds derived from the row's seed, in the
 training range), asked the same way, and answered by the oracle in the answer tags. That is
@@ -19,7 +21,8 @@ import json
 from dataclasses import dataclass, field
 
 from evoenv_cli.config import SampleConfig
-from evoenv_cli.runtime.pool import Call, CallResult, EnvFile, SandboxPool
+from evoenv_cli.runtime.instances import ALL, Order, make_instances
+from evoenv_cli.runtime.pool import EnvFile, SandboxPool
 
 DEMONSTRATION_ANSWER = "<answer>{answer}</answer>"  # what a demonstration turn's assistant says
 DEMONSTRATION_TRIES = 3  # extra candidate instances per wanted demonstration
@@ -69,70 +72,38 @@ class Plan:
     pairs: list[tuple[int, int]]  # (seed, difficulty)
 
 
-def _skip(env: EnvFile, seed, difficulty, what: str, r: CallResult) -> dict:
-    return {"env": env.path.name, "seed": seed, "difficulty": difficulty,
-            "reason": f"{what} {r.status}: {r.error}"}
-
-
 def prepare(pool: SandboxPool, plans: list[Plan], cfg: SampleConfig,
             need_answer: bool = True) -> tuple[list[list[Prepared]], list[dict]]:
     """Per plan, the instances that could be made (in the plan's order), and the skips
     ({"env", "seed", "difficulty", "reason"}). With `need_answer` False an instance whose
     `solve` failed is kept with answer None (evaluation scores answers with `score` anyway)."""
-    skipped: list[dict] = []
     wanted = max(0, int(cfg.demonstrations or 0))
     tries = wanted + DEMONSTRATION_TRIES if wanted else 0
-    jobs = []
-    for p in plans:
-        calls = [Call.generate(s, d) for s, d in p.pairs]
-        calls += [Call.generate(demonstration_seed(s, k), d) for s, d in p.pairs for k in range(tries)]
-        jobs.append((p.env, calls))
-    generated = pool.run_many(jobs)
-    second = []
-    for p, results in zip(plans, generated):
-        main, demos = results[:len(p.pairs)], results[len(p.pairs):]
-        good = []
-        for k, ((s, d), r) in enumerate(zip(p.pairs, main)):
-            if not r.ok:
-                skipped.append(_skip(p.env, s, d, "generate", r))
-                continue
-            candidates = [(demonstration_seed(s, j), demos[k * tries + j]) for j in range(tries)]
-            good.append((s, d, r.value, [(ds, dr.value) for ds, dr in candidates if dr.ok]))
-        second.append((p, good))
-    calls_of = []
-    for p, good in second:
-        calls = []
-        for _, _, inst, cands in good:
-            calls += [Call.prompt(inst), Call.solve(inst)]
-            for _, cinst in cands:
-                calls += [Call.prompt(cinst), Call.solve(cinst)]
-        calls_of.append((p.env, calls))
-    answered = pool.run_many(calls_of)
+    orders = []
+    for p in plans:  # the asked instances first, so a failing environment loses demonstrations first
+        orders.append(Order(p.env, p.pairs))
+        orders.append(Order(p.env, [(demonstration_seed(s, k), d) for s, d in p.pairs for k in range(tries)]))
+    made = make_instances(pool, orders)
+    needed = ALL if need_answer else ("generate", "prompt")
+    failed_generate: list[dict] = []  # reported before failed prompts and solves, as they ran
+    failed_asked: list[dict] = []
     out: list[list[Prepared]] = []
-    for (p, good), results in zip(second, answered):
-        made, at = [], 0
-        for s, d, inst, cands in good:
-            pr, sr = results[at], results[at + 1]
-            at += 2
-            shown = []
-            for ds, cinst in cands:
-                cp, cs = results[at], results[at + 1]
-                at += 2
-                if cp.ok and cs.ok:
-                    shown.append((ds, cinst, cp.value, cs.value))
-            if not pr.ok:
-                skipped.append(_skip(p.env, s, d, "prompt", pr))
+    for n, p in enumerate(plans):
+        asked, demos = made[2 * n], made[2 * n + 1]
+        ready = []
+        for k, m in enumerate(asked):
+            if why := m.failure(needed):
+                skip = {"env": p.env.path.name, "seed": m.seed, "difficulty": m.difficulty, "reason": why}
+                (failed_asked if m.instance is not None else failed_generate).append(skip)
                 continue
-            if not sr.ok and need_answer:
-                skipped.append(_skip(p.env, s, d, "solve", sr))
-                continue
-            answer = sr.value if sr.ok else None
-            picked = pick_demonstrations(inst, answer, shown, wanted)
-            messages = build_messages(pr.value, cfg, [(t, a) for _, _, t, a in picked])
-            made.append(Prepared(p.env, p.name, s, d, inst, pr.value, answer, messages,
-                                 [ds for ds, _, _, _ in picked]))
-        out.append(made)
-    return out, skipped
+            shown = [(c.seed, c.instance, c.task, c.answer) for c in demos[k * tries:(k + 1) * tries]
+                     if c.failure() is None]
+            picked = pick_demonstrations(m.instance, m.answer, shown, wanted)
+            messages = build_messages(m.task, cfg, [(t, a) for _, _, t, a in picked])
+            ready.append(Prepared(p.env, p.name, m.seed, m.difficulty, m.instance, m.task, m.answer, messages,
+                                  [ds for ds, _, _, _ in picked]))
+        out.append(ready)
+    return out, failed_generate + failed_asked
 
 
 def pick_demonstrations(instance: dict, answer: str | None, shown: list[tuple], wanted: int) -> list[tuple]:

@@ -1,0 +1,121 @@
+"""Instances of environments made in the sandbox: `generate` at each wanted (seed, difficulty),
+then `prompt` and `solve` on every instance that came back. This is the one place stages make
+instances (sample, evaluate, calibrate, review, dedupe, validate), so a failed call is
+labelled the same way everywhere (`describe_failure`) and every stage pays for the same calls.
+
+What an instance means to a stage (a chat prompt, a review sample, a behaviour signature)
+stays in the stage; this module only runs the calls and keeps their results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from evoenv_cli.runtime.pool import Call, CallResult, EnvFile, SandboxPool, describe_failure
+
+ASKED = ("prompt", "solve")  # what an instance is asked after `generate`, in this order
+ALL = ("generate", *ASKED)
+_ASK = {"prompt": Call.prompt, "solve": Call.solve}
+_NOT_ASKED = CallResult("skipped", None, "skipped after a failed call")
+
+
+@dataclass
+class Order:
+    """Instances wanted of one environment, and what each is asked once generated."""
+
+    env: EnvFile
+    pairs: list[tuple[int, int]]  # (seed, difficulty)
+    ask: tuple[str, ...] = ASKED
+
+    def __post_init__(self) -> None:
+        unknown = [fn for fn in self.ask if fn not in _ASK]
+        if unknown:
+            raise ValueError(f"an instance can be asked {', '.join(ASKED)}, not {', '.join(unknown)}")
+
+
+@dataclass
+class Made:
+    """One wanted instance and what its calls returned: `generate`, then each asked call (none
+    when generate failed)."""
+
+    env: EnvFile
+    seed: int
+    difficulty: int
+    results: dict[str, CallResult] = field(default_factory=dict)
+
+    def value(self, fn: str) -> Any:
+        r = self.results.get(fn)
+        return r.value if r is not None and r.ok else None
+
+    @property
+    def instance(self) -> dict | None:
+        return self.value("generate")
+
+    @property
+    def task(self) -> str | None:
+        return self.value("prompt")
+
+    @property
+    def answer(self) -> str | None:
+        return self.value("solve")
+
+    def failure(self, needed: Iterable[str] = ALL) -> str | None:
+        """The first failed call among `needed`, labelled; None when they all succeeded."""
+        needed = set(needed)
+        for fn, r in self.results.items():
+            if fn in needed and not r.ok:
+                return describe_failure(fn, r, self.seed, self.difficulty)
+        return None
+
+
+def make_instances(pool: SandboxPool, orders: list[Order],
+                   stop_on_failure: bool = False) -> list[list[Made]]:
+    """Per order, one `Made` per pair, in the pairs' order. All generates run first (one batch
+    list per environment, orders for one environment sharing it in the order given), then the
+    asked calls of every instance that was generated.
+
+    With `stop_on_failure` (for a caller that rejects on the first failure) an environment's
+    calls after its first failed one are skipped, and once one of its generates failed none of
+    its instances is asked anything, so a broken environment costs one time limit, not many."""
+    made = [[Made(o.env, s, d) for s, d in o.pairs] for o in orders]
+    envs: dict[EnvFile, list[int]] = {}
+    for k, o in enumerate(orders):
+        envs.setdefault(o.env, []).append(k)
+    jobs = list(envs.items())
+
+    generated = pool.run_many([(env, [Call.generate(m.seed, m.difficulty) for k in ks for m in made[k]])
+                               for env, ks in jobs], stop_on_failure)
+    for (_, ks), results in zip(jobs, generated):
+        for m, r in zip((m for k in ks for m in made[k]), results):
+            m.results["generate"] = r
+
+    asks: list[tuple[EnvFile, list[Call]]] = []
+    slots: list[list[tuple[Made, str]]] = []
+    for env, ks in jobs:
+        wanted = [(m, fn) for k in ks for m in made[k] if m.results["generate"].ok for fn in orders[k].ask]
+        if stop_on_failure and any(not m.results["generate"].ok for k in ks for m in made[k]):
+            for m, fn in wanted:
+                m.results[fn] = _NOT_ASKED
+            continue
+        asks.append((env, [_ASK[fn](m.instance) for m, fn in wanted]))
+        slots.append(wanted)
+    for wanted, results in zip(slots, pool.run_many(asks, stop_on_failure)):
+        for (m, fn), r in zip(wanted, results):
+            m.results[fn] = r
+    return made
+
+
+def first_failure(made: Iterable[Made], needed: Iterable[str] = ALL) -> str | None:
+    """The failure a caller that rejects on any reports: the first failed generate, else the
+    first failed asked call, in the order they ran."""
+    made, needed = list(made), tuple(needed)
+    for m in made:
+        if "generate" in needed and (why := m.failure(("generate",))):
+            return why
+    asked = tuple(fn for fn in needed if fn != "generate")
+    for m in made:
+        if why := m.failure(asked):
+            return why
+    return None
