@@ -9,6 +9,7 @@ stays in the stage; this module only runs the calls and keeps their results.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,13 @@ ASKED = ("prompt", "solve")  # what an instance is asked after `generate`, in th
 ALL = ("generate", *ASKED)
 _ASK = {"prompt": Call.prompt, "solve": Call.solve}
 _NOT_ASKED = CallResult("skipped", None, "skipped after a failed call")
+
+
+def instance_seed(base: int, env_name: str, i: int, split: str = "train") -> int:
+    """A stable 31-bit seed per (split, base, env, row); held-out seeds set bit 31."""
+    digest = hashlib.sha256(f"{base}:{env_name}:{i}".encode()).digest()
+    value = int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+    return value | 0x80000000 if split == "heldout" else value
 
 
 @dataclass

@@ -107,7 +107,7 @@ def clip(text: str, limit: int) -> str:
 
 
 def judge_messages(task: str, first: str, second: str, reward: float, max_chars: int) -> list[dict]:
-    from evoenv_cli.stages.synthesize import template
+    from evoenv_cli.prompts import template
 
     text = template("arena_judge.txt").format(
         task=task.strip(), first=clip(first, max_chars).strip() or "(empty)",

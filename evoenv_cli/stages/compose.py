@@ -26,6 +26,7 @@ from evoenv_cli import artifacts
 from evoenv_cli.config import ComposeConfig, RuntimeConfig, ValidateConfig, to_dict
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.contract import check_source, parse_python
+from evoenv_cli.runtime.instances import Order, make_instances
 from evoenv_cli.runtime.pool import Call, EnvFile, EnvLoadError, SandboxPool, env_id_of
 from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.stages import probes, validate
@@ -150,13 +151,11 @@ def round_robin(by_op: dict[str, list[Plan]]) -> list[Plan]:
 def measure_order_free(env: EnvFile, pool: SandboxPool, levels: tuple[int, ...] = (1, 3, 5, 7)) -> bool:
     """Whether a list answer is accepted with its items reordered on most of a few instances
     (what validate measures, for a part whose index record does not say)."""
-    generated = pool.run(env, [Call.generate(seed, d) for d in levels for seed in (0, 1)], stop_on_failure=True)
-    if not all(r.ok for r in generated):
+    [made] = make_instances(pool, [Order(env, [(seed, d) for d in levels for seed in (0, 1)], ask=("solve",))],
+                            stop_on_failure=True)
+    if any(m.failure(("generate", "solve")) for m in made):
         return False
-    refs = pool.run(env, [Call.solve(r.value) for r in generated], stop_on_failure=True)
-    if not all(r.ok for r in refs):
-        return False
-    pairs = [(g.value, moved) for g, r in zip(generated, refs) if (moved := probes.reordered(r.value)) is not None]
+    pairs = [(m.instance, moved) for m in made if (moved := probes.reordered(m.answer)) is not None]
     if not pairs:
         return False
     scores = pool.run(env, [Call.score(inst, moved) for inst, moved in pairs])

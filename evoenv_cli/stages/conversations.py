@@ -20,7 +20,9 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.config import SampleConfig
+from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.instances import ALL, Order, make_instances
 from evoenv_cli.runtime.pool import EnvFile, SandboxPool
 
@@ -116,3 +118,15 @@ def pick_demonstrations(instance: dict, answer: str | None, shown: list[tuple], 
     differ = [c for c in others if answer is None or c[3].strip() != answer.strip()]
     same = [c for c in others if c not in differ]
     return (differ + same)[:wanted]
+
+
+def levels_for(env: EnvFile, library: EnvLibrary, cfg: SampleConfig) -> list[int]:
+    if cfg.difficulty is not None:
+        return [cfg.difficulty]
+    if cfg.difficulty_from == "index":
+        record = library.index.get(env.env_id) or {}
+        levels = (record.get("calibration") or {}).get("levels") or []
+        levels = [lv for lv in levels if type(lv) is int and lv in contract.LEVELS]
+        if levels:
+            return sorted(set(levels))
+    return list(contract.LEVELS)

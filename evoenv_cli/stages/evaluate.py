@@ -50,10 +50,17 @@ from evoenv_cli.artifacts import EnvLibrary, InputError
 from evoenv_cli.config import EvaluateConfig, RuntimeConfig, SampleConfig, to_dict
 from evoenv_cli.llm.base import Backend, SamplingConfig
 from evoenv_cli.rewards import EnvReward, extract_answer
+from evoenv_cli.runtime import contract
+from evoenv_cli.runtime.instances import instance_seed
 from evoenv_cli.runtime.pool import EnvFile, SandboxPool
 from evoenv_cli.runtime.session import Runtime
-from evoenv_cli.stages.conversations import DEMONSTRATION_ANSWER, Plan, prepare, user_turn
-from evoenv_cli.stages.sample import REQUIRED, instance_seed, levels_for
+from evoenv_cli.stages.conversations import (
+    DEMONSTRATION_ANSWER,
+    Plan,
+    levels_for,
+    prepare,
+    user_turn,
+)
 
 HELDOUT_BIT = 1 << 31
 RG_SEED_BASE = HELDOUT_BIT  # reasoning-gym items at held-out seeds, like every evaluation item
@@ -274,7 +281,7 @@ def env_items(library: EnvLibrary, cfg: EvaluateConfig, sample_cfg: SampleConfig
     for env in library.files:
         error = pool.load_error(env)
         meta = {} if error else pool.describe(env)
-        missing = [n for n in REQUIRED if n not in meta.get("callables", [])]
+        missing = [n for n in contract.REQUIRED_FUNCTIONS if n not in meta.get("callables", [])]
         if error or missing:
             skipped.append({"env": env.path.name, "seed": None, "difficulty": None,
                             "reason": error or f"missing {', '.join(missing)}"})

@@ -9,29 +9,23 @@ two never meet.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 
 from evoenv_cli.artifacts import EnvLibrary, InputError
 from evoenv_cli.config import SampleConfig
-from evoenv_cli.runtime.pool import EnvFile, SandboxPool
-from evoenv_cli.stages.conversations import Plan, Prepared, build_messages, prepare
+from evoenv_cli.runtime import contract
+from evoenv_cli.runtime.instances import instance_seed
+from evoenv_cli.runtime.pool import SandboxPool
+from evoenv_cli.stages.conversations import Plan, Prepared, build_messages, levels_for, prepare
 
 __all__ = ["FORMATS", "LEVELS", "REQUIRED", "SampleReport", "build_messages", "check_config",
            "instance_seed", "levels_for", "make_row", "run", "to_format"]
 
 FORMATS = ("trl", "verl", "openrlhf")
 SPLITS = ("train", "heldout")
-LEVELS = tuple(range(1, 11))
-REQUIRED = ("generate", "prompt", "solve", "score")
-
-
-def instance_seed(base: int, env_name: str, i: int, split: str = "train") -> int:
-    """A stable 31-bit seed per (split, base, env, row); held-out seeds set bit 31."""
-    digest = hashlib.sha256(f"{base}:{env_name}:{i}".encode()).digest()
-    value = int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
-    return value | 0x80000000 if split == "heldout" else value
+LEVELS = contract.LEVELS
+REQUIRED = tuple(contract.REQUIRED_FUNCTIONS)
 
 
 @dataclass
@@ -39,18 +33,6 @@ class SampleReport:
     rows: list[dict] = field(default_factory=list)
     per_env: dict[str, int] = field(default_factory=dict)
     skipped: list[dict] = field(default_factory=list)  # {"env", "seed", "difficulty", "reason"}
-
-
-def levels_for(env: EnvFile, library: EnvLibrary, cfg: SampleConfig) -> list[int]:
-    if cfg.difficulty is not None:
-        return [cfg.difficulty]
-    if cfg.difficulty_from == "index":
-        record = library.index.get(env.env_id) or {}
-        levels = (record.get("calibration") or {}).get("levels") or []
-        levels = [lv for lv in levels if type(lv) is int and 1 <= lv <= 10]
-        if levels:
-            return sorted(set(levels))
-    return list(LEVELS)
 
 
 def check_config(cfg: SampleConfig, library: EnvLibrary) -> None:

@@ -13,47 +13,18 @@ import ast
 import hashlib
 import random
 import re
-import string
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 from evoenv_cli import artifacts
 from evoenv_cli.config import SynthesizeConfig, to_dict
 from evoenv_cli.llm.base import Backend, SamplingConfig, strip_thinking
+from evoenv_cli.prompts import PROMPTS, contract_text, template
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.contract import REQUIRED_FUNCTIONS, parse_python
 from evoenv_cli.runtime.pool import EnvFile
 
-PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.DOTALL)
-
-
-def template(name: str) -> str:
-    return (PROMPTS / name).read_text(encoding="utf-8")
-
-
-def _words(names) -> str:
-    names = list(names)
-    return ", ".join(names[:-1]) + (" and " if len(names) > 1 else "") + names[-1]
-
-
-def contract_text() -> str:
-    """The environment contract as the policy reads it: prompts/contract.txt with every list
-    and limit filled in from runtime/contract.py, so the prompt cannot drift from the checker."""
-    def listed(names):
-        return ", ".join(sorted(names, key=lambda n: (n.lstrip("_").lower(), n)))
-
-    text = string.Template(template("contract.txt")).substitute(
-        allowed_imports=", ".join(sorted(contract.ALLOWED_IMPORTS - {"__future__"})),
-        forbidden_names=listed(contract.FORBIDDEN_NAMES), forbidden_attributes=listed(contract.FORBIDDEN_ATTRIBUTES),
-        underscore_ok=_words(sorted(contract.ALLOWED_UNDERSCORE_ATTRIBUTES)),
-        answer_types=", ".join(contract.ANSWER_TYPES),
-        lowest=contract.LEVELS[0], highest=contract.LEVELS[-1],
-        call_seconds=f"{contract.ASKED_CALL_SECONDS:g}", instance_kb=contract.ASKED_INSTANCE_BYTES // 1000,
-    ).strip()
-    first, rest = text.split("\n\n", 1)
-    return textwrap.fill(" ".join(first.split()), 95, break_on_hyphens=False) + "\n\n" + rest
 
 
 @dataclass

@@ -49,9 +49,6 @@ GOES_AROUND = {
     # the determinism probe regenerates and re-prompts instances it already has, twice in one
     # worker's batch and once in a fresh pool, to compare: a probe, not a way to make instances
     "stages/validate.py",
-    # measure_order_free generates and solves a part (no prompt) for compose; left to the
-    # change that owns compose.py
-    "stages/compose.py",
 }
 
 
