@@ -42,6 +42,7 @@ import numpy as np
 
 from evoenv_cli import artifacts
 from evoenv_cli.config import DedupeConfig, RuntimeConfig, to_dict
+from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.contract import MAX_SOURCE_BYTES
 from evoenv_cli.runtime.instances import Order, first_failure, make_instances
 from evoenv_cli.runtime.pool import EnvFile, SandboxPool
@@ -74,8 +75,7 @@ _TOKEN = re.compile(  # one token, after spaces: name, string, line start, opera
 _QUOTES = frozenset("'\"")
 _NAME_START = frozenset(string.ascii_letters + "_")
 _OPENS, _CLOSES = frozenset("([{"), frozenset(")]}")
-CONTRACT_NAMES = frozenset({"NAME", "TAGS", "ANSWER_TYPE", "INPUT_TYPE", "generate",
-                            "generate_from", "prompt", "solve", "score", "self", "cls"})
+CONTRACT_NAMES = contract.CONTRACT_NAMES | {"self", "cls"}
 
 
 def _stable_names() -> tuple[frozenset[str], frozenset[str]]:
@@ -84,6 +84,8 @@ def _stable_names() -> tuple[frozenset[str], frozenset[str]]:
     public names of builtin types and stdlib modules and classes)."""
     modules = (random, math, re, collections, itertools, heapq, string, json, hashlib, zlib)
     bare = set(keyword.kwlist) | set(dir(builtins)) - {"_"} | CONTRACT_NAMES
+    # the module names every environment file is written with; not the contract's whole
+    # allow-list, whose rarer names (numbers, abc) are common variable names elsewhere
     bare |= {m.__name__ for m in modules} | {"functools", "bisect", "fractions", "decimal",
                                              "statistics", "dataclasses", "typing", "operator",
                                              "copy", "enum", "textwrap", "cmath", "array"}
@@ -434,12 +436,9 @@ def sample_behaviour(env: EnvFile, pool: SandboxPool, cfg: DedupeConfig) -> Samp
     return Sampled([m.task for m in made], None, solved)
 
 
-_NAME = re.compile(rb"""^NAME\s*(?::\s*str\s*)?=\s*(['"])([A-Za-z0-9_]{1,64})\1""", re.M)
-
-
 def static_name(source: bytes) -> str | None:
-    m = _NAME.search(source)
-    return m.group(2).decode() if m else None
+    """The NAME a verdict cites for an environment, as the contract reads it."""
+    return contract.declared(source).name
 
 
 # -- the index -----------------------------------------------------------------------------------
