@@ -426,13 +426,7 @@ def compose(
     from evoenv_cli.stages import compose as stage
 
     recipe = _runtime(config, sandbox, workers)
-    op_list = None
-    if ops is not None:
-        op_list = [o.strip() for o in ops.split(",") if o.strip()]
-        unknown = [o for o in op_list if o not in stage.OPERATORS]
-        if unknown or not op_list:
-            raise artifacts.InputError(f"--ops: unknown operator {', '.join(unknown) or '(none)'} "
-                                       f"(choose from {', '.join(stage.OPERATORS)})")
+    op_list = None if ops is None else [o.strip() for o in ops.split(",") if o.strip()]
     cfg = cfgmod.override(recipe.compose, ops=op_list, n=n, max_depth=max_depth, seed=seed)
     lib = artifacts.EnvLibrary.open(library)
     out_dir = artifacts.prepare_out_dir(out, resume, clean, settings=_settings(
@@ -468,8 +462,8 @@ def dedupe(
     from evoenv_cli.stages import dedupe as stage
 
     recipe = _runtime(config, sandbox, workers)
-    cfg = cfgmod.override(recipe.dedupe, code_threshold=threshold, behaviour_threshold=threshold,
-                          save_index=save_index)
+    cfg = cfgmod.override(recipe.dedupe, {"code_threshold": "--threshold", "behaviour_threshold": "--threshold"},
+                          code_threshold=threshold, behaviour_threshold=threshold, save_index=save_index)
     stage.check_config(cfg)
     lib = artifacts.EnvLibrary.open(library, allow_empty=True)
     pools = [artifacts.EnvLibrary.open(p, allow_empty=True) for p in against or []]
@@ -614,13 +608,11 @@ def calibrate(
 
     recipe = _runtime(config, sandbox, workers)
     band_values = None
-    if band is not None:
+    if band is not None:  # the values are checked by calibrate.band's own rules, in override
         try:
             band_values = [float(x) for x in band.split(",")]
         except ValueError:
-            band_values = []
-        if len(band_values) != 2 or not 0 <= band_values[0] <= band_values[1] <= 1:
-            raise artifacts.InputError(f"--band: expected LO,HI with 0 <= LO <= HI <= 1 (got {band!r})")
+            raise artifacts.InputError(f"--band: expected LO,HI, two numbers (got {band!r})") from None
     cfg = cfgmod.override(recipe.calibrate, band=band_values, instances=instances, samples=samples)
     lib = artifacts.EnvLibrary.open(library, allow_empty=True)
     out_dir = artifacts.prepare_out_dir(out, resume, clean, settings=_settings(
@@ -668,12 +660,11 @@ def train(
     from evoenv_cli.stages import train as stage
 
     recipe = _runtime(config, sandbox, workers)
-    cfg = cfgmod.override(recipe.train, max_steps=max_steps, learning_rate=learning_rate, beta=beta,
+    cfg = cfgmod.override(recipe.train, {"learning_rate": "--lr", "per_device_train_batch_size": "--batch-size"},
+                          max_steps=max_steps, learning_rate=learning_rate, beta=beta,
                           num_generations=num_generations, per_device_train_batch_size=batch_size,
                           max_completion_length=max_completion_length, lora=lora, use_vllm=use_vllm,
                           seed=seed, zero_variance=zero_variance)
-    if zero_variance not in (None, "skip", "judge"):
-        raise artifacts.InputError(f"--zero-variance: expected skip or judge (got {zero_variance!r})")
     lib = artifacts.EnvLibrary.open(library)
     artifacts.check_output_folder(out)
     stage.check_inputs(data, lib, model)  # before any folder is made
@@ -740,7 +731,8 @@ def evaluate(
     from evoenv_cli.stages import evaluate as stage
 
     recipe = _runtime(config, sandbox, workers)
-    cfg = cfgmod.override(recipe.evaluate, samples=n, temperature=temperature, instances=instances, seed=seed)
+    cfg = cfgmod.override(recipe.evaluate, {"samples": "--n"}, samples=n, temperature=temperature,
+                          instances=instances, seed=seed)
     if library is None and not bench:
         raise artifacts.InputError("nothing to evaluate: pass --library, --bench FILE, or both")
     stage.check_config(cfg)

@@ -3,9 +3,11 @@ Flags given on the command line override the recipe; the resolved config goes in
 
 Every value is checked when the recipe loads, before any work: against its field's type
 annotation, and against the rules in the field's metadata (`min`, `max`, `gt`, `lt`,
-`choices`, `len`, `min_len`, and `items` for each element of a list). A bad value is an
-InputError naming `file: section.key` and the problem (exit 2). One mechanism: a field states
-its own rules, `check_values` reads them.
+`choices`, `len`, `min_len`, `ascending` for a list, and `items` for each element of a list;
+`names_tag` for a text that must ask for the answer in the tag another field of its section
+holds). A bad value is an InputError naming `file: section.key` and the problem (exit 2). One
+mechanism: a field states its own rules, `check_values` reads them, for a recipe's values and
+(through `override`) for the flags given over them.
 """
 
 from __future__ import annotations
@@ -176,7 +178,7 @@ class CalibrateConfig:
     K samples a group is all-solved or all-failed with probability p**K + (1-p)**K, which in
     [0.15, 0.85] with K = 8 stays under 0.28, so most groups carry a learning signal."""
 
-    band: list[float] = field(default_factory=lambda: [0.15, 0.85], metadata={"len": 2, "items": {"min": 0, "max": 1}})
+    band: list[float] = field(default_factory=lambda: [0.15, 0.85], metadata={"len": 2, "ascending": True, "items": {"min": 0, "max": 1}})  # [low, high]
     coarse_levels: list[int] = field(default_factory=lambda: [1, 4, 7, 10], metadata={"min_len": 1, "items": {"min": 1, "max": 10}})
     instances: int = field(default=8, metadata={"min": 1})  # M fresh instances per level
     samples: int = field(default=8, metadata={"min": 1})  # K answers per instance
@@ -370,10 +372,18 @@ def _type_problem(value: Any, hint: Any) -> str | None:
     return None
 
 
-def _rule_problem(value: Any, rules: dict) -> str | None:
-    """Why `value` breaks the field's rules (its metadata), or None."""
+def _rule_problem(value: Any, rules: dict, section: Any = None) -> str | None:
+    """Why `value` breaks the field's rules (its metadata), or None. `section`: the config
+    object the field belongs to, for a rule that reads another of its fields."""
     if value is None:
         return None
+    if "names_tag" in rules and isinstance(value, str):
+        tag = getattr(section, rules["names_tag"], "")
+        text = value.replace("{tag}", tag)
+        missing = [t for t in (f"<{tag}>", f"</{tag}>") if t not in text]
+        if tag and text and missing:
+            return (f"must ask for the answer in the {rules['names_tag']} ({' and '.join(missing)} "
+                    f"missing; write {{tag}} for it, e.g. <{{tag}}>)")
     if "choices" in rules and value not in rules["choices"]:
         hint = difflib.get_close_matches(str(value), [str(c) for c in rules["choices"]], n=1)
         more = f" (did you mean {hint[0]!r}?)" if hint else ""
@@ -392,11 +402,19 @@ def _rule_problem(value: Any, rules: dict) -> str | None:
             return f"must hold exactly {rules['len']} values"
         if "min_len" in rules and len(value) < rules["min_len"]:
             return f"must hold at least {rules['min_len']} value{'s' if rules['min_len'] > 1 else ''}"
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+        if rules.get("ascending") and numbers and any(b < a for a, b in zip(value, value[1:])):
+            return "must be in ascending order (low first, then high)"
         for k, v in enumerate(value):
             problem = _rule_problem(v, rules.get("items", {}))
             if problem:
                 return f"item {k} ({_shown(v)}) {problem}"
     return None
+
+
+def _field_problem(obj: Any, f: dataclasses.Field, hint: Any) -> str | None:
+    value = getattr(obj, f.name)
+    return _type_problem(value, hint) or _rule_problem(value, dict(f.metadata), obj)
 
 
 def check_values(obj: Any, where: str) -> None:
@@ -407,7 +425,7 @@ def check_values(obj: Any, where: str) -> None:
         value = getattr(obj, f.name)
         if dataclasses.is_dataclass(hints[f.name]) and isinstance(value, hints[f.name]):
             continue
-        problem = _type_problem(value, hints[f.name]) or _rule_problem(value, dict(f.metadata))
+        problem = _field_problem(obj, f, hints[f.name])
         if problem:
             raise InputError(f"{where}.{f.name}: {problem} (got {_shown(value)})")
 
@@ -474,10 +492,20 @@ def load_recipe(path: str | Path | None) -> Recipe:
     return recipe
 
 
-def override(obj: T, **flags: Any) -> T:
-    """A copy of a config dataclass with the flags the user actually gave (not None)."""
-    given = {k: v for k, v in flags.items() if v is not None}
-    return dataclasses.replace(obj, **given)
+def override(obj: T, flags: dict[str, str] | None = None, /, **values: Any) -> T:
+    """A copy of a config dataclass with the values of the flags the user actually gave (not
+    None), each checked by its field's rules as a recipe value is; a bad one is an InputError
+    naming the flag. `flags` names a field's flag where it is not `--field-name` (--lr)."""
+    given = {k: v for k, v in values.items() if v is not None}
+    built = dataclasses.replace(obj, **given)
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(built):
+        cause = f.name if f.name in given else f.metadata.get("names_tag")  # a rule reading a flag's field
+        problem = _field_problem(built, f, hints[f.name]) if cause in given else None
+        if problem:
+            flag = (flags or {}).get(cause, "--" + cause.replace("_", "-"))
+            raise InputError(f"{flag}: {problem} (got {_shown(given[cause])})")
+    return built
 
 
 def to_dict(obj: Any) -> Any:
