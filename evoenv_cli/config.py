@@ -115,7 +115,7 @@ class ComposeConfig:
     """RACES: which operators, how many composites, how deep."""
 
     ops: list[str] = field(default_factory=lambda: ["sequential", "parallel", "sort", "select"], metadata={"min_len": 1, "items": {"choices": ("sequential", "parallel", "sort", "select")}})
-    n: int = field(default=20, metadata={"min": 1})
+    n: int = field(default=20, metadata={"min": 0})  # composites wanted; 0: none (a loop round without composites)
     max_depth: int = field(default=1, metadata={"min": 1})
     seed: int = 0
     partial_credit: bool = False  # PARALLEL: mean of the parts instead of all-or-nothing
@@ -144,7 +144,7 @@ class BackendConfig:
 class SynthesizeConfig:
     """The policy as generator: how many candidates, what each request shows it."""
 
-    n: int = field(default=32, metadata={"min": 1})  # candidates wanted (responses with usable code)
+    n: int = field(default=32, metadata={"min": 0})  # candidates wanted (responses with usable code); 0: none (a loop round without synthesis)
     max_requests: int = field(default=0, metadata={"min": 0})  # give up after this many requests (0: 4 x n)
     batch: int = field(default=64, metadata={"min": 1})  # requests sent to the backend at once
     examples: int = field(default=2, metadata={"min": 0})  # example environments shown per request, drawn from seeds and pool
@@ -289,11 +289,9 @@ class EvaluateConfig:
 
 @dataclass
 class IterateConfig:
-    """`make iterate`: what each round asks of its stages (each stage's own section still applies)."""
+    """`make iterate`: the loop's own settings. What each round asks of a stage is that stage's
+    section (synthesize.n, compose.n, sample.per_env, ...), as the stage's command reads it."""
 
-    synthesize_n: int = field(default=64, metadata={"min": 0})  # candidates requested from the policy per round
-    compose_n: int = field(default=16, metadata={"min": 0})  # composites of the pool per round
-    sample_per_env: int = field(default=64, metadata={"min": 1})  # training rows per pool environment per round
     bench: list[str] = field(default_factory=list)  # benchmark JSONL files or rg:TASK[:N] specs for evaluate
     baseline: bool = True  # evaluate the round's policy beside the starting model
     # Build the policy at backend.model / --model when that folder is missing: "starter" (the
@@ -441,6 +439,12 @@ def _coerce(value: Any, hint: Any) -> Any:
     return value
 
 
+# Settings that moved to another section: a recipe still naming them is told where they live.
+MOVED = {
+    IterateConfig: {"synthesize_n": "synthesize.n", "compose_n": "compose.n", "sample_per_env": "sample.per_env"},
+}
+
+
 def _build(cls: type[T], data: dict, where: str) -> T:
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a mapping")
@@ -449,8 +453,9 @@ def _build(cls: type[T], data: dict, where: str) -> T:
     kwargs = {}
     for key, value in data.items():
         if key not in fields:
+            moved = MOVED.get(cls, {}).get(key)
             hint = difflib.get_close_matches(str(key), list(fields), n=1)
-            more = f" (did you mean {hint[0]!r}?)" if hint else ""
+            more = (f" (it is {moved} now)" if moved else f" (did you mean {hint[0]!r}?)" if hint else "")
             raise InputError(f"{where}: unknown key {key!r}{more}")
         if dataclasses.is_dataclass(hints[key]) and isinstance(value, dict):
             value = _build(hints[key], value, f"{where}.{key}")

@@ -210,7 +210,7 @@ class Loop:
         from evoenv_cli.stages import synthesize as stage
 
         s = self.spec
-        cfg = cfgmod.override(s.synthesize, n=self.cfg.synthesize_n, seed=r)
+        cfg = cfgmod.override(s.synthesize, seed=r)
         wanted = {k: v for k, v in cfgmod.to_dict(cfg).items() if k not in ("n", "max_requests")}
         settings = cfgmod.stage_settings(synthesize=wanted, backend=cfgmod.llm_settings(s, None, policy),
                                          seeds=self.seeds, pools=[self.pool])
@@ -250,7 +250,7 @@ class Loop:
         from evoenv_cli.stages import compose as stage
 
         s = self.spec
-        cfg = cfgmod.override(s.compose, n=self.cfg.compose_n, seed=r)
+        cfg = cfgmod.override(s.compose, seed=r)
         lib = artifacts.EnvLibrary.open(self.pool)
         self._admit("compose", out, cfg.n,
                     cfgmod.stage_settings(compose=cfg, validate=s.validate, limits=s.runtime.limits),
@@ -284,7 +284,7 @@ class Loop:
     def sample(self, out: Path, r: int) -> None:
         from evoenv_cli.stages import sample as stage
 
-        cfg = cfgmod.override(self.spec.sample, per_env=self.cfg.sample_per_env, difficulty_from="index", seed=r)
+        cfg = cfgmod.override(self.spec.sample, difficulty_from="index", seed=r)
         lib = artifacts.EnvLibrary.open(self.pool)
         lib.check_python()
         stage.check_config(cfg, lib)
