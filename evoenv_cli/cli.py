@@ -263,7 +263,7 @@ def sample(
     if out != "-":
         artifacts.check_output_file(Path(out))
     with _pool(recipe) as pool:
-        report = stage.run(lib, cfg, pool)
+        report = stage.run(lib, cfg, pool, answer=recipe.answer)
     rows = (stage.to_format(r, cfg.format, i, cfg.split) for i, r in enumerate(report.rows))
     if out.endswith(".parquet"):
         n = artifacts.write_parquet_atomic(out, rows)
@@ -621,7 +621,7 @@ def calibrate(
     llm, model_name = _backend(recipe, backend, model, base_url, "calibrate")
     _admit("calibrate", len(lib.files), out_dir, as_json,
            lambda advance: stage.run(lib, cfg, recipe.sample, recipe.runtime, llm, out_dir, model_name,
-                                     on_verdict=advance), llm=llm)
+                                     on_verdict=advance, answer=recipe.answer), llm=llm)
 
 
 @app.command()
@@ -678,9 +678,10 @@ def train(
     # --resume may raise max_steps to train on: not in the settings
     wanted = {k: v for k, v in cfgmod.to_dict(cfg).items() if k != "max_steps"}
     artifacts.prepare_out_dir(out, resume, clean, envs=False, resumable=True, settings=_settings(
-        train=wanted, reward=recipe.reward, limits=recipe.runtime.limits, model=model, data=data))
+        train=wanted, reward=recipe.reward, answer=recipe.answer, limits=recipe.runtime.limits, model=model,
+        data=data))
     summary = stage.run(data, lib, model, out, cfg, recipe.reward, recipe.runtime, resume=resume,
-                        eval_data=eval_data)
+                        eval_data=eval_data, answer=recipe.answer)
     if as_json:
         emit(json.dumps(summary))
     else:
@@ -761,7 +762,7 @@ def evaluate(
     try:
         with progress:
             metrics = stage.run(out_dir, cfg, spec, library=lib, benches=benches, baseline=base_spec,
-                                sample_cfg=recipe.sample, runtime=recipe.runtime,
+                                sample_cfg=recipe.sample, answer=recipe.answer, runtime=recipe.runtime,
                                 note=None if as_json else lambda m: err.print(m, markup=False, soft_wrap=True))
     except KeyboardInterrupt:
         err.print(f"[yellow]interrupted[/]: samples so far are in {escape(str(out_dir / 'samples.jsonl'))}; "
@@ -924,8 +925,8 @@ def export(
     if out.exists() and any(out.iterdir()):
         raise artifacts.InputError(f"{out}: already holds files; pass an empty or new folder")
     with _pool(recipe) as pool:
-        report = stage.run(lib, cfg, pool)
-    pkg = verifiers_export.write_package(out, name, lib, report.rows, recipe.reward.answer_tag)
+        report = stage.run(lib, cfg, pool, answer=recipe.answer)
+    pkg = verifiers_export.write_package(out, name, lib, report.rows, recipe.answer.tag)
     err.print(f"exported {len(report.rows)} tasks from {len(report.per_env)} environments "
               f"({len(report.skipped)} skipped) -> {pkg}; pip install -e {out} && vf-eval {name}",
               soft_wrap=True, markup=False)
@@ -954,7 +955,7 @@ def serve_reward(
     recipe = _runtime(config, sandbox, workers)
     lib = artifacts.EnvLibrary.open(library)
     rt = recipe.runtime
-    reward = EnvReward(lib.files, answer_tag=recipe.reward.answer_tag, format_weight=recipe.reward.format_weight,
+    reward = EnvReward(lib.files, answer_tag=recipe.answer.tag, format_weight=recipe.reward.format_weight,
                        sandbox=rt.sandbox, workers=rt.workers, limits=rt.limits,
                        recheck_share=recipe.reward.recheck_share)
     try:

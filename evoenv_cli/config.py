@@ -29,8 +29,39 @@ T = TypeVar("T")
 
 DEFAULT_ANSWER_INSTRUCTION = (
     "Reason step by step, then give your final answer, in exactly the form asked above, "
-    "between <answer> and </answer> at the very end of your response."
+    "between <{tag}> and </{tag}> at the very end of your response."
 )
+DEFAULT_BENCH_INSTRUCTION = (
+    "Reason step by step, then give your final answer between <{tag}> and </{tag}> at the "
+    "very end of your response."
+)
+
+
+@dataclass
+class AnswerConfig:
+    """The answer format, one section for every stage: the instructions that ask for the answer
+    in the tag (training, calibration and evaluation prompts, and their demonstration turns) and
+    the extraction that reads it back (the reward, calibration, evaluation). `{tag}` in an
+    instruction is the tag, so a new tag changes every instruction with it; an instruction
+    written out in full must name the tag (`<tag>` and `</tag>`), so the two cannot disagree."""
+
+    tag: str = "answer"  # the last <tag>...</tag> block after the reasoning is the final answer ("": the whole response)
+    instruction: str = field(default=DEFAULT_ANSWER_INSTRUCTION, metadata={"names_tag": "tag"})  # after each environment task ("": none)
+    bench_instruction: str = field(default=DEFAULT_BENCH_INSTRUCTION, metadata={"names_tag": "tag"})  # after each benchmark question
+
+    @property
+    def task_text(self) -> str:
+        """The instruction after an environment task, with the tag filled in."""
+        return self.instruction.replace("{tag}", self.tag)
+
+    @property
+    def bench_text(self) -> str:
+        """The instruction after a benchmark question, with the tag filled in."""
+        return self.bench_instruction.replace("{tag}", self.tag)
+
+    def tagged(self, answer: str) -> str:
+        """An answer as a demonstration turn gives it: in the tags."""
+        return f"<{self.tag}>{answer}</{self.tag}>" if self.tag else answer
 
 
 @dataclass
@@ -51,7 +82,6 @@ class SampleConfig:
     format: str = field(default="trl", metadata={"choices": ("trl", "verl", "openrlhf")})  # trl | verl | openrlhf
     split: str = field(default="train", metadata={"choices": ("train", "heldout")})  # train (seeds below 2**31) | heldout (bit 31 set: val/eval rows)
     system_prompt: str | None = None
-    answer_instruction: str = DEFAULT_ANSWER_INSTRUCTION
     # Demonstration turns before the task: another instance of the same environment and level,
     # answered by the oracle in the answer tags (how a weak policy learns the format).
     demonstrations: int = 0
@@ -188,7 +218,6 @@ class CalibrateConfig:
     flat_tolerance: float = field(default=0.15, metadata={"min": 0, "max": 1})  # a curve whose range is under this does not respond to difficulty
     margin: float = field(default=0.05, metadata={"min": 0, "max": 1})  # pool rotation: the band widened by this before a miss counts
     retire_after: int = field(default=2, metadata={"min": 1})  # pool rotation: consecutive misses that retire an environment
-    answer_tag: str = "answer"
     chunk: int = field(default=512, metadata={"min": 1})  # environments per sweep (each sweep is one backend batch)
     on_no_answers: str = field(default="reject", metadata={"choices": ("reject", "admit")})  # reject | admit (uncalibrated, all levels: a solver that never answers, e.g. the CPU demo's tiny model)
     seed: int = 0
@@ -265,12 +294,6 @@ class TrainConfig:
     arena: ArenaConfig = field(default_factory=ArenaConfig)
 
 
-DEFAULT_BENCH_INSTRUCTION = (
-    "Reason step by step, then give your final answer between <answer> and </answer> at the "
-    "very end of your response."
-)
-
-
 @dataclass
 class EvaluateConfig:
     """Held-out evaluation: environment instances at held-out seeds (bit 31 set, so never a
@@ -282,8 +305,6 @@ class EvaluateConfig:
     top_p: float = field(default=0.95, metadata={"gt": 0, "max": 1})
     max_tokens: int = field(default=2048, metadata={"min": 1})
     seed: int = 0  # base of the held-out instance seeds and of the sampling seeds
-    answer_tag: str = "answer"  # the last <answer>...</answer> block is the final answer
-    bench_instruction: str = DEFAULT_BENCH_INSTRUCTION  # appended to each benchmark question
     verify_timeout_s: int = field(default=5, metadata={"min": 1})  # math-verify: seconds per comparison before it counts as wrong
 
 
@@ -303,9 +324,9 @@ class IterateConfig:
 
 @dataclass
 class RewardConfig:
-    """How a completion becomes a reward: answer extraction, then the environment's score."""
+    """How a completion becomes a reward: the answer extracted (the `answer:` section's tag),
+    then the environment's score."""
 
-    answer_tag: str = "answer"  # the last <answer>...</answer> block is the final answer
     format_weight: float = field(default=0.0, metadata={"min": 0, "max": 1})
     recheck_share: float = field(default=0.02, metadata={"min": 0, "max": 1})  # rewards scored again in a fresh worker; a disagreement quarantines the environment
 
@@ -313,6 +334,7 @@ class RewardConfig:
 @dataclass
 class Recipe:
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    answer: AnswerConfig = field(default_factory=AnswerConfig)
     sample: SampleConfig = field(default_factory=SampleConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     validate: ValidateConfig = field(default_factory=ValidateConfig)
@@ -442,6 +464,10 @@ def _coerce(value: Any, hint: Any) -> Any:
 # Settings that moved to another section: a recipe still naming them is told where they live.
 MOVED = {
     IterateConfig: {"synthesize_n": "synthesize.n", "compose_n": "compose.n", "sample_per_env": "sample.per_env"},
+    SampleConfig: {"answer_instruction": "answer.instruction"},
+    RewardConfig: {"answer_tag": "answer.tag"},
+    CalibrateConfig: {"answer_tag": "answer.tag"},
+    EvaluateConfig: {"answer_tag": "answer.tag", "bench_instruction": "answer.bench_instruction"},
 }
 
 
@@ -539,5 +565,6 @@ def llm_settings(recipe, backend: str | None, model: str | None) -> dict:
 
 
 def prompt_settings(recipe) -> dict:
-    """The part of the recipe's `sample:` section that shapes every environment prompt."""
-    return {"system_prompt": recipe.sample.system_prompt, "answer_instruction": recipe.sample.answer_instruction}
+    """The parts of the recipe that shape every prompt and read every answer: the `sample:`
+    section's system prompt and the `answer:` section."""
+    return {"system_prompt": recipe.sample.system_prompt, "answer": to_dict(recipe.answer)}

@@ -278,7 +278,8 @@ class Loop:
                                          backend=cfgmod.llm_settings(s, None, policy), limits=s.runtime.limits)
         llm = self.policy.get(policy)
         self._admit(label, out, len(lib.files), settings, lambda o, adv: stage.run(
-            lib, s.calibrate, s.sample, s.runtime, llm, o, policy, on_verdict=adv, session=self.runtime),
+            lib, s.calibrate, s.sample, s.runtime, llm, o, policy, on_verdict=adv, session=self.runtime,
+            answer=s.answer),
             llm=llm)
 
     def sample(self, out: Path, r: int) -> None:
@@ -289,7 +290,7 @@ class Loop:
         lib.check_python()
         stage.check_config(cfg, lib)
         out.mkdir(parents=True, exist_ok=True)
-        report = stage.run(lib, cfg, self.runtime.pool)
+        report = stage.run(lib, cfg, self.runtime.pool, answer=self.spec.answer)
         rows = (stage.to_format(row, cfg.format, i, cfg.split) for i, row in enumerate(report.rows))
         n = artifacts.write_jsonl_atomic(out / "train.jsonl", rows)
         self.log(f"  sample: {n} rows from {len(report.per_env)} environments ({len(report.skipped)} skipped) "
@@ -346,7 +347,7 @@ class Loop:
         llm = self.policy.get(policy)
         with self.progress(None, role, llm=llm):
             metrics = stage.run(out_dir, s.evaluate, stage.ModelSpec(policy, backend=llm), library=lib,
-                                benches=benches, sample_cfg=s.sample, runtime=s.runtime, note=self.log,
+                                benches=benches, sample_cfg=s.sample, answer=s.answer, runtime=s.runtime, note=self.log,
                                 session=self.runtime, baseline_results=baseline)
         shown = " ".join(f"{k}={v:.3f}" for k, v in headline(metrics).items() if isinstance(v, float))
         self.log(f"  {role}: {shown or '-'} -> {out_dir}")
