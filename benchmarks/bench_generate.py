@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from evoenv_cli.artifacts import EnvLibrary  # noqa: E402
-from evoenv_cli.config import SampleConfig  # noqa: E402
+from evoenv_cli.config import AnswerConfig, SampleConfig  # noqa: E402
 from evoenv_cli.llm import make_backend  # noqa: E402
 from evoenv_cli.llm.base import SamplingConfig  # noqa: E402
 from evoenv_cli.llm.starter import build_starter_model  # noqa: E402
@@ -39,10 +39,10 @@ from evoenv_cli.stages import sample  # noqa: E402
 
 def prompts(count: int) -> list[list[dict]]:
     lib = EnvLibrary.open(ROOT / "seeds")
-    cfg = SampleConfig(per_env=max(1, count // len(lib.files) + 1), seed=7, difficulty=1, demonstrations=1,
-                       answer_instruction="Give your final answer between <answer> and </answer>.")
+    cfg = SampleConfig(per_env=max(1, count // len(lib.files) + 1), seed=7, difficulty=1, demonstrations=1)
+    answer = AnswerConfig(instruction="Give your final answer between <{tag}> and </{tag}>.")
     with SandboxPool() as pool:
-        rows = sample.run(lib, cfg, pool).rows
+        rows = sample.run(lib, cfg, pool, answer=answer).rows
     return [r["prompt"] for r in rows[:count]]
 
 

@@ -264,7 +264,7 @@ def sample(
     if out != "-":
         artifacts.check_output_file(Path(out))
     with _pool(recipe) as pool:
-        report = stage.run(lib, cfg, pool)
+        report = stage.run(lib, cfg, pool, answer=recipe.answer)
     rows = (stage.to_format(r, cfg.format, i, cfg.split) for i, r in enumerate(report.rows))
     if out.endswith(".parquet"):
         n = artifacts.write_parquet_atomic(out, rows)
@@ -416,13 +416,7 @@ def compose(
     from evoenv_cli.stages import compose as stage
 
     recipe = _runtime(config, sandbox, workers)
-    op_list = None
-    if ops is not None:
-        op_list = [o.strip() for o in ops.split(",") if o.strip()]
-        unknown = [o for o in op_list if o not in OPERATORS]
-        if unknown or not op_list:
-            raise artifacts.InputError(f"--ops: unknown operator {', '.join(unknown) or '(none)'} "
-                                       f"(choose from {', '.join(OPERATORS)})")
+    op_list = None if ops is None else [o.strip() for o in ops.split(",") if o.strip()]
     cfg = cfgmod.override(recipe.compose, ops=op_list, n=n, max_depth=max_depth, seed=seed)
     lib = artifacts.EnvLibrary.open(library)
     out_dir = artifacts.prepare_out_dir(out, resume, clean, settings=_settings(
@@ -458,8 +452,8 @@ def dedupe(
     from evoenv_cli.stages import dedupe as stage
 
     recipe = _runtime(config, sandbox, workers)
-    cfg = cfgmod.override(recipe.dedupe, code_threshold=threshold, behaviour_threshold=threshold,
-                          save_index=save_index)
+    cfg = cfgmod.override(recipe.dedupe, {"code_threshold": "--threshold", "behaviour_threshold": "--threshold"},
+                          code_threshold=threshold, behaviour_threshold=threshold, save_index=save_index)
     stage.check_config(cfg)
     lib = artifacts.EnvLibrary.open(library, allow_empty=True)
     pools = [artifacts.EnvLibrary.open(p, allow_empty=True) for p in against or []]
@@ -604,13 +598,11 @@ def calibrate(
 
     recipe = _runtime(config, sandbox, workers)
     band_values = None
-    if band is not None:
+    if band is not None:  # the values are checked by calibrate.band's own rules, in override
         try:
             band_values = [float(x) for x in band.split(",")]
         except ValueError:
-            band_values = []
-        if len(band_values) != 2 or not 0 <= band_values[0] <= band_values[1] <= 1:
-            raise artifacts.InputError(f"--band: expected LO,HI with 0 <= LO <= HI <= 1 (got {band!r})")
+            raise artifacts.InputError(f"--band: expected LO,HI, two numbers (got {band!r})") from None
     cfg = cfgmod.override(recipe.calibrate, band=band_values, instances=instances, samples=samples)
     lib = artifacts.EnvLibrary.open(library, allow_empty=True)
     out_dir = artifacts.prepare_out_dir(out, resume, clean, settings=_settings(
@@ -619,7 +611,7 @@ def calibrate(
     llm, model_name = _backend(recipe, backend, model, base_url, "calibrate")
     _admit("calibrate", len(lib.files), out_dir, as_json,
            lambda advance: stage.run(lib, cfg, recipe.sample, recipe.runtime, llm, out_dir, model_name,
-                                     on_verdict=advance), llm=llm)
+                                     on_verdict=advance, answer=recipe.answer), llm=llm)
 
 
 @app.command()
@@ -658,12 +650,11 @@ def train(
     from evoenv_cli.stages import train as stage
 
     recipe = _runtime(config, sandbox, workers)
-    cfg = cfgmod.override(recipe.train, max_steps=max_steps, learning_rate=learning_rate, beta=beta,
+    cfg = cfgmod.override(recipe.train, {"learning_rate": "--lr", "per_device_train_batch_size": "--batch-size"},
+                          max_steps=max_steps, learning_rate=learning_rate, beta=beta,
                           num_generations=num_generations, per_device_train_batch_size=batch_size,
                           max_completion_length=max_completion_length, lora=lora, use_vllm=use_vllm,
                           seed=seed, zero_variance=zero_variance)
-    if zero_variance not in (None, "skip", "judge"):
-        raise artifacts.InputError(f"--zero-variance: expected skip or judge (got {zero_variance!r})")
     lib = artifacts.EnvLibrary.open(library)
     artifacts.check_output_folder(out)
     stage.check_inputs(data, lib, model)  # before any folder is made
@@ -677,9 +668,10 @@ def train(
     # --resume may raise max_steps to train on: not in the settings
     wanted = {k: v for k, v in cfgmod.to_dict(cfg).items() if k != "max_steps"}
     artifacts.prepare_out_dir(out, resume, clean, envs=False, resumable=True, settings=_settings(
-        train=wanted, reward=recipe.reward, limits=recipe.runtime.limits, model=model, data=data))
+        train=wanted, reward=recipe.reward, answer=recipe.answer, limits=recipe.runtime.limits, model=model,
+        data=data))
     summary = stage.run(data, lib, model, out, cfg, recipe.reward, recipe.runtime, resume=resume,
-                        eval_data=eval_data)
+                        eval_data=eval_data, answer=recipe.answer)
     if as_json:
         emit(json.dumps(summary))
     else:
@@ -730,7 +722,8 @@ def evaluate(
     from evoenv_cli.stages import evaluate as stage
 
     recipe = _runtime(config, sandbox, workers)
-    cfg = cfgmod.override(recipe.evaluate, samples=n, temperature=temperature, instances=instances, seed=seed)
+    cfg = cfgmod.override(recipe.evaluate, {"samples": "--n"}, samples=n, temperature=temperature,
+                          instances=instances, seed=seed)
     if library is None and not bench:
         raise artifacts.InputError("nothing to evaluate: pass --library, --bench FILE, or both")
     stage.check_config(cfg)
@@ -759,7 +752,7 @@ def evaluate(
     try:
         with progress:
             metrics = stage.run(out_dir, cfg, spec, library=lib, benches=benches, baseline=base_spec,
-                                sample_cfg=recipe.sample, runtime=recipe.runtime,
+                                sample_cfg=recipe.sample, answer=recipe.answer, runtime=recipe.runtime,
                                 note=None if as_json else lambda m: err.print(m, markup=False, soft_wrap=True))
     except KeyboardInterrupt:
         err.print(f"[yellow]interrupted[/]: samples so far are in {escape(str(out_dir / 'samples.jsonl'))}; "
@@ -911,8 +904,8 @@ def export(
     if out.exists() and any(out.iterdir()):
         raise artifacts.InputError(f"{out}: already holds files; pass an empty or new folder")
     with _pool(recipe) as pool:
-        report = stage.run(lib, cfg, pool)
-    pkg = verifiers_export.write_package(out, name, lib, report.rows, recipe.reward.answer_tag)
+        report = stage.run(lib, cfg, pool, answer=recipe.answer)
+    pkg = verifiers_export.write_package(out, name, lib, report.rows, recipe.answer.tag)
     err.print(f"exported {len(report.rows)} tasks from {len(report.per_env)} environments "
               f"({len(report.skipped)} skipped) -> {pkg}; pip install -e {out} && vf-eval {name}",
               soft_wrap=True, markup=False)
@@ -941,7 +934,7 @@ def serve_reward(
     recipe = _runtime(config, sandbox, workers)
     lib = artifacts.EnvLibrary.open(library)
     rt = recipe.runtime
-    reward = EnvReward(lib.files, answer_tag=recipe.reward.answer_tag, format_weight=recipe.reward.format_weight,
+    reward = EnvReward(lib.files, answer_tag=recipe.answer.tag, format_weight=recipe.reward.format_weight,
                        sandbox=rt.sandbox, workers=rt.workers, limits=rt.limits,
                        recheck_share=recipe.reward.recheck_share)
     try:

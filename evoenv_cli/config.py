@@ -3,9 +3,11 @@ Flags given on the command line override the recipe; the resolved config goes in
 
 Every value is checked when the recipe loads, before any work: against its field's type
 annotation, and against the rules in the field's metadata (`min`, `max`, `gt`, `lt`,
-`choices`, `len`, `min_len`, and `items` for each element of a list). A bad value is an
-InputError naming `file: section.key` and the problem (exit 2). One mechanism: a field states
-its own rules, `check_values` reads them.
+`choices`, `len`, `min_len`, `ascending` for a list, and `items` for each element of a list;
+`names_tag` for a text that must ask for the answer in the tag another field of its section
+holds). A bad value is an InputError naming `file: section.key` and the problem (exit 2). One
+mechanism: a field states its own rules, `check_values` reads them, for a recipe's values and
+(through `override`) for the flags given over them.
 """
 
 from __future__ import annotations
@@ -29,8 +31,39 @@ T = TypeVar("T")
 
 DEFAULT_ANSWER_INSTRUCTION = (
     "Reason step by step, then give your final answer, in exactly the form asked above, "
-    "between <answer> and </answer> at the very end of your response."
+    "between <{tag}> and </{tag}> at the very end of your response."
 )
+DEFAULT_BENCH_INSTRUCTION = (
+    "Reason step by step, then give your final answer between <{tag}> and </{tag}> at the "
+    "very end of your response."
+)
+
+
+@dataclass
+class AnswerConfig:
+    """The answer format, one section for every stage: the instructions that ask for the answer
+    in the tag (training, calibration and evaluation prompts, and their demonstration turns) and
+    the extraction that reads it back (the reward, calibration, evaluation). `{tag}` in an
+    instruction is the tag, so a new tag changes every instruction with it; an instruction
+    written out in full must name the tag (`<tag>` and `</tag>`), so the two cannot disagree."""
+
+    tag: str = "answer"  # the last <tag>...</tag> block after the reasoning is the final answer ("": the whole response)
+    instruction: str = field(default=DEFAULT_ANSWER_INSTRUCTION, metadata={"names_tag": "tag"})  # after each environment task ("": none)
+    bench_instruction: str = field(default=DEFAULT_BENCH_INSTRUCTION, metadata={"names_tag": "tag"})  # after each benchmark question
+
+    @property
+    def task_text(self) -> str:
+        """The instruction after an environment task, with the tag filled in."""
+        return self.instruction.replace("{tag}", self.tag)
+
+    @property
+    def bench_text(self) -> str:
+        """The instruction after a benchmark question, with the tag filled in."""
+        return self.bench_instruction.replace("{tag}", self.tag)
+
+    def tagged(self, answer: str) -> str:
+        """An answer as a demonstration turn gives it: in the tags."""
+        return f"<{self.tag}>{answer}</{self.tag}>" if self.tag else answer
 
 
 @dataclass
@@ -51,7 +84,6 @@ class SampleConfig:
     format: str = field(default="trl", metadata={"choices": ("trl", "verl", "openrlhf")})  # trl | verl | openrlhf
     split: str = field(default="train", metadata={"choices": ("train", "heldout")})  # train (seeds below 2**31) | heldout (bit 31 set: val/eval rows)
     system_prompt: str | None = None
-    answer_instruction: str = DEFAULT_ANSWER_INSTRUCTION
     # Demonstration turns before the task: another instance of the same environment and level,
     # answered by the oracle in the answer tags (how a weak policy learns the format).
     demonstrations: int = 0
@@ -115,7 +147,7 @@ class ComposeConfig:
     """RACES: which operators, how many composites, how deep."""
 
     ops: list[str] = field(default_factory=lambda: list(OPERATORS), metadata={"min_len": 1, "items": {"choices": OPERATORS}})
-    n: int = field(default=20, metadata={"min": 1})
+    n: int = field(default=20, metadata={"min": 0})  # composites wanted; 0: none (a loop round without composites)
     max_depth: int = field(default=1, metadata={"min": 1})
     seed: int = 0
     partial_credit: bool = False  # PARALLEL: mean of the parts instead of all-or-nothing
@@ -144,7 +176,7 @@ class BackendConfig:
 class SynthesizeConfig:
     """The policy as generator: how many candidates, what each request shows it."""
 
-    n: int = field(default=32, metadata={"min": 1})  # candidates wanted (responses with usable code)
+    n: int = field(default=32, metadata={"min": 0})  # candidates wanted (responses with usable code); 0: none (a loop round without synthesis)
     max_requests: int = field(default=0, metadata={"min": 0})  # give up after this many requests (0: 4 x n)
     batch: int = field(default=64, metadata={"min": 1})  # requests sent to the backend at once
     examples: int = field(default=2, metadata={"min": 0})  # example environments shown per request, drawn from seeds and pool
@@ -178,7 +210,7 @@ class CalibrateConfig:
     K samples a group is all-solved or all-failed with probability p**K + (1-p)**K, which in
     [0.15, 0.85] with K = 8 stays under 0.28, so most groups carry a learning signal."""
 
-    band: list[float] = field(default_factory=lambda: [0.15, 0.85], metadata={"len": 2, "items": {"min": 0, "max": 1}})
+    band: list[float] = field(default_factory=lambda: [0.15, 0.85], metadata={"len": 2, "ascending": True, "items": {"min": 0, "max": 1}})  # [low, high]
     coarse_levels: list[int] = field(default_factory=lambda: [1, 4, 7, 10], metadata={"min_len": 1, "items": {"min": 1, "max": 10}})
     instances: int = field(default=8, metadata={"min": 1})  # M fresh instances per level
     samples: int = field(default=8, metadata={"min": 1})  # K answers per instance
@@ -188,7 +220,6 @@ class CalibrateConfig:
     flat_tolerance: float = field(default=0.15, metadata={"min": 0, "max": 1})  # a curve whose range is under this does not respond to difficulty
     margin: float = field(default=0.05, metadata={"min": 0, "max": 1})  # pool rotation: the band widened by this before a miss counts
     retire_after: int = field(default=2, metadata={"min": 1})  # pool rotation: consecutive misses that retire an environment
-    answer_tag: str = "answer"
     chunk: int = field(default=512, metadata={"min": 1})  # environments per sweep (each sweep is one backend batch)
     on_no_answers: str = field(default="reject", metadata={"choices": ("reject", "admit")})  # reject | admit (uncalibrated, all levels: a solver that never answers, e.g. the CPU demo's tiny model)
     seed: int = 0
@@ -265,12 +296,6 @@ class TrainConfig:
     arena: ArenaConfig = field(default_factory=ArenaConfig)
 
 
-DEFAULT_BENCH_INSTRUCTION = (
-    "Reason step by step, then give your final answer between <answer> and </answer> at the "
-    "very end of your response."
-)
-
-
 @dataclass
 class EvaluateConfig:
     """Held-out evaluation: environment instances at held-out seeds (bit 31 set, so never a
@@ -282,18 +307,14 @@ class EvaluateConfig:
     top_p: float = field(default=0.95, metadata={"gt": 0, "max": 1})
     max_tokens: int = field(default=2048, metadata={"min": 1})
     seed: int = 0  # base of the held-out instance seeds and of the sampling seeds
-    answer_tag: str = "answer"  # the last <answer>...</answer> block is the final answer
-    bench_instruction: str = DEFAULT_BENCH_INSTRUCTION  # appended to each benchmark question
     verify_timeout_s: int = field(default=5, metadata={"min": 1})  # math-verify: seconds per comparison before it counts as wrong
 
 
 @dataclass
 class IterateConfig:
-    """`make iterate`: what each round asks of its stages (each stage's own section still applies)."""
+    """`make iterate`: the loop's own settings. What each round asks of a stage is that stage's
+    section (synthesize.n, compose.n, sample.per_env, ...), as the stage's command reads it."""
 
-    synthesize_n: int = field(default=64, metadata={"min": 0})  # candidates requested from the policy per round
-    compose_n: int = field(default=16, metadata={"min": 0})  # composites of the pool per round
-    sample_per_env: int = field(default=64, metadata={"min": 1})  # training rows per pool environment per round
     bench: list[str] = field(default_factory=list)  # benchmark JSONL files or rg:TASK[:N] specs for evaluate
     baseline: bool = True  # evaluate the round's policy beside the starting model
     # Build the policy at backend.model / --model when that folder is missing: "starter" (the
@@ -305,9 +326,9 @@ class IterateConfig:
 
 @dataclass
 class RewardConfig:
-    """How a completion becomes a reward: answer extraction, then the environment's score."""
+    """How a completion becomes a reward: the answer extracted (the `answer:` section's tag),
+    then the environment's score."""
 
-    answer_tag: str = "answer"  # the last <answer>...</answer> block is the final answer
     format_weight: float = field(default=0.0, metadata={"min": 0, "max": 1})
     recheck_share: float = field(default=0.02, metadata={"min": 0, "max": 1})  # rewards scored again in a fresh worker; a disagreement quarantines the environment
 
@@ -315,6 +336,7 @@ class RewardConfig:
 @dataclass
 class Recipe:
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    answer: AnswerConfig = field(default_factory=AnswerConfig)
     sample: SampleConfig = field(default_factory=SampleConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     validate: ValidateConfig = field(default_factory=ValidateConfig)
@@ -372,10 +394,18 @@ def _type_problem(value: Any, hint: Any) -> str | None:
     return None
 
 
-def _rule_problem(value: Any, rules: dict) -> str | None:
-    """Why `value` breaks the field's rules (its metadata), or None."""
+def _rule_problem(value: Any, rules: dict, section: Any = None) -> str | None:
+    """Why `value` breaks the field's rules (its metadata), or None. `section`: the config
+    object the field belongs to, for a rule that reads another of its fields."""
     if value is None:
         return None
+    if "names_tag" in rules and isinstance(value, str):
+        tag = getattr(section, rules["names_tag"], "")
+        text = value.replace("{tag}", tag)
+        missing = [t for t in (f"<{tag}>", f"</{tag}>") if t not in text]
+        if tag and text and missing:
+            return (f"must ask for the answer in the {rules['names_tag']} ({' and '.join(missing)} "
+                    f"missing; write {{tag}} for it, e.g. <{{tag}}>)")
     if "choices" in rules and value not in rules["choices"]:
         hint = difflib.get_close_matches(str(value), [str(c) for c in rules["choices"]], n=1)
         more = f" (did you mean {hint[0]!r}?)" if hint else ""
@@ -394,11 +424,19 @@ def _rule_problem(value: Any, rules: dict) -> str | None:
             return f"must hold exactly {rules['len']} values"
         if "min_len" in rules and len(value) < rules["min_len"]:
             return f"must hold at least {rules['min_len']} value{'s' if rules['min_len'] > 1 else ''}"
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+        if rules.get("ascending") and numbers and any(b < a for a, b in zip(value, value[1:])):
+            return "must be in ascending order (low first, then high)"
         for k, v in enumerate(value):
             problem = _rule_problem(v, rules.get("items", {}))
             if problem:
                 return f"item {k} ({_shown(v)}) {problem}"
     return None
+
+
+def _field_problem(obj: Any, f: dataclasses.Field, hint: Any) -> str | None:
+    value = getattr(obj, f.name)
+    return _type_problem(value, hint) or _rule_problem(value, dict(f.metadata), obj)
 
 
 def check_values(obj: Any, where: str) -> None:
@@ -409,7 +447,7 @@ def check_values(obj: Any, where: str) -> None:
         value = getattr(obj, f.name)
         if dataclasses.is_dataclass(hints[f.name]) and isinstance(value, hints[f.name]):
             continue
-        problem = _type_problem(value, hints[f.name]) or _rule_problem(value, dict(f.metadata))
+        problem = _field_problem(obj, f, hints[f.name])
         if problem:
             raise InputError(f"{where}.{f.name}: {problem} (got {_shown(value)})")
 
@@ -425,6 +463,16 @@ def _coerce(value: Any, hint: Any) -> Any:
     return value
 
 
+# Settings that moved to another section: a recipe still naming them is told where they live.
+MOVED = {
+    IterateConfig: {"synthesize_n": "synthesize.n", "compose_n": "compose.n", "sample_per_env": "sample.per_env"},
+    SampleConfig: {"answer_instruction": "answer.instruction"},
+    RewardConfig: {"answer_tag": "answer.tag"},
+    CalibrateConfig: {"answer_tag": "answer.tag"},
+    EvaluateConfig: {"answer_tag": "answer.tag", "bench_instruction": "answer.bench_instruction"},
+}
+
+
 def _build(cls: type[T], data: dict, where: str) -> T:
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a mapping")
@@ -433,8 +481,9 @@ def _build(cls: type[T], data: dict, where: str) -> T:
     kwargs = {}
     for key, value in data.items():
         if key not in fields:
+            moved = MOVED.get(cls, {}).get(key)
             hint = difflib.get_close_matches(str(key), list(fields), n=1)
-            more = f" (did you mean {hint[0]!r}?)" if hint else ""
+            more = (f" (it is {moved} now)" if moved else f" (did you mean {hint[0]!r}?)" if hint else "")
             raise InputError(f"{where}: unknown key {key!r}{more}")
         if dataclasses.is_dataclass(hints[key]) and isinstance(value, dict):
             value = _build(hints[key], value, f"{where}.{key}")
@@ -476,10 +525,20 @@ def load_recipe(path: str | Path | None) -> Recipe:
     return recipe
 
 
-def override(obj: T, **flags: Any) -> T:
-    """A copy of a config dataclass with the flags the user actually gave (not None)."""
-    given = {k: v for k, v in flags.items() if v is not None}
-    return dataclasses.replace(obj, **given)
+def override(obj: T, flags: dict[str, str] | None = None, /, **values: Any) -> T:
+    """A copy of a config dataclass with the values of the flags the user actually gave (not
+    None), each checked by its field's rules as a recipe value is; a bad one is an InputError
+    naming the flag. `flags` names a field's flag where it is not `--field-name` (--lr)."""
+    given = {k: v for k, v in values.items() if v is not None}
+    built = dataclasses.replace(obj, **given)
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(built):
+        cause = f.name if f.name in given else f.metadata.get("names_tag")  # a rule reading a flag's field
+        problem = _field_problem(built, f, hints[f.name]) if cause in given else None
+        if problem:
+            flag = (flags or {}).get(cause, "--" + cause.replace("_", "-"))
+            raise InputError(f"{flag}: {problem} (got {_shown(given[cause])})")
+    return built
 
 
 def to_dict(obj: Any) -> Any:
@@ -508,5 +567,6 @@ def llm_settings(recipe, backend: str | None, model: str | None) -> dict:
 
 
 def prompt_settings(recipe) -> dict:
-    """The part of the recipe's `sample:` section that shapes every environment prompt."""
-    return {"system_prompt": recipe.sample.system_prompt, "answer_instruction": recipe.sample.answer_instruction}
+    """The parts of the recipe that shape every prompt and read every answer: the `sample:`
+    section's system prompt and the `answer:` section."""
+    return {"system_prompt": recipe.sample.system_prompt, "answer": to_dict(recipe.answer)}

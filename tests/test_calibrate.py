@@ -10,13 +10,13 @@ import pytest
 from conftest import SEEDS, ScriptedBackend
 
 from evoenv_cli.artifacts import EnvLibrary, prepare_out_dir
-from evoenv_cli.config import CalibrateConfig, RuntimeConfig, SampleConfig
+from evoenv_cli.config import AnswerConfig, CalibrateConfig, RuntimeConfig, SampleConfig
 from evoenv_cli.runtime.pool import SandboxPool
 from evoenv_cli.stages import calibrate
 
 ENVS = ("register_machine", "grid_shortest_path")
 CFG = CalibrateConfig(instances=3, samples=6)
-INSTRUCTION = "\n\n" + SampleConfig().answer_instruction
+INSTRUCTION = "\n\n" + AnswerConfig().task_text
 
 
 def load(name):

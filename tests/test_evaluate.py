@@ -11,15 +11,15 @@ import pytest
 from conftest import ROOT, SEEDS, ScriptedBackend
 
 from evoenv_cli.artifacts import EnvLibrary, InputError, prepare_out_dir
-from evoenv_cli.config import EvaluateConfig, SampleConfig
+from evoenv_cli.config import AnswerConfig, EvaluateConfig, SampleConfig
 from evoenv_cli.runtime.pool import EnvFile, SandboxPool
 from evoenv_cli.stages import evaluate, sample
 
 BENCH = ROOT / "tests" / "fixtures" / "bench"
 ENVS = ("register_machine", "grid_shortest_path")
 CFG = EvaluateConfig(instances=4, samples=2)
-ENV_SUFFIX = "\n\n" + SampleConfig().answer_instruction
-BENCH_SUFFIX = "\n\n" + CFG.bench_instruction
+ENV_SUFFIX = "\n\n" + AnswerConfig().task_text
+BENCH_SUFFIX = "\n\n" + AnswerConfig().bench_text
 
 # What the scripted model answers to each benchmark question (None: no <answer> block).
 REPLIES = {
@@ -126,10 +126,10 @@ def test_pass_at_1_per_env_and_bench_from_one_batch(tmp_path, key):
     half = next(r for r in rows if r["item"] == "math.jsonl:0")
     assert half["answer"] == "0.5" and half["score"] == 1.0 and half["status"] == "math_verify"
     assert half["reference"] == "\\frac{1}{2}" and half["index"] == 0
-    assert half["prompt"][-1]["content"].endswith(CFG.bench_instruction)
+    assert half["prompt"][-1]["content"].endswith(AnswerConfig().bench_text)
     env_row = next(r for r in rows if r["source"] == "grid_shortest_path" and r["sample"] == 1)
     assert env_row["score"] == 0.0 and env_row["status"] == "scored" and env_row["seed"] >= 2**31
-    assert env_row["prompt"][-1]["content"].endswith(SampleConfig().answer_instruction)
+    assert env_row["prompt"][-1]["content"].endswith(AnswerConfig().task_text)
     assert (out / "manifest.json").is_file()
 
 

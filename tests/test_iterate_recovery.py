@@ -23,9 +23,14 @@ runtime:
 backend:
   kind: hf
   model: scripted-policy
+sample:
+  per_env: 1
 synthesize:
+  n: 1
   max_requests: 2
   batch: 2
+compose:
+  n: 2
 review:
   votes: 1
 calibrate:
@@ -37,9 +42,6 @@ evaluate:
   instances: 1
   samples: 1
 iterate:
-  synthesize_n: 1
-  compose_n: 2
-  sample_per_env: 1
   bench: [{bench}]
   baseline: true
   train_launch: {python} {train}

@@ -12,13 +12,13 @@ from conftest import ScriptedBackend
 
 from evoenv_cli import reasoning_gym_tasks as rg
 from evoenv_cli.artifacts import InputError, prepare_out_dir
-from evoenv_cli.config import EvaluateConfig
+from evoenv_cli.config import AnswerConfig, EvaluateConfig
 from evoenv_cli.stages import evaluate
 
 reasoning_gym = pytest.importorskip("reasoning_gym", reason="the [rg] extra is part of `make setup`")
 
 SUMS = "rg:chain_sum:6:min_terms=2,max_terms=2,max_digits=1"
-SUFFIX = "\n\n" + EvaluateConfig().bench_instruction
+SUFFIX = "\n\n" + AnswerConfig().bench_text
 
 
 @pytest.mark.parametrize("spec, task, size, config", [

@@ -120,7 +120,7 @@ def test_heldout_split_sets_bit_31_and_says_so(evoenv, tmp_path):
     assert all(x["extra_info"]["split"] == "train" and x["extra_info"]["seed"] < 2**31 for x in train)
     assert {x["extra_info"]["seed"] & 0x7FFFFFFF for x in rows} == {x["extra_info"]["seed"] for x in train}
     r = evoenv("sample", SEEDS, "-o", tmp_path / "x.jsonl", "--split", "test")
-    assert r.returncode == 2 and "--split must be one of train, heldout" in r.stderr
+    assert r.returncode == 2 and "--split: must be one of train, heldout" in r.stderr
 
 
 def test_difficulty_from_index_uses_calibrated_levels(tmp_path, evoenv):

@@ -17,8 +17,8 @@ RECIPE = """train:
   learning_rate: 0.01
   gradient_checkpointing: false
   save_steps: 2
-reward:
-  answer_tag: ""
+answer:
+  tag: ""
 """
 
 
@@ -135,7 +135,7 @@ def test_eval_data_and_the_format_reward_are_logged_apart(tiny_model, rows, tmp_
     assert [m["step"] for m in train] == [1, 2] and [m["step"] for m in evals] == [1, 2]
     for m in train:
         env, fmt = m["rewards/evoenv_env_reward/mean"], m["rewards/evoenv_format_reward/mean"]
-        assert fmt == 1.0  # answer_tag "" takes the whole response: always well formed
+        assert fmt == 1.0  # answer.tag "" takes the whole response: always well formed
         assert m["reward"] == pytest.approx(0.75 * env + 0.25 * fmt, abs=1e-4)
     assert "eval_rewards/evoenv_format_reward/mean" in evals[0]
     summary = json.loads(r.stdout.strip().splitlines()[-1])

@@ -85,7 +85,7 @@ def test_vf_eval_resolves_the_exported_taskset(package, tmp_path):
 @pytest.mark.parametrize("args, needle", [
     (["--name", "Bad-Name"], "a package name is lowercase"),
     (["--out", "used"], "already holds files"),
-    (["--split", "test"], "--split must be one of"),
+    (["--split", "test"], "--split: must be one of"),
 ])
 def test_bad_export_arguments_exit_2_in_one_line(evoenv, tmp_path, args, needle):
     (tmp_path / "used").mkdir()

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evoenv_cli import artifacts
-from evoenv_cli.config import CalibrateConfig, RuntimeConfig, SampleConfig, to_dict
+from evoenv_cli.config import AnswerConfig, CalibrateConfig, RuntimeConfig, SampleConfig, to_dict
 from evoenv_cli.llm.base import Backend, SamplingConfig
 from evoenv_cli.rewards import extract_answer
 from evoenv_cli.runtime.pool import Call, EnvFile, EnvLoadError, SandboxPool
@@ -86,7 +86,7 @@ def in_band(p: float, lo: float, hi: float) -> bool:
 
 def sweep(subjects: list[Subject], levels_of: Callable[[Subject], list[int]], cfg: CalibrateConfig,
           sample_cfg: SampleConfig, pool: SandboxPool, backend: Backend,
-          responses: artifacts.JsonlAppender | None = None) -> None:
+          responses: artifacts.JsonlAppender | None = None, answer: AnswerConfig | None = None) -> None:
     """Measure the given levels of every subject: instances in the sandbox (prompts built as
     for training), one backend batch for all of them, answers scored in the sandbox. Every
     response is appended to `responses` (the raw text, the extracted answer and its score)."""
@@ -103,7 +103,8 @@ def sweep(subjects: list[Subject], levels_of: Callable[[Subject], list[int]], cf
             levels_asked.append(s)
     if not plans:
         return
-    prepared, skipped = prepare(pool, plans, sample_cfg)
+    answer = answer or AnswerConfig()
+    prepared, skipped = prepare(pool, plans, sample_cfg, answer)
     by_file = {s.env.path.name: s for s in levels_asked}
     for skip in skipped:
         by_file[skip["env"]].curve[skip["difficulty"]].failed += 1
@@ -130,15 +131,15 @@ def sweep(subjects: list[Subject], levels_of: Callable[[Subject], list[int]], cf
             if c.finish_reason == "error":
                 s.curve[p.difficulty].errors += 1
                 continue
-            answer = extract_answer(c.text, cfg.answer_tag)
-            row["answer"] = answer
-            if answer is None:
+            extracted = extract_answer(c.text, answer.tag)
+            row["answer"] = extracted
+            if extracted is None:
                 s.curve[p.difficulty].no_answer += 1
                 s.curve[p.difficulty].scores.append(0.0)
                 row["score"] = 0.0
                 continue
             job = score_jobs.setdefault(s.env.env_id, (s.env, [], []))
-            job[1].append(Call.score(p.instance, answer))
+            job[1].append(Call.score(p.instance, extracted))
             job[2].append(len(rows) - 1)
     jobs = list(score_jobs.values())
     for (_, _, where), rs in zip(jobs, pool.run_many([(e, calls) for e, calls, _ in jobs])):
@@ -223,7 +224,9 @@ def judge(s: Subject, cfg: CalibrateConfig, previous: dict | None) -> Verdict:
 
 def run(library: artifacts.EnvLibrary, cfg: CalibrateConfig, sample_cfg: SampleConfig,
         runtime: RuntimeConfig, backend: Backend, out: Path, model_name: str,
-        on_verdict: Callable[[Verdict], None] | None = None, session: Runtime | None = None) -> Summary:
+        on_verdict: Callable[[Verdict], None] | None = None, session: Runtime | None = None,
+        answer: AnswerConfig | None = None) -> Summary:
+    answer = answer or AnswerConfig()
     with AdmissionLog(out, library.files, retry_stages=("backend_error",)) as log, \
             shared(runtime, session) as rt:
         pool = rt.pool
@@ -237,8 +240,8 @@ def run(library: artifacts.EnvLibrary, cfg: CalibrateConfig, sample_cfg: SampleC
                 subjects.append(Subject(env, env.name, error=str(exc)))
         for start in range(0, len(subjects), cfg.chunk):
             group = subjects[start:start + cfg.chunk]
-            sweep(group, lambda s: list(cfg.coarse_levels), cfg, sample_cfg, pool, backend, responses)
-            sweep(group, lambda s: refine_levels(s, cfg), cfg, sample_cfg, pool, backend, responses)
+            sweep(group, lambda s: list(cfg.coarse_levels), cfg, sample_cfg, pool, backend, responses, answer)
+            sweep(group, lambda s: refine_levels(s, cfg), cfg, sample_cfg, pool, backend, responses, answer)
             for s in group:
                 previous = (library.index.get(s.env.env_id) or {}).get("calibration")
                 v = judge(s, cfg, previous if isinstance(previous, dict) else None)
@@ -253,7 +256,8 @@ def run(library: artifacts.EnvLibrary, cfg: CalibrateConfig, sample_cfg: SampleC
                                             "misses": r.get("misses", 0), "model": model_name,
                                             "no_answer_share": r["no_answer_share"]}}
         return log.finish("calibrate", CHECKS, library,
-                          {"calibrate": to_dict(cfg), "runtime": to_dict(runtime), "model": model_name,
+                          {"calibrate": to_dict(cfg), "answer": to_dict(answer), "runtime": to_dict(runtime),
+                           "model": model_name,
                            "backend": backend.name}, index_extra=extra, count_uncalibrated=True)
 
 

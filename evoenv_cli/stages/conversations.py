@@ -7,7 +7,8 @@ runtime layer does not know.
 
 With `SampleConfig.demonstrations = k`, the conversation first shows k demonstrations: another
 instance of the same environment at the same level (seeds derived from the row's seed, in the
-training range), asked the same way, and answered by the oracle in the answer tags. That is
+training range), asked the same way, and answered by the oracle in the answer tags (the
+recipe's `answer:` section, like the instruction after every task). That is
 how a weak policy learns the answer format honestly: a demonstration shows the format and
 never the answer to the question asked. A demonstration is never the asked instance itself,
 and its answer differs from the asked one wherever another instance allows it, so copying
@@ -21,12 +22,11 @@ import json
 from dataclasses import dataclass, field
 
 from evoenv_cli.artifacts import EnvLibrary
-from evoenv_cli.config import SampleConfig
+from evoenv_cli.config import AnswerConfig, SampleConfig
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.instances import ALL, Order, make_instances
 from evoenv_cli.runtime.pool import EnvFile, SandboxPool
 
-DEMONSTRATION_ANSWER = "<answer>{answer}</answer>"  # what a demonstration turn's assistant says
 DEMONSTRATION_TRIES = 3  # extra candidate instances per wanted demonstration
 
 
@@ -36,19 +36,20 @@ def demonstration_seed(seed: int, k: int) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-def user_turn(task: str, cfg: SampleConfig) -> dict:
-    return {"role": "user", "content": f"{task}\n\n{cfg.answer_instruction}" if cfg.answer_instruction else task}
+def user_turn(task: str, instruction: str) -> dict:
+    return {"role": "user", "content": f"{task}\n\n{instruction}" if instruction else task}
 
 
-def build_messages(task: str, cfg: SampleConfig, demonstrations: list[tuple[str, str]] = ()) -> list[dict]:
+def build_messages(task: str, cfg: SampleConfig, answer: AnswerConfig,
+                   demonstrations: list[tuple[str, str]] = ()) -> list[dict]:
     """The conversation for one task: system prompt, demonstration turns, then the task."""
     messages = []
     if cfg.system_prompt:
         messages.append({"role": "system", "content": cfg.system_prompt})
     for demo_task, demo_answer in demonstrations:
-        messages.append(user_turn(demo_task, cfg))
-        messages.append({"role": "assistant", "content": DEMONSTRATION_ANSWER.format(answer=demo_answer)})
-    messages.append(user_turn(task, cfg))
+        messages.append(user_turn(demo_task, answer.task_text))
+        messages.append({"role": "assistant", "content": answer.tagged(demo_answer)})
+    messages.append(user_turn(task, answer.task_text))
     return messages
 
 
@@ -74,7 +75,7 @@ class Plan:
     pairs: list[tuple[int, int]]  # (seed, difficulty)
 
 
-def prepare(pool: SandboxPool, plans: list[Plan], cfg: SampleConfig,
+def prepare(pool: SandboxPool, plans: list[Plan], cfg: SampleConfig, answer_cfg: AnswerConfig,
             need_answer: bool = True) -> tuple[list[list[Prepared]], list[dict]]:
     """Per plan, the instances that could be made (in the plan's order), and the skips
     ({"env", "seed", "difficulty", "reason"}). With `need_answer` False an instance whose
@@ -101,7 +102,7 @@ def prepare(pool: SandboxPool, plans: list[Plan], cfg: SampleConfig,
             shown = [(c.seed, c.instance, c.task, c.answer) for c in demos[k * tries:(k + 1) * tries]
                      if c.failure() is None]
             picked = pick_demonstrations(m.instance, m.answer, shown, wanted)
-            messages = build_messages(m.task, cfg, [(t, a) for _, _, t, a in picked])
+            messages = build_messages(m.task, cfg, answer_cfg, [(t, a) for _, _, t, a in picked])
             ready.append(Prepared(p.env, p.name, m.seed, m.difficulty, m.instance, m.task, m.answer, messages,
                                   [ds for ds, _, _, _ in picked]))
         out.append(ready)

@@ -10,7 +10,7 @@ Two kinds of items, asked in ONE backend batch:
   Prompts are built exactly as for training (`conversations.prepare`); answers are scored by
   the environment in the sandbox through `rewards.EnvReward` (the training reward's own path).
 - Benchmark files of {"question", "answer"} rows: the question plus an instruction to answer in
-  <answer></answer>; the last answer block is compared with the reference by math-verify
+  the answer tags (`answer.bench_instruction`); the last answer block is compared with the reference by math-verify
   (equivalence: \\frac{1}{2} == 0.5), with exact match (whitespace and case normalized) where
   math-verify is not installed or cannot parse a side.
 - reasoning-gym tasks (`rg:TASK[:N[:KEY=VALUE,...]]`): N items generated offline at the dataset
@@ -47,7 +47,7 @@ from typing import Any
 from evoenv_cli import artifacts
 from evoenv_cli import reasoning_gym_tasks as rg
 from evoenv_cli.artifacts import EnvLibrary, InputError
-from evoenv_cli.config import EvaluateConfig, RuntimeConfig, SampleConfig, to_dict
+from evoenv_cli.config import AnswerConfig, EvaluateConfig, RuntimeConfig, SampleConfig, to_dict
 from evoenv_cli.llm.base import Backend, SamplingConfig
 from evoenv_cli.rewards import EnvReward, extract_answer
 from evoenv_cli.runtime import contract
@@ -55,7 +55,6 @@ from evoenv_cli.runtime.instances import instance_seed
 from evoenv_cli.runtime.pool import EnvFile, SandboxPool
 from evoenv_cli.runtime.session import Runtime
 from evoenv_cli.stages.conversations import (
-    DEMONSTRATION_ANSWER,
     Plan,
     levels_for,
     prepare,
@@ -270,7 +269,7 @@ def spread_levels(levels: Sequence[int], count: int) -> list[int]:
 
 
 def env_items(library: EnvLibrary, cfg: EvaluateConfig, sample_cfg: SampleConfig,
-              pool: SandboxPool) -> tuple[list[Item], list[dict]]:
+              pool: SandboxPool, answer: AnswerConfig | None = None) -> tuple[list[Item], list[dict]]:
     """Held-out instances of every environment, generated and prompted in the sandbox.
     Environments or instances that fail are returned as skips ({"env", "seed", "difficulty",
     "reason"}), not raised."""
@@ -290,7 +289,7 @@ def env_items(library: EnvLibrary, cfg: EvaluateConfig, sample_cfg: SampleConfig
         levels = spread_levels(levels_for(env, library, index_cfg), cfg.instances)
         pairs = [(instance_seed(cfg.seed, name, i, split="heldout"), lv) for i, lv in enumerate(levels)]
         plans.append(Plan(env, name, pairs))
-    prepared, more = prepare(pool, plans, sample_cfg, need_answer=False)
+    prepared, more = prepare(pool, plans, sample_cfg, answer or AnswerConfig(), need_answer=False)
     skipped += more
     items = [Item("env", p.name, f"{p.name}:{p.seed}", p.messages, p.answer, seed=p.seed,
                   difficulty=p.difficulty, env=p.env, instance=p.instance)
@@ -298,19 +297,20 @@ def env_items(library: EnvLibrary, cfg: EvaluateConfig, sample_cfg: SampleConfig
     return items, skipped
 
 
-def bench_items(benches: Sequence[Bench], cfg: EvaluateConfig, sample_cfg: SampleConfig) -> list[Item]:
+def bench_items(benches: Sequence[Bench], cfg: EvaluateConfig, sample_cfg: SampleConfig,
+                answer: AnswerConfig | None = None) -> list[Item]:
     """One item per benchmark row. With `sample.demonstrations = k`, each question is preceded
     by k other rows of the same file with their reference answers in the answer tags (few-shot,
     as for environment instances), chosen with an answer unlike the asked one where possible."""
     items = []
-    asked = dataclasses.replace(sample_cfg, answer_instruction=cfg.bench_instruction)
+    answer = answer or AnswerConfig()
     for b in benches:
         for i, row in enumerate(b.rows):
             messages = [{"role": "system", "content": sample_cfg.system_prompt}] if sample_cfg.system_prompt else []
             for demo in bench_demonstrations(b.rows, i, sample_cfg.demonstrations):
-                messages.append(user_turn(demo["question"], asked))
-                messages.append({"role": "assistant", "content": DEMONSTRATION_ANSWER.format(answer=demo["answer"])})
-            messages.append(user_turn(row["question"], asked))
+                messages.append(user_turn(demo["question"], answer.bench_text))
+                messages.append({"role": "assistant", "content": answer.tagged(demo["answer"])})
+            messages.append(user_turn(row["question"], answer.bench_text))
             items.append(Item("bench", b.label, f"{b.label}:{i}", messages, row["answer"], index=i,
                               rg_items=b.rg_items))
     return items
@@ -350,7 +350,7 @@ def ask(items: list[Item], backend: Backend, cfg: EvaluateConfig, reward: EnvRew
                    "reference": it.reference, "score": 0.0,
                    "status": "backend_error" if error else "", "finish_reason": c.finish_reason}
             if it.kind == "bench" and not error and it.rg_items is not None:
-                answer = extract_answer(c.text, cfg.answer_tag)
+                answer = extract_answer(c.text, reward.answer_tag)
                 raw, problem = it.rg_items.score(answer, it.index) if answer is not None else (0.0, None)
                 rec.update(answer=answer, score=1.0 if raw >= 1.0 else 0.0, rg_score=raw,
                            status="no_answer" if answer is None else
@@ -358,7 +358,7 @@ def ask(items: list[Item], backend: Backend, cfg: EvaluateConfig, reward: EnvRew
                 if problem:
                     rec["error"] = problem
             elif it.kind == "bench" and not error:
-                answer = extract_answer(c.text, cfg.answer_tag)
+                answer = extract_answer(c.text, reward.answer_tag)
                 ok, method = checker.check(answer, it.reference)
                 rec.update(answer=answer, score=1.0 if ok else 0.0, status=method)
             elif it.kind == "env" and not error:
@@ -490,7 +490,8 @@ def _file_hash(p: Path) -> str:
 
 def run(out: Path, cfg: EvaluateConfig, model: ModelSpec, *, library: EnvLibrary | None = None,
         benches: Sequence[Bench] = (), baseline: ModelSpec | None = None,
-        sample_cfg: SampleConfig | None = None, runtime: RuntimeConfig | None = None,
+        sample_cfg: SampleConfig | None = None, answer: AnswerConfig | None = None,
+        runtime: RuntimeConfig | None = None,
         checker: AnswerChecker | None = None, note: Callable[[str], None] | None = None,
         session: Runtime | None = None, baseline_results: dict | None = None) -> dict:
     """Evaluate `model` (and `baseline`) into `out` (a prepared, empty folder): samples.jsonl
@@ -502,22 +503,23 @@ def run(out: Path, cfg: EvaluateConfig, model: ModelSpec, *, library: EnvLibrary
     if library is None and not benches:
         raise InputError("nothing to evaluate: give a library, benchmark files, or both")
     sample_cfg = sample_cfg or SampleConfig()
+    answer = answer or AnswerConfig()
     runtime = runtime or RuntimeConfig()
     checker = checker or AnswerChecker(cfg.verify_timeout_s)
     started = artifacts.now_iso()
     envs = library.files if library is not None else []
-    reward = EnvReward(envs, answer_tag=cfg.answer_tag, sandbox=runtime.sandbox,
+    reward = EnvReward(envs, answer_tag=answer.tag, sandbox=runtime.sandbox,
                        workers=runtime.workers, limits=runtime.limits,
                        pool=session.pool if session is not None and envs else None)
     metrics: dict = {}
     try:
-        items, skipped = env_items(library, cfg, sample_cfg, reward.pool) if envs else ([], [])
-        items += bench_items(benches, cfg, sample_cfg)
+        items, skipped = env_items(library, cfg, sample_cfg, reward.pool, answer) if envs else ([], [])
+        items += bench_items(benches, cfg, sample_cfg, answer)
         if note:
             note(f"evaluate: {sum(it.kind == 'env' for it in items)} held-out instances, "
                  f"{sum(it.kind == 'bench' for it in items)} benchmark questions, n={cfg.samples}")
         base_metrics = {
-            "n": cfg.samples, "config": to_dict(cfg), "sampling": sampling_of(cfg).record(),
+            "n": cfg.samples, "config": to_dict(cfg), "answer": to_dict(answer), "sampling": sampling_of(cfg).record(),
             "library": str(library.root) if library is not None else None,
             "bench_files": [b.source for b in benches],
             "reasoning_gym": {b.label: b.rg_items.record() for b in benches if b.rg_items},
@@ -550,7 +552,8 @@ def run(out: Path, cfg: EvaluateConfig, model: ModelSpec, *, library: EnvLibrary
         reward.close()
     inputs: list = list(envs) + [b.path for b in benches if b.path is not None]
     artifacts.write_json_atomic(out / "manifest.json", artifacts.manifest(
-        "evaluate", {"evaluate": to_dict(cfg), "sample": to_dict(sample_cfg), "runtime": to_dict(runtime)},
+        "evaluate", {"evaluate": to_dict(cfg), "sample": to_dict(sample_cfg), "answer": to_dict(answer),
+                     "runtime": to_dict(runtime)},
         inputs, started, {"items": len(items), "skipped": len(skipped)},
         extra={"model": model.name, "baseline": baseline.name if baseline else
                (baseline_results or {}).get("model"), "baseline_reused": baseline_results is not None,

@@ -210,7 +210,7 @@ class Loop:
         from evoenv_cli.stages import synthesize as stage
 
         s = self.spec
-        cfg = cfgmod.override(s.synthesize, n=self.cfg.synthesize_n, seed=r)
+        cfg = cfgmod.override(s.synthesize, seed=r)
         wanted = {k: v for k, v in cfgmod.to_dict(cfg).items() if k not in ("n", "max_requests")}
         settings = cfgmod.stage_settings(synthesize=wanted, backend=cfgmod.llm_settings(s, None, policy),
                                          seeds=self.seeds, pools=[self.pool])
@@ -250,7 +250,7 @@ class Loop:
         from evoenv_cli.stages import compose as stage
 
         s = self.spec
-        cfg = cfgmod.override(s.compose, n=self.cfg.compose_n, seed=r)
+        cfg = cfgmod.override(s.compose, seed=r)
         lib = artifacts.EnvLibrary.open(self.pool)
         self._admit("compose", out, cfg.n,
                     cfgmod.stage_settings(compose=cfg, validate=s.validate, limits=s.runtime.limits),
@@ -278,18 +278,19 @@ class Loop:
                                          backend=cfgmod.llm_settings(s, None, policy), limits=s.runtime.limits)
         llm = self.policy.get(policy)
         self._admit(label, out, len(lib.files), settings, lambda o, adv: stage.run(
-            lib, s.calibrate, s.sample, s.runtime, llm, o, policy, on_verdict=adv, session=self.runtime),
+            lib, s.calibrate, s.sample, s.runtime, llm, o, policy, on_verdict=adv, session=self.runtime,
+            answer=s.answer),
             llm=llm)
 
     def sample(self, out: Path, r: int) -> None:
         from evoenv_cli.stages import sample as stage
 
-        cfg = cfgmod.override(self.spec.sample, per_env=self.cfg.sample_per_env, difficulty_from="index", seed=r)
+        cfg = cfgmod.override(self.spec.sample, difficulty_from="index", seed=r)
         lib = artifacts.EnvLibrary.open(self.pool)
         lib.check_python()
         stage.check_config(cfg, lib)
         out.mkdir(parents=True, exist_ok=True)
-        report = stage.run(lib, cfg, self.runtime.pool)
+        report = stage.run(lib, cfg, self.runtime.pool, answer=self.spec.answer)
         rows = (stage.to_format(row, cfg.format, i, cfg.split) for i, row in enumerate(report.rows))
         n = artifacts.write_jsonl_atomic(out / "train.jsonl", rows)
         self.log(f"  sample: {n} rows from {len(report.per_env)} environments ({len(report.skipped)} skipped) "
@@ -346,7 +347,7 @@ class Loop:
         llm = self.policy.get(policy)
         with self.progress(None, role, llm=llm):
             metrics = stage.run(out_dir, s.evaluate, stage.ModelSpec(policy, backend=llm), library=lib,
-                                benches=benches, sample_cfg=s.sample, runtime=s.runtime, note=self.log,
+                                benches=benches, sample_cfg=s.sample, answer=s.answer, runtime=s.runtime, note=self.log,
                                 session=self.runtime, baseline_results=baseline)
         shown = " ".join(f"{k}={v:.3f}" for k, v in headline(metrics).items() if isinstance(v, float))
         self.log(f"  {role}: {shown or '-'} -> {out_dir}")

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 
 from evoenv_cli.artifacts import EnvLibrary, InputError
-from evoenv_cli.config import SampleConfig
+from evoenv_cli.config import AnswerConfig, SampleConfig
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.instances import instance_seed
 from evoenv_cli.runtime.pool import SandboxPool
@@ -52,7 +52,9 @@ def check_config(cfg: SampleConfig, library: EnvLibrary) -> None:
         raise InputError(f"{library.root}: no index.jsonl to take calibrated difficulties from")
 
 
-def run(library: EnvLibrary, cfg: SampleConfig, pool: SandboxPool) -> SampleReport:
+def run(library: EnvLibrary, cfg: SampleConfig, pool: SandboxPool,
+        answer: AnswerConfig | None = None) -> SampleReport:
+    """Rows for every environment; `answer`: the recipe's answer format (default: the defaults)."""
     check_config(cfg, library)
     report = SampleReport()
     report.skipped += [{"env": r.file, "seed": None, "difficulty": None, "reason": r.reason}
@@ -71,7 +73,7 @@ def run(library: EnvLibrary, cfg: SampleConfig, pool: SandboxPool) -> SampleRepo
         pairs = [(instance_seed(cfg.seed, name, i, cfg.split), levels[i % len(levels)])
                  for i in range(cfg.per_env)]
         plans.append(Plan(env, name, pairs))
-    prepared, skipped = prepare(pool, plans, cfg)
+    prepared, skipped = prepare(pool, plans, cfg, answer or AnswerConfig())
     report.skipped += skipped
     for plan, made in zip(plans, prepared):
         report.rows += [make_row(p) for p in made]

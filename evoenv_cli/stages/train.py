@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from evoenv_cli import artifacts
-from evoenv_cli.config import RewardConfig, RuntimeConfig, TrainConfig, to_dict
+from evoenv_cli.config import AnswerConfig, RewardConfig, RuntimeConfig, TrainConfig, to_dict
 from evoenv_cli.reward_audit import QUARANTINE_FILE
 from evoenv_cli.rewards import EnvReward, FormatReward, row_instance
 
@@ -198,10 +198,12 @@ _TRL_CHECKPOINTING_NOISE = r"`(is_)?gradient_checkpointing\w*` is deprecated"
 
 def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: TrainConfig,
         reward_cfg: RewardConfig, runtime: RuntimeConfig, resume: bool = False,
-        eval_data: Path | None = None, judge=None) -> dict:
+        eval_data: Path | None = None, judge=None, answer: AnswerConfig | None = None) -> dict:
     """GRPO on `data`; with `eval_data` (rows from `sample --split heldout`) TRL evaluates on
     them every `eval_steps` and the eval numbers go to metrics.jsonl too. `judge` (a backend)
-    overrides `train.arena.judge` when the arena is on."""
+    overrides `train.arena.judge` when the arena is on. `answer`: the recipe's answer format,
+    whose tag the reward extracts."""
+    answer = answer or AnswerConfig()
     rows = check_inputs(data, library, model)
     model = check_model(model)
     eval_rows = check_inputs(eval_data, library, model) if eval_data is not None else []
@@ -219,11 +221,11 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
     dataset = datasets.load_dataset("json", data_files=str(data), split="train")
     eval_dataset = (datasets.load_dataset("json", data_files=str(eval_data), split="train")
                     if eval_data is not None else None)
-    reward = EnvReward(library.files, answer_tag=reward_cfg.answer_tag, sandbox=runtime.sandbox,
+    reward = EnvReward(library.files, answer_tag=answer.tag, sandbox=runtime.sandbox,
                        workers=runtime.workers, limits=runtime.limits,
                        recheck_share=reward_cfg.recheck_share, recheck_seed=cfg.seed,
                        quarantine_log=out / QUARANTINE_FILE)
-    format_reward = FormatReward(reward_cfg.answer_tag) if reward_cfg.format_weight else None
+    format_reward = FormatReward(answer.tag) if reward_cfg.format_weight else None
     step_rewards = StepRewards(reward, format_reward=format_reward, format_weight=reward_cfg.format_weight)
     reward_funcs: list = [step_rewards, *([format_reward] if format_reward else [])]
     peft_config = None
@@ -279,7 +281,7 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
     }
     artifacts.write_json_atomic(out / "train-manifest.json", {
         **artifacts.manifest("train", {"train": to_dict(cfg), "reward": to_dict(reward_cfg),
-                                       "runtime": to_dict(runtime)}, library.files, started,
+                                       "answer": to_dict(answer), "runtime": to_dict(runtime)}, library.files, started,
                              {"rows": len(rows), "steps": summary["steps"]},
                              {"data": str(data), "eval_data": str(eval_data) if eval_data else None,
                               "model": model, "library": str(library.root)}, out=out),
