@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evoenv_cli.config import DedupeConfig, ReviewConfig, SampleConfig, ValidateConfig
+from evoenv_cli.config import AnswerConfig, DedupeConfig, ReviewConfig, SampleConfig, ValidateConfig
 from evoenv_cli.runtime.instances import Order, first_failure, make_instances
 from evoenv_cli.runtime.pool import Call, EnvFile, Limits, SandboxPool, describe_failure
 from evoenv_cli.stages import dedupe, review, validate
@@ -94,7 +94,7 @@ def test_a_failed_generate_reads_the_same_in_every_stage(broken):
         def label(seed: int, difficulty: int) -> str:
             return describe_failure("generate", r, seed, difficulty)
 
-        _, [skip] = prepare(pool, [Plan(env, env.name, [(7, 3)])], SampleConfig())
+        _, [skip] = prepare(pool, [Plan(env, env.name, [(7, 3)])], SampleConfig(), AnswerConfig())
         with pytest.raises(ValueError) as reviewed:
             review.sample_instances(env, review_cfg, pool)
         sampled = dedupe.sample_behaviour(env, pool, dedupe_cfg)
