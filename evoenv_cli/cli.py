@@ -21,10 +21,10 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from evoenv_cli.artifacts import InputError
 from evoenv_cli.config import llm_settings as _llm_settings
 from evoenv_cli.config import prompt_settings as _prompt_settings
 from evoenv_cli.config import stage_settings as _settings
+from evoenv_cli.errors import InputError
 from evoenv_cli.stages.operators import OPERATORS
 
 # `evoenv --help` lists the commands in the order the loop runs them; any other command

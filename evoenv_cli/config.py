@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from evoenv_cli.artifacts import InputError
+from evoenv_cli.errors import InputError
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.pool import Limits
 from evoenv_cli.stages.operators import OPERATORS

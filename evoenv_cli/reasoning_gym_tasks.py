@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from evoenv_cli.artifacts import InputError
+from evoenv_cli.errors import InputError
 
 PREFIX = "rg:"
 DEFAULT_SIZE = 50

@@ -16,7 +16,8 @@ import threading
 from pathlib import Path
 
 from evoenv_cli import artifacts
-from evoenv_cli.runtime.pool import Call, EnvFile, Limits, SandboxPool
+from evoenv_cli.envfile import EnvFile
+from evoenv_cli.runtime.pool import Call, Limits, SandboxPool
 
 QUARANTINE_FILE = "quarantine.jsonl"
 # A fresh worker that raised or returned a bad value where the long-lived one scored is a

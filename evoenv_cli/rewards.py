@@ -31,9 +31,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from evoenv_cli.envfile import EnvFile
 from evoenv_cli.llm.base import final_text
 from evoenv_cli.reward_audit import RewardAudit
-from evoenv_cli.runtime.pool import Call, EnvFile, Limits, SandboxPool
+from evoenv_cli.runtime.pool import Call, Limits, SandboxPool
 
 _PATTERNS: dict[str, re.Pattern] = {}
 

@@ -14,7 +14,8 @@ import shutil
 from pathlib import Path
 
 from evoenv_cli import artifacts
-from evoenv_cli.artifacts import EnvLibrary, InputError
+from evoenv_cli.artifacts import EnvLibrary
+from evoenv_cli.errors import InputError
 
 PACKAGE_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 

@@ -134,7 +134,7 @@ def test_order_free_answers_feed_sequential_in_canonical_form_and_are_never_sort
     """The prime factors of a semiprime are accepted in either order: fed to a list-taking part,
     X is defined as their increasing order, so the composite has one answer whatever order a
     solver finds them in; and no SORT or SELECT is built on an order-free answer."""
-    from evoenv_cli.runtime.pool import EnvFile
+    from evoenv_cli.envfile import EnvFile
     from evoenv_cli.stages.compose import Part
 
     lib = tmp_path / "lib"

@@ -7,8 +7,8 @@ import pytest
 import yaml
 from conftest import ROOT, SEEDS
 
-from evoenv_cli.artifacts import InputError
 from evoenv_cli.config import Recipe, load_recipe, override
+from evoenv_cli.errors import InputError
 
 
 def test_default_recipe_file_matches_the_dataclasses():

@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 from conftest import ROOT, SEEDS
 
-from evoenv_cli.artifacts import InputError
 from evoenv_cli.config import DedupeConfig
+from evoenv_cli.errors import InputError
 from evoenv_cli.stages import dedupe
 
 GOOD = ROOT / "tests" / "validate_corpus" / "good"
@@ -496,7 +496,7 @@ def test_composites_are_judged_by_structure_not_by_their_embedded_code(tmp_path)
     their parents and each other; only one repeating another's operator and parents is a
     duplicate. A file that merely declares OPERATOR, with no compose lineage, is judged by code."""
     from evoenv_cli.artifacts import EnvLibrary
-    from evoenv_cli.runtime.pool import EnvFile, env_id_of
+    from evoenv_cli.envfile import EnvFile, env_id_of
     from evoenv_cli.stages import compose, iterate
 
     r = evoenv("compose", SEEDS, "--out", "comp", "--n", "12", "--max-depth", "2", "--seed", "1", "--json", cwd=tmp_path)

@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, SEEDS, ScriptedBackend
 
-from evoenv_cli.artifacts import EnvLibrary, InputError, prepare_out_dir
+from evoenv_cli.artifacts import EnvLibrary, prepare_out_dir
 from evoenv_cli.config import AnswerConfig, EvaluateConfig, SampleConfig
-from evoenv_cli.runtime.pool import EnvFile, SandboxPool
+from evoenv_cli.envfile import EnvFile
+from evoenv_cli.errors import InputError
+from evoenv_cli.runtime.pool import SandboxPool
 from evoenv_cli.stages import evaluate, sample
 
 BENCH = ROOT / "tests" / "fixtures" / "bench"

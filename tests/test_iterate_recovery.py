@@ -124,7 +124,7 @@ def test_kill_between_the_two_renames_of_a_pool_swap_loses_nothing(setup, swap):
 
 
 def _library(tmp_path: Path, name: str, files: dict[str, str]) -> list:
-    from evoenv_cli.runtime.pool import EnvFile
+    from evoenv_cli.envfile import EnvFile
 
     src = tmp_path / f"src-{name}"
     src.mkdir()

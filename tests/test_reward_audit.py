@@ -11,9 +11,10 @@ from conftest import SEEDS
 
 from evoenv_cli.artifacts import EnvLibrary, write_jsonl_atomic
 from evoenv_cli.config import IterateConfig, RuntimeConfig
+from evoenv_cli.envfile import EnvFile
 from evoenv_cli.reward_audit import QUARANTINE_FILE
 from evoenv_cli.rewards import EnvReward
-from evoenv_cli.runtime.pool import Call, EnvFile, Limits, SandboxPool
+from evoenv_cli.runtime.pool import Call, Limits, SandboxPool
 from evoenv_cli.runtime.session import Runtime
 from evoenv_cli.stages import iterate
 

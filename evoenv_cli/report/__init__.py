@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evoenv_cli import artifacts
-from evoenv_cli.artifacts import InputError
+from evoenv_cli.errors import InputError
 from evoenv_cli.report import figures, numbers, page
 from evoenv_cli.report.run_files import RunFiles
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from evoenv_cli.artifacts import InputError
+from evoenv_cli.errors import InputError
 
 COLORS = {"synthesized": "#4C72B0", "composite": "#DD8452", "seed": "#8C8C8C"}
 RETIRED = {"retired_too_easy": "#55A868", "retired_too_hard": "#C44E52"}

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from evoenv_cli.artifacts import InputError
+from evoenv_cli.errors import InputError
 
 ROUND_DIR = re.compile(r"^round-(\d{2,})$")
 

@@ -14,7 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from evoenv_cli.runtime.pool import Call, CallResult, EnvFile, SandboxPool, describe_failure
+from evoenv_cli.envfile import EnvFile
+from evoenv_cli.runtime.pool import Call, CallResult, SandboxPool, describe_failure
 
 ASKED = ("prompt", "solve")  # what an instance is asked after `generate`, in this order
 ALL = ("generate", *ASKED)

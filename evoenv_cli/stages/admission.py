@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evoenv_cli import artifacts
-from evoenv_cli.runtime.pool import EnvFile
+from evoenv_cli.envfile import EnvFile
 
 CORE_KEYS = ("file", "env_id", "name", "admitted", "stage", "reason")
 # Measured times vary from run to run: they stay in verdicts and manifests, never in index.jsonl

@@ -27,9 +27,10 @@ from pathlib import Path
 
 from evoenv_cli import artifacts
 from evoenv_cli.config import AnswerConfig, CalibrateConfig, RuntimeConfig, SampleConfig, to_dict
+from evoenv_cli.envfile import EnvFile
 from evoenv_cli.llm.base import Backend, SamplingConfig
 from evoenv_cli.rewards import extract_answer
-from evoenv_cli.runtime.pool import Call, EnvFile, EnvLoadError, SandboxPool
+from evoenv_cli.runtime.pool import Call, EnvLoadError, SandboxPool
 from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
 from evoenv_cli.stages.conversations import Plan, prepare

@@ -24,10 +24,11 @@ from pathlib import Path
 
 from evoenv_cli import artifacts
 from evoenv_cli.config import ComposeConfig, RuntimeConfig, ValidateConfig, to_dict
+from evoenv_cli.envfile import EnvFile, env_id_of
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.contract import check_source, parse_python
 from evoenv_cli.runtime.instances import Order, make_instances
-from evoenv_cli.runtime.pool import Call, EnvFile, EnvLoadError, SandboxPool, env_id_of
+from evoenv_cli.runtime.pool import Call, EnvLoadError, SandboxPool
 from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.stages import probes, validate
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict

@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 
 from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.config import AnswerConfig, SampleConfig
+from evoenv_cli.envfile import EnvFile
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.instances import ALL, Order, make_instances
-from evoenv_cli.runtime.pool import EnvFile, SandboxPool
+from evoenv_cli.runtime.pool import SandboxPool
 
 DEMONSTRATION_TRIES = 3  # extra candidate instances per wanted demonstration
 

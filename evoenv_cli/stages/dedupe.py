@@ -42,10 +42,11 @@ import numpy as np
 
 from evoenv_cli import artifacts
 from evoenv_cli.config import DedupeConfig, RuntimeConfig, to_dict
+from evoenv_cli.envfile import EnvFile
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.contract import MAX_SOURCE_BYTES
 from evoenv_cli.runtime.instances import Order, first_failure, make_instances
-from evoenv_cli.runtime.pool import EnvFile, SandboxPool
+from evoenv_cli.runtime.pool import SandboxPool
 from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.stages import solve_signature
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict

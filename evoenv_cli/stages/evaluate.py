@@ -46,13 +46,15 @@ from typing import Any
 
 from evoenv_cli import artifacts
 from evoenv_cli import reasoning_gym_tasks as rg
-from evoenv_cli.artifacts import EnvLibrary, InputError
+from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.config import AnswerConfig, EvaluateConfig, RuntimeConfig, SampleConfig, to_dict
+from evoenv_cli.envfile import EnvFile
+from evoenv_cli.errors import InputError
 from evoenv_cli.llm.base import Backend, SamplingConfig
 from evoenv_cli.rewards import EnvReward, extract_answer
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.instances import instance_seed
-from evoenv_cli.runtime.pool import EnvFile, SandboxPool
+from evoenv_cli.runtime.pool import SandboxPool
 from evoenv_cli.runtime.session import Runtime
 from evoenv_cli.stages.conversations import (
     Plan,

@@ -52,8 +52,8 @@ from typing import Any
 from evoenv_cli import artifacts
 from evoenv_cli import config as cfgmod
 from evoenv_cli.config import IterateConfig
+from evoenv_cli.envfile import EnvFile
 from evoenv_cli.reward_audit import QUARANTINE_FILE, quarantined_ids
-from evoenv_cli.runtime.pool import EnvFile
 
 MARKERS = {
     "baseline": "metrics.json",

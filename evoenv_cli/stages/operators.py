@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from evoenv_cli.runtime.pool import EnvFile
+    from evoenv_cli.envfile import EnvFile
 
 NUMERIC = ("int", "float")
 

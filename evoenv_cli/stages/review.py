@@ -18,10 +18,11 @@ from pathlib import Path
 
 from evoenv_cli import artifacts
 from evoenv_cli.config import ReviewConfig, RuntimeConfig, to_dict
+from evoenv_cli.envfile import EnvFile
 from evoenv_cli.llm.base import Backend, SamplingConfig, strip_thinking
 from evoenv_cli.prompts import template
 from evoenv_cli.runtime.instances import Order, first_failure, make_instances
-from evoenv_cli.runtime.pool import EnvFile, EnvLoadError, SandboxPool
+from evoenv_cli.runtime.pool import EnvLoadError, SandboxPool
 from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from evoenv_cli.artifacts import EnvLibrary, InputError
+from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.config import AnswerConfig, SampleConfig
+from evoenv_cli.errors import InputError
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.instances import instance_seed
 from evoenv_cli.runtime.pool import SandboxPool

@@ -16,7 +16,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from evoenv_cli.runtime.pool import Call, EnvFile, SandboxPool
+from evoenv_cli.envfile import EnvFile
+from evoenv_cli.runtime.pool import Call, SandboxPool
 
 MAX_MAPPINGS = 6
 

@@ -18,11 +18,11 @@ from pathlib import Path
 
 from evoenv_cli import artifacts
 from evoenv_cli.config import SynthesizeConfig, to_dict
+from evoenv_cli.envfile import EnvFile
 from evoenv_cli.llm.base import Backend, SamplingConfig, strip_thinking
 from evoenv_cli.prompts import PROMPTS, contract_text, template
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.contract import REQUIRED_FUNCTIONS, parse_python
-from evoenv_cli.runtime.pool import EnvFile
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.DOTALL)
 

@@ -10,7 +10,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may download
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from evoenv_cli.artifacts import InputError  # noqa: E402
+from evoenv_cli.errors import InputError  # noqa: E402
 from evoenv_cli.llm import tiny  # noqa: E402
 
 

@@ -11,7 +11,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from evoenv_cli.artifacts import InputError  # noqa: E402
+from evoenv_cli.errors import InputError  # noqa: E402
 from evoenv_cli.llm import BackendUnavailable, SamplingConfig, make_backend  # noqa: E402
 from evoenv_cli.llm.vllm_backend import NEEDS_VLLM  # noqa: E402
 

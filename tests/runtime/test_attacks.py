@@ -29,8 +29,9 @@ from pathlib import Path
 
 import pytest
 
+from evoenv_cli.envfile import EnvFile
 from evoenv_cli.runtime import sandbox
-from evoenv_cli.runtime.pool import Call, CallResult, EnvFile, EnvLoadError, Limits, SandboxPool
+from evoenv_cli.runtime.pool import Call, CallResult, EnvLoadError, Limits, SandboxPool
 
 HERE = Path(__file__).resolve().parent
 ATTACKS = HERE / "attacks"

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from evoenv_cli.config import AnswerConfig, DedupeConfig, ReviewConfig, SampleConfig, ValidateConfig
+from evoenv_cli.envfile import EnvFile
 from evoenv_cli.runtime.instances import Order, first_failure, make_instances
-from evoenv_cli.runtime.pool import Call, EnvFile, Limits, SandboxPool, describe_failure
+from evoenv_cli.runtime.pool import Call, Limits, SandboxPool, describe_failure
 from evoenv_cli.stages import dedupe, review, validate
 from evoenv_cli.stages.conversations import Plan, prepare
 
