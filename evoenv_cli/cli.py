@@ -298,15 +298,29 @@ def validate(
     Example: [bold]evoenv validate runs/r1/synthesize --out runs/r1/validate --workers 2[/]
     """
 
-    from evoenv_cli import artifacts
     from evoenv_cli.stages import validate as stage
 
     recipe = _runtime(config, sandbox, workers)
-    lib = artifacts.EnvLibrary.open(library, allow_empty=True)
-    out_dir = artifacts.prepare_out_dir(out, resume, clean, settings=_settings(
-        validate=recipe.validate, limits=recipe.runtime.limits))
-    _admit("validate", len(lib.files), out_dir, as_json,
-           lambda advance: stage.run(lib, recipe.validate, recipe.runtime, out_dir, on_verdict=advance))
+    _admission("validate", library, out, resume, clean, as_json,
+               dict(validate=recipe.validate, limits=recipe.runtime.limits),
+               lambda lib, out_dir, advance, _: stage.run(lib, recipe.validate, recipe.runtime, out_dir,
+                                                          on_verdict=advance))
+
+
+def _admission(label: str, library: Path, out: Path, resume: bool, clean: bool, as_json: bool, settings: dict,
+               run, *, total: int | None = None, backend=None, allow_empty: bool = True) -> dict:
+    """The admission commands' one skeleton (validate, compose, dedupe, review, calibrate):
+    open the library, prepare OUT (refusing a resume whose settings changed) before any model
+    loads, then open the backend if the stage has one and run under `_admit`.
+    `run(lib, out_dir, advance, (llm, model_name) or None)` runs the stage; `backend` is a
+    function returning (llm, model_name); `total` defaults to the library's file count."""
+    from evoenv_cli import artifacts
+
+    lib = artifacts.EnvLibrary.open(library, allow_empty=allow_empty)
+    out_dir = artifacts.prepare_out_dir(out, resume, clean, settings=_settings(**settings))
+    policy = backend() if backend is not None else None
+    return _admit(label, len(lib.files) if total is None else total, out_dir, as_json,
+                  lambda advance: run(lib, out_dir, advance, policy), llm=policy[0] if policy else None)
 
 
 def _admit(label: str, total: int, out_dir: Path, as_json: bool, run, llm=None) -> dict:
@@ -411,18 +425,17 @@ def compose(
     Example: [bold]evoenv compose seeds/ --out runs/r1/compose --n 20 --max-depth 2 --seed 1[/]
     """
 
-    from evoenv_cli import artifacts
     from evoenv_cli import config as cfgmod
     from evoenv_cli.stages import compose as stage
 
     recipe = _runtime(config, sandbox, workers)
     op_list = None if ops is None else [o.strip() for o in ops.split(",") if o.strip()]
     cfg = cfgmod.override(recipe.compose, ops=op_list, n=n, max_depth=max_depth, seed=seed)
-    lib = artifacts.EnvLibrary.open(library)
-    out_dir = artifacts.prepare_out_dir(out, resume, clean, settings=_settings(
-        compose=cfg, validate=recipe.validate, limits=recipe.runtime.limits))
-    _admit("compose", cfg.n, out_dir, as_json,
-           lambda advance: stage.run(lib, cfg, recipe.validate, recipe.runtime, out_dir, on_verdict=advance))
+    _admission("compose", library, out, resume, clean, as_json,
+               dict(compose=cfg, validate=recipe.validate, limits=recipe.runtime.limits),
+               lambda lib, out_dir, advance, _: stage.run(lib, cfg, recipe.validate, recipe.runtime, out_dir,
+                                                          on_verdict=advance),
+               total=cfg.n, allow_empty=False)
 
 
 @app.command()
@@ -455,13 +468,12 @@ def dedupe(
     cfg = cfgmod.override(recipe.dedupe, {"code_threshold": "--threshold", "behaviour_threshold": "--threshold"},
                           code_threshold=threshold, behaviour_threshold=threshold, save_index=save_index)
     stage.check_config(cfg)
-    lib = artifacts.EnvLibrary.open(library, allow_empty=True)
     pools = [artifacts.EnvLibrary.open(p, allow_empty=True) for p in against or []]
-    out_dir = artifacts.prepare_out_dir(out, resume, clean, settings=_settings(
-        dedupe=cfg, limits=recipe.runtime.limits, against=list(against or [])))
     note = None if as_json else (lambda m: err.print(m, markup=False, soft_wrap=True))
-    _admit("dedupe", len(lib.files), out_dir, as_json,
-           lambda advance: stage.run(lib, cfg, recipe.runtime, out_dir, pools, on_verdict=advance, note=note))
+    _admission("dedupe", library, out, resume, clean, as_json,
+               dict(dedupe=cfg, limits=recipe.runtime.limits, against=list(against or [])),
+               lambda lib, out_dir, advance, _: stage.run(lib, cfg, recipe.runtime, out_dir, pools,
+                                                          on_verdict=advance, note=note))
 
 
 def _backend(recipe, backend: str | None, model: str | None, base_url: str | None, stage: str | None = None):
@@ -550,19 +562,16 @@ def review(
     Example: [bold]evoenv review runs/r1/validate --out runs/r1/review --model M --backend openai --base-url http://127.0.0.1:8000/v1 --votes 3[/]
     """
 
-    from evoenv_cli import artifacts
     from evoenv_cli import config as cfgmod
     from evoenv_cli.stages import review as stage
 
     recipe = _runtime(config, sandbox, workers)
     cfg = cfgmod.override(recipe.review, votes=votes)
-    lib = artifacts.EnvLibrary.open(library, allow_empty=True)
-    out_dir = artifacts.prepare_out_dir(out, resume, clean, settings=_settings(
-        review=cfg, backend=_llm_settings(recipe, backend, model), limits=recipe.runtime.limits))
-    llm, model_name = _backend(recipe, backend, model, base_url, "review")
-    record = _admit("review", len(lib.files), out_dir, as_json,
-                    lambda advance: stage.run(lib, cfg, recipe.runtime, llm, out_dir, model_name,
-                                              on_verdict=advance), llm=llm)
+    record = _admission("review", library, out, resume, clean, as_json,
+                        dict(review=cfg, backend=_llm_settings(recipe, backend, model), limits=recipe.runtime.limits),
+                        lambda lib, out_dir, advance, policy: stage.run(lib, cfg, recipe.runtime, policy[0], out_dir,
+                                                                        policy[1], on_verdict=advance),
+                        backend=lambda: _backend(recipe, backend, model, base_url, "review"))
     if record["rejected_by_stage"].get("backend_error"):
         err.print("[yellow]some votes failed at the backend[/]: rerun with --resume to ask again")
 
@@ -604,14 +613,13 @@ def calibrate(
         except ValueError:
             raise artifacts.InputError(f"--band: expected LO,HI, two numbers (got {band!r})") from None
     cfg = cfgmod.override(recipe.calibrate, band=band_values, instances=instances, samples=samples)
-    lib = artifacts.EnvLibrary.open(library, allow_empty=True)
-    out_dir = artifacts.prepare_out_dir(out, resume, clean, settings=_settings(
-        calibrate=cfg, prompts=_prompt_settings(recipe), backend=_llm_settings(recipe, backend, model),
-        limits=recipe.runtime.limits))
-    llm, model_name = _backend(recipe, backend, model, base_url, "calibrate")
-    _admit("calibrate", len(lib.files), out_dir, as_json,
-           lambda advance: stage.run(lib, cfg, recipe.sample, recipe.runtime, llm, out_dir, model_name,
-                                     on_verdict=advance, answer=recipe.answer), llm=llm)
+    _admission("calibrate", library, out, resume, clean, as_json,
+               dict(calibrate=cfg, prompts=_prompt_settings(recipe), backend=_llm_settings(recipe, backend, model),
+                    limits=recipe.runtime.limits),
+               lambda lib, out_dir, advance, policy: stage.run(lib, cfg, recipe.sample, recipe.runtime, policy[0],
+                                                               out_dir, policy[1], on_verdict=advance,
+                                                               answer=recipe.answer),
+               backend=lambda: _backend(recipe, backend, model, base_url, "calibrate"))
 
 
 @app.command()
