@@ -86,6 +86,7 @@ test-vllm:
 
 lint: setup
 	$(BIN)/ruff check evoenv_cli tests benchmarks seeds
+	$(BIN)/ruff format --check .
 
 clean:
 	rm -rf $(RUN)

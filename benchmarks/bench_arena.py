@@ -58,8 +58,9 @@ def level_library(run: Path, level: int) -> Path:
     records = []
     for env in EnvLibrary.open(ROOT / "seeds").files:
         (lib / "envs" / env.path.name).write_bytes(env.source)
-        records.append({"file": env.path.name, "env_id": env.env_id, "name": env.name,
-                        "calibration": {"levels": [level]}})
+        records.append(
+            {"file": env.path.name, "env_id": env.env_id, "name": env.name, "calibration": {"levels": [level]}}
+        )
     (lib / "index.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return lib
 
@@ -90,37 +91,83 @@ def main() -> None:
         model = Path(args.model)
         evoenv("starter-model", model, log=log)
     lib = level_library(run, args.level)
-    evoenv("sample", lib, "--out", run / "train.jsonl", "--difficulty-from", "index", "--seed", "1",
-           "--config", args.recipe, log=log)
+    evoenv(
+        "sample",
+        lib,
+        "--out",
+        run / "train.jsonl",
+        "--difficulty-from",
+        "index",
+        "--seed",
+        "1",
+        "--config",
+        args.recipe,
+        log=log,
+    )
     steps = ["--max-steps", str(args.steps)] if args.steps else []
     seconds = {}
     for mode in ("skip", "judge"):
-        seconds[mode] = evoenv("train", run / "train.jsonl", "--library", lib, "--model", model, "--out",
-                               run / f"train-{mode}", "--config", args.recipe, "--zero-variance", mode, *steps,
-                               log=log)
-    seconds["evaluate"] = evoenv("evaluate", "--model", run / "train-judge", "--baseline", run / "train-skip",
-                                 "--library", lib, "--out", run / "evaluate", "--config", args.recipe, log=log)
+        seconds[mode] = evoenv(
+            "train",
+            run / "train.jsonl",
+            "--library",
+            lib,
+            "--model",
+            model,
+            "--out",
+            run / f"train-{mode}",
+            "--config",
+            args.recipe,
+            "--zero-variance",
+            mode,
+            *steps,
+            log=log,
+        )
+    seconds["evaluate"] = evoenv(
+        "evaluate",
+        "--model",
+        run / "train-judge",
+        "--baseline",
+        run / "train-skip",
+        "--library",
+        lib,
+        "--out",
+        run / "evaluate",
+        "--config",
+        args.recipe,
+        log=log,
+    )
     off = [json.loads(x) for x in (run / "train-skip" / "metrics.jsonl").read_text().splitlines()]
     on = [json.loads(x) for x in (run / "train-judge" / "metrics.jsonl").read_text().splitlines()]
     metrics = json.loads((run / "evaluate" / "metrics.json").read_text())
     arena = json.loads((run / "train-judge" / "train-manifest.json").read_text())["summary"]["arena"]
     result = {
-        "model": "tiny" if args.tiny else "SmolLM2-135M-Instruct", "steps": len(on), "level": args.level,
-        "zero_var_share": mean(on, "arena/zero_variance_share"), "rescued_share": mean(on, "arena/rescued_share"),
+        "model": "tiny" if args.tiny else "SmolLM2-135M-Instruct",
+        "steps": len(on),
+        "level": args.level,
+        "zero_var_share": mean(on, "arena/zero_variance_share"),
+        "rescued_share": mean(on, "arena/rescued_share"),
         "zero_var_share_off": mean(off, "frac_reward_zero_std"),
-        "pass@1_off": metrics["baseline"]["overall"]["env_mean"], "pass@1_on": metrics["overall"]["env_mean"],
-        "step_s_off": mean(off, "step_time"), "step_s_on": mean(on, "step_time"),
-        "judge_s_per_step": mean(on, "arena/judge_seconds"), "arena": arena,
-        "wall_s": round(time.perf_counter() - start), "seconds": {k: round(v) for k, v in seconds.items()},
+        "pass@1_off": metrics["baseline"]["overall"]["env_mean"],
+        "pass@1_on": metrics["overall"]["env_mean"],
+        "step_s_off": mean(off, "step_time"),
+        "step_s_on": mean(on, "step_time"),
+        "judge_s_per_step": mean(on, "arena/judge_seconds"),
+        "arena": arena,
+        "wall_s": round(time.perf_counter() - start),
+        "seconds": {k: round(v) for k, v in seconds.items()},
     }
     (run / "bench-arena.json").write_text(json.dumps(result, indent=2) + "\n")
     calls = max(arena["judge_calls"], 1)
-    print(f"bench arena: steps={result['steps']} zero_var_share={result['zero_var_share']:.3f} "
-          f"rescued_share={result['rescued_share']:.3f} pass@1_off={result['pass@1_off']:.3f} "
-          f"pass@1_on={result['pass@1_on']:.3f} step_s_off={result['step_s_off']:.1f} "
-          f"step_s_on={result['step_s_on']:.1f} (model={result['model']} level={args.level} "
-          f"zero_var_share_off={result['zero_var_share_off']:.3f} judge_calls={arena['judge_calls']} "
-          f"unparseable={arena['unparseable'] / calls:.2f} wall_s={result['wall_s']})", flush=True)
+    print(
+        f"bench arena: steps={result['steps']} zero_var_share={result['zero_var_share']:.3f} "
+        f"rescued_share={result['rescued_share']:.3f} pass@1_off={result['pass@1_off']:.3f} "
+        f"pass@1_on={result['pass@1_on']:.3f} step_s_off={result['step_s_off']:.1f} "
+        f"step_s_on={result['step_s_on']:.1f} (model={result['model']} level={args.level} "
+        f"zero_var_share_off={result['zero_var_share_off']:.3f} judge_calls={arena['judge_calls']} "
+        f"unparseable={arena['unparseable'] / calls:.2f} wall_s={result['wall_s']})",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -36,8 +36,7 @@ def library(out: Path, levels: list[int]) -> Path:
     index = []
     for env in seeds.files:
         (lib / "envs" / env.path.name).write_bytes(env.source)
-        index.append({"file": env.path.name, "env_id": env.env_id, "name": env.name,
-                      "calibration": {"levels": levels}})
+        index.append({"file": env.path.name, "env_id": env.env_id, "name": env.name, "calibration": {"levels": levels}})
     write_jsonl_atomic(lib / "index.jsonl", index)
     return lib
 
@@ -62,10 +61,30 @@ def main() -> None:
     run.mkdir(parents=True, exist_ok=True)
     subprocess.run([str(EXE), "starter-model", args.model], check=True)
     lib = library(run, levels)
-    r = subprocess.run([str(EXE), "evaluate", "--model", args.model, "--library", lib, "--out", run / "evaluate",
-                        "--clean", "--config", args.recipe, "--instances", str(args.per_level * len(levels)),
-                        "--n", str(args.n), "--temperature", str(args.temperature), "--json"],
-                       stdout=subprocess.DEVNULL, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    r = subprocess.run(
+        [
+            str(EXE),
+            "evaluate",
+            "--model",
+            args.model,
+            "--library",
+            lib,
+            "--out",
+            run / "evaluate",
+            "--clean",
+            "--config",
+            args.recipe,
+            "--instances",
+            str(args.per_level * len(levels)),
+            "--n",
+            str(args.n),
+            "--temperature",
+            str(args.temperature),
+            "--json",
+        ],
+        stdout=subprocess.DEVNULL,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     if r.returncode != 0:
         sys.exit(f"bench curves: evaluate failed (exit {r.returncode})")
     cells: dict[tuple[str, int], list[float]] = defaultdict(list)
@@ -77,8 +96,18 @@ def main() -> None:
             tagged[s["source"]].append(s["answer"] is not None)
     names = sorted({k[0] for k in cells})
     table = {n: {lv: round(sum(v) / len(v), 2) for (m, lv), v in cells.items() if m == n} for n in names}
-    (run / "curves.json").write_text(json.dumps({"per_level": args.per_level, "n": args.n,
-                                                 "temperature": args.temperature, "levels": levels, "table": table}, indent=2))
+    (run / "curves.json").write_text(
+        json.dumps(
+            {
+                "per_level": args.per_level,
+                "n": args.n,
+                "temperature": args.temperature,
+                "levels": levels,
+                "table": table,
+            },
+            indent=2,
+        )
+    )
     print("| seed | " + " | ".join(f"level {lv}" for lv in levels) + " | tagged | in band |")
     print("| --- |" + " --- |" * (len(levels) + 2))
     in_band_seeds = 0
@@ -87,10 +116,16 @@ def main() -> None:
         band = [lv for lv in levels if lv in row and BAND[0] <= row[lv] <= BAND[1] and 0 < row[lv] < 1]
         in_band_seeds += bool(band)
         share = sum(tagged[n]) / len(tagged[n])
-        print(f"| {n} | " + " | ".join(f"{row.get(lv, float('nan')):.2f}" for lv in levels)
-              + f" | {share:.2f} | {','.join(map(str, band)) or '-'} |")
-    print(f"bench curves: model=SmolLM2-135M-Instruct per_level={args.per_level} n={args.n} "
-          f"levels={args.levels} seeds_in_band={in_band_seeds}/{len(names)}", flush=True)
+        print(
+            f"| {n} | "
+            + " | ".join(f"{row.get(lv, float('nan')):.2f}" for lv in levels)
+            + f" | {share:.2f} | {','.join(map(str, band)) or '-'} |"
+        )
+    print(
+        f"bench curves: model=SmolLM2-135M-Instruct per_level={args.per_level} n={args.n} "
+        f"levels={args.levels} seeds_in_band={in_band_seeds}/{len(names)}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ def _parts(src: str) -> dict:
     body = ast.parse(src).body
     first = next(i for i, n in enumerate(body) if isinstance(n, ast.FunctionDef))
     starts = [n.lineno - 1 for n in body[first:]] + [len(lines)]
-    blocks = ["".join(lines[starts[i]:starts[i + 1]]).rstrip("\n") + "\n\n\n" for i in range(len(starts) - 1)]
+    blocks = ["".join(lines[starts[i] : starts[i + 1]]).rstrip("\n") + "\n\n\n" for i in range(len(starts) - 1)]
     keep = set(dir(builtins)) | set(keyword.kwlist) | dedupe.CONTRACT_NAMES
     names = set()
     for node in ast.walk(ast.parse(src)):
@@ -68,8 +68,12 @@ def _parts(src: str) -> dict:
         elif isinstance(node, ast.FunctionDef):
             names.add(node.name)
     names -= keep
-    return {"header": "".join(lines[:starts[0]]), "blocks": blocks, "names": sorted(names),
-            "pattern": re.compile(r"\b(" + "|".join(sorted(names, key=len, reverse=True)) + r")\b")}
+    return {
+        "header": "".join(lines[: starts[0]]),
+        "blocks": blocks,
+        "names": sorted(names),
+        "pattern": re.compile(r"\b(" + "|".join(sorted(names, key=len, reverse=True)) + r")\b"),
+    }
 
 
 def _load_seeds() -> None:
@@ -79,8 +83,28 @@ def _load_seeds() -> None:
 
 WORDS = "we then take the value and keep every item of the list in order as the next step".split()
 ATTRS = sorted(a for a in dedupe.STABLE_ATTRS if a.islower() and not a.startswith("_"))
-BUILTINS = ["len", "sum", "min", "max", "abs", "sorted", "range", "enumerate", "zip", "list", "set",
-            "dict", "tuple", "str", "int", "divmod", "pow", "any", "all", "reversed"]
+BUILTINS = [
+    "len",
+    "sum",
+    "min",
+    "max",
+    "abs",
+    "sorted",
+    "range",
+    "enumerate",
+    "zip",
+    "list",
+    "set",
+    "dict",
+    "tuple",
+    "str",
+    "int",
+    "divmod",
+    "pow",
+    "any",
+    "all",
+    "reversed",
+]
 OPS = ["+", "-", "*", "//", "%", "<<", ">>", "^", "|", "&"]
 CMPS = ["<", "<=", ">", ">=", "==", "!="]
 
@@ -98,7 +122,7 @@ def _expr(rng: random.Random, names: list[str], depth: int = 0) -> str:
 
 def _function(rng: random.Random, name: str) -> str:
     names = [f"x{k}" for k in range(rng.randint(3, 7))]
-    args = ", ".join(names[:rng.randint(1, 3)])
+    args = ", ".join(names[: rng.randint(1, 3)])
     out = [f"def {name}({args}):"]
     indent = "    "
     for _ in range(rng.randint(4, 10)):
@@ -143,7 +167,7 @@ def _novel_parts(j: int) -> dict:
     blocks += rng.sample(library, rng.randint(1, 3))
     for name in ("generate", "prompt", "solve", "score"):
         block = rng.choice(library)
-        blocks.append(f"def {name}{block[block.index('('):]}")
+        blocks.append(f"def {name}{block[block.index('(') :]}")
     rng.shuffle(blocks)
     header = f'"""Synthetic environment {j}."""\n\nimport random\nimport re\n\nNAME = "synthetic_{j}"\n\n\n'
     return {"header": header, "blocks": blocks, "names": None, "pattern": NOVEL_NAMES}
@@ -237,10 +261,10 @@ def _measure(folder: str, batches, kinds: list[str], sizes: list[list[int]]) -> 
     n = len(kinds)
     index = dedupe.NoveltyIndex(CFG)
     for path in sorted((ROOT / "seeds").glob("*.py")):
-        index.add(dedupe.Member(path.name, "seeds", "", None, True),
-                  dedupe.code_signature(path.read_bytes(), CFG), None)
-    counts = {"kept": 0, "caught": 0, "planted": 0, "novel_rejected": 0, "novel": 0,
-              "bytes": sum(map(sum, sizes))}
+        index.add(
+            dedupe.Member(path.name, "seeds", "", None, True), dedupe.code_signature(path.read_bytes(), CFG), None
+        )
+    counts = {"kept": 0, "caught": 0, "planted": 0, "novel_rejected": 0, "novel": 0, "bytes": sum(map(sum, sizes))}
     cpu0 = _cpu_seconds()
     started = time.perf_counter()
     marks = []  # wall time at every tenth of the stream: the per-tenth cost shows the growth
@@ -266,8 +290,16 @@ def _measure(folder: str, batches, kinds: list[str], sizes: list[list[int]]) -> 
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     tenths = [b - a for a, b in zip([0.0] + marks, marks)]
-    return {"n": n, "wall": wall, "cpu": cpu, "tenths": tenths, "peak_mb": own + PROCESSES * child,
-            "own_mb": own, "worker_mb": child, **counts}
+    return {
+        "n": n,
+        "wall": wall,
+        "cpu": cpu,
+        "tenths": tenths,
+        "peak_mb": own + PROCESSES * child,
+        "own_mb": own,
+        "worker_mb": child,
+        **counts,
+    }
 
 
 def _cpu_seconds() -> float:
@@ -278,11 +310,16 @@ def _cpu_seconds() -> float:
 
 def child_main(n: int) -> None:
     r = measure(n)
-    print(f"bench dedupe: envs={r['n']} wall_s={r['wall']:.1f} peak_mb={r['peak_mb']:.0f} cpu_s={r['cpu']:.1f} "
-          f"(parent {r['own_mb']:.0f} MB + {PROCESSES} workers x {r['worker_mb']:.0f} MB) "
-          f"kept={r['kept']} planted_duplicates_caught={r['caught']}/{r['planted']} "
-          f"new_rejected={r['novel_rejected']}/{r['novel']} mean_source_bytes={r['bytes'] // r['n']} "
-          f"wall_s_per_tenth={','.join(f'{t:.1f}' for t in r['tenths'])}", flush=True)
+    print(
+        f"bench dedupe: envs={r['n']} wall_s={r['wall']:.1f} peak_mb={r['peak_mb']:.0f} cpu_s={r['cpu']:.1f} "
+        f"(parent {r['own_mb']:.0f} MB + {PROCESSES} workers x {r['worker_mb']:.0f} MB) "
+        f"kept={r['kept']} planted_duplicates_caught={r['caught']}/{r['planted']} "
+        f"new_rejected={r['novel_rejected']}/{r['novel']} mean_source_bytes={r['bytes'] // r['n']} "
+        f"wall_s_per_tenth={','.join(f'{t:.1f}' for t in r['tenths'])}",
+        flush=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, help="one size, in this process (used by the default run)")
@@ -290,8 +327,11 @@ def main() -> None:
     if args.n:
         child_main(args.n)
         return
-    print("dedupe bench: code signature + LSH query/insert only (the behaviour signature needs "
-          f"the sandbox and is not measured); {PROCESSES} signing processes", flush=True)
+    print(
+        "dedupe bench: code signature + LSH query/insert only (the behaviour signature needs "
+        f"the sandbox and is not measured); {PROCESSES} signing processes",
+        flush=True,
+    )
     got = {}
     for n in (10_000, 100_000):
         out = subprocess.run([sys.executable, __file__, "--n", str(n)], capture_output=True, text=True, check=True)
@@ -299,10 +339,12 @@ def main() -> None:
         print(line, flush=True)
         got[n] = {k: float(re.search(rf"{k}=([\d.]+)", line).group(1)) for k in ("wall_s", "cpu_s")}
     tenths = [float(t) for t in re.search(r"wall_s_per_tenth=([\d.,]+)", line).group(1).split(",")]
-    print(f"bench dedupe: growth 10k -> 100k wall x{got[100_000]['wall_s'] / got[10_000]['wall_s']:.1f}, "
-          f"cpu x{got[100_000]['cpu_s'] / got[10_000]['cpu_s']:.1f} (x10 is linear); within the 100k run "
-          f"the last tenth took x{tenths[-1] / tenths[0]:.2f} the first (a wall ratio: other load on the "
-          "machine moves it)")
+    print(
+        f"bench dedupe: growth 10k -> 100k wall x{got[100_000]['wall_s'] / got[10_000]['wall_s']:.1f}, "
+        f"cpu x{got[100_000]['cpu_s'] / got[10_000]['cpu_s']:.1f} (x10 is linear); within the 100k run "
+        f"the last tenth took x{tenths[-1] / tenths[0]:.2f} the first (a wall ratio: other load on the "
+        "machine moves it)"
+    )
 
 
 if __name__ == "__main__":

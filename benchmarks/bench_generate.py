@@ -55,17 +55,25 @@ def bare_generate(backend, convs, sampling: SamplingConfig) -> int:
     order = sorted(range(len(encoded)), key=lambda i: (len(encoded[i]), i))
     total = 0
     for start in range(0, len(order), backend.batch_size):
-        batch = [encoded[i] for i in order[start:start + backend.batch_size]]
+        batch = [encoded[i] for i in order[start : start + backend.batch_size]]
         width = max(len(x) for x in batch)
         ids = torch.full((len(batch), width), backend.pad_id, dtype=torch.long)
         mask = torch.zeros_like(ids)
         for r, seq in enumerate(batch):
-            ids[r, width - len(seq):] = torch.tensor(seq)
-            mask[r, width - len(seq):] = 1
+            ids[r, width - len(seq) :] = torch.tensor(seq)
+            mask[r, width - len(seq) :] = 1
         with torch.inference_mode():
-            out = lm.generate(input_ids=ids, attention_mask=mask, max_new_tokens=sampling.max_tokens,
-                              do_sample=False, temperature=1.0, top_p=1.0, top_k=None,
-                              pad_token_id=backend.pad_id, eos_token_id=backend.eos_ids)
+            out = lm.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=sampling.max_tokens,
+                do_sample=False,
+                temperature=1.0,
+                top_p=1.0,
+                top_k=None,
+                pad_token_id=backend.pad_id,
+                eos_token_id=backend.eos_ids,
+            )
         eos = set(backend.eos_ids)
         for row in out[:, width:].tolist():
             stop = next((k for k, t in enumerate(row) if t in eos), None)
@@ -89,9 +97,13 @@ def serve(model: Path):
     exe = Path(sys.executable).with_name("transformers")
     port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen([str(exe), "serve", str(model), "--host", "127.0.0.1", "--port", str(port),
-                             "--device", "cpu"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(exe), "serve", str(model), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
@@ -129,16 +141,22 @@ def main() -> None:
         bare_tok += n
     hf_rate, bare_rate = hf_tok / hf_s, bare_tok / bare_s
     overhead = (hf_s / hf_tok) / (bare_s / bare_tok) - 1
-    print(f"bench generate: path=hf prompts={len(convs)} tokens={hf_tok} tokens_per_s={hf_rate:.1f} "
-          f"bare_tokens_per_s={bare_rate:.1f} overhead={overhead:+.3f} (target <= +0.05) "
-          f"batch_size={args.batch_size} threads={os.environ.get('OMP_NUM_THREADS', 'all')}", flush=True)
+    print(
+        f"bench generate: path=hf prompts={len(convs)} tokens={hf_tok} tokens_per_s={hf_rate:.1f} "
+        f"bare_tokens_per_s={bare_rate:.1f} overhead={overhead:+.3f} (target <= +0.05) "
+        f"batch_size={args.batch_size} threads={os.environ.get('OMP_NUM_THREADS', 'all')}",
+        flush=True,
+    )
     hf.close()
     bf = make_backend("hf", args.model, device="cpu", dtype="bfloat16", batch_size=args.batch_size)
     bf.generate(convs[:2], SamplingConfig(n=1, temperature=1.0, max_tokens=4))
     gens, s = timed(lambda: bf.generate(convs, sampling))
     tok = sum(c.tokens for g in gens for c in g.completions)
-    print(f"bench generate: path=hf-bf16 prompts={len(convs)} tokens={tok} tokens_per_s={tok / s:.1f} "
-          f"ratio_vs_fp32={(tok / s) / hf_rate:.2f}", flush=True)
+    print(
+        f"bench generate: path=hf-bf16 prompts={len(convs)} tokens={tok} tokens_per_s={tok / s:.1f} "
+        f"ratio_vs_fp32={(tok / s) / hf_rate:.2f}",
+        flush=True,
+    )
     bf.close()
     if args.skip_serve:
         return
@@ -148,8 +166,11 @@ def main() -> None:
         api.generate(convs[:1], SamplingConfig(n=1, temperature=1.0, max_tokens=4))
         gens, s = timed(lambda: api.generate(convs, sampling))
         tok = sum(c.tokens for g in gens for c in g.completions)
-        print(f"bench generate: path=openai+transformers-serve prompts={len(convs)} tokens={tok} "
-              f"tokens_per_s={tok / s:.1f} ratio_vs_hf={(tok / s) / hf_rate:.2f}", flush=True)
+        print(
+            f"bench generate: path=openai+transformers-serve prompts={len(convs)} tokens={tok} "
+            f"tokens_per_s={tok / s:.1f} ratio_vs_hf={(tok / s) / hf_rate:.2f}",
+            flush=True,
+        )
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)

@@ -40,8 +40,10 @@ IMPORTED = ["chain_sum"]
 # External: reasoning-gym tasks that no training row asks (basic_arithmetic is another
 # generator and wording than chain_sum), generated offline at fixed seeds, scored by its own
 # score_answer.
-EXTERNAL = ["rg:basic_arithmetic:32:min_terms=2,max_terms=2,min_digits=1,max_digits=1,operators=[\"+\"]",
-            "rg:basic_arithmetic:32:min_terms=2,max_terms=2,min_digits=1,max_digits=1,operators=[\"-\"]"]
+EXTERNAL = [
+    'rg:basic_arithmetic:32:min_terms=2,max_terms=2,min_digits=1,max_digits=1,operators=["+"]',
+    'rg:basic_arithmetic:32:min_terms=2,max_terms=2,min_digits=1,max_digits=1,operators=["-"]',
+]
 
 
 def evoenv(*args, log: Path) -> float:
@@ -52,8 +54,7 @@ def evoenv(*args, log: Path) -> float:
     with log.open("a") as f:
         f.write("$ " + " ".join(argv) + "\n")
         f.flush()
-        r = subprocess.run(argv, stdout=f,
-                           env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=ROOT)
+        r = subprocess.run(argv, stdout=f, env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=ROOT)
     if r.returncode != 0:
         sys.exit(f"bench learning: `evoenv {args[0]}` failed (exit {r.returncode}); see above and {log}")
     return time.perf_counter() - start
@@ -79,8 +80,12 @@ def unseen_pass(run: Path) -> dict:
         return sum(means) / len(means) if means else float("nan")
 
     items = {item for _, item in per_item}
-    return {"unseen_before": mean("baseline"), "unseen_after": mean("model"),
-            "unseen_items": len(items - overlap), "env_items": len(items)}
+    return {
+        "unseen_before": mean("baseline"),
+        "unseen_after": mean("model"),
+        "unseen_items": len(items - overlap),
+        "env_items": len(items),
+    }
 
 
 def main() -> None:
@@ -104,42 +109,88 @@ def main() -> None:
         shutil.copytree(ROOT / "seeds", library, ignore=shutil.ignore_patterns("__pycache__"))
         seconds["import"] = evoenv("import", "reasoning-gym", *IMPORTED, "--out", library, log=log)
         shutil.rmtree(run / "calibrate", ignore_errors=True)
-        seconds["calibrate"] = evoenv("calibrate", library, "--out", run / "calibrate", "--model", model,
-                                      "--config", RECIPE, log=log)
+        seconds["calibrate"] = evoenv(
+            "calibrate", library, "--out", run / "calibrate", "--model", model, "--config", RECIPE, log=log
+        )
     admitted = [json.loads(x) for x in (run / "calibrate" / "index.jsonl").read_text().splitlines() if x.strip()]
     if not admitted:
         sys.exit("bench learning: calibration admitted no seed (no level in band for this model)")
-    seconds["sample"] = evoenv("sample", run / "calibrate", "--out", run / "train.jsonl", "--difficulty-from",
-                               "index", "--seed", "1", "--config", RECIPE, log=log)
+    seconds["sample"] = evoenv(
+        "sample",
+        run / "calibrate",
+        "--out",
+        run / "train.jsonl",
+        "--difficulty-from",
+        "index",
+        "--seed",
+        "1",
+        "--config",
+        RECIPE,
+        log=log,
+    )
     steps = ["--max-steps", str(args.steps)] if args.steps else []
-    seconds["train"] = evoenv("train", run / "train.jsonl", "--library", run / "calibrate", "--model", model,
-                              "--out", run / "train", "--config", RECIPE, *steps, log=log)
+    seconds["train"] = evoenv(
+        "train",
+        run / "train.jsonl",
+        "--library",
+        run / "calibrate",
+        "--model",
+        model,
+        "--out",
+        run / "train",
+        "--config",
+        RECIPE,
+        *steps,
+        log=log,
+    )
     bench = [a for spec in EXTERNAL for a in ("--bench", spec)]
-    seconds["evaluate"] = evoenv("evaluate", "--model", run / "train", "--baseline", model, "--library",
-                                 run / "calibrate", *bench, "--out", run / "evaluate", "--config", RECIPE, log=log)
+    seconds["evaluate"] = evoenv(
+        "evaluate",
+        "--model",
+        run / "train",
+        "--baseline",
+        model,
+        "--library",
+        run / "calibrate",
+        *bench,
+        "--out",
+        run / "evaluate",
+        "--config",
+        RECIPE,
+        log=log,
+    )
     wall = time.perf_counter() - start
     metrics = json.loads((run / "evaluate" / "metrics.json").read_text())
     unseen = unseen_pass(run)
     manifest = json.loads((run / "train" / "train-manifest.json").read_text())
     after, before = metrics["overall"], metrics["baseline"]["overall"]
     result = {
-        "model": "SmolLM2-135M-Instruct", "steps": manifest["summary"]["steps"],
-        "envs": len(admitted), "levels": {r["name"]: r["calibration"]["levels"] for r in admitted},
-        "before": before["env_mean"], "after": after["env_mean"],
+        "model": "SmolLM2-135M-Instruct",
+        "steps": manifest["summary"]["steps"],
+        "envs": len(admitted),
+        "levels": {r["name"]: r["calibration"]["levels"] for r in admitted},
+        "before": before["env_mean"],
+        "after": after["env_mean"],
         "delta": round(after["env_mean"] - before["env_mean"], 4),
-        "external_before": before["bench_mean"], "external_after": after["bench_mean"],
-        "no_answer_before": before.get("no_answer_share"), "no_answer_after": after.get("no_answer_share"),
+        "external_before": before["bench_mean"],
+        "external_after": after["bench_mean"],
+        "no_answer_before": before.get("no_answer_share"),
+        "no_answer_after": after.get("no_answer_share"),
         **unseen,
-        "wall_s": round(wall), "seconds": {k: round(v) for k, v in seconds.items()},
+        "wall_s": round(wall),
+        "seconds": {k: round(v) for k, v in seconds.items()},
     }
     (run / "bench-learning.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(f"bench learning: model={result['model']} steps={result['steps']} envs={result['envs']} "
-          f"before={result['before']:.3f} after={result['after']:.3f} delta={result['delta']:+.3f} "
-          f"external_before={result['external_before']:.3f} external_after={result['external_after']:.3f} "
-          f"unseen_before={result['unseen_before']:.3f} unseen_after={result['unseen_after']:.3f} "
-          f"(items={result['unseen_items']}/{result['env_items']}) "
-          f"wall_s={result['wall_s']} (calibrate={result['seconds'].get('calibrate', 0)} "
-          f"train={result['seconds']['train']} evaluate={result['seconds']['evaluate']})", flush=True)
+    print(
+        f"bench learning: model={result['model']} steps={result['steps']} envs={result['envs']} "
+        f"before={result['before']:.3f} after={result['after']:.3f} delta={result['delta']:+.3f} "
+        f"external_before={result['external_before']:.3f} external_after={result['external_after']:.3f} "
+        f"unseen_before={result['unseen_before']:.3f} unseen_after={result['unseen_after']:.3f} "
+        f"(items={result['unseen_items']}/{result['env_items']}) "
+        f"wall_s={result['wall_s']} (calibrate={result['seconds'].get('calibrate', 0)} "
+        f"train={result['seconds']['train']} evaluate={result['seconds']['evaluate']})",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -28,17 +28,23 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-loop-") as tmp:
         run = Path(tmp) / "run"
         started = time.perf_counter()
-        p = subprocess.run([str(exe), "iterate", "--rounds", "1", "--recipe", args.recipe, "--run", str(run)],
-                           cwd=ROOT, capture_output=True, text=True)  # every core unless OMP_NUM_THREADS is set
+        p = subprocess.run(
+            [str(exe), "iterate", "--rounds", "1", "--recipe", args.recipe, "--run", str(run)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )  # every core unless OMP_NUM_THREADS is set
         total = time.perf_counter() - started
         if p.returncode != 0:
             sys.exit(f"bench loop: iterate failed (exit {p.returncode}): {p.stderr.strip().splitlines()[-1:]}")
         book = json.loads((run / "round-01" / "loop.json").read_text())
     t = book["totals"]
     per_stage = " ".join(f"{k}={v['wall_s']:.1f}s" for k, v in book["stages"].items() if v.get("wall_s"))
-    print(f"bench loop: rounds=1 wall_s={t['wall_s']:.1f} load_share={t['load_share']:.3f} "
-          f"model_loads={t['model_loads']} load_s={t['load_s']:.2f} process_s={total:.1f} "
-          f"recipe={Path(args.recipe).name} threads={os.environ.get('OMP_NUM_THREADS', 'all')} ({per_stage})")
+    print(
+        f"bench loop: rounds=1 wall_s={t['wall_s']:.1f} load_share={t['load_share']:.3f} "
+        f"model_loads={t['model_loads']} load_s={t['load_s']:.2f} process_s={total:.1f} "
+        f"recipe={Path(args.recipe).name} threads={os.environ.get('OMP_NUM_THREADS', 'all')} ({per_stage})"
+    )
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ def calls_per_s(mode: str, landlock: int | None) -> float:
         (answer,) = pool.run(GOOD, [Call.solve(made.value)])
         calls = [Call.score(made.value, answer.value if k % 2 else str(k)) for k in range(CALLS)]
         t = time.perf_counter()
-        results = pool.run_many([(GOOD, calls[: CALLS // 2]), (GOOD, calls[CALLS // 2:])])
+        results = pool.run_many([(GOOD, calls[: CALLS // 2]), (GOOD, calls[CALLS // 2 :])])
         rate = CALLS / (time.perf_counter() - t)
     assert all(r.ok for rs in results for r in rs), [r for rs in results for r in rs if not r.ok][:3]
     return rate
@@ -95,11 +95,15 @@ def main() -> None:
         rows.append((label, start_ms(mode, landlock), calls_per_s(mode, landlock)))
     base = rows[-1]  # the process mode without Landlock
     for label, start, rate in rows:
-        print(f"bench sandbox: {label:16s} start={start:6.1f} ms  calls={rate:7.0f}/s  "
-              f"ratio_start={start / base[1]:.2f} ratio_calls={rate / base[2]:.2f} (against process)")
+        print(
+            f"bench sandbox: {label:16s} start={start:6.1f} ms  calls={rate:7.0f}/s  "
+            f"ratio_start={start / base[1]:.2f} ratio_calls={rate / base[2]:.2f} (against process)"
+        )
     for kind, plain, checked in reply_handling():
-        print(f"bench sandbox: reply handling ({kind}) json.loads={plain:.1f} us  "
-              f"decode_reply={checked:.1f} us  ratio={checked / plain:.2f}")
+        print(
+            f"bench sandbox: reply handling ({kind}) json.loads={plain:.1f} us  "
+            f"decode_reply={checked:.1f} us  ratio={checked / plain:.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -71,8 +71,9 @@ def main() -> None:
     for k in range(SUBPROCESS_CALLS):
         env = lib.files[k % len(lib.files)]
         inst, answer = work[env.env_id][k]
-        subprocess.run([sys.executable, "-c", script, str(env.path), json.dumps([inst, answer])],
-                       capture_output=True, check=True)
+        subprocess.run(
+            [sys.executable, "-c", script, str(env.path), json.dumps([inst, answer])], capture_output=True, check=True
+        )
         n += 1
     sub_rate = n / (time.perf_counter() - t)
 

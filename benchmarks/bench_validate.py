@@ -44,8 +44,10 @@ def main() -> None:
     good = [r["wall_s"] for r in records.values() if r["admitted"]]
     defective = [records[p.name] for p in bad]
     worst = max((r for r in defective if "wall_s" in r), key=lambda r: r["wall_s"], default=None)
-    print(f"validate: {summary.entered} entered, {summary.admitted} admitted, rejected by stage "
-          + ", ".join(f"{k}={v}" for k, v in summary.rejected_by_stage.items() if v))
+    print(
+        f"validate: {summary.entered} entered, {summary.admitted} admitted, rejected by stage "
+        + ", ".join(f"{k}={v}" for k, v in summary.rejected_by_stage.items() if v)
+    )
     if worst:
         print(f"slowest defective: {worst['file']} ({worst['stage']}) {worst['wall_s']:.2f} s")
     rates = []
@@ -55,8 +57,10 @@ def main() -> None:
         for r in rejected:
             print(f"  FALSE REJECTION {r['file']}: {r['stage']}: {r['reason']}")
     caught = sum(r["stage"] == Path(r["file"]).name.split("__")[0] for r in defective)
-    print(f"bench validate: envs={summary.entered} wall_s={wall:.1f} per_good_env_s={statistics.median(good):.2f} "
-          f"false_rejections {' '.join(rates)} defective_caught_at_their_stage={caught}/{len(defective)}")
+    print(
+        f"bench validate: envs={summary.entered} wall_s={wall:.1f} per_good_env_s={statistics.median(good):.2f} "
+        f"false_rejections {' '.join(rates)} defective_caught_at_their_stage={caught}/{len(defective)}"
+    )
 
 
 if __name__ == "__main__":

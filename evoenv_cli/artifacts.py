@@ -325,8 +325,14 @@ def check_parent_creatable(p: Path) -> None:
         raise InputError(f"{p}: folder {parent} is not writable")
 
 
-def prepare_out_dir(out: str | Path, resume: bool, clean: bool, envs: bool = True,
-                    settings: dict | None = None, resumable: bool | None = None) -> Path:
+def prepare_out_dir(
+    out: str | Path,
+    resume: bool,
+    clean: bool,
+    envs: bool = True,
+    settings: dict | None = None,
+    resumable: bool | None = None,
+) -> Path:
     """A stage's output folder, created (with its parents) and ready: refused if it holds
     results, unless resume (for stages that can) or clean. `envs`: an admission stage's
     folder, with envs/ in it. `resumable`: whether the stage has --resume (default: `envs`).
@@ -349,8 +355,10 @@ def prepare_out_dir(out: str | Path, resume: bool, clean: bool, envs: bool = Tru
         if old.get("config_hash") not in (None, config_hash(settings)):
             changes = settings_changes(old.get("settings", {}), settings)
             shown = "; ".join(changes[:3]) + (f"; and {len(changes) - 3} more" if len(changes) > 3 else "")
-            raise InputError(f"{d}: was started with other settings ({shown or 'see ' + RUN_CONFIG}); "
-                             "resume with the same ones, or pass --clean to start over")
+            raise InputError(
+                f"{d}: was started with other settings ({shown or 'see ' + RUN_CONFIG}); "
+                "resume with the same ones, or pass --clean to start over"
+            )
     if d.exists() and clean:
         shutil.rmtree(d)
     check_parent_creatable(d)
@@ -456,7 +464,9 @@ class EnvLibrary:
             except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
                 line = getattr(exc, "lineno", None)
                 where = f":{line}" if line else ""
-                raise InputError(f"{display_name(str(env.path))}{where}: not valid Python ({type(exc).__name__})") from None
+                raise InputError(
+                    f"{display_name(str(env.path))}{where}: not valid Python ({type(exc).__name__})"
+                ) from None
 
     def by_id(self) -> dict[str, EnvFile]:
         return {e.env_id: e for e in self.files}
@@ -470,7 +480,10 @@ def now_iso() -> str:
 def git_commit() -> str | None:
     try:
         r = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
             cwd=Path(__file__).resolve().parent,
         )
     except (OSError, subprocess.TimeoutExpired):
@@ -478,8 +491,9 @@ def git_commit() -> str | None:
     return r.stdout.strip() or None if r.returncode == 0 else None
 
 
-def package_versions(names: Iterable[str] = ("evoenv", "typer", "rich", "datasketch", "torch",
-                                              "transformers", "trl", "vllm")) -> dict[str, str]:
+def package_versions(
+    names: Iterable[str] = ("evoenv", "typer", "rich", "datasketch", "torch", "transformers", "trl", "vllm"),
+) -> dict[str, str]:
     out = {"python": sys.version.split()[0]}
     for n in names:
         try:
@@ -495,8 +509,15 @@ def _sandbox_plans() -> list:
     return sandbox.resolved_plans()
 
 
-def manifest(stage: str, config: dict, inputs: list[EnvFile] | list[Path], started: str,
-             counts: dict[str, int], extra: dict | None = None, out: str | Path | None = None) -> dict:
+def manifest(
+    stage: str,
+    config: dict,
+    inputs: list[EnvFile] | list[Path],
+    started: str,
+    counts: dict[str, int],
+    extra: dict | None = None,
+    out: str | Path | None = None,
+) -> dict:
     """A stage's manifest; `out`: its folder, whose recorded settings hash it carries."""
     rows = []
     for item in inputs:

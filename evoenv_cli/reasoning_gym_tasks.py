@@ -46,7 +46,7 @@ def _value(text: str) -> Any:
 
 def parse_spec(spec: str) -> TaskSpec:
     """`rg:chain_sum`, `rg:chain_sum:32`, `rg:chain_sum:32:min_terms=2,max_terms=2`."""
-    body = spec[len(PREFIX):] if is_spec(spec) else spec
+    body = spec[len(PREFIX) :] if is_spec(spec) else spec
     parts = body.split(":", 2)
     task = parts[0].strip()
     if not task:
@@ -137,8 +137,13 @@ class Items:
         return float(value), None
 
     def record(self) -> dict:
-        return {"task": self.spec.task, "size": self.spec.size, "seed": self.seed,
-                "config": self.spec.config, "reasoning_gym": version()}
+        return {
+            "task": self.spec.task,
+            "size": self.spec.size,
+            "seed": self.seed,
+            "config": self.spec.config,
+            "reasoning_gym": version(),
+        }
 
 
 def generate(spec: TaskSpec, seed: int) -> Items:
@@ -224,8 +229,9 @@ def environment_name(task: str) -> str:
 def render_environment(task: str, levels: dict[str, dict], requires: list[str]) -> str:
     """The one source `evoenv import` writes for these values (and the one it trusts)."""
     lines = "".join(f"    {k!r}: {v!r},\n" for k, v in levels.items())
-    return TEMPLATE.format(task=task, name=environment_name(task), requires=requires,
-                           levels="{\n" + lines + "}" if levels else "{}")
+    return TEMPLATE.format(
+        task=task, name=environment_name(task), requires=requires, levels="{\n" + lines + "}" if levels else "{}"
+    )
 
 
 def curriculum_levels(task: str) -> dict[str, dict]:
@@ -262,8 +268,12 @@ def _literals(body: list) -> dict[str, Any]:
 
     out = {}
     for node in body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
-                and node.targets[0].id in ("TASK", "REQUIRES", "LEVELS"):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id in ("TASK", "REQUIRES", "LEVELS")
+        ):
             try:
                 out[node.targets[0].id] = ast.literal_eval(node.value)
             except ValueError:
@@ -275,8 +285,7 @@ def _renders(found: dict[str, Any]) -> str | None:
     """The template for the literals a file declares, when they are well formed and pinned to
     the installed reasoning-gym; else None."""
     task, requires, levels = found.get("TASK"), found.get("REQUIRES"), found.get("LEVELS")
-    if not isinstance(task, str) or not isinstance(levels, dict) or version() is None \
-            or requires != [requirement()]:
+    if not isinstance(task, str) or not isinstance(levels, dict) or version() is None or requires != [requirement()]:
         return None
     return render_environment(task, levels, requires)
 
@@ -315,6 +324,21 @@ def trusted_regions(source: bytes) -> tuple[list[str], list[tuple[int, int]]] | 
     return ([requirement()], regions) if regions else None
 
 
-__all__ = ["DEFAULT_SIZE", "Items", "PREFIX", "TaskSpec", "check_task", "create", "generate",
-           "import_environment", "is_spec", "load_library", "parse_spec", "render_environment",
-           "requirement", "task_names", "trusted_regions", "version"]
+__all__ = [
+    "DEFAULT_SIZE",
+    "Items",
+    "PREFIX",
+    "TaskSpec",
+    "check_task",
+    "create",
+    "generate",
+    "import_environment",
+    "is_spec",
+    "load_library",
+    "parse_spec",
+    "render_environment",
+    "requirement",
+    "task_names",
+    "trusted_regions",
+    "version",
+]

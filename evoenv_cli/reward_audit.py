@@ -29,8 +29,16 @@ class RewardAudit:
     """Picks a share of scored (instance, answer) pairs, scores each again in a new worker, and
     keeps the quarantine: {env_id: record}. Thread-safe."""
 
-    def __init__(self, share: float, *, seed: int = 0, sandbox: str = "auto", limits: Limits | None = None,
-                 log: Path | None = None, hash_seed: int = 1):
+    def __init__(
+        self,
+        share: float,
+        *,
+        seed: int = 0,
+        sandbox: str = "auto",
+        limits: Limits | None = None,
+        log: Path | None = None,
+        hash_seed: int = 1,
+    ):
         if not 0.0 <= share <= 1.0:
             raise ValueError(f"recheck share must be in [0, 1], not {share}")
         self.share = share
@@ -76,10 +84,14 @@ class RewardAudit:
                     self.failed += 1
                     continue
                 again = r.value if r.ok else f"{r.status}: {r.error}"
-                record = {"env_id": env.env_id, "file": env.path.name, "at_check": self.checked,
-                          "reason": f"score paid {paid} but gave {again} for the same (instance, answer) "
-                                    "in a fresh worker",
-                          "instance": json.dumps(instance)[:2000], "answer": answer[:500]}
+                record = {
+                    "env_id": env.env_id,
+                    "file": env.path.name,
+                    "at_check": self.checked,
+                    "reason": f"score paid {paid} but gave {again} for the same (instance, answer) in a fresh worker",
+                    "instance": json.dumps(instance)[:2000],
+                    "answer": answer[:500],
+                }
                 self.quarantined[env.env_id] = record
                 added.append(record)
             if self.log is not None:

@@ -48,8 +48,10 @@ def parse_request(body: bytes) -> tuple[list, list, list]:
         fields.append(value)
     queries, prompts, labels = fields
     if not (len(queries) == len(prompts) == len(labels)):
-        raise BadRequest(HTTPStatus.BAD_REQUEST, f'"query", "prompts" and "labels" differ in length '
-                                                 f"({len(queries)}, {len(prompts)}, {len(labels)})")
+        raise BadRequest(
+            HTTPStatus.BAD_REQUEST,
+            f'"query", "prompts" and "labels" differ in length ({len(queries)}, {len(prompts)}, {len(labels)})',
+        )
     for key, values in (("query", queries), ("prompts", prompts)):
         bad = next((i for i, v in enumerate(values) if not isinstance(v, str)), None)
         if bad is not None:
@@ -116,8 +118,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path == "/health":
-            self._send(HTTPStatus.OK, {"status": "ok", "environments": len(self.server.reward.envs),
-                                       "served": self.server.served, "rejected": self.server.rejected})
+            self._send(
+                HTTPStatus.OK,
+                {
+                    "status": "ok",
+                    "environments": len(self.server.reward.envs),
+                    "served": self.server.served,
+                    "rejected": self.server.rejected,
+                },
+            )
         else:
             self._fail(HTTPStatus.NOT_FOUND, f"no such path (POST {PATH}, GET /health)")
 
@@ -140,8 +149,7 @@ class _Handler(BaseHTTPRequestHandler):
         if len(body) < int(length):  # the client hung up (or stalled) mid-body
             self.close_connection = True
             self.server.count(False)
-            self.server.log(f"serve-reward: client {self.client_address[0]} left after "
-                            f"{len(body)} of {length} bytes")
+            self.server.log(f"serve-reward: client {self.client_address[0]} left after {len(body)} of {length} bytes")
             return
         try:
             queries, prompts, labels = parse_request(body)
@@ -171,8 +179,7 @@ def _stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, stop)
 
 
-def serve(reward: EnvReward, host: str = "127.0.0.1", port: int = 5000, log=None,
-          ready=None) -> None:
+def serve(reward: EnvReward, host: str = "127.0.0.1", port: int = 5000, log=None, ready=None) -> None:
     """Serve until interrupted (Ctrl-C or SIGTERM); `ready(server)` is called once the socket
     listens."""
     _stop_on_sigterm()

@@ -79,7 +79,11 @@ def completion_text(completion: Any) -> str:
     if isinstance(completion, dict):
         return str(completion.get("content", ""))
     if isinstance(completion, Sequence):
-        parts = [m.get("content", "") for m in completion if isinstance(m, dict) and m.get("role", "assistant") == "assistant"]
+        parts = [
+            m.get("content", "")
+            for m in completion
+            if isinstance(m, dict) and m.get("role", "assistant") == "assistant"
+        ]
         return "\n".join(p for p in parts if isinstance(p, str))
     return ""
 
@@ -89,10 +93,20 @@ class EnvReward:
 
     __name__ = "evoenv_env_reward"  # TRL logs rewards under the function's name
 
-    def __init__(self, library: str | Path | list[EnvFile], *, answer_tag: str = "answer",
-                 format_weight: float = 0.0, sandbox: str = "auto", workers: int = 2,
-                 limits: Limits | None = None, pool: SandboxPool | None = None,
-                 recheck_share: float = 0.02, recheck_seed: int = 0, quarantine_log: Path | None = None):
+    def __init__(
+        self,
+        library: str | Path | list[EnvFile],
+        *,
+        answer_tag: str = "answer",
+        format_weight: float = 0.0,
+        sandbox: str = "auto",
+        workers: int = 2,
+        limits: Limits | None = None,
+        pool: SandboxPool | None = None,
+        recheck_share: float = 0.02,
+        recheck_seed: int = 0,
+        quarantine_log: Path | None = None,
+    ):
         """`pool`: a program's shared sandbox pool (a `runtime.session.Runtime`'s) to score on,
         left open by `close`; without one, the reward starts its own on first use. The re-checks
         always run in workers of their own (one call each), in the same jail and under the same
@@ -116,8 +130,7 @@ class EnvReward:
         # a share of the rewards scored again in fresh workers; a disagreement quarantines
         if pool is not None:  # the borrowed pool's jail and limits, not this call's defaults
             sandbox, limits = pool.plan.requested or pool.plan.mode, pool.limits
-        self.audit = RewardAudit(recheck_share, seed=recheck_seed, sandbox=sandbox, limits=limits,
-                                 log=quarantine_log)
+        self.audit = RewardAudit(recheck_share, seed=recheck_seed, sandbox=sandbox, limits=limits, log=quarantine_log)
 
     @property
     def pool(self) -> SandboxPool:
@@ -151,12 +164,16 @@ class EnvReward:
         """Rewards for `completions` of `rows`; a row that is not an object or lacks a field
         gets reward 0 (status "bad_row"), like one with fields of the wrong type."""
         rows = [r if isinstance(r, dict) else {} for r in rows]
-        return self(completions=completions, env_id=[r.get("env_id") for r in rows],
-                    instance=[r.get("instance") for r in rows],
-                    env_name=[r.get("env_name") for r in rows])
+        return self(
+            completions=completions,
+            env_id=[r.get("env_id") for r in rows],
+            instance=[r.get("instance") for r in rows],
+            env_name=[r.get("env_name") for r in rows],
+        )
 
-    def details(self, completions: list[Any], env_id: list[str], instance: list[Any],
-                env_name: list[str] | None = None) -> list[dict]:
+    def details(
+        self, completions: list[Any], env_id: list[str], instance: list[Any], env_name: list[str] | None = None
+    ) -> list[dict]:
         """Per completion: the extracted answer, the environment's score, and the reward. A row
         whose env_id, env_name or instance has the wrong type (or an instance that is not a
         JSON object) scores 0 with status "bad_row"; an env_id not in the library raises."""
@@ -191,7 +208,10 @@ class EnvReward:
         picked = [scored[k] for k in self.audit.pick(len(scored))]
         if self.audit.recheck([(env, inst, ans, s) for _, env, inst, ans, s in picked]):
             for i, (eid, ans) in enumerate(zip(env_id, answers)):  # this batch's rewards from it too
-                if ans is not None and self.resolve(eid, env_name[i] if env_name else None).env_id in self.audit.quarantined:
+                if (
+                    ans is not None
+                    and self.resolve(eid, env_name[i] if env_name else None).env_id in self.audit.quarantined
+                ):
                     scores[i], statuses[i] = 0.0, "quarantined"
         out = []
         for i in range(len(texts)):
@@ -202,9 +222,15 @@ class EnvReward:
             out.append({"answer": answers[i], "score": s, "status": statuses[i], "reward": reward})
         return out
 
-    def __call__(self, prompts: list[Any] | None = None, completions: list[Any] | None = None,
-                 env_id: list[str] | None = None, instance: list[Any] | None = None,
-                 env_name: list[str] | None = None, **kwargs: Any) -> list[float]:
+    def __call__(
+        self,
+        prompts: list[Any] | None = None,
+        completions: list[Any] | None = None,
+        env_id: list[str] | None = None,
+        instance: list[Any] | None = None,
+        env_name: list[str] | None = None,
+        **kwargs: Any,
+    ) -> list[float]:
         if completions is None or env_id is None or instance is None:
             raise ValueError("EnvReward needs completions, env_id and instance (columns of evoenv rows)")
         return [d["reward"] for d in self.details(completions, env_id, instance, env_name)]
@@ -219,18 +245,22 @@ class FormatReward:
     def __init__(self, answer_tag: str = "answer"):
         self.answer_tag = answer_tag
 
-    def __call__(self, prompts: list[Any] | None = None, completions: list[Any] | None = None,
-                 **kwargs: Any) -> list[float]:
+    def __call__(
+        self, prompts: list[Any] | None = None, completions: list[Any] | None = None, **kwargs: Any
+    ) -> list[float]:
         if completions is None:
             raise ValueError("FormatReward needs completions")
-        return [0.0 if extract_answer(completion_text(c), self.answer_tag) is None else 1.0
-                for c in completions]
+        return [0.0 if extract_answer(completion_text(c), self.answer_tag) is None else 1.0 for c in completions]
 
 
 # -- one EnvReward per process, for trainers that import a function by path ---------------------
-SETTINGS_ENV = {"library": "EVOENV_LIBRARY", "answer_tag": "EVOENV_ANSWER_TAG",
-                "format_weight": "EVOENV_FORMAT_WEIGHT", "sandbox": "EVOENV_SANDBOX",
-                "workers": "EVOENV_WORKERS"}
+SETTINGS_ENV = {
+    "library": "EVOENV_LIBRARY",
+    "answer_tag": "EVOENV_ANSWER_TAG",
+    "format_weight": "EVOENV_FORMAT_WEIGHT",
+    "sandbox": "EVOENV_SANDBOX",
+    "workers": "EVOENV_WORKERS",
+}
 _shared: dict[tuple, EnvReward] = {}
 _shared_lock = threading.Lock()
 
@@ -244,8 +274,9 @@ def _close_shared() -> None:
         _shared.clear()
 
 
-def shared_reward(library: str | Path | None = None, *, answer_tag: str | None = None,
-                  format_weight: float | None = None) -> EnvReward:
+def shared_reward(
+    library: str | Path | None = None, *, answer_tag: str | None = None, format_weight: float | None = None
+) -> EnvReward:
     """This process's EnvReward for a library: built on first use and kept, so a trainer's
     reward worker (a Ray actor, a thread pool) builds its sandbox pool once. Unset arguments
     come from the environment: EVOENV_LIBRARY, EVOENV_ANSWER_TAG (answer), EVOENV_FORMAT_WEIGHT
@@ -253,8 +284,10 @@ def shared_reward(library: str | Path | None = None, *, answer_tag: str | None =
     env = os.environ
     library = library or env.get(SETTINGS_ENV["library"])
     if not library:
-        raise RuntimeError("no environment library: set EVOENV_LIBRARY to the library the rows "
-                           "came from (on Ray, in runtime_env's env_vars) or pass library=")
+        raise RuntimeError(
+            "no environment library: set EVOENV_LIBRARY to the library the rows "
+            "came from (on Ray, in runtime_env's env_vars) or pass library="
+        )
     tag = answer_tag if answer_tag is not None else env.get(SETTINGS_ENV["answer_tag"], "answer")
     weight = float(format_weight if format_weight is not None else env.get(SETTINGS_ENV["format_weight"], 0.0))
     sandbox = env.get(SETTINGS_ENV["sandbox"], "auto")
@@ -262,25 +295,32 @@ def shared_reward(library: str | Path | None = None, *, answer_tag: str | None =
     key = (str(Path(library).resolve()), tag, weight, sandbox, workers)
     with _shared_lock:
         if key not in _shared:
-            _shared[key] = EnvReward(library, answer_tag=tag, format_weight=weight,
-                                     sandbox=sandbox, workers=workers)
+            _shared[key] = EnvReward(library, answer_tag=tag, format_weight=weight, sandbox=sandbox, workers=workers)
         return _shared[key]
 
 
 def env_reward(prompts=None, completions=None, env_id=None, instance=None, **kwargs) -> list[float]:
     """TRL reward function over the library named by $EVOENV_LIBRARY."""
     if "solution_str" in kwargs:
-        raise ValueError("env_reward is TRL's reward function; verl calls "
-                         "evoenv_cli.rewards.compute_score (reward.custom_reward_function.name=compute_score)")
-    return shared_reward()(prompts=prompts, completions=completions, env_id=env_id,
-                           instance=instance, **kwargs)
+        raise ValueError(
+            "env_reward is TRL's reward function; verl calls "
+            "evoenv_cli.rewards.compute_score (reward.custom_reward_function.name=compute_score)"
+        )
+    return shared_reward()(prompts=prompts, completions=completions, env_id=env_id, instance=instance, **kwargs)
 
 
 # -- verl ----------------------------------------------------------------------------------------
-def compute_score(data_source: str | None = None, solution_str: str | None = None,
-                  ground_truth: Any = None, extra_info: dict | None = None, *,
-                  library: str | None = None, answer_tag: str | None = None,
-                  format_weight: float | None = None, **kwargs: Any) -> dict[str, float]:
+def compute_score(
+    data_source: str | None = None,
+    solution_str: str | None = None,
+    ground_truth: Any = None,
+    extra_info: dict | None = None,
+    *,
+    library: str | None = None,
+    answer_tag: str | None = None,
+    format_weight: float | None = None,
+    **kwargs: Any,
+) -> dict[str, float]:
     """verl's custom reward function: the response scored by the environment that
     `extra_info` names (env_id, env_name, instance, as `evoenv sample --format verl` writes
     them), in the sandbox. `ground_truth` is one reference answer and is not what decides: a
@@ -289,13 +329,18 @@ def compute_score(data_source: str | None = None, solution_str: str | None = Non
     Returns {"score": reward, "acc": the environment's score, "answered": 1.0 or 0.0}."""
     info = extra_info if isinstance(extra_info, dict) else {}
     if info.get("env_id") is None or info.get("instance") is None:
-        raise ValueError(f"compute_score: extra_info of a {data_source!r} row lacks env_id/instance; "
-                         "write the rows with `evoenv sample --format verl`")
+        raise ValueError(
+            f"compute_score: extra_info of a {data_source!r} row lacks env_id/instance; "
+            "write the rows with `evoenv sample --format verl`"
+        )
     reward = shared_reward(library, answer_tag=answer_tag, format_weight=format_weight)
-    d = reward.details([solution_str if isinstance(solution_str, str) else ""], [info["env_id"]],
-                       [info["instance"]], [info.get("env_name")])[0]
-    return {"score": float(d["reward"]), "acc": float(d["score"]),
-            "answered": 0.0 if d["answer"] is None else 1.0}
+    d = reward.details(
+        [solution_str if isinstance(solution_str, str) else ""],
+        [info["env_id"]],
+        [info["instance"]],
+        [info.get("env_name")],
+    )[0]
+    return {"score": float(d["reward"]), "acc": float(d["score"]), "answered": 0.0 if d["answer"] is None else 1.0}
 
 
 # -- OpenRLHF ------------------------------------------------------------------------------------
@@ -312,10 +357,10 @@ def response_of(query: str, prompt: str) -> str | None:
     if not isinstance(prompt, str) or not prompt:
         return query
     if query.startswith(prompt):
-        return query[len(prompt):]
+        return query[len(prompt) :]
     tail = prompt[-PROMPT_TAIL_CHARS:]
     at = query.find(tail)
-    return None if at < 0 else query[at + len(tail):]
+    return None if at < 0 else query[at + len(tail) :]
 
 
 def parse_label(label: Any, where: str = "label") -> dict:
@@ -327,45 +372,59 @@ def parse_label(label: Any, where: str = "label") -> dict:
         except ValueError:
             raise ValueError(f"{where} is not JSON; write rows with `evoenv sample --format openrlhf`") from None
     if not isinstance(label, dict) or "env_id" not in label or "instance" not in label:
-        raise ValueError(f"{where} is not an evoenv label (env_id, instance); write rows with "
-                         "`evoenv sample --format openrlhf`")
+        raise ValueError(
+            f"{where} is not an evoenv label (env_id, instance); write rows with `evoenv sample --format openrlhf`"
+        )
     return label
 
 
-def score_queries(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any],
-                  reward: EnvReward | None = None) -> dict[str, Any]:
+def score_queries(
+    queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any], reward: EnvReward | None = None
+) -> dict[str, Any]:
     """OpenRLHF's reward call as plain lists: {"rewards", "scores", "extra_logs"} with the
     reward (format bonus included), the environment's score, and per query whether an answer
     was found and whether the prompt was found."""
     if not (len(queries) == len(prompts) == len(labels)):
-        raise ValueError(f"queries, prompts and labels differ in length ({len(queries)}, "
-                         f"{len(prompts)}, {len(labels)})")
+        raise ValueError(
+            f"queries, prompts and labels differ in length ({len(queries)}, {len(prompts)}, {len(labels)})"
+        )
     parsed = [parse_label(x, f"label {i}") for i, x in enumerate(labels)]
     reward = reward or shared_reward()
     for label in parsed:  # a row from another library is an error even when it has no answer
         reward.resolve(label["env_id"], label.get("env_name"))
     responses = [response_of(q, p) for q, p in zip(queries, prompts)]
     found = [i for i, r in enumerate(responses) if r is not None]
-    details = reward.details([responses[i] for i in found], [parsed[i]["env_id"] for i in found],
-                             [parsed[i]["instance"] for i in found],
-                             [parsed[i].get("env_name") for i in found]) if found else []
+    details = (
+        reward.details(
+            [responses[i] for i in found],
+            [parsed[i]["env_id"] for i in found],
+            [parsed[i]["instance"] for i in found],
+            [parsed[i].get("env_name") for i in found],
+        )
+        if found
+        else []
+    )
     rewards, scores = [0.0] * len(queries), [0.0] * len(queries)
     answered, prompt_found = [0.0] * len(queries), [0.0] * len(queries)
     for i, d in zip(found, details):
         rewards[i], scores[i] = float(d["reward"]), float(d["score"])
         answered[i], prompt_found[i] = (0.0 if d["answer"] is None else 1.0), 1.0
-    return {"rewards": rewards, "scores": scores,
-            "extra_logs": {"evoenv_answered": answered, "evoenv_prompt_found": prompt_found}}
+    return {
+        "rewards": rewards,
+        "scores": scores,
+        "extra_logs": {"evoenv_answered": answered, "evoenv_prompt_found": prompt_found},
+    }
 
 
-def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any],
-                **kwargs: Any) -> dict[str, Any]:
+def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any], **kwargs: Any) -> dict[str, Any]:
     """OpenRLHF's custom reward function (`--reward.remote_url` pointing at this file), over
     $EVOENV_LIBRARY: {"rewards": tensor, "scores": tensor (the environment's score, in [0, 1],
     for dynamic filtering), "extra_logs": {name: tensor}}."""
     import torch
 
     out = score_queries(queries, prompts, labels)
-    return {"rewards": torch.tensor(out["rewards"], dtype=torch.float),
-            "scores": torch.tensor(out["scores"], dtype=torch.float),
-            "extra_logs": {k: torch.tensor(v, dtype=torch.float) for k, v in out["extra_logs"].items()}}
+    return {
+        "rewards": torch.tensor(out["rewards"], dtype=torch.float),
+        "scores": torch.tensor(out["scores"], dtype=torch.float),
+        "extra_logs": {k: torch.tensor(v, dtype=torch.float) for k, v in out["extra_logs"].items()},
+    }

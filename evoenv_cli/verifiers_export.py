@@ -19,7 +19,7 @@ from evoenv_cli.errors import InputError
 
 PACKAGE_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
-PYPROJECT = '''[project]
+PYPROJECT = """[project]
 name = "{dist}"
 version = "0.1.0"
 description = "{description}"
@@ -37,12 +37,12 @@ packages = ["{package}"]
 
 [tool.setuptools.package-data]
 {package} = ["tasks.jsonl", "library/*.py"]
-'''
+"""
 
-INIT = '''from {package}.taskset import EvoenvTaskset
+INIT = """from {package}.taskset import EvoenvTaskset
 
 __all__ = ["EvoenvTaskset"]
-'''
+"""
 
 TASKSET = '''"""{description}
 
@@ -129,28 +129,29 @@ class EvoenvTaskset(vf.Taskset[EvoenvTask, EvoenvTasksetConfig]):
 
 def check_package(package: str) -> None:
     if not PACKAGE_PATTERN.match(package):
-        raise InputError(f"--name {package!r}: a package name is lowercase letters, digits and _ "
-                         "(it is what `vf-eval` is given, e.g. evoenv_pool)")
+        raise InputError(
+            f"--name {package!r}: a package name is lowercase letters, digits and _ "
+            "(it is what `vf-eval` is given, e.g. evoenv_pool)"
+        )
 
 
-def write_package(out: Path, package: str, library: EnvLibrary, rows: list[dict],
-                  answer_tag: str = "answer") -> Path:
+def write_package(out: Path, package: str, library: EnvLibrary, rows: list[dict], answer_tag: str = "answer") -> Path:
     """Write the package into `out` (a new or empty folder); returns the package folder."""
     check_package(package)
     if not rows:
         raise InputError(f"{library.root}: sampling gave no rows to export")
     if out.exists() and any(out.iterdir()):
         raise InputError(f"{out}: already holds files; pass an empty or new folder")
-    description = (f"evoenv library {library.root.name}: {len(library.files)} environments, "
-                   f"{len(rows)} tasks")
+    description = f"evoenv library {library.root.name}: {len(library.files)} environments, {len(rows)} tasks"
     pkg = out / package
     (pkg / "library").mkdir(parents=True)
     for env in library.files:
         shutil.copyfile(env.path, pkg / "library" / env.path.name)
     artifacts.write_jsonl_atomic(pkg / "tasks.jsonl", rows)
     artifacts.write_text_atomic(pkg / "__init__.py", INIT.format(package=package))
-    artifacts.write_text_atomic(pkg / "taskset.py", TASKSET.format(description=description,
-                                                                 answer_tag=answer_tag))
-    artifacts.write_text_atomic(out / "pyproject.toml", PYPROJECT.format(
-        dist=package.replace("_", "-"), package=package, description=description))
+    artifacts.write_text_atomic(pkg / "taskset.py", TASKSET.format(description=description, answer_tag=answer_tag))
+    artifacts.write_text_atomic(
+        out / "pyproject.toml",
+        PYPROJECT.format(dist=package.replace("_", "-"), package=package, description=description),
+    )
     return pkg

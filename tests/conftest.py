@@ -21,8 +21,9 @@ def evoenv(tmp_path):
 
     def run(*args, input=None, cwd=None):
         exe = shutil.which("evoenv", path=str(Path(sys.executable).parent)) or "evoenv"
-        return subprocess.run([exe, *map(str, args)], capture_output=True, text=True,
-                              input=input, cwd=cwd or tmp_path, timeout=300)
+        return subprocess.run(
+            [exe, *map(str, args)], capture_output=True, text=True, input=input, cwd=cwd or tmp_path, timeout=300
+        )
 
     return run
 
@@ -60,7 +61,11 @@ def served_tiny_model(tiny_model, tmp_path_factory):
     with log.open("wb") as log_file:
         proc = subprocess.Popen(
             [str(exe), "serve", str(tiny_model), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"],
-            stdout=log_file, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -140,8 +145,10 @@ def _jail_report() -> str:
         return f"sandbox: bubblewrap jail works (worker uid {plan.drop_to_uid or os.geteuid()})"
     except sandbox.SandboxUnavailable as exc:
         abi = sandbox.landlock_abi()
-        return (f"WARNING: NO BUBBLEWRAP JAIL ({exc}): every bwrap-mode attack test is SKIPPED and "
-                f"environments run in the weaker process sandbox (Landlock ABI {abi or 'absent'})")
+        return (
+            f"WARNING: NO BUBBLEWRAP JAIL ({exc}): every bwrap-mode attack test is SKIPPED and "
+            f"environments run in the weaker process sandbox (Landlock ABI {abi or 'absent'})"
+        )
 
 
 def pytest_report_header(config):

@@ -18,10 +18,20 @@ import tempfile
 import time
 from pathlib import Path
 
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-extensions", "--disable-dev-shm-usage", "--hide-scrollbars",
-         "--remote-debugging-pipe")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+    "--remote-debugging-pipe",
+)
 
 
 def chromium_path() -> str | None:
@@ -53,10 +63,14 @@ class Browser:
 
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(
-                [exe, *FLAGS, f"--user-data-dir={self.profile}", f"--window-size={width},{height}",
-                 "about:blank"],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, preexec_fn=fds, close_fds=False,
-                start_new_session=True)
+                [exe, *FLAGS, f"--user-data-dir={self.profile}", f"--window-size={width},{height}", "about:blank"],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                preexec_fn=fds,
+                close_fds=False,
+                start_new_session=True,
+            )
         os.close(to_child_r)
         os.close(from_child_w)
         self._buffer = b""
@@ -85,8 +99,9 @@ class Browser:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"chromium did not answer in {self.timeout} s")
             if self.proc.poll() is not None:
-                raise RuntimeError(f"chromium exited with {self.proc.returncode}: "
-                                   f"{self.log.read_text(errors='replace')[-2000:]}")
+                raise RuntimeError(
+                    f"chromium exited with {self.proc.returncode}: {self.log.read_text(errors='replace')[-2000:]}"
+                )
             chunk = os.read(self._from_child, 1 << 20)
             if not chunk:
                 raise RuntimeError("chromium closed its pipe")
@@ -96,8 +111,7 @@ class Browser:
 
     def __enter__(self) -> Browser:
         target = self.send("Target.createTarget", {"url": "about:blank"}, session=False)
-        attached = self.send("Target.attachToTarget", {"targetId": target["targetId"], "flatten": True},
-                             session=False)
+        attached = self.send("Target.attachToTarget", {"targetId": target["targetId"], "flatten": True}, session=False)
         self.session = attached["sessionId"]
         self.send("Page.enable")
         self.send("Runtime.enable")
@@ -127,7 +141,8 @@ class Browser:
         self.send("Page.navigate", {"url": Path(path).resolve().as_uri()})
         deadline = time.monotonic() + self.timeout
         while self.evaluate("document.readyState") != "complete" or not self.evaluate(
-                "Array.from(document.images).every(i => i.complete)"):
+            "Array.from(document.images).every(i => i.complete)"
+        ):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{path} did not finish loading in {self.timeout} s")
             time.sleep(0.1)
@@ -142,7 +157,9 @@ class Browser:
     def screenshot(self) -> bytes:
         """A PNG of the whole page at 1 CSS pixel per pixel (taller than the window if need be)."""
         height = int(self.evaluate("Math.ceil(document.documentElement.scrollHeight)"))
-        self.send("Emulation.setDeviceMetricsOverride",
-                  {"width": self.width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": self.width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+        )
         shot = self.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
         return base64.b64decode(shot["data"])

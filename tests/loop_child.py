@@ -64,6 +64,7 @@ def main() -> None:
                 if count["swaps"] == kill_in_swap:
                     os.kill(os.getpid(), signal.SIGKILL)
             return result
+
         return wrapper
 
     real_rename = os.rename
@@ -72,8 +73,15 @@ def main() -> None:
     shutil.rmtree = counted(shutil.rmtree)
     artifacts.JsonlAppender.append = counted(artifacts.JsonlAppender.append)
     recipe_cfg = iterate.cfgmod.load_recipe(recipe)
-    loop = iterate.Loop(run_dir, recipe, "scripted-policy", recipe_cfg.iterate, seeds,
-                        log=lambda m: print(m, file=sys.stderr), backend_factory=ScriptedPolicy)
+    loop = iterate.Loop(
+        run_dir,
+        recipe,
+        "scripted-policy",
+        recipe_cfg.iterate,
+        seeds,
+        log=lambda m: print(m, file=sys.stderr),
+        backend_factory=ScriptedPolicy,
+    )
     iterate.run(loop, rounds)
     print(json.dumps(count))
 

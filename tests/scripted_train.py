@@ -15,7 +15,17 @@ out = Path(args[args.index("--out") + 1])
 rows = [json.loads(line) for line in data.read_text().splitlines() if line.strip()]
 out.mkdir(parents=True, exist_ok=True)
 print(f"scripted train: {len(rows)} rows", flush=True)
-(out / "train-manifest.json").write_text(json.dumps({
-    "summary": {"stage": "train", "steps": 1, "rows": len(rows), "mean_reward": 0.0,
-                "all_groups_zero_variance": True},
-    "timings": {"load_s": 0.0, "sandbox_calls": 0}}))
+(out / "train-manifest.json").write_text(
+    json.dumps(
+        {
+            "summary": {
+                "stage": "train",
+                "steps": 1,
+                "rows": len(rows),
+                "mean_reward": 0.0,
+                "all_groups_zero_variance": True,
+            },
+            "timings": {"load_s": 0.0, "sandbox_calls": 0},
+        }
+    )
+)

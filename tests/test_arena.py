@@ -83,8 +83,7 @@ class HalfFailingJudge(QualityJudge):
 
     def generate(self, prompts, sampling, *, prompt_ids=None):
         gens = super().generate(prompts, sampling, prompt_ids=prompt_ids)
-        return [g if i % 2 else Generation([Completion("", 0, "error")], 0, "HTTP 503")
-                for i, g in enumerate(gens)]
+        return [g if i % 2 else Generation([Completion("", 0, "error")], 0, "HTTP 503") for i, g in enumerate(gens)]
 
 
 def kendall(xs, ys) -> float:
@@ -103,13 +102,28 @@ def batch(qualities: list[list[int]], rewards: list[float] | None = None, prompt
     return rewards, ["the task"] * len(completions), completions, keys
 
 
-@pytest.mark.parametrize("text, verdict", [
-    ("VERDICT: A", "A"), ("reasoning...\nVERDICT: B\n", "B"), ("VERDICT: TIE", "tie"),
-    ("  verdict:  b  ", "B"), ("<think>VERDICT: A</think>\nVERDICT: B", "B"),
-    ("VERDICT: A\nVERDICT: B", None), ("VERDICT: A\nand more", None), ("**VERDICT: A**", None),
-    ("A", "A"), (" tie\n", "tie"), ("A.", None), ("A or B", None), ("VERDICT: C", None), ("", None), (None, None), ("<think>VERDICT: A", None),
-    ("VERDICT: A is better", None),
-])
+@pytest.mark.parametrize(
+    "text, verdict",
+    [
+        ("VERDICT: A", "A"),
+        ("reasoning...\nVERDICT: B\n", "B"),
+        ("VERDICT: TIE", "tie"),
+        ("  verdict:  b  ", "B"),
+        ("<think>VERDICT: A</think>\nVERDICT: B", "B"),
+        ("VERDICT: A\nVERDICT: B", None),
+        ("VERDICT: A\nand more", None),
+        ("**VERDICT: A**", None),
+        ("A", "A"),
+        (" tie\n", "tie"),
+        ("A.", None),
+        ("A or B", None),
+        ("VERDICT: C", None),
+        ("", None),
+        (None, None),
+        ("<think>VERDICT: A", None),
+        ("VERDICT: A is better", None),
+    ],
+)
 def test_verdicts_parse_strictly(text, verdict):
     assert parse_verdict(text) == verdict
 
@@ -147,7 +161,7 @@ def test_a_scripted_judge_ranking_comes_back_as_rewards(anchors, floor):
         before = judge.calls
         new = arena.rescore(*batch(qualities), step=step)
         assert judge.calls - before <= 4 * 8 * 3 * 2  # groups x size x k games of two calls, never size squared
-        taus += [kendall(q, new[g * 8:(g + 1) * 8]) for g, q in enumerate(qualities)]
+        taus += [kendall(q, new[g * 8 : (g + 1) * 8]) for g, q in enumerate(qualities)]
         assert arena.last.zero_variance == arena.last.rescued == 4
     assert sum(taus) / len(taus) >= floor, sum(taus) / len(taus)
     if anchors:
@@ -180,7 +194,7 @@ def test_the_verifier_order_is_never_overturned():
                     if rewards[i] < rewards[j]:
                         assert new[i] < new[j], (trial, rewards[i], rewards[j], new[i], new[j])
             for g in range(len(groups)):
-                part, was = new[g * size:(g + 1) * size], rewards[g * size:(g + 1) * size]
+                part, was = new[g * size : (g + 1) * size], rewards[g * size : (g + 1) * size]
                 if len(set(was)) > 1:
                     assert part == was  # a group the verifier separates is not touched
                 else:
@@ -192,8 +206,9 @@ class FixedScores:
     """An EnvReward stand-in: every completion scores what its `score X` line says."""
 
     def details(self, completions, env_id, instance, env_name=None):
-        return [{"reward": s, "score": s} for s in
-                (float(re.search(r"score ([0-9.]+)", c).group(1)) for c in completions)]
+        return [
+            {"reward": s, "score": s} for s in (float(re.search(r"score ([0-9.]+)", c).group(1)) for c in completions)
+        ]
 
 
 def test_with_a_format_weight_the_arena_ranks_on_the_weighted_sum_trl_adds():
@@ -211,16 +226,24 @@ def test_with_a_format_weight_the_arena_ranks_on_the_weighted_sum_trl_adds():
         [(0.5, False)] * 4,  # both tie: the judge's
         [(1.0, True), (0.0, True), (0.5, True), (1.0, True)],  # the verifier separates them
     ]
-    completions = [f"quality {q}\nscore {s}\n{tagged if t else 'no tags'}"
-                   for gi, g in enumerate(groups) for q, (s, t) in enumerate(g, start=gi)]
+    completions = [
+        f"quality {q}\nscore {s}\n{tagged if t else 'no tags'}"
+        for gi, g in enumerate(groups)
+        for q, (s, t) in enumerate(g, start=gi)
+    ]
     n = len(completions)
     judge = QualityJudge()
     arena = Arena(ArenaConfig(weight=0.49), 4, backend_judge(judge))
     fmt = FormatReward()
     step = StepRewards(FixedScores(), arena, fmt, w)
     ids = [f"env{i // 4}" for i in range(n)]
-    column = step(prompts=["the task"] * n, completions=completions, env_id=ids, instance=[{}] * n,
-                  seed=[i // 4 for i in range(n)])
+    column = step(
+        prompts=["the task"] * n,
+        completions=completions,
+        env_id=ids,
+        instance=[{}] * n,
+        seed=[i // 4 for i in range(n)],
+    )
     formats = fmt(completions=completions)
     scores = [s for g in groups for s, _ in g]
     verifier = [(1 - w) * s + w * f for s, f in zip(scores, formats)]
@@ -228,7 +251,7 @@ def test_with_a_format_weight_the_arena_ranks_on_the_weighted_sum_trl_adds():
     assert arena.last.zero_variance == arena.last.rescued == 2 and judge.calls > 0
     assert column[:4] == scores[:4] and column[12:] == scores[12:]  # groups with variance untouched
     for g in (1, 2):
-        part, was = trl[g * 4:(g + 1) * 4], verifier[g * 4:(g + 1) * 4]
+        part, was = trl[g * 4 : (g + 1) * 4], verifier[g * 4 : (g + 1) * 4]
         assert len(set(part)) == 4 and sum(part) / 4 == pytest.approx(was[0])
         assert part == sorted(part)  # quality rises along each group, and so do the judge's rewards
     for i in range(n):
@@ -257,8 +280,9 @@ def test_a_failing_judge_leaves_the_verifier_rewards_and_is_logged(tmp_path, jud
     if judge == "raises":
         backend = BrokenJudge()
     else:  # the real openai backend, its server gone
-        backend = make_backend("openai", "judge", base_url=f"http://127.0.0.1:{closed_port()}/v1",
-                               max_retries=0, timeout_s=5)
+        backend = make_backend(
+            "openai", "judge", base_url=f"http://127.0.0.1:{closed_port()}/v1", max_retries=0, timeout_s=5
+        )
     log = tmp_path / "arena.jsonl"
     arena = Arena(ArenaConfig(), 4, backend_judge(backend), log)
     rewards, prompts, completions, keys = batch([[1, 2, 3, 4], [5, 6, 7, 8]], [0.0] * 4 + [1.0, 0.0, 1.0, 0.0])
@@ -300,8 +324,9 @@ def test_unparseable_verdicts_are_ties_and_each_comparison_is_a_line(tmp_path):
     comparisons = [r for r in records if r["kind"] == "comparison"]
     assert 2 * len(comparisons) == arena.last.judge_calls
     assert all(r["winner"] == "tie" for r in comparisons)
-    assert all(a["status"] == "unparseable" and a["winner"] == "tie" and a["response"]
-               for r in comparisons for a in r["asked"])
+    assert all(
+        a["status"] == "unparseable" and a["winner"] == "tie" and a["response"] for r in comparisons for a in r["asked"]
+    )
     (group,) = [r for r in records if r["kind"] == "group"]
     assert group["rescued"] is False and len(group["traces"]) == 4
 
@@ -384,7 +409,9 @@ class DistinctCharsJudge(QualityJudge):
             self.calls += 1
             both = shown(conv[-1]["content"])
             a, b = len(set(both["A"])), len(set(both["B"]))
-            out.append(Generation([Completion("VERDICT: " + ("A" if a > b else "B" if b > a else "TIE"), 3, "stop")], 9))
+            out.append(
+                Generation([Completion("VERDICT: " + ("A" if a > b else "B" if b > a else "TIE"), 3, "stop")], 9)
+            )
         return out
 
 
@@ -393,8 +420,13 @@ def seed_rows(tmp_path_factory, tiny_model):
     """One level-1 row per seed: the tiny model never answers them, so every GRPO group of
     every step has zero variance (GRPO alone learns nothing from them)."""
     out = tmp_path_factory.mktemp("arena") / "rows.jsonl"
-    r = subprocess.run([str(EXE), "sample", SEEDS, "-o", out, "-n", "1", "-d", "1"], capture_output=True, text=True,
-                       env=ENV, timeout=300)
+    r = subprocess.run(
+        [str(EXE), "sample", SEEDS, "-o", out, "-n", "1", "-d", "1"],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     return out
 
@@ -403,11 +435,27 @@ def train_tiny(rows, tiny_model, out, zero_variance, judge=None, format_weight=0
     from evoenv_cli.config import RewardConfig, RuntimeConfig, TrainConfig
     from evoenv_cli.stages import train
 
-    cfg = TrainConfig(num_generations=2, per_device_train_batch_size=4, max_completion_length=8, learning_rate=0.01,
-                      gradient_checkpointing=False, max_steps=2, save_steps=1, zero_variance=zero_variance,
-                      arena=ArenaConfig(max_tokens=16, **arena))
-    return train.run(rows, EnvLibrary.open(SEEDS), str(tiny_model), out, cfg, RewardConfig(format_weight=format_weight),
-                     RuntimeConfig(), judge=judge)
+    cfg = TrainConfig(
+        num_generations=2,
+        per_device_train_batch_size=4,
+        max_completion_length=8,
+        learning_rate=0.01,
+        gradient_checkpointing=False,
+        max_steps=2,
+        save_steps=1,
+        zero_variance=zero_variance,
+        arena=ArenaConfig(max_tokens=16, **arena),
+    )
+    return train.run(
+        rows,
+        EnvLibrary.open(SEEDS),
+        str(tiny_model),
+        out,
+        cfg,
+        RewardConfig(format_weight=format_weight),
+        RuntimeConfig(),
+        judge=judge,
+    )
 
 
 def weights(path):
@@ -445,11 +493,28 @@ def test_a_grpo_step_learns_from_groups_only_the_judge_separates(seed_rows, tiny
     from evoenv_cli.config import RewardConfig, RuntimeConfig, TrainConfig
     from evoenv_cli.stages import train
 
-    cfg = TrainConfig(num_generations=2, per_device_train_batch_size=4, max_completion_length=8, learning_rate=0.01,
-                      gradient_checkpointing=False, max_steps=3, save_steps=1, zero_variance="judge",
-                      arena=ArenaConfig(max_tokens=16))
-    again = train.run(seed_rows, EnvLibrary.open(SEEDS), str(tiny_model), tmp_path / "on", cfg, RewardConfig(),
-                      RuntimeConfig(), resume=True, judge=DistinctCharsJudge())
+    cfg = TrainConfig(
+        num_generations=2,
+        per_device_train_batch_size=4,
+        max_completion_length=8,
+        learning_rate=0.01,
+        gradient_checkpointing=False,
+        max_steps=3,
+        save_steps=1,
+        zero_variance="judge",
+        arena=ArenaConfig(max_tokens=16),
+    )
+    again = train.run(
+        seed_rows,
+        EnvLibrary.open(SEEDS),
+        str(tiny_model),
+        tmp_path / "on",
+        cfg,
+        RewardConfig(),
+        RuntimeConfig(),
+        resume=True,
+        judge=DistinctCharsJudge(),
+    )
     assert again["steps"] == 3 and again["arena"]["groups"] == 2  # one step more, on the saved anchors
     assert again["arena"]["prompts_with_anchors"] >= len(saved["prompts"])
 
@@ -476,23 +541,65 @@ def test_train_judges_with_the_policy_in_process(seed_rows, tiny_model, tmp_path
     """`evoenv train --zero-variance judge` with no judge model: the tiny policy judges itself
     (its verdicts do not parse, so they are ties, and nothing is rescued; every call is logged)."""
     recipe = tmp_path / "r.yaml"
-    recipe.write_text("train:\n  num_generations: 2\n  per_device_train_batch_size: 4\n  max_completion_length: 8\n"
-                      "  gradient_checkpointing: false\n  arena:\n    max_tokens: 12\n    comparisons: 1\n")
+    recipe.write_text(
+        "train:\n  num_generations: 2\n  per_device_train_batch_size: 4\n  max_completion_length: 8\n"
+        "  gradient_checkpointing: false\n  arena:\n    max_tokens: 12\n    comparisons: 1\n"
+    )
     out = tmp_path / "policy"
-    r = subprocess.run([EXE, "train", seed_rows, "--library", SEEDS, "--model", tiny_model, "--out", out, "--config",
-                        recipe, "--max-steps", "1", "--zero-variance", "judge", "--json"],
-                       capture_output=True, text=True, env=ENV, timeout=900)
+    r = subprocess.run(
+        [
+            EXE,
+            "train",
+            seed_rows,
+            "--library",
+            SEEDS,
+            "--model",
+            tiny_model,
+            "--out",
+            out,
+            "--config",
+            recipe,
+            "--max-steps",
+            "1",
+            "--zero-variance",
+            "judge",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=900,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert summary["arena"]["judge_calls"] == 4 and summary["arena"]["judge_errors"] == 0  # 2 groups, a game each
     records = [json.loads(x) for x in (out / "arena.jsonl").read_text().splitlines()]
     comparisons = [x for x in records if x["kind"] == "comparison"]
     assert len(comparisons) == 2
-    assert all(a["status"] in ("ok", "unparseable") and a["response"] is not None for x in comparisons for a in x["asked"])
+    assert all(
+        a["status"] in ("ok", "unparseable") and a["response"] is not None for x in comparisons for a in x["asked"]
+    )
     manifest = json.loads((out / "train-manifest.json").read_text())
     assert manifest["config"]["train"]["zero_variance"] == "judge"
-    bad = subprocess.run([EXE, "train", seed_rows, "--library", SEEDS, "--model", tiny_model, "--out", tmp_path / "x",
-                          "--zero-variance", "jugde"], capture_output=True, text=True, env=ENV, timeout=300)
+    bad = subprocess.run(
+        [
+            EXE,
+            "train",
+            seed_rows,
+            "--library",
+            SEEDS,
+            "--model",
+            tiny_model,
+            "--out",
+            tmp_path / "x",
+            "--zero-variance",
+            "jugde",
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=300,
+    )
     assert bad.returncode == 2 and "--zero-variance" in bad.stderr and not (tmp_path / "x").exists()
 
 
@@ -544,9 +651,16 @@ def test_two_processes_judge_their_shares_and_agree_with_one(tmp_path):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     env = {**ENV, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(closed_port())}
-    procs = [subprocess.Popen([sys.executable, script, Path(__file__).parent, tmp_path / "two.jsonl"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, script, Path(__file__).parent, tmp_path / "two.jsonl"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+        )
+        for r in (0, 1)
+    ]
     results = []
     for p in procs:
         stdout, stderr = p.communicate(timeout=300)
@@ -564,15 +678,26 @@ def test_two_processes_judge_their_shares_and_agree_with_one(tmp_path):
 
 def test_a_judge_that_cannot_be_built_is_a_one_line_error_before_anything_is_written(tmp_path, tiny_model):
     rows = tmp_path / "rows.jsonl"
-    r = subprocess.run([str(EXE), "sample", SEEDS, "-o", rows, "-n", "1", "-d", "1"], capture_output=True,
-                       text=True, env=ENV, timeout=300)
+    r = subprocess.run(
+        [str(EXE), "sample", SEEDS, "-o", rows, "-n", "1", "-d", "1"],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     for body, needle in [("kind: openai", "needs a model"), ("model: ./no-such-judge", "no such model folder")]:
         recipe = tmp_path / "r.yaml"
         recipe.write_text(f"train:\n  zero_variance: judge\n  arena:\n    judge:\n      {body}\n")
         out = tmp_path / "never"
-        r = subprocess.run([str(EXE), "train", rows, "--library", SEEDS, "--model", tiny_model, "--out", out,
-                            "--config", recipe], capture_output=True, text=True, env=ENV, timeout=300, cwd=tmp_path)
+        r = subprocess.run(
+            [str(EXE), "train", rows, "--library", SEEDS, "--model", tiny_model, "--out", out, "--config", recipe],
+            capture_output=True,
+            text=True,
+            env=ENV,
+            timeout=300,
+            cwd=tmp_path,
+        )
         lines = r.stderr.strip().splitlines()
         assert r.returncode == 2 and len(lines) == 1 and needle in lines[0] and str(recipe) in lines[0], r.stderr
         assert not out.exists()

@@ -82,16 +82,20 @@ def test_search_finds_the_band_and_refines_between_coarse_levels(tmp_path, key):
     assert index[0]["calibration"]["levels"] == rm["levels"]
     out = tmp_path / "rows.jsonl"
     exe = Path(sys.executable).with_name("evoenv")
-    r = subprocess.run([exe, "sample", tmp_path / "out", "-o", out, "-n", "16", "--difficulty-from", "index"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [exe, "sample", tmp_path / "out", "-o", out, "-n", "16", "--difficulty-from", "index"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     assert {json.loads(x)["difficulty"] for x in out.read_text().splitlines()} == set(rm["levels"])
 
 
 @pytest.mark.parametrize("accuracy, stage", [(0.0, "too_hard"), (0.5, "flat")])
 def test_too_hard_and_flat(tmp_path, key, accuracy, stage):
-    v = run(library(tmp_path, ("register_machine",)), ScriptedBackend(solver(lambda n, lv: accuracy, key)),
-            tmp_path / "out")
+    v = run(
+        library(tmp_path, ("register_machine",)), ScriptedBackend(solver(lambda n, lv: accuracy, key)), tmp_path / "out"
+    )
     assert v["register_machine"]["stage"] == stage and not v["register_machine"]["admitted"]
     assert "curve" in v["register_machine"]
 
@@ -120,15 +124,17 @@ def test_every_response_is_kept_with_its_score_and_prompt_ids_are_stable(tmp_pat
     backend = ScriptedBackend(solver(lambda n, lv: 1 - (lv - 1) / 9, key))
     seen = []
     real = backend.generate
-    backend.generate = lambda prompts, sampling, prompt_ids=None: seen.extend(prompt_ids) or \
-        real(prompts, sampling, prompt_ids=prompt_ids)
+    backend.generate = lambda prompts, sampling, prompt_ids=None: (
+        seen.extend(prompt_ids) or real(prompts, sampling, prompt_ids=prompt_ids)
+    )
     run(library(tmp_path, ("register_machine",)), backend, tmp_path / "out")
     rows = [json.loads(x) for x in (tmp_path / "out" / "responses.jsonl").read_text().splitlines()]
     v = json.loads((tmp_path / "out" / "verdicts.jsonl").read_text())
     assert len(rows) == sum(lv["n"] for lv in v["curve"].values())
     assert all(r["response"].startswith("thinking...") and r["score"] in (0.0, 1.0) for r in rows)
-    seeds = {calibrate.calibration_seed(0, "register_machine", int(lv), i)
-             for lv in v["curve"] for i in range(CFG.instances)}
+    seeds = {
+        calibrate.calibration_seed(0, "register_machine", int(lv), i) for lv in v["curve"] for i in range(CFG.instances)
+    }
     assert {r["seed"] for r in rows} == seeds
     # a prompt's id (so its sampling seeds) is its instance seed, however the work is chunked
     assert sorted(seen) == sorted(seeds)
@@ -162,10 +168,30 @@ def test_pool_rotation_retires_after_two_misses_not_one(tmp_path, key):
 def test_real_tiny_model_through_hf(tiny_model, tmp_path):
     library(tmp_path, ("register_machine",))
     exe = Path(sys.executable).with_name("evoenv")
-    r = subprocess.run([exe, "calibrate", tmp_path / "lib", "--out", tmp_path / "out", "--model", tiny_model,
-                        "--backend", "hf", "--instances", "1", "--samples", "2", "--json",
-                        "--config", write_recipe(tmp_path)], capture_output=True, text=True, timeout=600,
-                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    r = subprocess.run(
+        [
+            exe,
+            "calibrate",
+            tmp_path / "lib",
+            "--out",
+            tmp_path / "out",
+            "--model",
+            tiny_model,
+            "--backend",
+            "hf",
+            "--instances",
+            "1",
+            "--samples",
+            "2",
+            "--json",
+            "--config",
+            write_recipe(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert r.returncode == 0, r.stderr
     v = json.loads((tmp_path / "out" / "verdicts.jsonl").read_text().splitlines()[0])
     assert v["stage"] == "no_answers" and v["curve"]["1"]["no_answer_share"] == 1.0
@@ -180,12 +206,36 @@ def write_recipe(tmp_path) -> Path:
 def test_real_tiny_model_through_openai_against_transformers_serve(tiny_model, served_tiny_model, tmp_path):
     library(tmp_path, ("register_machine",))
     exe = Path(sys.executable).with_name("evoenv")
-    r = subprocess.run([exe, "calibrate", tmp_path / "lib", "--out", tmp_path / "out", "--model", tiny_model,
-                        "--backend", "openai", "--base-url", served_tiny_model, "--instances", "1",
-                        "--samples", "2", "--json", "--config", write_recipe(tmp_path)],
-                       capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    r = subprocess.run(
+        [
+            exe,
+            "calibrate",
+            tmp_path / "lib",
+            "--out",
+            tmp_path / "out",
+            "--model",
+            tiny_model,
+            "--backend",
+            "openai",
+            "--base-url",
+            served_tiny_model,
+            "--instances",
+            "1",
+            "--samples",
+            "2",
+            "--json",
+            "--config",
+            write_recipe(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert r.returncode == 0, r.stderr
     v = json.loads((tmp_path / "out" / "verdicts.jsonl").read_text().splitlines()[0])
     assert v["stage"] == "no_answers"
-    assert all(level["n"] == 2 and level["pass_rate"] == 0.0 and level["no_answer_share"] == 1.0
-               for level in v["curve"].values())
+    assert all(
+        level["n"] == 2 and level["pass_rate"] == 0.0 and level["no_answer_share"] == 1.0
+        for level in v["curve"].values()
+    )

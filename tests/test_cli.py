@@ -25,8 +25,16 @@ def run(*args, cwd, env=None, umask=None, stdin=None, timeout=600):
     base = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     full = {**base, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
     preexec = (lambda: os.umask(umask)) if umask is not None else None
-    return subprocess.run([str(EXE), *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          env=full, preexec_fn=preexec, input=stdin, timeout=timeout)
+    return subprocess.run(
+        [str(EXE), *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=full,
+        preexec_fn=preexec,
+        input=stdin,
+        timeout=timeout,
+    )
 
 
 def error_line(r, code: int = 2) -> str:
@@ -52,18 +60,29 @@ def modes(folder: Path) -> dict[str, int]:
 # -- clean stdout and pipes -------------------------------------------------------------------
 def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
     cmd = f"set -o pipefail; '{EXE}' sample '{SEEDS}' --out - --per-env 64 | head -1"
-    r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, cwd=tmp_path,
-                       env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600)
+    r = subprocess.run(
+        ["bash", "-c", cmd],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stderr == ""
     assert json.loads(r.stdout)["env_name"]
     data = tmp_path / "data.jsonl"
     assert run("sample", SEEDS, "--out", data, "--per-env", "2", cwd=tmp_path).returncode == 0
-    r = subprocess.run(["bash", "-c", f"set -o pipefail; '{EXE}' preview '{data}' -n 10 | head -1"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; '{EXE}' preview '{data}' -n 10 | head -1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert (r.returncode, r.stderr) == (0, ""), r.stderr
-    r = subprocess.run(["bash", "-c", f"set -o pipefail; '{EXE}' --help | head -1"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; '{EXE}' --help | head -1"], capture_output=True, text=True, timeout=60
+    )
     assert "Traceback" not in r.stderr and "Error" not in r.stderr, r.stderr
 
 
@@ -73,8 +92,10 @@ def test_train_json_is_the_only_thing_on_stdout_and_says_when_nothing_was_learne
     must come out unchanged, and the command must say so; TRL's log dicts go to stderr."""
     data = tmp_path / "rows.jsonl"
     assert run("sample", SEEDS, "--out", data, "--per-env", "1", "--difficulty", "1", cwd=tmp_path).returncode == 0
-    (tmp_path / "r.yaml").write_text("train:\n  num_generations: 2\n  per_device_train_batch_size: 4\n"
-                                     "  max_completion_length: 8\n  save_steps: 2\n  gradient_checkpointing: true\n")
+    (tmp_path / "r.yaml").write_text(
+        "train:\n  num_generations: 2\n  per_device_train_batch_size: 4\n"
+        "  max_completion_length: 8\n  save_steps: 2\n  gradient_checkpointing: true\n"
+    )
     args = ["train", data, "--library", SEEDS, "--model", tiny_model, "--config", "r.yaml", "--max-steps", "2"]
     r = run(*args, "--out", "ck", "--json", cwd=tmp_path, umask=0o022)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -86,7 +107,10 @@ def test_train_json_is_the_only_thing_on_stdout_and_says_when_nothing_was_learne
 
     from safetensors.torch import load_file
 
-    before, after = load_file(str(tiny_model / "model.safetensors")), load_file(str(tmp_path / "ck" / "model.safetensors"))
+    before, after = (
+        load_file(str(tiny_model / "model.safetensors")),
+        load_file(str(tmp_path / "ck" / "model.safetensors")),
+    )
     assert all((before[k] == after[k]).all() for k in before), "weights changed with zero-variance groups"
     wrong = {k: oct(m) for k, m in modes(tmp_path / "ck").items() if m != 0o644}
     assert not wrong, wrong  # the model, checkpoints and manifests follow the umask
@@ -94,13 +118,17 @@ def test_train_json_is_the_only_thing_on_stdout_and_says_when_nothing_was_learne
     r = run(*args, "--out", "ck2", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout == ""
-    assert ("the weights did not change: in every GRPO group all completions scored the same (zero "
-            "variance), so no completion was better than another to learn from") in r.stderr.splitlines()
+    assert (
+        "the weights did not change: in every GRPO group all completions scored the same (zero "
+        "variance), so no completion was better than another to learn from"
+    ) in r.stderr.splitlines()
 
     # resuming under changed settings is refused before anything loads; more steps are fine
     r = run(*args, "--out", "ck", "--resume", "--lr", "0.5", cwd=tmp_path)
-    assert error_line(r) == ("error: ck: was started with other settings (train.learning_rate: 1e-06 -> 0.5); "
-                             "resume with the same ones, or pass --clean to start over")
+    assert error_line(r) == (
+        "error: ck: was started with other settings (train.learning_rate: 1e-06 -> 0.5); "
+        "resume with the same ones, or pass --clean to start over"
+    )
     r = run(*args, "--out", "ck", cwd=tmp_path)
     assert error_line(r) == "error: ck: already holds results; pass --resume to continue or --clean to start over"
 
@@ -110,16 +138,31 @@ def test_a_failed_start_does_not_block_the_rerun(tiny_model, one_env, tmp_path):
     r = run("calibrate", one_env, "--out", "cal", "--backend", "vllm", "--model", tiny_model, cwd=tmp_path)
     # square brackets survive: rich markup is escaped in every message
     assert error_line(r) == "error: the vllm backend needs vLLM: pip install 'evoenv[vllm]' on a GPU machine"
-    (tmp_path / "r.yaml").write_text("calibrate:\n  instances: 1\n  samples: 1\n  max_tokens: 4\n"
-                                     "  on_no_answers: admit\n")
-    r = run("calibrate", one_env, "--out", "cal", "--model", tiny_model, "--backend", "hf", "-c", "r.yaml",
-            cwd=tmp_path, env={"COLUMNS": "100"})
+    (tmp_path / "r.yaml").write_text(
+        "calibrate:\n  instances: 1\n  samples: 1\n  max_tokens: 4\n  on_no_answers: admit\n"
+    )
+    r = run(
+        "calibrate",
+        one_env,
+        "--out",
+        "cal",
+        "--model",
+        tiny_model,
+        "--backend",
+        "hf",
+        "-c",
+        "r.yaml",
+        cwd=tmp_path,
+        env={"COLUMNS": "100"},
+    )
     assert r.returncode == 0, r.stderr
     # admitted without a measurement is its own row, and said in words
     assert re.search(r"admitted, calibrated\W+0\W", r.stderr), r.stderr
     assert re.search(r"admitted uncalibrated\W+1\W", r.stderr), r.stderr
-    assert ("1 of 1 admitted uncalibrated: the solver gave no extractable answer, so no difficulty was "
-            "measured (calibrate.on_no_answers: admit)") in r.stderr.splitlines()
+    assert (
+        "1 of 1 admitted uncalibrated: the solver gave no extractable answer, so no difficulty was "
+        "measured (calibrate.on_no_answers: admit)"
+    ) in r.stderr.splitlines()
     summary = json.loads((tmp_path / "cal" / "summary.json").read_text())
     assert summary["admitted"] == 1 and summary["admitted_uncalibrated"] == 1
 
@@ -173,7 +216,8 @@ def test_a_local_model_path_is_never_looked_up_online(fake_hub, one_env, tmp_pat
     for name in ("runs/nope", "./nope", "~/evoenv-no-such-model", "a/b/c"):
         r = run("review", one_env, "--out", "rev", "--model", name, cwd=tmp_path, env=env)
         assert error_line(r) == f"error: {name}: no such model folder" + (
-            " (a/b does not exist either)" if name == "a/b/c" else ""), name
+            " (a/b does not exist either)" if name == "a/b/c" else ""
+        ), name
         r = run("train", rows, "--library", one_env, "--model", name, "--out", "ck", cwd=tmp_path, env=env)
         assert error_line(r).startswith(f"error: {name}: no such model folder"), name
     (tmp_path / "runs" / "tiny").mkdir()
@@ -185,8 +229,10 @@ def test_a_local_model_path_is_never_looked_up_online(fake_hub, one_env, tmp_pat
     offline = {**env, "HF_HUB_OFFLINE": "1"}
     for cmd in (["review", one_env, "--out", "rev"], ["train", rows, "--library", one_env, "--out", "ck"]):
         r = run(*cmd, "--model", "org/nope", cwd=tmp_path, env=offline)
-        assert error_line(r) == ("error: org/nope: not a local folder, and not in the Hugging Face cache "
-                                 "(HF_HUB_OFFLINE is set, so nothing is downloaded)")
+        assert error_line(r) == (
+            "error: org/nope: not a local folder, and not in the Hugging Face cache "
+            "(HF_HUB_OFFLINE is set, so nothing is downloaded)"
+        )
     assert requests == []
 
     # the control: a hub id is looked up (so the checks above could have seen a request)
@@ -278,8 +324,17 @@ def test_help_lists_the_commands_in_pipeline_order(tmp_path):
     listed = re.findall(r"^│ ([a-z][a-z-]+) {2,}", r.stdout.split("Commands")[1], re.MULTILINE)
     registered = set(commands())
     assert listed == [c for c in PIPELINE_ORDER if c in registered] + sorted(registered - set(PIPELINE_ORDER))
-    assert listed[:9] == ["synthesize", "validate", "review", "compose", "calibrate", "dedupe", "sample",
-                          "train", "evaluate"]
+    assert listed[:9] == [
+        "synthesize",
+        "validate",
+        "review",
+        "compose",
+        "calibrate",
+        "dedupe",
+        "sample",
+        "train",
+        "evaluate",
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(commands()))
@@ -305,8 +360,10 @@ def test_resume_refuses_changed_settings_and_the_manifest_carries_their_hash(one
     assert re.fullmatch(r"[0-9a-f]{16}", record["config_hash"]) and manifest["config_hash"] == record["config_hash"]
     (tmp_path / "r.yaml").write_text("validate:\n  seeds_per_level: 2\n")
     r = run("validate", one_env, "--out", "v", "--resume", "-c", "r.yaml", cwd=tmp_path)
-    assert error_line(r) == ("error: v: was started with other settings (validate.seeds_per_level: 3 -> 2); "
-                             "resume with the same ones, or pass --clean to start over")
+    assert error_line(r) == (
+        "error: v: was started with other settings (validate.seeds_per_level: 3 -> 2); "
+        "resume with the same ones, or pass --clean to start over"
+    )
     r = run("validate", one_env, "--out", "v", "--resume", "--workers", "1", cwd=tmp_path)  # not a setting
     assert r.returncode == 0, r.stderr
     r = run("validate", one_env, "--out", "v", "--clean", "-c", "r.yaml", cwd=tmp_path)
@@ -330,9 +387,11 @@ def test_iterate_says_when_the_recipe_changed_and_records_both(tmp_path):
     for name in ("a.yaml", "b.yaml"):
         loop = stage.Loop(tmp_path / "run", tmp_path / name, "runs/nope", None, Path(SEEDS), log=said.append)
         stage.record_recipe(loop, 1)
-    assert said == [f"the settings changed since this run was started (recipe.train.learning_rate: 0.0001 -> "
-                    f"0.001): finished stages keep their results, the stages still to run use the new ones (both "
-                    f"are recorded in {tmp_path / 'run' / 'run-config.json'})"]
+    assert said == [
+        f"the settings changed since this run was started (recipe.train.learning_rate: 0.0001 -> "
+        f"0.001): finished stages keep their results, the stages still to run use the new ones (both "
+        f"are recorded in {tmp_path / 'run' / 'run-config.json'})"
+    ]
     history = json.loads((tmp_path / "run" / "run-config.json").read_text())["history"]
     assert [h["settings"]["recipe"]["train"]["learning_rate"] for h in history] == [0.0001, 0.001]
     assert [h["from_round"] for h in history] == [1, 1]
@@ -341,8 +400,22 @@ def test_iterate_says_when_the_recipe_changed_and_records_both(tmp_path):
 # -- noise -----------------------------------------------------------------------------------------
 def test_a_prompt_longer_than_the_context_is_one_evoenv_note(tiny_model, tmp_path):
     (tmp_path / "r.yaml").write_text("synthesize:\n  max_requests: 2\n  batch: 2\n  max_tokens: 8\n")
-    r = run("synthesize", "--seeds", SEEDS, "--out", "syn", "--n", "1", "--model", tiny_model, "--backend", "hf",
-            "-c", "r.yaml", cwd=tmp_path)
+    r = run(
+        "synthesize",
+        "--seeds",
+        SEEDS,
+        "--out",
+        "syn",
+        "--n",
+        "1",
+        "--model",
+        tiny_model,
+        "--backend",
+        "hf",
+        "-c",
+        "r.yaml",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     notes = [line for line in r.stderr.splitlines() if line.startswith("note:")]
     assert len(notes) == 1, r.stderr
@@ -350,7 +423,9 @@ def test_a_prompt_longer_than_the_context_is_one_evoenv_note(tiny_model, tmp_pat
         rf"note: {re.escape(str(tiny_model))} reads at most 4096 tokens \(its max_position_embeddings\), and "
         r"\d+ of \d+ prompts are longer than it \(up to \d+ tokens\), so answers to them are unreliable: shorten "
         r"them with synthesize\.examples \(example environments per request\) or synthesize\.max_avoid, or use "
-        r"a model with a longer context", notes[0]), notes[0]
+        r"a model with a longer context",
+        notes[0],
+    ), notes[0]
     assert "Token indices sequence length" not in r.stderr and "friendly reminder" not in r.stderr
 
 
@@ -374,6 +449,10 @@ def test_gitignore_covers_what_the_readme_examples_write():
     r = subprocess.run(["git", "check-ignore", "--no-index", "-v", *outs], cwd=ROOT, capture_output=True, text=True)
     ignored = {line.split("\t")[-1] for line in r.stdout.splitlines()}
     assert ignored == set(outs), sorted(set(outs) - ignored)
-    r = subprocess.run(["git", "check-ignore", "--no-index", "seeds/edit_distance.py", "README.md", "recipes/cpu-demo.yaml"],
-                       cwd=ROOT, capture_output=True, text=True)
+    r = subprocess.run(
+        ["git", "check-ignore", "--no-index", "seeds/edit_distance.py", "README.md", "recipes/cpu-demo.yaml"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert (r.returncode, r.stdout) == (1, "")  # the clone's own files are not swept up

@@ -109,7 +109,7 @@ def test_unknown_operator_is_a_one_line_error(tmp_path):
 
 
 def test_embed_keeps_a_parts_globals_and_future_imports_working():
-    source = '''from __future__ import annotations
+    source = """from __future__ import annotations
 import random
 NAME = "counter"
 calls = 0
@@ -120,7 +120,7 @@ def generate(seed: int, difficulty: int) -> dict:
 def prompt(instance): return "x"
 def solve(instance): return str(instance["n"])
 def score(instance, answer): return 1.0
-'''
+"""
     code = embed(source, "_part_0")
     assert "nonlocal calls" in code and "__future__" not in code
     namespace: dict = {}

@@ -33,23 +33,28 @@ def test_sections_override_defaults_and_nested_limits_build(tmp_path):
     assert override(r.sample, per_env=5, seed=None).per_env == 5
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("validate:\n  max_leek_share: 0.3\n", "did you mean 'max_leak_share'"),
-    ("valdate:\n  x: 1\n", "did you mean 'validate'"),
-    ("runtime: [1, 2\n", "not valid YAML"),
-    ("- 1\n", "expected a mapping"),
-    ("train:\n  num_generations: 1\n", "train.num_generations: must be at least 2"),
-    ("train:\n  lora_dropout: 1.0\n", "train.lora_dropout: must be less than 1"),
-    ("sample:\n  difficulty: 11\n", "sample.difficulty: must be at most 10"),
-    ("sample:\n  format: parquet\n", "sample.format: must be one of trl, verl, openrlhf"),
-    ("review:\n  levels: [1, true]\n", "review.levels: item 1: expected an integer"),
-    ("runtime:\n  limits:\n    score_s: 0\n", "runtime.limits.score_s: must be greater than 0"),
-    ("backend:\n  options: [1]\n", "backend.options: expected a mapping"),
-    ("iterate:\n  bench: notalist\n", "iterate.bench: expected a list"),
-    ("calibrate:\n  band: [0.9, 0.1]\n", "bad.yaml: calibrate.band: must be in ascending order"),
-    ("answer:\n  tag: final\n  instruction: Answer between <answer> and </answer>.\n",
-     "bad.yaml: answer.instruction: must ask for the answer in the tag (<final> and </final> missing"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("validate:\n  max_leek_share: 0.3\n", "did you mean 'max_leak_share'"),
+        ("valdate:\n  x: 1\n", "did you mean 'validate'"),
+        ("runtime: [1, 2\n", "not valid YAML"),
+        ("- 1\n", "expected a mapping"),
+        ("train:\n  num_generations: 1\n", "train.num_generations: must be at least 2"),
+        ("train:\n  lora_dropout: 1.0\n", "train.lora_dropout: must be less than 1"),
+        ("sample:\n  difficulty: 11\n", "sample.difficulty: must be at most 10"),
+        ("sample:\n  format: parquet\n", "sample.format: must be one of trl, verl, openrlhf"),
+        ("review:\n  levels: [1, true]\n", "review.levels: item 1: expected an integer"),
+        ("runtime:\n  limits:\n    score_s: 0\n", "runtime.limits.score_s: must be greater than 0"),
+        ("backend:\n  options: [1]\n", "backend.options: expected a mapping"),
+        ("iterate:\n  bench: notalist\n", "iterate.bench: expected a list"),
+        ("calibrate:\n  band: [0.9, 0.1]\n", "bad.yaml: calibrate.band: must be in ascending order"),
+        (
+            "answer:\n  tag: final\n  instruction: Answer between <answer> and </answer>.\n",
+            "bad.yaml: answer.instruction: must ask for the answer in the tag (<final> and </final> missing",
+        ),
+    ],
+)
 def test_bad_recipes_name_the_file_and_the_problem(tmp_path, text, needle):
     p = tmp_path / "bad.yaml"
     p.write_text(text)
@@ -62,8 +67,9 @@ def test_cli_reports_a_bad_recipe_in_one_line(tmp_path):
     p = tmp_path / "bad.yaml"
     p.write_text("sample:\n  per_envv: 3\n")
     exe = Path(sys.executable).with_name("evoenv")
-    r = subprocess.run([exe, "sample", SEEDS, "-o", tmp_path / "o.jsonl", "--config", p],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [exe, "sample", SEEDS, "-o", tmp_path / "o.jsonl", "--config", p], capture_output=True, text=True
+    )
     assert r.returncode == 2 and "per_envv" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
@@ -83,17 +89,25 @@ def test_a_float_yaml_reads_as_a_string_is_taken_as_the_number(tmp_path):
     assert (r.train.learning_rate, r.train.beta) == (1e-6, 0.04)
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("iterate:\n  synthesize_n: 8\n", "iterate: unknown key 'synthesize_n' (it is synthesize.n now)"),
-    ("iterate:\n  compose_n: 8\n", "iterate: unknown key 'compose_n' (it is compose.n now)"),
-    ("iterate:\n  sample_per_env: 8\n", "iterate: unknown key 'sample_per_env' (it is sample.per_env now)"),
-    ("sample:\n  answer_instruction: x\n", "sample: unknown key 'answer_instruction' (it is answer.instruction now)"),
-    ("reward:\n  answer_tag: x\n", "reward: unknown key 'answer_tag' (it is answer.tag now)"),
-    ("calibrate:\n  answer_tag: x\n", "calibrate: unknown key 'answer_tag' (it is answer.tag now)"),
-    ("evaluate:\n  answer_tag: x\n", "evaluate: unknown key 'answer_tag' (it is answer.tag now)"),
-    ("evaluate:\n  bench_instruction: x\n",
-     "evaluate: unknown key 'bench_instruction' (it is answer.bench_instruction now)"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("iterate:\n  synthesize_n: 8\n", "iterate: unknown key 'synthesize_n' (it is synthesize.n now)"),
+        ("iterate:\n  compose_n: 8\n", "iterate: unknown key 'compose_n' (it is compose.n now)"),
+        ("iterate:\n  sample_per_env: 8\n", "iterate: unknown key 'sample_per_env' (it is sample.per_env now)"),
+        (
+            "sample:\n  answer_instruction: x\n",
+            "sample: unknown key 'answer_instruction' (it is answer.instruction now)",
+        ),
+        ("reward:\n  answer_tag: x\n", "reward: unknown key 'answer_tag' (it is answer.tag now)"),
+        ("calibrate:\n  answer_tag: x\n", "calibrate: unknown key 'answer_tag' (it is answer.tag now)"),
+        ("evaluate:\n  answer_tag: x\n", "evaluate: unknown key 'answer_tag' (it is answer.tag now)"),
+        (
+            "evaluate:\n  bench_instruction: x\n",
+            "evaluate: unknown key 'bench_instruction' (it is answer.bench_instruction now)",
+        ),
+    ],
+)
 def test_a_moved_setting_says_where_it_lives_now(tmp_path, text, needle):
     p = tmp_path / "old.yaml"
     p.write_text(text)
@@ -113,16 +127,20 @@ def test_flags_are_checked_by_the_fields_own_rules():
     assert override(calibrate, band=[0.2, 0.8]).band == [0.2, 0.8]
 
 
-@pytest.mark.parametrize("band, needle", [
-    ("0.9,0.1", "--band: must be in ascending order (low first, then high) (got [0.9, 0.1])"),
-    ("0.1,1.5", "--band: item 1 (1.5) must be at most 1 (got [0.1, 1.5])"),
-    ("0.1", "--band: must hold exactly 2 values (got [0.1])"),
-    ("low,high", "--band: expected LO,HI, two numbers (got 'low,high')"),
-])
+@pytest.mark.parametrize(
+    "band, needle",
+    [
+        ("0.9,0.1", "--band: must be in ascending order (low first, then high) (got [0.9, 0.1])"),
+        ("0.1,1.5", "--band: item 1 (1.5) must be at most 1 (got [0.1, 1.5])"),
+        ("0.1", "--band: must hold exactly 2 values (got [0.1])"),
+        ("low,high", "--band: expected LO,HI, two numbers (got 'low,high')"),
+    ],
+)
 def test_a_bad_band_flag_is_a_one_line_error(tmp_path, band, needle):
     exe = Path(sys.executable).with_name("evoenv")
-    r = subprocess.run([exe, "calibrate", SEEDS, "--out", tmp_path / "o", "--band", band],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [exe, "calibrate", SEEDS, "--out", tmp_path / "o", "--band", band], capture_output=True, text=True
+    )
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert needle in r.stderr and not (tmp_path / "o").exists()
 
@@ -142,9 +160,11 @@ def test_one_answer_tag_reaches_sample_reward_calibration_and_evaluation(tmp_pat
     from evoenv_cli.stages import calibrate, evaluate, sample
 
     p = tmp_path / "r.yaml"
-    p.write_text("answer:\n  tag: final\nsample:\n  per_env: 2\n  demonstrations: 1\n"
-                 "calibrate:\n  coarse_levels: [1]\n  instances: 1\n  samples: 1\n"
-                 "evaluate:\n  instances: 1\n  samples: 1\n")
+    p.write_text(
+        "answer:\n  tag: final\nsample:\n  per_env: 2\n  demonstrations: 1\n"
+        "calibrate:\n  coarse_levels: [1]\n  instances: 1\n  samples: 1\n"
+        "evaluate:\n  instances: 1\n  samples: 1\n"
+    )
     recipe = load_recipe(p)
     assert prompt_settings(recipe) != prompt_settings(Recipe())  # --resume sees the change
     (tmp_path / "lib").mkdir()
@@ -169,17 +189,23 @@ def test_one_answer_tag_reaches_sample_reward_calibration_and_evaluation(tmp_pat
     for tag, extracted in (("final", "7"), ("answer", None)):
         out = prepare_out_dir(tmp_path / f"cal-{tag}", False, False)
         backend = replies(tag)
-        calibrate.run(lib, recipe.calibrate, recipe.sample, recipe.runtime, backend, out, "m",
-                      answer=recipe.answer)
+        calibrate.run(lib, recipe.calibrate, recipe.sample, recipe.runtime, backend, out, "m", answer=recipe.answer)
         assert all(c.endswith(recipe.answer.task_text) for call in backend.calls for c in call)
         got = [json.loads(x)["answer"] for x in (out / "responses.jsonl").read_text().splitlines()]
         assert got and all(a == extracted for a in got)
 
         out = prepare_out_dir(tmp_path / f"eval-{tag}", resume=False, clean=False, envs=False)
         backend = replies(tag)
-        evaluate.run(out, recipe.evaluate, evaluate.ModelSpec("p", lambda b=backend: b), library=lib,
-                     benches=evaluate.load_benches([str(ROOT / "tests" / "fixtures" / "bench" / "math.jsonl")]),
-                     sample_cfg=recipe.sample, answer=recipe.answer, runtime=recipe.runtime)
+        evaluate.run(
+            out,
+            recipe.evaluate,
+            evaluate.ModelSpec("p", lambda b=backend: b),
+            library=lib,
+            benches=evaluate.load_benches([str(ROOT / "tests" / "fixtures" / "bench" / "math.jsonl")]),
+            sample_cfg=recipe.sample,
+            answer=recipe.answer,
+            runtime=recipe.runtime,
+        )
         asked = [c for call in backend.calls for c in call]
         assert any(c.endswith(recipe.answer.bench_text) for c in asked)
         assert all(c.endswith((recipe.answer.task_text, recipe.answer.bench_text)) for c in asked)

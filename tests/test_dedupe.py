@@ -31,8 +31,10 @@ GOOD = ROOT / "tests" / "validate_corpus" / "good"
 DISTINCT = ROOT / "tests" / "dedupe_corpus" / "distinct"
 RESKIN = ROOT / "tests" / "dedupe_corpus" / "maze_min_moves.py"
 # the same algorithm under a new story, names and instance keys; each names its original
-RESKINS = {p.name: re.search(r"\(re-skin of ([a-z_0-9]+)\)", p.read_text().splitlines()[0]).group(1) + ".py"
-           for p in sorted((ROOT / "tests" / "dedupe_corpus" / "reskin").glob("*.py"))}
+RESKINS = {
+    p.name: re.search(r"\(re-skin of ([a-z_0-9]+)\)", p.read_text().splitlines()[0]).group(1) + ".py"
+    for p in sorted((ROOT / "tests" / "dedupe_corpus" / "reskin").glob("*.py"))
+}
 KEEP = sorted(SEEDS.glob("*.py")) + sorted(GOOD.glob("*.py")) + sorted(DISTINCT.glob("*.py"))
 CONTRACT = {"generate", "generate_from", "prompt", "solve", "score", "NAME", "TAGS", "ANSWER_TYPE", "INPUT_TYPE"}
 CFG = DedupeConfig()
@@ -79,14 +81,14 @@ def reordered(src: str, seed: int = 0) -> str:
     lines = src.splitlines(keepends=True)
     body = ast.parse(src).body
     starts = [n.lineno - 1 for n in body] + [len(lines)]
-    pieces = ["".join(lines[starts[i]:starts[i + 1]]).rstrip("\n") + "\n\n\n" for i in range(len(body))]
+    pieces = ["".join(lines[starts[i] : starts[i + 1]]).rstrip("\n") + "\n\n\n" for i in range(len(body))]
     funcs = [i for i, n in enumerate(body) if isinstance(n, ast.FunctionDef)]
     moved = [pieces[i] for i in funcs]
     random.Random(seed).shuffle(moved)
     assert [pieces[i] for i in funcs] != moved
     for i, piece in zip(funcs, moved):
         pieces[i] = piece
-    return "".join(lines[:starts[0]]) + "".join(pieces)
+    return "".join(lines[: starts[0]]) + "".join(pieces)
 
 
 def recommented(src: str, seed: int = 0) -> str:
@@ -96,9 +98,13 @@ def recommented(src: str, seed: int = 0) -> str:
     out = []
     for line in src.splitlines():
         if line.strip() and rng.random() < 0.3:
-            indent = line[:len(line) - len(line.lstrip())]
+            indent = line[: len(line) - len(line.lstrip())]
             out.append(f"{indent}# {' '.join(rng.sample(words, 6))}")
-        tail = f"  # {rng.choice(words)}" if line.strip() and rng.random() < 0.2 and not line.rstrip().endswith(('"""', "\\", "(", "[", ",")) else ""
+        tail = (
+            f"  # {rng.choice(words)}"
+            if line.strip() and rng.random() < 0.2 and not line.rstrip().endswith(('"""', "\\", "(", "[", ","))
+            else ""
+        )
         out.append(line + tail)
     text = "\n".join(out) + "\n"
     return re.sub(r'"""[\s\S]*?"""', lambda m: '"""' + " ".join(rng.choices(words, k=15)) + '"""', text)
@@ -108,10 +114,15 @@ def edited(src: str, seed: int = 0) -> str:
     """All three, and then a little real editing: two statements added, one comparison changed."""
     lines = recommented(reordered(renamed(src, seed), seed), seed).splitlines()
     rng = random.Random(seed)
-    spots = [i for i, line in enumerate(lines) if line.startswith("    ") and line.strip()
-             and not line.strip().startswith(("elif", "else", "except", "finally", "#", '"""'))]
+    spots = [
+        i
+        for i, line in enumerate(lines)
+        if line.startswith("    ")
+        and line.strip()
+        and not line.strip().startswith(("elif", "else", "except", "finally", "#", '"""'))
+    ]
     for i in sorted(rng.sample(spots, 2), reverse=True):
-        indent = lines[i][:len(lines[i]) - len(lines[i].lstrip())]
+        indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
         lines.insert(i, f"{indent}checked = len(str({rng.randrange(100)}))")
     compared = [i for i, line in enumerate(lines) if " < " in line]
     if compared:
@@ -120,12 +131,22 @@ def edited(src: str, seed: int = 0) -> str:
     return "\n".join(lines) + "\n"
 
 
-MUTATIONS = {"renamed": renamed, "reordered": reordered, "recommented": recommented,
-             "all_three": lambda s, seed=0: recommented(reordered(renamed(s, seed), seed), seed),
-             "edited": edited}
+MUTATIONS = {
+    "renamed": renamed,
+    "reordered": reordered,
+    "recommented": recommented,
+    "all_three": lambda s, seed=0: recommented(reordered(renamed(s, seed), seed), seed),
+    "edited": edited,
+}
 # four seeds, and two of the distinct corpus whose own code is smallest next to the scaffold
-COPIED = ["grid_shortest_path.py", "knapsack_max_value.py", "register_machine.py", "sat_planted.py",
-          "josephus_survivor.py", "popcount_range_total.py"]
+COPIED = [
+    "grid_shortest_path.py",
+    "knapsack_max_value.py",
+    "register_machine.py",
+    "sat_planted.py",
+    "josephus_survivor.py",
+    "popcount_range_total.py",
+]
 
 
 def _copies() -> dict[str, tuple[str, str]]:
@@ -141,7 +162,7 @@ def _copies() -> dict[str, tuple[str, str]]:
 
 
 COPIES = _copies()
-BROKEN = '''import random
+BROKEN = """import random
 NAME = "broken_at_ten"
 def generate(seed, difficulty):
     if difficulty >= 10:
@@ -153,7 +174,7 @@ def solve(instance):
     return str(instance["n"] + 1)
 def score(instance, answer):
     return 1.0 if answer.strip() == solve(instance) else 0.0
-'''
+"""
 
 
 def evoenv(*args, cwd: Path) -> subprocess.CompletedProcess:
@@ -195,9 +216,12 @@ def test_minhash_matches_datasketch_update_batch():
 
 def test_shingles_ignore_statement_order_comments_docstrings_and_layout():
     a = 'import re\n"""doc"""\ndef f(x):\n    """doc"""\n    return x + 1  # one\n\n\ndef g(y):\n    return [y,\n            2]\n'
-    b = 'import re\n\ndef second(q):\n    # a comment\n    return [q, 2,]\ndef first(value):\n    return (value + 7)\n'
-    assert dedupe.code_tokens(a) == [["import", "re"], ["def", "vn", "vn", ":", ";", ">", "return", "v0", "+", "N"],
-                                     ["def", "vn", "vn", ":", ";", ">", "return", "[", "v0", ",", "N", "]"]]
+    b = "import re\n\ndef second(q):\n    # a comment\n    return [q, 2,]\ndef first(value):\n    return (value + 7)\n"
+    assert dedupe.code_tokens(a) == [
+        ["import", "re"],
+        ["def", "vn", "vn", ":", ";", ">", "return", "v0", "+", "N"],
+        ["def", "vn", "vn", ":", ";", ">", "return", "[", "v0", ",", "N", "]"],
+    ]
     assert (dedupe.shingle_hashes(dedupe.code_tokens(a), 5) == dedupe.shingle_hashes(dedupe.code_tokens(b), 5)).all()
 
 
@@ -230,20 +254,36 @@ def test_shipped_scaffold_is_what_the_seeds_share():
     sets = [dedupe.code_shingles(p.read_bytes(), cfg) for p in sorted(SEEDS.glob("*.py"))]
     learned = dedupe.scaffold_of(sets, cfg)
     assert np.array_equal(learned, dedupe.shipped_scaffold()), (
-        "seeds or normalization changed: run python -c \"from evoenv_cli.stages import dedupe; "
-        "dedupe.write_shipped_scaffold('seeds')\"")
+        'seeds or normalization changed: run python -c "from evoenv_cli.stages import dedupe; '
+        "dedupe.write_shipped_scaffold('seeds')\""
+    )
     # a shingle of three seeds is scaffold; one of two is not
     assert 0 < len(learned) < sum(len(x) for x in sets) // 10
 
 
 def test_prompt_words_bucket_numbers():
-    assert dedupe.prompt_words("Pay exactly 1234 with coins 5, 10; (mod 1000000007)!") == \
-        ["pay", "exactly", "#4", "with", "coins", "#1", "#2", "mod", "#9"]
+    assert dedupe.prompt_words("Pay exactly 1234 with coins 5, 10; (mod 1000000007)!") == [
+        "pay",
+        "exactly",
+        "#4",
+        "with",
+        "coins",
+        "#1",
+        "#2",
+        "mod",
+        "#9",
+    ]
 
 
 def test_bad_config_is_an_input_error():
-    for bad in ({"code_threshold": 0}, {"behaviour_threshold": 1.5}, {"code_shingle": 0},
-                {"behaviour_levels": [0, 11]}, {"lsh_weights": [0.5, 0.6]}, {"num_perm": 4}):
+    for bad in (
+        {"code_threshold": 0},
+        {"behaviour_threshold": 1.5},
+        {"code_shingle": 0},
+        {"behaviour_levels": [0, 11]},
+        {"lsh_weights": [0.5, 0.6]},
+        {"num_perm": 4},
+    ):
         with pytest.raises(InputError):
             dedupe.check_config(DedupeConfig(**bad))
 
@@ -271,8 +311,9 @@ def test_seeds_and_good_corpus_are_all_kept(judged):
     assert summary["admitted"] == len(KEEP) + sum(v[f"zz_reskin_{n}"]["admitted"] for n in RESKINS)
     by_stage = summary["rejected_by_stage"]
     assert by_stage["run"] == 1 and by_stage["duplicate_structure"] == 0
-    assert by_stage["duplicate_code"] + by_stage["duplicate_behaviour"] == \
-        len(COPIES) + 1 + sum(not v[f"zz_reskin_{n}"]["admitted"] for n in RESKINS)
+    assert by_stage["duplicate_code"] + by_stage["duplicate_behaviour"] == len(COPIES) + 1 + sum(
+        not v[f"zz_reskin_{n}"]["admitted"] for n in RESKINS
+    )
 
 
 def test_renamed_reordered_recommented_copies_are_code_duplicates_naming_the_seed(judged):
@@ -339,8 +380,12 @@ def test_outputs_index_and_manifest(judged):
     assert sorted(p.name for p in (out / "envs").iterdir()) == kept
     index = [json.loads(x) for x in (out / "index.jsonl").read_text().splitlines()]
     assert [r["file"] for r in index] == kept
-    assert all({"nearest_code", "nearest_behaviour"} <= set(r["dedupe"]) <= {"nearest_code", "nearest_behaviour",
-                                                                           "nearest_solve"} for r in index)
+    assert all(
+        {"nearest_code", "nearest_behaviour"}
+        <= set(r["dedupe"])
+        <= {"nearest_code", "nearest_behaviour", "nearest_solve"}
+        for r in index
+    )
     m = manifest(out)
     assert m["config"]["dedupe"]["code_threshold"] == CFG.code_threshold
     assert m["counts"]["duplicate_code"] == sum(r["stage"] == "duplicate_code" for r in v.values()) >= len(COPIES)
@@ -351,8 +396,11 @@ def test_outputs_index_and_manifest(judged):
 # -- pools and saved indexes --------------------------------------------------------------------------
 @pytest.fixture
 def candidates(tmp_path):
-    picked = {name: copy for name, copy in itertools.islice(COPIES.items(), 0, None, len(MUTATIONS))
-              if (SEEDS / copy[1]).is_file()}  # one copy of each copied seed
+    picked = {
+        name: copy
+        for name, copy in itertools.islice(COPIES.items(), 0, None, len(MUTATIONS))
+        if (SEEDS / copy[1]).is_file()
+    }  # one copy of each copied seed
     files = {n: src for n, (src, _) in picked.items()} | {"modular_power.py": GOOD / "modular_power.py"}
     return make_lib(tmp_path / "cands", files), picked
 
@@ -384,10 +432,17 @@ def test_saved_index_is_reused_and_a_changed_pool_invalidates_it(tmp_path, candi
     assert manifest(tmp_path / "o2")["against"][0]["index"].startswith("loaded signatures; LSH tables rebuilt")
     # the same verdicts as a pool built from scratch
     r = evoenv("dedupe", cands, "--against", SEEDS, "--out", "o3", "--json", cwd=tmp_path)
+
     def essence(out):
-        return {f: (r["stage"], (r.get("duplicate_of") or {}).get("file"), (r.get("duplicate_of") or {}).get("jaccard"),
-                    [(r[k] or {}).get("jaccard") for k in ("nearest_code", "nearest_behaviour") if k in r])
-                for f, r in verdicts(out).items()}
+        return {
+            f: (
+                r["stage"],
+                (r.get("duplicate_of") or {}).get("file"),
+                (r.get("duplicate_of") or {}).get("jaccard"),
+                [(r[k] or {}).get("jaccard") for k in ("nearest_code", "nearest_behaviour") if k in r],
+            )
+            for f, r in verdicts(out).items()
+        }
 
     assert essence(tmp_path / "o1") == essence(tmp_path / "o3")
     # a changed pool: one more file
@@ -401,7 +456,10 @@ def test_saved_index_is_reused_and_a_changed_pool_invalidates_it(tmp_path, candi
     index.write_bytes(data[:-10] + b"0123456789")
     (tmp_path / "pool" / "envs" / "maze_min_moves.py").unlink()
     r = evoenv("dedupe", cands, "--against", "pool", "--out", "o5", "--json", cwd=tmp_path)
-    assert manifest(tmp_path / "o5")["against"][0]["index"] == "built (saved index unreadable (payload size or checksum mismatch))"
+    assert (
+        manifest(tmp_path / "o5")["against"][0]["index"]
+        == "built (saved index unreadable (payload size or checksum mismatch))"
+    )
 
 
 class _RunsCode:
@@ -432,8 +490,13 @@ def test_a_forged_index_is_data_that_never_runs(tmp_path):
     header = json.loads(header_line)
     marker = tmp_path / "pwned"
     buffer = io.BytesIO()
-    np.savez(buffer, code=np.array([_RunsCode(marker)], dtype=object), behaviour=np.zeros(1),
-             has_code=np.zeros(1, bool), has_behaviour=np.zeros(1, bool))
+    np.savez(
+        buffer,
+        code=np.array([_RunsCode(marker)], dtype=object),
+        behaviour=np.zeros(1),
+        has_code=np.zeros(1, bool),
+        has_behaviour=np.zeros(1, bool),
+    )
     for k, payload in enumerate([pickle.dumps(_RunsCode(marker)), buffer.getvalue()]):
         forged = {**header, "payload_bytes": len(payload), "payload_sha256": hashlib.sha256(payload).hexdigest()}
         index.write_bytes(magic + b"\n" + json.dumps(forged).encode() + b"\n" + payload)
@@ -499,7 +562,9 @@ def test_composites_are_judged_by_structure_not_by_their_embedded_code(tmp_path)
     from evoenv_cli.envfile import EnvFile, env_id_of
     from evoenv_cli.stages import compose, iterate
 
-    r = evoenv("compose", SEEDS, "--out", "comp", "--n", "12", "--max-depth", "2", "--seed", "1", "--json", cwd=tmp_path)
+    r = evoenv(
+        "compose", SEEDS, "--out", "comp", "--n", "12", "--max-depth", "2", "--seed", "1", "--json", cwd=tmp_path
+    )
     assert r.returncode == 0, r.stderr
     lib = EnvLibrary.open(tmp_path / "comp")
     members = [(e, lib.index[e.env_id]) for e in lib.files]
@@ -528,8 +593,10 @@ def test_composites_are_judged_by_structure_not_by_their_embedded_code(tmp_path)
     v = verdicts(tmp_path / "out")
     for e, rec in members[:-3]:
         assert v[e.path.name]["admitted"], v[e.path.name]
-        assert v[e.path.name]["structure"] == {"operator": rec["operator"], "parents": sorted(rec["parents"])
-                                               if rec["operator"] == "parallel" else rec["parents"]}
+        assert v[e.path.name]["structure"] == {
+            "operator": rec["operator"],
+            "parents": sorted(rec["parents"]) if rec["operator"] == "parallel" else rec["parents"],
+        }
     twin = v[sibling.path.name]
     assert twin["stage"] == "duplicate_structure" and twin["duplicate_of"]["file"] == env.path.name, twin
     assert v["zz_forged.py"]["stage"] == "duplicate_code", v["zz_forged.py"]

@@ -100,8 +100,7 @@ def test_pass_at_1_per_env_and_bench_from_one_batch(tmp_path, key):
     lib = library(tmp_path, calibrated={"register_machine": [3, 4]})
     backend = ScriptedBackend(scripted(key, lambda name, j: name == "register_machine" or j == 0))
     out = prepare_out_dir(tmp_path / "out", resume=False, clean=False, envs=False)
-    m = evaluate.run(out, CFG, evaluate.ModelSpec("policy", lambda: backend), library=lib,
-                     benches=benches())
+    m = evaluate.run(out, CFG, evaluate.ModelSpec("policy", lambda: backend), library=lib, benches=benches())
     assert len(backend.calls) == 1 and len(backend.calls[0]) == 2 * CFG.instances + 10
     rows, metrics = read(out)
     assert metrics == json.loads(json.dumps(m))
@@ -153,8 +152,12 @@ def test_heldout_seeds_never_meet_training_seeds(tmp_path):
 def test_exact_match_when_math_verify_is_missing(tmp_path, monkeypatch):
     monkeypatch.setattr(evaluate, "load_math_verify", lambda: None)
     out = prepare_out_dir(tmp_path / "out", resume=False, clean=False, envs=False)
-    m = evaluate.run(out, EvaluateConfig(samples=1), evaluate.ModelSpec("p", lambda: ScriptedBackend(scripted({}, None))),
-                     benches=benches())
+    m = evaluate.run(
+        out,
+        EvaluateConfig(samples=1),
+        evaluate.ModelSpec("p", lambda: ScriptedBackend(scripted({}, None))),
+        benches=benches(),
+    )
     assert m["math_verify"] is False
     assert m["benchmarks"]["math.jsonl"]["pass@1"] == round(1 / 6, 4)  # only "42" == "42"
     assert m["benchmarks"]["math.jsonl"]["checked_by"] == {"exact": 6}
@@ -185,12 +188,19 @@ def test_baseline_gets_the_same_items_and_deltas(tmp_path, key):
         def build():
             order.append(name)
             return ScriptedBackend(scripted(key, lambda n, j: right, bench=right))
+
         return build
 
     cfg = EvaluateConfig(instances=2, samples=1)
     out = prepare_out_dir(tmp_path / "out", resume=False, clean=False, envs=False)
-    evaluate.run(out, cfg, evaluate.ModelSpec("new", factory("new", True)), library=lib,
-                 benches=benches()[:1], baseline=evaluate.ModelSpec("old", factory("old", False)))
+    evaluate.run(
+        out,
+        cfg,
+        evaluate.ModelSpec("new", factory("new", True)),
+        library=lib,
+        benches=benches()[:1],
+        baseline=evaluate.ModelSpec("old", factory("old", False)),
+    )
     assert order == ["new", "old"]
     rows, metrics = read(out)
     assert metrics["model"] == "new" and metrics["baseline"]["model"] == "old"
@@ -208,19 +218,31 @@ def test_baseline_gets_the_same_items_and_deltas(tmp_path, key):
     assert table["no-answer share"][2] == metrics["overall"]["no_answer_share"] - 0.0
     # same inputs, same scripted models: byte-identical artifacts
     again = prepare_out_dir(tmp_path / "again", resume=False, clean=False, envs=False)
-    evaluate.run(again, cfg, evaluate.ModelSpec("new", factory("new", True)), library=lib,
-                 benches=benches()[:1], baseline=evaluate.ModelSpec("old", factory("old", False)))
+    evaluate.run(
+        again,
+        cfg,
+        evaluate.ModelSpec("new", factory("new", True)),
+        library=lib,
+        benches=benches()[:1],
+        baseline=evaluate.ModelSpec("old", factory("old", False)),
+    )
     for f in ("samples.jsonl", "metrics.json"):
         assert (out / f).read_bytes() == (again / f).read_bytes()
 
 
-@pytest.mark.parametrize("text, needle", [
-    ('{"question": "q"}\n', 'bad.jsonl:1: a benchmark row needs an "answer"'),
-    ('{"question": "q", "answer": "1"}\n{"answer": "2"}\n', 'bad.jsonl:2: a benchmark row needs a non-empty "question"'),
-    ('{"question": "q", "answer": "1"}\n\nnot json\n', "bad.jsonl:3: not valid JSON"),
-    ('["q", "a"]\n', "bad.jsonl:1: expected a JSON object"),
-    ("", "bad.jsonl: no benchmark rows"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ('{"question": "q"}\n', 'bad.jsonl:1: a benchmark row needs an "answer"'),
+        (
+            '{"question": "q", "answer": "1"}\n{"answer": "2"}\n',
+            'bad.jsonl:2: a benchmark row needs a non-empty "question"',
+        ),
+        ('{"question": "q", "answer": "1"}\n\nnot json\n', "bad.jsonl:3: not valid JSON"),
+        ('["q", "a"]\n', "bad.jsonl:1: expected a JSON object"),
+        ("", "bad.jsonl: no benchmark rows"),
+    ],
+)
 def test_bad_bench_files_name_file_and_line(tmp_path, text, needle):
     (tmp_path / "bad.jsonl").write_text(text)
     with pytest.raises(InputError) as e:
@@ -228,12 +250,15 @@ def test_bad_bench_files_name_file_and_line(tmp_path, text, needle):
     assert needle in str(e.value)
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--bench", "missing.jsonl"], "missing.jsonl: no such benchmark file"),
-    (["--bench", "bad.jsonl"], "bad.jsonl:2: a benchmark row needs an \"answer\""),
-    ([], "nothing to evaluate"),
-    (["--library", "used-lib", "--out", "used"], "already holds results"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--bench", "missing.jsonl"], "missing.jsonl: no such benchmark file"),
+        (["--bench", "bad.jsonl"], 'bad.jsonl:2: a benchmark row needs an "answer"'),
+        ([], "nothing to evaluate"),
+        (["--library", "used-lib", "--out", "used"], "already holds results"),
+    ],
+)
 def test_cli_bad_inputs_exit_2_in_one_line(evoenv, tmp_path, args, needle):
     (tmp_path / "bad.jsonl").write_text('{"question": "q", "answer": "1"}\n{"question": "q2"}\n')
     (tmp_path / "used").mkdir()
@@ -250,10 +275,30 @@ def test_cli_real_tiny_model_through_hf(tiny_model, tmp_path):
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text("evaluate:\n  instances: 2\n  samples: 1\n  max_tokens: 16\n")
     exe = Path(sys.executable).with_name("evoenv")
-    r = subprocess.run([exe, "evaluate", "--model", tiny_model, "--backend", "hf", "--library", SEEDS,
-                        "--bench", BENCH / "math.jsonl", "--baseline", tiny_model, "--out", tmp_path / "ev",
-                        "--config", recipe], capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    r = subprocess.run(
+        [
+            exe,
+            "evaluate",
+            "--model",
+            tiny_model,
+            "--backend",
+            "hf",
+            "--library",
+            SEEDS,
+            "--bench",
+            BENCH / "math.jsonl",
+            "--baseline",
+            tiny_model,
+            "--out",
+            tmp_path / "ev",
+            "--config",
+            recipe,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert r.returncode == 0, r.stderr
     metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text())
     assert len(metrics["environments"]) == 10 and metrics["benchmarks"]["math.jsonl"]["items"] == 6

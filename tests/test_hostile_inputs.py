@@ -27,7 +27,7 @@ from evoenv_cli.runtime import sandbox
 
 GOOD = SEEDS / "coin_change_ways.py"
 
-BODY = '''
+BODY = """
 
 def generate(seed: int, difficulty: int) -> dict:
     {generate}
@@ -43,21 +43,27 @@ def solve(instance: dict) -> str:
 
 def score(instance: dict, answer: str) -> float:
     return 1.0 if answer.strip() == str(instance["n"]) else 0.0
-'''
+"""
 
 
-def env_source(name: str, generate: str = 'return {"n": seed % 97}',
-               prompt: str = 'return "Repeat " + str(instance["n"]) + "."', head: str = "") -> str:
+def env_source(
+    name: str,
+    generate: str = 'return {"n": seed % 97}',
+    prompt: str = 'return "Repeat " + str(instance["n"]) + "."',
+    head: str = "",
+) -> str:
     """A small environment whose generate or prompt carries the hostile value."""
-    return (f'"""Hostile test environment {name}."""\n{head}NAME = {name!r}\n'
-            + BODY.format(generate=generate, prompt=prompt))
+    return f'"""Hostile test environment {name}."""\n{head}NAME = {name!r}\n' + BODY.format(
+        generate=generate, prompt=prompt
+    )
 
 
 HOSTILE = {
     "surrogate_prompt.py": env_source("surrogate_prompt", prompt='return "Say \\ud800 " + str(instance["n"])'),
     "surrogate_error.py": env_source("surrogate_error", generate='raise ValueError("bad \\udcff value")'),
     "deep_instance.py": env_source(
-        "deep_instance", generate='d = {"n": 1}\n    for _ in range(900):\n        d = {"d": d}\n    return d'),
+        "deep_instance", generate='d = {"n": 1}\n    for _ in range(900):\n        d = {"d": d}\n    return d'
+    ),
     "markup_error.py": env_source("markup_error", generate='raise ValueError("[bold red]x[/] [/oops] [link=x]")'),
     "surrogate_doc.py": '"""Doc with \\ud800 in it."""\n' + env_source("surrogate_doc").split("\n", 1)[1],
 }
@@ -122,8 +128,15 @@ def test_sample_skips_hostile_files_and_samples_the_rest(evoenv, tmp_path):
 
 
 def test_compose_skips_a_part_with_a_list_name_and_composes_the_rest(evoenv, tmp_path):
-    lib = make_lib(tmp_path / "lib", {"list_name.py": LIST_NAME, "surrogate_doc.py": HOSTILE["surrogate_doc.py"],
-                                      "a.py": SEEDS / "coin_change_ways.py", "b.py": SEEDS / "edit_distance.py"})
+    lib = make_lib(
+        tmp_path / "lib",
+        {
+            "list_name.py": LIST_NAME,
+            "surrogate_doc.py": HOSTILE["surrogate_doc.py"],
+            "a.py": SEEDS / "coin_change_ways.py",
+            "b.py": SEEDS / "edit_distance.py",
+        },
+    )
     r = evoenv("compose", lib, "--out", "out", "--n", "2", "--ops", "parallel", "--json")
     assert r.returncode == 0, r.stderr
     manifest = json.loads(read_text_strict(tmp_path / "out" / "manifest.json"))
@@ -158,7 +171,9 @@ def test_links_out_of_the_library_and_bad_names_are_refused_unread(evoenv, tmp_p
     r = evoenv("sample", lib, "--out", "rows.jsonl", "--per-env", "1")
     assert r.returncode == 0, r.stderr
     assert "outside the library" in r.stderr
-    assert {json.loads(x)["env_name"] for x in read_text_strict(tmp_path / "rows.jsonl").splitlines()} == {"coin_change_ways"}
+    assert {json.loads(x)["env_name"] for x in read_text_strict(tmp_path / "rows.jsonl").splitlines()} == {
+        "coin_change_ways"
+    }
 
 
 @pytest.mark.parametrize("megabytes", [50, 0.5])
@@ -183,19 +198,33 @@ def test_an_oversized_source_is_refused_in_sample_and_validate(evoenv, tmp_path,
 # -- bad rows, recipes and outputs: one line, exit 2, before any work --------------------------------
 def _rows(tmp_path: Path) -> Path:
     out = tmp_path / "rows.jsonl"
-    subprocess.run([shutil.which("evoenv", path=str(Path(sys.executable).parent)), "sample", str(SEEDS),
-                    "--out", str(out), "--per-env", "1"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            shutil.which("evoenv", path=str(Path(sys.executable).parent)),
+            "sample",
+            str(SEEDS),
+            "--out",
+            str(out),
+            "--per-env",
+            "1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return out
 
 
-@pytest.mark.parametrize("field,value,needle", [
-    ("env_id", ["a", "list"], "env_id must be a string"),
-    ("env_name", {"a": 1}, "env_name must be a string"),
-    ("instance", "{not json", "instance must be a JSON object"),
-    ("instance", [1, 2], "instance must be a JSON object"),
-    ("prompt", [{"role": "user", "content": ["a", "list"]}], "prompt must be chat messages"),
-    ("answer", ["7"], "answer must be a string"),
-])
+@pytest.mark.parametrize(
+    "field,value,needle",
+    [
+        ("env_id", ["a", "list"], "env_id must be a string"),
+        ("env_name", {"a": 1}, "env_name must be a string"),
+        ("instance", "{not json", "instance must be a JSON object"),
+        ("instance", [1, 2], "instance must be a JSON object"),
+        ("prompt", [{"role": "user", "content": ["a", "list"]}], "prompt must be chat messages"),
+        ("answer", ["7"], "answer must be a string"),
+    ],
+)
 def test_train_refuses_rows_with_fields_of_the_wrong_type(evoenv, tmp_path, field, value, needle):
     rows = _rows(tmp_path)
     lines = rows.read_text().splitlines()
@@ -211,8 +240,12 @@ def test_preview_shows_rows_with_odd_fields_without_crashing(evoenv, tmp_path):
     rows = _rows(tmp_path)
     lines = rows.read_text().splitlines()
     odd = json.loads(lines[0])
-    odd.update(env_id=["unhashable"], env_name=["a"], answer={"x": "[bold]y[/]"},
-               prompt=[{"role": "user", "content": ["a", "[/oops]"]}])
+    odd.update(
+        env_id=["unhashable"],
+        env_name=["a"],
+        answer={"x": "[bold]y[/]"},
+        prompt=[{"role": "user", "content": ["a", "[/oops]"]}],
+    )
     rows.write_text(json.dumps(odd) + "\n" + "\n".join(lines[1:]) + "\n")
     r = evoenv("preview", rows, "-n", "2")
     assert r.returncode == 0, r.stderr
@@ -229,8 +262,10 @@ def test_env_reward_scores_bad_rows_zero_and_the_rest(tmp_path):
     rows[2] = {**rows[2], "env_id": ["a", "list"]}
     reward = EnvReward(SEEDS)
     try:
-        got = reward.score_rows(rows + ["not a row"], [f"<answer>{r['answer'] if isinstance(r, dict) else ''}</answer>"
-                                                       for r in rows + ["not a row"]])
+        got = reward.score_rows(
+            rows + ["not a row"],
+            [f"<answer>{r['answer'] if isinstance(r, dict) else ''}</answer>" for r in rows + ["not a row"]],
+        )
     finally:
         reward.close()
     assert got == [1.0, 0.0, 0.0, 0.0]
@@ -243,7 +278,10 @@ RECIPES = {
     "seeds_per_level: 0": ("validate:\n  seeds_per_level: 0\n", "validate.seeds_per_level: must be at least 1"),
     "memory_mb: -5": ("runtime:\n  limits:\n    memory_mb: -5\n", "runtime.limits.memory_mb: must be at least 64"),
     "limits: 5": ("runtime:\n  limits: 5\n", "runtime.limits: expected a mapping"),
-    "on_no_answers: admitt": ("calibrate:\n  on_no_answers: admitt\n", "calibrate.on_no_answers: must be one of reject, admit (did you mean 'admit'?)"),
+    "on_no_answers: admitt": (
+        "calibrate:\n  on_no_answers: admitt\n",
+        "calibrate.on_no_answers: must be one of reject, admit (did you mean 'admit'?)",
+    ),
     "band of one": ("calibrate:\n  band: [0.5]\n", "calibrate.band: must hold exactly 2"),
 }
 
@@ -306,14 +344,15 @@ def test_a_killed_write_leaves_no_temp_file_after_a_rerun(evoenv, tmp_path):
     assert len(out.read_text().splitlines()) == len(list(SEEDS.glob("*.py")))
 
 
-
 def test_a_write_that_fails_leaves_the_old_file_and_no_temp_file(tmp_path):
     from evoenv_cli import artifacts
 
     out = tmp_path / "x.json"
     artifacts.write_json_atomic(out, {"old": True})
-    for write in (lambda: artifacts.write_json_atomic(out, {"bad": float("nan")}),  # allow_nan=False
-                  lambda: artifacts.write_jsonl_atomic(out, ({"i": i} if i < 3 else 1 / 0 for i in range(5)))):
+    for write in (
+        lambda: artifacts.write_json_atomic(out, {"bad": float("nan")}),  # allow_nan=False
+        lambda: artifacts.write_jsonl_atomic(out, ({"i": i} if i < 3 else 1 / 0 for i in range(5))),
+    ):
         with pytest.raises((ValueError, ZeroDivisionError)):
             write()
         assert json.loads(out.read_text()) == {"old": True}
@@ -326,9 +365,13 @@ def test_every_file_evoenv_replaces_goes_through_the_one_atomic_writer():
     import re
 
     root = Path(__file__).resolve().parents[1] / "evoenv_cli"
-    found = [f"{p.relative_to(root)}:{n + 1}" for p in sorted(root.rglob("*.py")) if p.name != "artifacts.py"
-             for n, line in enumerate(p.read_text().splitlines())
-             if re.search(r"\bos\.replace\(|\btmp\.replace\(|\.tmp\b[\"']", line)]
+    found = [
+        f"{p.relative_to(root)}:{n + 1}"
+        for p in sorted(root.rglob("*.py"))
+        if p.name != "artifacts.py"
+        for n, line in enumerate(p.read_text().splitlines())
+        if re.search(r"\bos\.replace\(|\btmp\.replace\(|\.tmp\b[\"']", line)
+    ]
     assert found == []
 
 
@@ -345,8 +388,13 @@ def test_a_fallback_from_auto_is_said_and_recorded(evoenv, tmp_path):
     exe = shutil.which("evoenv", path=str(Path(sys.executable).parent))
     lib = make_lib(tmp_path / "lib", {"good.py": GOOD})
     t0 = time.monotonic()
-    r = subprocess.run([exe, "validate", str(lib), "--out", str(tmp_path / "out"), "--json"],
-                       capture_output=True, text=True, env={**os.environ, "PATH": str(bin_dir)}, timeout=300)
+    r = subprocess.run(
+        [exe, "validate", str(lib), "--out", str(tmp_path / "out"), "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": str(bin_dir)},
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     assert "WARNING" in r.stderr and "WEAKER" in r.stderr and "bubblewrap" in r.stderr, r.stderr
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())

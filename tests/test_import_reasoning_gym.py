@@ -47,10 +47,13 @@ def test_import_writes_one_file_per_task_and_is_idempotent(imported):
     assert (imported / "rg_chain_sum.py").read_text() == text
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["reasoning-gym", "chain_sun"], "did you mean 'chain_sum'"),
-    (["hub", "chain_sum"], "hub: unknown source"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["reasoning-gym", "chain_sun"], "did you mean 'chain_sum'"),
+        (["hub", "chain_sum"], "hub: unknown source"),
+    ],
+)
 def test_import_bad_names_exit_2_in_one_line(args, needle, tmp_path):
     r = evoenv("import", *args, "--out", tmp_path / "x")
     assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
@@ -81,11 +84,12 @@ def test_only_the_exact_template_may_import_the_package(imported):
         report = check_source(bad)
         assert not report.ok and "not allowed" in report.reason, report
     synthesized = b'"""x"""\nimport reasoning_gym\nNAME = "x"\n' + b"\n".join(
-        f"def {f}(*a):\n    return 0".encode() for f in ("generate", "prompt", "solve", "score"))
+        f"def {f}(*a):\n    return 0".encode() for f in ("generate", "prompt", "solve", "score")
+    )
     assert "import of 'reasoning_gym' is not allowed" in check_source(synthesized).reason
 
 
-PROBE = b'''
+PROBE = b"""
 
 def generate(seed, difficulty):
     return {"seed": seed}
@@ -112,7 +116,7 @@ def score(instance, answer):
         return 1.0
     except ImportError:
         return 0.0
-'''
+"""
 
 
 def probe_sources(imported):
@@ -136,14 +140,29 @@ def test_a_granted_jail_sees_the_pinned_closure_only_and_read_only(imported, tmp
     (tmp_path / "plain.py").write_bytes(plain)
     envs = [EnvFile.from_path(tmp_path / f) for f in ("granted.py", "plain.py")]
     target = next(iter(sorted(grant_for(granted).entries)))
-    names = ["reasoning_gym", "sympy", "torch", "transformers", "typer", "evoenv_cli", "json",
-             f"write:/evoenv-packages/{target.name}/evoenv-probe" if mode == "bwrap"
-             else f"write:{target}/evoenv-probe"]
+    names = [
+        "reasoning_gym",
+        "sympy",
+        "torch",
+        "transformers",
+        "typer",
+        "evoenv_cli",
+        "json",
+        f"write:/evoenv-packages/{target.name}/evoenv-probe" if mode == "bwrap" else f"write:{target}/evoenv-probe",
+    ]
     with SandboxPool(sandbox_mode=mode, workers=2) as pool:
         results = pool.run_many([(e, [Call.score({}, n) for n in names]) for e in envs])
     got = [{n: r.value for n, r in zip(names, rs)} for rs in results]
-    assert got[0] == {"reasoning_gym": 1.0, "sympy": 1.0, "torch": 0.0, "transformers": 0.0,
-                      "typer": 0.0, "evoenv_cli": 0.0, "json": 1.0, names[-1]: 0.0}
+    assert got[0] == {
+        "reasoning_gym": 1.0,
+        "sympy": 1.0,
+        "torch": 0.0,
+        "transformers": 0.0,
+        "typer": 0.0,
+        "evoenv_cli": 0.0,
+        "json": 1.0,
+        names[-1]: 0.0,
+    }
     assert got[1]["reasoning_gym"] == got[1]["sympy"] == 0.0 and got[1]["json"] == 1.0
     assert not (target / "evoenv-probe").exists()
 
@@ -178,10 +197,25 @@ def test_imported_files_pass_validate_compose_sample_and_train(imported, tiny_mo
     assert {d["env_name"] for d in data} == {"rg_chain_sum", "rg_basic_arithmetic"}
     assert all("State the final answer" in d["prompt"][-1]["content"] for d in data if d["env_name"] == "rg_chain_sum")
     recipe = tmp_path / "r.yaml"
-    recipe.write_text("train:\n  num_generations: 2\n  per_device_train_batch_size: 4\n"
-                      "  max_completion_length: 8\n  gradient_checkpointing: false\n")
-    r = evoenv("train", rows, "--library", tmp_path / "v", "--model", tiny_model, "--out", tmp_path / "t",
-               "--config", recipe, "--max-steps", "1", "--json")
+    recipe.write_text(
+        "train:\n  num_generations: 2\n  per_device_train_batch_size: 4\n"
+        "  max_completion_length: 8\n  gradient_checkpointing: false\n"
+    )
+    r = evoenv(
+        "train",
+        rows,
+        "--library",
+        tmp_path / "v",
+        "--model",
+        tiny_model,
+        "--out",
+        tmp_path / "t",
+        "--config",
+        recipe,
+        "--max-steps",
+        "1",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert json.loads(r.stdout.strip().splitlines()[-1])["steps"] == 1
 

@@ -22,15 +22,28 @@ def recipe(tmp_path: Path) -> Path:
 
 
 def iterate(tmp_path, model, run, rounds=1, **kw):
-    argv = [str(EXE), "iterate", "--rounds", str(rounds), "--recipe", str(recipe(tmp_path)),
-            "--model", str(model), "--run", str(run), "--seeds", str(ROOT / "seeds")]
+    argv = [
+        str(EXE),
+        "iterate",
+        "--rounds",
+        str(rounds),
+        "--recipe",
+        str(recipe(tmp_path)),
+        "--model",
+        str(model),
+        "--run",
+        str(run),
+        "--seeds",
+        str(ROOT / "seeds"),
+    ]
     return subprocess.Popen(argv, env=ENV, cwd=tmp_path, text=True, **kw)
 
 
 def test_a_killed_loop_resumes_without_redoing_finished_stages(tiny_model, tmp_path):
     run = tmp_path / "run"
-    proc = iterate(tmp_path, tiny_model, run, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   start_new_session=True)
+    proc = iterate(
+        tmp_path, tiny_model, run, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     marker = run / "round-01" / "compose" / "summary.json"
     deadline = time.monotonic() + 300
     while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -89,5 +102,7 @@ def test_ctrl_c_in_the_loop_exits_130_and_says_where_the_partial_results_are(tin
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
     last = err.strip().splitlines()[-1]
-    assert last.startswith("interrupted in round 1 at synthesize (partial results in ") and "run the same command" in last
+    assert (
+        last.startswith("interrupted in round 1 at synthesize (partial results in ") and "run the same command" in last
+    )
     assert "Traceback" not in err

@@ -56,16 +56,26 @@ def setup(tmp_path_factory):
     for name in SEED_NAMES:
         shutil.copy(ROOT / "seeds" / f"{name}.py", seeds)
     recipe = root / "recipe.yaml"
-    recipe.write_text(RECIPE.format(bench=ROOT / "recipes" / "bench" / "tiny-arithmetic.jsonl",
-                                    python=sys.executable, train=ROOT / "tests" / "scripted_train.py"))
+    recipe.write_text(
+        RECIPE.format(
+            bench=ROOT / "recipes" / "bench" / "tiny-arithmetic.jsonl",
+            python=sys.executable,
+            train=ROOT / "tests" / "scripted_train.py",
+        )
+    )
     clean = root / "clean"
     counts = json.loads(child(clean, recipe, seeds).stdout.splitlines()[-1])
     return root, recipe, seeds, final_state(clean), counts
 
 
 def child(run: Path, recipe: Path, seeds: Path, *kill: str, expect_killed: bool = False):
-    p = subprocess.run([sys.executable, str(CHILD), str(run), str(recipe), str(seeds), str(ROUNDS), *kill],
-                       capture_output=True, text=True, env=ENV, timeout=600)
+    p = subprocess.run(
+        [sys.executable, str(CHILD), str(run), str(recipe), str(seeds), str(ROUNDS), *kill],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=600,
+    )
     if expect_killed:
         assert p.returncode == -9, f"not killed (exit {p.returncode}): {p.stderr[-2000:]}"
     else:
@@ -97,8 +107,10 @@ def test_a_clean_run_changes_the_pool_and_measures_against_one_baseline(setup):
         assert book["totals"]["sandbox_calls"] > 0 and book["totals"]["wall_s"] > 0
         assert "scripted train: " in (root / "clean" / f"round-{r:02d}" / "train" / "log.txt").read_text()
     # one policy load per round at most, plus the baseline's at the start (the scripted trainer counts one)
-    loads = [json.loads((root / "clean" / f"round-{r:02d}" / "loop.json").read_text())["totals"]["model_loads"]
-             for r in (1, 2)]
+    loads = [
+        json.loads((root / "clean" / f"round-{r:02d}" / "loop.json").read_text())["totals"]["model_loads"]
+        for r in (1, 2)
+    ]
     assert loads == [3, 2]
     # no timings in what the pool is made of
     assert b"wall_s" not in state["pool_index"] and b"import_seconds" not in state["pool_index"]

@@ -30,8 +30,24 @@ PLANTED = "graph_coloring_planted"
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
     out = tmp_path_factory.mktemp("orl") / "rows.jsonl"
-    r = subprocess.run([Path(sys.executable).with_name("evoenv"), "sample", SEEDS, "--out", out, "-n", "2",
-                        "--format", "openrlhf", "--difficulty", "2"], capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            Path(sys.executable).with_name("evoenv"),
+            "sample",
+            SEEDS,
+            "--out",
+            out,
+            "-n",
+            "2",
+            "--format",
+            "openrlhf",
+            "--difficulty",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     return [json.loads(x) for x in out.read_text().splitlines()]
 
@@ -47,8 +63,10 @@ def as_openrlhf(row, tokenizer, response):
     """(query, prompt, label) as OpenRLHF builds them from a dataset row and a response."""
     kept = {k: row[k] for k in ("input", "label", "datasource")}  # every other column is dropped
     prompt = tokenizer.apply_chat_template(kept["input"], tokenize=False, add_generation_prompt=True)
-    ids = tokenizer(text=prompt, add_special_tokens=False)["input_ids"] + \
-        tokenizer(text=response, add_special_tokens=False)["input_ids"]
+    ids = (
+        tokenizer(text=prompt, add_special_tokens=False)["input_ids"]
+        + tokenizer(text=response, add_special_tokens=False)["input_ids"]
+    )
     return tokenizer.decode(ids, skip_special_tokens=False), prompt, kept["label"]
 
 
@@ -73,9 +91,11 @@ def test_reward_func_loaded_from_its_file_like_openrlhf(rows, tokenizer, monkeyp
     planted = next(r for r in rows if r["datasource"] == f"evoenv/{PLANTED}")
     truth = json.loads(planted["label"])["answer"]
     cases = [(r, f"Let me think. <answer>{json.loads(r['label'])['answer']}</answer>", 1.0) for r in rows]
-    cases += [(planted, f"<answer>{_other_coloring(truth)}</answer>", 1.0),  # another valid answer
-              (planted, "I am not sure.", 0.0),
-              (rows[0], "<answer>surely wrong</answer>", 0.0)]
+    cases += [
+        (planted, f"<answer>{_other_coloring(truth)}</answer>", 1.0),  # another valid answer
+        (planted, "I am not sure.", 0.0),
+        (rows[0], "<answer>surely wrong</answer>", 0.0),
+    ]
     triples = [as_openrlhf(r, tokenizer, text) for r, text, _ in cases]
     # the bug this guards against: the instruction itself holds "<answer> and </answer>"
     assert extract_answer(triples[-2][0]) == "and"
@@ -88,15 +108,16 @@ def test_reward_func_loaded_from_its_file_like_openrlhf(rows, tokenizer, monkeyp
     assert got == [want for _, _, want in cases]
     import torch
 
-    assert all(isinstance(res["rewards"], torch.Tensor) and isinstance(res["scores"], torch.Tensor)
-               for res in results)
+    assert all(isinstance(res["rewards"], torch.Tensor) and isinstance(res["scores"], torch.Tensor) for res in results)
     assert float(results[-2]["extra_logs"]["evoenv_answered"][0]) == 0.0
     assert float(results[-2]["extra_logs"]["evoenv_prompt_found"][0]) == 1.0
 
 
 def test_prompt_is_found_when_decoding_changes_its_start():
-    prompt = ("<|im_start|>user\n" + "Count the ways. " * 20 + "Say it between <answer> and </answer>."
-              "<|im_end|>\n<|im_start|>assistant\n")
+    prompt = (
+        "<|im_start|>user\n" + "Count the ways. " * 20 + "Say it between <answer> and </answer>."
+        "<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert rewards.response_of(prompt + "ok <answer>3</answer>", prompt) == "ok <answer>3</answer>"
     assert rewards.response_of("<s>" + prompt[1:] + "hi", prompt) == "hi"  # first character decoded otherwise
     assert rewards.response_of("something else entirely", prompt) is None
@@ -105,16 +126,23 @@ def test_prompt_is_found_when_decoding_changes_its_start():
         def resolve(self, env_id, env_name=None):
             return env_id
 
-    out = rewards.score_queries(["something else <answer> and </answer>"], [prompt],
-                                [json.dumps({"env_id": "x", "instance": "{}"})], reward=Known())
+    out = rewards.score_queries(
+        ["something else <answer> and </answer>"],
+        [prompt],
+        [json.dumps({"env_id": "x", "instance": "{}"})],
+        reward=Known(),
+    )
     assert out["rewards"] == [0.0] and out["extra_logs"]["evoenv_prompt_found"] == [0.0]
 
 
-@pytest.mark.parametrize("label, needle", [
-    ("not json", "label 0 is not JSON"),
-    (json.dumps({"answer": "1"}), "label 0 is not an evoenv label"),
-    ("7", "label 0 is not an evoenv label"),
-])
+@pytest.mark.parametrize(
+    "label, needle",
+    [
+        ("not json", "label 0 is not JSON"),
+        (json.dumps({"answer": "1"}), "label 0 is not an evoenv label"),
+        ("7", "label 0 is not an evoenv label"),
+    ],
+)
 def test_labels_that_are_not_evoenvs_are_named(label, needle):
     with pytest.raises(ValueError, match=needle):
         rewards.score_queries(["q"], ["q"], [label], reward=object())
@@ -126,9 +154,13 @@ def server(tmp_path_factory):
     port = free_port()
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     with log.open("wb") as f:
-        proc = subprocess.Popen([Path(sys.executable).with_name("evoenv"), "serve-reward", "--library", SEEDS,
-                                 "--port", str(port)], stdout=f, stderr=subprocess.STDOUT,
-                                start_new_session=True, env={**os.environ, "COLUMNS": "200"})
+        proc = subprocess.Popen(
+            [Path(sys.executable).with_name("evoenv"), "serve-reward", "--library", SEEDS, "--port", str(port)],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "COLUMNS": "200"},
+        )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -172,7 +204,9 @@ def test_serve_reward_answers_openrlhfs_aiohttp_requests_concurrently(server, ro
 
         async def one(q, p, lab):
             async with aiohttp.ClientSession(timeout=timeout) as session:
-                async with session.post(url + "/get_reward", json={"query": [q], "prompts": [p], "labels": [lab]}) as resp:
+                async with session.post(
+                    url + "/get_reward", json={"query": [q], "prompts": [p], "labels": [lab]}
+                ) as resp:
                     resp.raise_for_status()
                     return await resp.json()
 
@@ -182,22 +216,33 @@ def test_serve_reward_answers_openrlhfs_aiohttp_requests_concurrently(server, ro
     assert [res["rewards"][0] for res in results] == [want for _, _, want in cases]
     assert results[-1]["extra_logs"]["evoenv_answered"] == [0.0]
     # one request with the whole batch, too
-    status, batch = post(url + "/get_reward", json.dumps({
-        "query": [t[0] for t in triples], "prompts": [t[1] for t in triples],
-        "labels": [t[2] for t in triples]}).encode())
+    status, batch = post(
+        url + "/get_reward",
+        json.dumps(
+            {"query": [t[0] for t in triples], "prompts": [t[1] for t in triples], "labels": [t[2] for t in triples]}
+        ).encode(),
+    )
     assert status == 200 and batch["rewards"] == [want for _, _, want in cases]
 
 
-@pytest.mark.parametrize("body, status, needle", [
-    (b"{not json", 400, "body is not JSON"),
-    (b"[1, 2]", 400, "must be a JSON object"),
-    (json.dumps({"query": ["q"], "prompts": ["q"]}).encode(), 400, '"labels" must be a list'),
-    (json.dumps({"query": ["q"], "prompts": [], "labels": []}).encode(), 400, "differ in length"),
-    (json.dumps({"query": [1], "prompts": ["p"], "labels": ["{}"]}).encode(), 400, '"query"[0] is not a string'),
-    (json.dumps({"query": ["q"], "prompts": ["q"], "labels": ["x"]}).encode(), 400, "label 0 is not JSON"),
-    (json.dumps({"query": ["qa"], "prompts": ["q"], "labels": [json.dumps({"env_id": "0" * 16, "instance": "{}"})]}).encode(),
-     400, "not in the reward's library"),
-])
+@pytest.mark.parametrize(
+    "body, status, needle",
+    [
+        (b"{not json", 400, "body is not JSON"),
+        (b"[1, 2]", 400, "must be a JSON object"),
+        (json.dumps({"query": ["q"], "prompts": ["q"]}).encode(), 400, '"labels" must be a list'),
+        (json.dumps({"query": ["q"], "prompts": [], "labels": []}).encode(), 400, "differ in length"),
+        (json.dumps({"query": [1], "prompts": ["p"], "labels": ["{}"]}).encode(), 400, '"query"[0] is not a string'),
+        (json.dumps({"query": ["q"], "prompts": ["q"], "labels": ["x"]}).encode(), 400, "label 0 is not JSON"),
+        (
+            json.dumps(
+                {"query": ["qa"], "prompts": ["q"], "labels": [json.dumps({"env_id": "0" * 16, "instance": "{}"})]}
+            ).encode(),
+            400,
+            "not in the reward's library",
+        ),
+    ],
+)
 def test_serve_reward_bad_bodies_get_a_clear_4xx(server, body, status, needle):
     url, _, _ = server
     code, payload = post(url + "/get_reward", body)
@@ -218,14 +263,17 @@ def test_serve_reward_survives_a_client_that_disconnects_mid_request(server, row
     host, port = url.removeprefix("http://").split(":")
     for _ in range(3):
         with socket.create_connection((host, int(port)), timeout=10) as s:
-            s.sendall(b"POST /get_reward HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: 5000\r\n\r\n{\"query\": [\"")
+            s.sendall(
+                b"POST /get_reward HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b'Content-Length: 5000\r\n\r\n{"query": ["'
+            )
         # and one that leaves before reading its (slow to compute) answer
     q, p, lab = as_openrlhf(rows[0], tokenizer, "<answer>1</answer>")
     body = json.dumps({"query": [q] * 64, "prompts": [p] * 64, "labels": [lab] * 64}).encode()
     with socket.create_connection((host, int(port)), timeout=10) as s:
-        s.sendall(b"POST /get_reward HTTP/1.1\r\nHost: x\r\nContent-Length: " + str(len(body)).encode()
-                  + b"\r\n\r\n" + body)
+        s.sendall(
+            b"POST /get_reward HTTP/1.1\r\nHost: x\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+        )
     time.sleep(0.5)
     right = json.loads(rows[0]["label"])["answer"]
     q, p, lab = as_openrlhf(rows[0], tokenizer, f"<answer>{right}</answer>")
@@ -238,8 +286,11 @@ def test_serve_reward_survives_a_client_that_disconnects_mid_request(server, row
 
 def test_serve_reward_stops_cleanly_on_sigterm(tmp_path):
     port = free_port()
-    proc = subprocess.Popen([Path(sys.executable).with_name("evoenv"), "serve-reward", "--library", SEEDS,
-                             "--port", str(port)], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [Path(sys.executable).with_name("evoenv"), "serve-reward", "--library", SEEDS, "--port", str(port)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while True:
         try:

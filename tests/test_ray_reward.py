@@ -17,10 +17,13 @@ def ray_cluster(tmp_path_factory):
     saved = {k: os.environ.get(k) for k in ("EVOENV_LIBRARY", "RAY_AUTH_MODE")}
     os.environ.pop("EVOENV_LIBRARY", None)  # the driver does not have it: only runtime_env carries it
     os.environ["RAY_AUTH_MODE"] = "disabled"
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             _temp_dir=str(tmp_path_factory.mktemp("ray")),
-             runtime_env={"env_vars": {"EVOENV_LIBRARY": str(SEEDS), "EVOENV_WORKERS": "10",
-                                       "OMP_NUM_THREADS": "1"}})
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        _temp_dir=str(tmp_path_factory.mktemp("ray")),
+        runtime_env={"env_vars": {"EVOENV_LIBRARY": str(SEEDS), "EVOENV_WORKERS": "10", "OMP_NUM_THREADS": "1"}},
+    )
     yield ray
     ray.shutdown()
     for k, v in saved.items():
@@ -38,25 +41,40 @@ def test_each_ray_worker_builds_its_pool_once(ray_cluster):
 
     ray = ray_cluster
     with SandboxPool() as pool:
-        rows = [sample.to_format(r, "verl", i) for i, r in enumerate(
-            sample.run(EnvLibrary.open(SEEDS), SampleConfig(per_env=1, difficulty=2), pool).rows)]
+        rows = [
+            sample.to_format(r, "verl", i)
+            for i, r in enumerate(sample.run(EnvLibrary.open(SEEDS), SampleConfig(per_env=1, difficulty=2), pool).rows)
+        ]
 
     @ray.remote(num_cpus=1)
     class RewardWorker:  # what verl's reward loop workers are: long-lived Ray actors
         def score(self, row, text):
             from evoenv_cli import rewards
 
-            out = rewards.compute_score(data_source=row["data_source"], solution_str=text,
-                                        ground_truth=row["reward_model"]["ground_truth"],
-                                        extra_info=row["extra_info"])
+            out = rewards.compute_score(
+                data_source=row["data_source"],
+                solution_str=text,
+                ground_truth=row["reward_model"]["ground_truth"],
+                extra_info=row["extra_info"],
+            )
             shared = rewards.shared_reward()
-            return {"score": out["score"], "pid": os.getpid(), "reward": id(shared),
-                    "rewards_built": len(rewards._shared), "library": os.environ.get("EVOENV_LIBRARY"),
-                    "spawned": shared.pool.spawned, "sandbox": shared.pool.plan.mode}
+            return {
+                "score": out["score"],
+                "pid": os.getpid(),
+                "reward": id(shared),
+                "rewards_built": len(rewards._shared),
+                "library": os.environ.get("EVOENV_LIBRARY"),
+                "spawned": shared.pool.spawned,
+                "sandbox": shared.pool.plan.mode,
+            }
 
     workers = [RewardWorker.remote() for _ in range(2)]
-    calls = [(w, row, f"<answer>{row['reward_model']['ground_truth']}</answer>")
-             for _ in range(2) for row in rows for w in workers]
+    calls = [
+        (w, row, f"<answer>{row['reward_model']['ground_truth']}</answer>")
+        for _ in range(2)
+        for row in rows
+        for w in workers
+    ]
     results = ray.get([w.score.remote(row, text) for w, row, text in calls])
     assert [r["score"] for r in results] == [1.0] * len(calls)
     by_pid: dict[int, list[dict]] = {}

@@ -28,8 +28,15 @@ def write_json(path: Path, obj: dict) -> None:
 
 
 def verdict(file, admitted, stage, reason, **extra):
-    return {"file": file, "env_id": "0" * 16, "name": Path(file).stem, "admitted": admitted,
-            "stage": "admitted" if admitted else stage, "reason": reason, **extra}
+    return {
+        "file": file,
+        "env_id": "0" * 16,
+        "name": Path(file).stem,
+        "admitted": admitted,
+        "stage": "admitted" if admitted else stage,
+        "reason": reason,
+        **extra,
+    }
 
 
 def env_file(folder: Path, name: str) -> None:
@@ -52,9 +59,17 @@ GENERATIONS_R1 = [  # (outcome, file, topic, parents)
 
 
 def generation(i, outcome, file, topic, parents):
-    return {"prompt_id": i, "prompt_hash": f"{i:016x}", "prompt": f"write environment {i}",
-            "response": f"response {i} <script>alert(1)</script>", "parents": parents, "topic": topic,
-            "model": "m0", "outcome": outcome, "file": file}
+    return {
+        "prompt_id": i,
+        "prompt_hash": f"{i:016x}",
+        "prompt": f"write environment {i}",
+        "response": f"response {i} <script>alert(1)</script>",
+        "parents": parents,
+        "topic": topic,
+        "model": "m0",
+        "outcome": outcome,
+        "file": file,
+    }
 
 
 def make_run(root: Path, calibrate_first: bool = False) -> Path:
@@ -64,112 +79,234 @@ def make_run(root: Path, calibrate_first: bool = False) -> Path:
         if f:
             env_file(r1 / "synthesize" / "envs", f)
     write_json(r1 / "synthesize" / "summary.json", {"stage": "synthesize", "requests": 6, "candidates": 4})
-    jsonl(r1 / "validate" / "verdicts.jsonl", [
-        verdict("g00000_alpha.py", True, "", "passed all checks"),
-        verdict("g00001_beta.py", True, "", "passed all checks"),
-        verdict("g00002_gamma.py", True, "", "passed all checks"),
-        verdict("g00003_delta.py", False, "static", "imports 'os', which is not allowed"),
-    ])
+    jsonl(
+        r1 / "validate" / "verdicts.jsonl",
+        [
+            verdict("g00000_alpha.py", True, "", "passed all checks"),
+            verdict("g00001_beta.py", True, "", "passed all checks"),
+            verdict("g00002_gamma.py", True, "", "passed all checks"),
+            verdict("g00003_delta.py", False, "static", "imports 'os', which is not allowed"),
+        ],
+    )
     for f in ("g00000_alpha.py", "g00001_beta.py", "g00002_gamma.py"):
         env_file(r1 / "validate" / "envs", f)
     write_json(r1 / "validate" / "summary.json", {"stage": "validate"})
-    jsonl(r1 / "review" / "verdicts.jsonl", [
-        verdict("g00000_alpha.py", True, "", "3/3 votes approve", approvals=3),
-        verdict("g00001_beta.py", False, "review", "1/3 votes approve; well_posed=false: ambiguous", approvals=1),
-        verdict("g00002_gamma.py", True, "", "2/3 votes approve", approvals=2),
-    ])
+    jsonl(
+        r1 / "review" / "verdicts.jsonl",
+        [
+            verdict("g00000_alpha.py", True, "", "3/3 votes approve", approvals=3),
+            verdict("g00001_beta.py", False, "review", "1/3 votes approve; well_posed=false: ambiguous", approvals=1),
+            verdict("g00002_gamma.py", True, "", "2/3 votes approve", approvals=2),
+        ],
+    )
     write_json(r1 / "review" / "summary.json", {"stage": "review"})
-    jsonl(r1 / "compose" / "verdicts.jsonl", [
-        verdict("par__A__B.py", True, "", "passed all checks", operator="parallel", parents=["A.py", "B.py"]),
-        verdict("sort3__C.py", True, "", "passed all checks", operator="sort", parents=["C.py"]),
-        verdict("seq__A__D.py", False, "run", "generate at seed 0 difficulty 1 raised: ValueError: no chain"),
-    ])
+    jsonl(
+        r1 / "compose" / "verdicts.jsonl",
+        [
+            verdict("par__A__B.py", True, "", "passed all checks", operator="parallel", parents=["A.py", "B.py"]),
+            verdict("sort3__C.py", True, "", "passed all checks", operator="sort", parents=["C.py"]),
+            verdict("seq__A__D.py", False, "run", "generate at seed 0 difficulty 1 raised: ValueError: no chain"),
+        ],
+    )
     write_json(r1 / "compose" / "summary.json", {"stage": "compose"})
     for f in ("g00000_alpha.py", "g00002_gamma.py", "par__A__B.py", "sort3__C.py"):
         env_file(r1 / "candidates" / "envs", f)
     if calibrate_first:  # a run from before the loop ran dedupe first
-        jsonl(r1 / "calibrate" / "verdicts.jsonl", [
-            verdict("g00000_alpha.py", True, "", "pass rate in band", curve=curve(0.9, 0.6, 0.3, 0.1), levels=[4, 7]),
-            verdict("g00002_gamma.py", False, "too_easy", "pass rate 0.95 > 0.85 even at level 10"),
-            verdict("par__A__B.py", True, "", "pass rate in band", levels=[1, 4]),
-            verdict("sort3__C.py", False, "too_hard", "pass rate 0.02 < 0.15 even at level 1"),
-        ])
+        jsonl(
+            r1 / "calibrate" / "verdicts.jsonl",
+            [
+                verdict(
+                    "g00000_alpha.py", True, "", "pass rate in band", curve=curve(0.9, 0.6, 0.3, 0.1), levels=[4, 7]
+                ),
+                verdict("g00002_gamma.py", False, "too_easy", "pass rate 0.95 > 0.85 even at level 10"),
+                verdict("par__A__B.py", True, "", "pass rate in band", levels=[1, 4]),
+                verdict("sort3__C.py", False, "too_hard", "pass rate 0.02 < 0.15 even at level 1"),
+            ],
+        )
         write_json(r1 / "calibrate" / "summary.json", {"stage": "calibrate"})
         env_file(r1 / "calibrate" / "envs", "g00000_alpha.py")
         env_file(r1 / "calibrate" / "envs", "par__A__B.py")
-        jsonl(r1 / "dedupe" / "verdicts.jsonl", [
-            verdict("g00000_alpha.py", True, "", "no near-duplicate"),
-            verdict("par__A__B.py", False, "duplicate_code", "its code is a near-duplicate of A.py (pool p): estimated Jaccard 0.61 >= 0.5"),
-        ])
-        jsonl(r1 / "dedupe" / "index.jsonl", [{"file": "g00000_alpha.py", "name": "g00000_alpha", "origin": "synthesize"}])
+        jsonl(
+            r1 / "dedupe" / "verdicts.jsonl",
+            [
+                verdict("g00000_alpha.py", True, "", "no near-duplicate"),
+                verdict(
+                    "par__A__B.py",
+                    False,
+                    "duplicate_code",
+                    "its code is a near-duplicate of A.py (pool p): estimated Jaccard 0.61 >= 0.5",
+                ),
+            ],
+        )
+        jsonl(
+            r1 / "dedupe" / "index.jsonl", [{"file": "g00000_alpha.py", "name": "g00000_alpha", "origin": "synthesize"}]
+        )
         write_json(r1 / "dedupe" / "summary.json", {"stage": "dedupe"})
     else:  # the loop's order: the cheap novelty contract first, then calibrate on what it kept
-        jsonl(r1 / "dedupe" / "verdicts.jsonl", [
-            verdict("g00000_alpha.py", True, "", "no near-duplicate"),
-            verdict("g00002_gamma.py", True, "", "no near-duplicate"),
-            verdict("par__A__B.py", False, "duplicate_code", "its code is a near-duplicate of A.py (pool p): estimated Jaccard 0.61 >= 0.5"),
-            verdict("sort3__C.py", True, "", "no near-duplicate"),
-        ])
-        jsonl(r1 / "dedupe" / "index.jsonl", [
-            {"file": "g00000_alpha.py", "name": "g00000_alpha", "origin": "synthesize"},
-            {"file": "g00002_gamma.py", "name": "g00002_gamma", "origin": "synthesize"},
-            {"file": "sort3__C.py", "name": "sort3__C", "origin": "compose"}])
+        jsonl(
+            r1 / "dedupe" / "verdicts.jsonl",
+            [
+                verdict("g00000_alpha.py", True, "", "no near-duplicate"),
+                verdict("g00002_gamma.py", True, "", "no near-duplicate"),
+                verdict(
+                    "par__A__B.py",
+                    False,
+                    "duplicate_code",
+                    "its code is a near-duplicate of A.py (pool p): estimated Jaccard 0.61 >= 0.5",
+                ),
+                verdict("sort3__C.py", True, "", "no near-duplicate"),
+            ],
+        )
+        jsonl(
+            r1 / "dedupe" / "index.jsonl",
+            [
+                {"file": "g00000_alpha.py", "name": "g00000_alpha", "origin": "synthesize"},
+                {"file": "g00002_gamma.py", "name": "g00002_gamma", "origin": "synthesize"},
+                {"file": "sort3__C.py", "name": "sort3__C", "origin": "compose"},
+            ],
+        )
         write_json(r1 / "dedupe" / "summary.json", {"stage": "dedupe"})
         for f in ("g00000_alpha.py", "g00002_gamma.py", "sort3__C.py"):
             env_file(r1 / "dedupe" / "envs", f)
-        jsonl(r1 / "calibrate" / "verdicts.jsonl", [
-            verdict("g00000_alpha.py", True, "", "pass rate in band", curve=curve(0.9, 0.6, 0.3, 0.1), levels=[4, 7]),
-            verdict("g00002_gamma.py", False, "too_easy", "pass rate 0.95 > 0.85 even at level 10"),
-            verdict("sort3__C.py", False, "too_hard", "pass rate 0.02 < 0.15 even at level 1"),
-        ])
+        jsonl(
+            r1 / "calibrate" / "verdicts.jsonl",
+            [
+                verdict(
+                    "g00000_alpha.py", True, "", "pass rate in band", curve=curve(0.9, 0.6, 0.3, 0.1), levels=[4, 7]
+                ),
+                verdict("g00002_gamma.py", False, "too_easy", "pass rate 0.95 > 0.85 even at level 10"),
+                verdict("sort3__C.py", False, "too_hard", "pass rate 0.02 < 0.15 even at level 1"),
+            ],
+        )
         write_json(r1 / "calibrate" / "summary.json", {"stage": "calibrate"})
         env_file(r1 / "calibrate" / "envs", "g00000_alpha.py")
-    jsonl(r1 / "rotate" / "verdicts.jsonl", [
-        verdict("A.py", True, "", "in band"), verdict("B.py", True, "", "in band"),
-        verdict("C.py", False, "retired_too_easy", "pass rate 0.97 > 0.85 even at level 10; missed the band 2 times in a row"),
-        verdict("D.py", True, "", "in band"),
-    ])
+    jsonl(
+        r1 / "rotate" / "verdicts.jsonl",
+        [
+            verdict("A.py", True, "", "in band"),
+            verdict("B.py", True, "", "in band"),
+            verdict(
+                "C.py",
+                False,
+                "retired_too_easy",
+                "pass rate 0.97 > 0.85 even at level 10; missed the band 2 times in a row",
+            ),
+            verdict("D.py", True, "", "in band"),
+        ],
+    )
     write_json(r1 / "rotate" / "summary.json", {"stage": "calibrate"})
-    write_json(r1 / "pool-update.json", {"pool_size": 4, "joined": ["g00000_alpha"], "retired": [
-        {"name": "C", "stage": "retired_too_easy", "reason": "pass rate 0.97 > 0.85 even at level 10"}]})
+    write_json(
+        r1 / "pool-update.json",
+        {
+            "pool_size": 4,
+            "joined": ["g00000_alpha"],
+            "retired": [{"name": "C", "stage": "retired_too_easy", "reason": "pass rate 0.97 > 0.85 even at level 10"}],
+        },
+    )
     jsonl(r1 / "sample" / "train.jsonl", [{"prompt": "x"}])
-    jsonl(r1 / "train" / "metrics.jsonl", [
-        {"step": 1, "reward": 0.25, "reward_std": 0.4, "frac_reward_zero_std": 0.5,
-         "per_env": {"A": {"n": 4, "pass_rate": 0.5}, "B": {"n": 4, "pass_rate": 0.0}}},
-        {"step": 2, "reward": 0.5, "reward_std": 0.3, "frac_reward_zero_std": 0.25,
-         "per_env": {"A": {"n": 4, "pass_rate": 0.75}, "g00000_alpha": {"n": 4, "pass_rate": 0.25}}},
-        {"step": 3, "reward": 0.75, "reward_std": 0.2, "frac_reward_zero_std": 0.0,
-         "per_env": {"B": {"n": 4, "pass_rate": 1.0}}},
-    ])
+    jsonl(
+        r1 / "train" / "metrics.jsonl",
+        [
+            {
+                "step": 1,
+                "reward": 0.25,
+                "reward_std": 0.4,
+                "frac_reward_zero_std": 0.5,
+                "per_env": {"A": {"n": 4, "pass_rate": 0.5}, "B": {"n": 4, "pass_rate": 0.0}},
+            },
+            {
+                "step": 2,
+                "reward": 0.5,
+                "reward_std": 0.3,
+                "frac_reward_zero_std": 0.25,
+                "per_env": {"A": {"n": 4, "pass_rate": 0.75}, "g00000_alpha": {"n": 4, "pass_rate": 0.25}},
+            },
+            {
+                "step": 3,
+                "reward": 0.75,
+                "reward_std": 0.2,
+                "frac_reward_zero_std": 0.0,
+                "per_env": {"B": {"n": 4, "pass_rate": 1.0}},
+            },
+        ],
+    )
     write_json(r1 / "train" / "train-manifest.json", {"summary": {"steps": 3, "mean_reward": 0.5}})
-    write_json(r1 / "evaluate" / "metrics.json", {
-        "model": "r1/train",
-        "overall": {"pass@1": 0.4, "env_mean": 0.5, "bench_mean": 0.3, "no_answer_share": 0.1},
-        "environments": {"A": {"pass@1": 0.5}, "g00000_alpha": {"pass@1": 0.5}},
-        "benchmarks": {"bench.jsonl": {"pass@1": 0.3}},
-        "baseline": {"model": "m0", "overall": {"pass@1": 0.3, "env_mean": 0.25, "bench_mean": 0.35},
-                     "environments": {"A": {"pass@1": 0.25}, "g00000_alpha": {"pass@1": 0.25}},
-                     "benchmarks": {"bench.jsonl": {"pass@1": 0.35}}},
-    })
-    jsonl(root / "rounds.jsonl", [{"round": 1, "candidates": 4, "pool_size": 4, "joined": 1, "retired": 1,
-                                   "mean_train_reward": 0.5, "evaluation": {"pass@1": 0.4}}])
+    write_json(
+        r1 / "evaluate" / "metrics.json",
+        {
+            "model": "r1/train",
+            "overall": {"pass@1": 0.4, "env_mean": 0.5, "bench_mean": 0.3, "no_answer_share": 0.1},
+            "environments": {"A": {"pass@1": 0.5}, "g00000_alpha": {"pass@1": 0.5}},
+            "benchmarks": {"bench.jsonl": {"pass@1": 0.3}},
+            "baseline": {
+                "model": "m0",
+                "overall": {"pass@1": 0.3, "env_mean": 0.25, "bench_mean": 0.35},
+                "environments": {"A": {"pass@1": 0.25}, "g00000_alpha": {"pass@1": 0.25}},
+                "benchmarks": {"bench.jsonl": {"pass@1": 0.35}},
+            },
+        },
+    )
+    jsonl(
+        root / "rounds.jsonl",
+        [
+            {
+                "round": 1,
+                "candidates": 4,
+                "pool_size": 4,
+                "joined": 1,
+                "retired": 1,
+                "mean_train_reward": 0.5,
+                "evaluation": {"pass@1": 0.4},
+            }
+        ],
+    )
     # round 2, killed in validate: the last line of generations.jsonl torn
     r2 = root / "round-02"
-    jsonl(r2 / "synthesize" / "generations.jsonl",
-          [generation(0, "ok", "g00000_eps.py", "strings", ["A", "B"]),
-           generation(1, "no_code", None, "strings", ["B", "D"])], torn='{"prompt_id": 2, "prom')
+    jsonl(
+        r2 / "synthesize" / "generations.jsonl",
+        [
+            generation(0, "ok", "g00000_eps.py", "strings", ["A", "B"]),
+            generation(1, "no_code", None, "strings", ["B", "D"]),
+        ],
+        torn='{"prompt_id": 2, "prom',
+    )
     env_file(r2 / "synthesize" / "envs", "g00000_eps.py")
     jsonl(r2 / "validate" / "verdicts.jsonl", [verdict("g00000_eps.py", True, "", "passed all checks")])
     # the pool as round 1 left it
-    jsonl(root / "pool" / "index.jsonl", [
-        {"file": "A.py", "name": "A", "origin": "seed",
-         "calibration": {"curve": curve(0.95, 0.8, 0.5, 0.2), "levels": [4, 7], "band": [0.15, 0.85], "misses": 0}},
-        {"file": "B.py", "name": "B", "origin": "seed",
-         "calibration": {"curve": curve(None, None, None, None), "levels": list(range(1, 11)), "band": [0.15, 0.85]}},
-        {"file": "D.py", "name": "D", "origin": "seed", "calibration": {"levels": [1]}},
-        {"file": "g00000_alpha.py", "name": "g00000_alpha", "origin": "synthesize", "joined_round": 1,
-         "calibration": {"curve": curve(0.9, 0.6, 0.3, 0.1), "levels": [4, 7], "band": [0.15, 0.85]}},
-    ])
+    jsonl(
+        root / "pool" / "index.jsonl",
+        [
+            {
+                "file": "A.py",
+                "name": "A",
+                "origin": "seed",
+                "calibration": {
+                    "curve": curve(0.95, 0.8, 0.5, 0.2),
+                    "levels": [4, 7],
+                    "band": [0.15, 0.85],
+                    "misses": 0,
+                },
+            },
+            {
+                "file": "B.py",
+                "name": "B",
+                "origin": "seed",
+                "calibration": {
+                    "curve": curve(None, None, None, None),
+                    "levels": list(range(1, 11)),
+                    "band": [0.15, 0.85],
+                },
+            },
+            {"file": "D.py", "name": "D", "origin": "seed", "calibration": {"levels": [1]}},
+            {
+                "file": "g00000_alpha.py",
+                "name": "g00000_alpha",
+                "origin": "synthesize",
+                "joined_round": 1,
+                "calibration": {"curve": curve(0.9, 0.6, 0.3, 0.1), "levels": [4, 7], "band": [0.15, 0.85]},
+            },
+        ],
+    )
     return root
 
 
@@ -182,10 +319,26 @@ def test_funnel_counts_every_step_from_the_verdict_lines(run):
     n = compute(RunFiles(run))
     f1, f2 = n["funnel"]
     steps = {s["step"]: (s["synthesized"], s["composite"]) for s in f1["steps"]}
-    assert steps == {"generations": (6, None), "parsed": (4, None), "validate": (3, None), "review": (2, None),
-                     "candidates": (2, 2), "dedupe": (2, 1), "calibrate": (1, 0), "joined": (1, 0)}
-    assert [s["step"] for s in f1["steps"]] == ["generations", "parsed", "validate", "review", "candidates",
-                                                "dedupe", "calibrate", "joined"]  # the order the loop ran
+    assert steps == {
+        "generations": (6, None),
+        "parsed": (4, None),
+        "validate": (3, None),
+        "review": (2, None),
+        "candidates": (2, 2),
+        "dedupe": (2, 1),
+        "calibrate": (1, 0),
+        "joined": (1, 0),
+    }
+    assert [s["step"] for s in f1["steps"]] == [
+        "generations",
+        "parsed",
+        "validate",
+        "review",
+        "candidates",
+        "dedupe",
+        "calibrate",
+        "joined",
+    ]  # the order the loop ran
     assert f1["contract_order"] == ["dedupe", "calibrate"]
     st = f1["stages"]
     assert list(st) == ["synthesize", "validate", "review", "compose", "dedupe", "calibrate"]
@@ -201,8 +354,11 @@ def test_funnel_counts_every_step_from_the_verdict_lines(run):
     assert dup["check"] == "duplicate_code" and dup["count"] == 1
     assert dup["pattern"] == "its code is a near-duplicate of FILE (pool p): estimated Jaccard N >= N"
     ex = dup["examples"][0]
-    assert (ex["verdicts"], ex["line"], ex["source"]) == ("round-01/dedupe/verdicts.jsonl", 3,
-                                                          "round-01/candidates/envs/par__A__B.py")
+    assert (ex["verdicts"], ex["line"], ex["source"]) == (
+        "round-01/dedupe/verdicts.jsonl",
+        3,
+        "round-01/candidates/envs/par__A__B.py",
+    )
     too_easy = [r for r in st["calibrate"]["reasons"] if r["check"] == "too_easy"][0]["examples"][0]
     assert too_easy["source"] == "round-01/dedupe/envs/g00002_gamma.py"  # calibrate judged dedupe's files
     static = st["validate"]["reasons"][0]["examples"][0]
@@ -225,8 +381,9 @@ def test_round_status_and_the_torn_line_is_named(run):
     assert list(r1["steps"])[4:6] == ["dedupe", "calibrate"]
     assert not r2["finished"] and r2["stopped_in"] == "synthesize"  # no summary.json: it never finished
     assert r2["steps"]["validate"] == "partial" and r2["steps"]["train"] == "not started"
-    assert n["problems"] == [{"path": "round-02/synthesize/generations.jsonl", "line": 3,
-                              "message": n["problems"][0]["message"]}]
+    assert n["problems"] == [
+        {"path": "round-02/synthesize/generations.jsonl", "line": 3, "message": n["problems"][0]["message"]}
+    ]
     assert "torn last line" in n["problems"][0]["message"]
 
 
@@ -268,10 +425,21 @@ def test_calibration_curves_of_the_pool(run):
 def test_training_curves(run):
     tr = compute(RunFiles(run))["training"]
     assert [(s["step"], s["reward"], s["reward_std"], s["zero_std_share"]) for s in tr["steps"]] == [
-        (1, 0.25, 0.4, 0.5), (2, 0.5, 0.3, 0.25), (3, 0.75, 0.2, 0.0)]
+        (1, 0.25, 0.4, 0.5),
+        (2, 0.5, 0.3, 0.25),
+        (3, 0.75, 0.2, 0.0),
+    ]
     assert tr["steps"][1]["per_env"]["g00000_alpha"]["pass_rate"] == 0.25
-    assert tr["rounds"] == [{"round": 1, "finished": True, "steps": 3, "first_global_step": 1,
-                             "mean_reward": 0.5, "mean_zero_std_share": 0.25}]
+    assert tr["rounds"] == [
+        {
+            "round": 1,
+            "finished": True,
+            "steps": 3,
+            "first_global_step": 1,
+            "mean_reward": 0.5,
+            "mean_zero_std_share": 0.25,
+        }
+    ]
     assert tr["env_pass_rate_by_round"] == {"A": {"1": 0.625}, "B": {"1": 0.5}, "g00000_alpha": {"1": 0.25}}
 
 
@@ -286,12 +454,25 @@ def test_evaluation_with_baseline_and_delta(run):
 
 def test_synthesis_yield_by_topic_and_parent(run):
     syn = compute(RunFiles(run))["synthesis"]
-    assert syn["total"] == {"generations": 8, "parsed": 5, "validate": 4, "review": 2, "dedupe": 2,
-                            "calibrate": 1, "joined": 1}
+    assert syn["total"] == {
+        "generations": 8,
+        "parsed": 5,
+        "validate": 4,
+        "review": 2,
+        "dedupe": 2,
+        "calibrate": 1,
+        "joined": 1,
+    }
     assert syn["steps"] == ["generations", "parsed", "validate", "review", "dedupe", "calibrate", "joined"]
     topic = {r["key"]: r for r in syn["by_topic"]}
     assert {k: topic["graphs"][k] for k in ("generations", "parsed", "validate", "review", "joined", "yield")} == {
-        "generations": 3, "parsed": 3, "validate": 3, "review": 2, "joined": 1, "yield": 0.3333}
+        "generations": 3,
+        "parsed": 3,
+        "validate": 3,
+        "review": 2,
+        "joined": 1,
+        "yield": 0.3333,
+    }
     assert topic["strings"]["generations"] == 4 and topic["strings"]["validate"] == 1  # delta rejected; eps not yet
     parent = {r["key"]: r for r in syn["by_parent"]}
     assert parent["A"]["generations"] == 5 and parent["A"]["joined"] == 1 and parent["C"]["joined"] == 0
@@ -303,12 +484,23 @@ def test_an_older_run_that_calibrated_first_reads_in_its_own_order(tmp_path):
     f1 = n["funnel"][0]
     assert f1["contract_order"] == ["calibrate", "dedupe"]
     assert [(s["step"], s["synthesized"], s["composite"]) for s in f1["steps"]][4:] == [
-        ("candidates", 2, 2), ("calibrate", 1, 1), ("dedupe", 1, 0), ("joined", 1, 0)]
+        ("candidates", 2, 2),
+        ("calibrate", 1, 1),
+        ("dedupe", 1, 0),
+        ("joined", 1, 0),
+    ]
     ex = f1["stages"]["dedupe"]["reasons"][0]["examples"][0]
     assert (ex["line"], ex["source"]) == (2, "round-01/calibrate/envs/par__A__B.py")
     assert list(n["rounds"][0]["steps"])[4:6] == ["calibrate", "dedupe"]
-    assert n["synthesis"]["total"] == {"generations": 8, "parsed": 5, "validate": 4, "review": 2, "calibrate": 1,
-                                       "dedupe": 1, "joined": 1}
+    assert n["synthesis"]["total"] == {
+        "generations": 8,
+        "parsed": 5,
+        "validate": 4,
+        "review": 2,
+        "calibrate": 1,
+        "dedupe": 1,
+        "joined": 1,
+    }
     # round 2 reached neither contract: resumed now, it would run the loop's order; the page
     # says which round ran (or will run) which
     page = build(old).index.read_text()
@@ -339,8 +531,15 @@ def test_the_report_writes_figures_pages_and_numbers(run, tmp_path):
     out = run / "report"
     assert report.index == out / "index.html"
     figs = sorted(p.name for p in (out / "figures").iterdir())
-    assert figs == ["calibration.png", "evaluation.png", "funnel-round-01.png", "funnel-round-02.png",
-                    "pool.png", "synthesis.png", "training.png"]
+    assert figs == [
+        "calibration.png",
+        "evaluation.png",
+        "funnel-round-01.png",
+        "funnel-round-02.png",
+        "pool.png",
+        "synthesis.png",
+        "training.png",
+    ]
     for f in figs:
         assert (out / "figures" / f).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page = report.index.read_text()
@@ -351,7 +550,7 @@ def test_the_report_writes_figures_pages_and_numbers(run, tmp_path):
     assert examples
     texts = "".join(p.read_text() for p in examples)
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in texts and "<script>" not in texts
-    assert 'NAME = &quot;g00003_delta&quot;' in texts  # the rejected file's source is shown
+    assert "NAME = &quot;g00003_delta&quot;" in texts  # the rejected file's source is shown
     assert json.loads((out / "numbers.json").read_text())["funnel"][0]["round"] == 1
     # written again, it replaces the earlier report whole
     (out / "figures" / "stale.png").write_bytes(b"x")
@@ -367,8 +566,14 @@ def test_fields_of_the_wrong_kind_are_shown_as_missing(run):
     write_json(r1 / "pool-update.json", {"pool_size": "4", "joined": "g00000_alpha", "retired": {"C": 1}})
     jsonl(r1 / "train" / "metrics.jsonl", [{"step": 1, "reward": "high", "per_env": ["A"]}, {"step": "2"}])
     jsonl(run / "rounds.jsonl", [{"round": "1", "evaluation": 0.5}, {"round": 1, "evaluation": [0.5]}])
-    jsonl(run / "pool" / "index.jsonl", [{"name": "A", "calibration": {"levels": 5, "curve": [1], "band": "wide"}},
-                                         {"calibration": "none"}, {"name": "B", "calibrate": "x"}])
+    jsonl(
+        run / "pool" / "index.jsonl",
+        [
+            {"name": "A", "calibration": {"levels": 5, "curve": [1], "band": "wide"}},
+            {"calibration": "none"},
+            {"name": "B", "calibrate": "x"},
+        ],
+    )
     jsonl(r1 / "synthesize" / "generations.jsonl", [{"outcome": "ok", "file": "x.py", "parents": "AB", "topic": 7}])
     jsonl(r1 / "compose" / "verdicts.jsonl", [{"file": ["x.py"], "admitted": True}, {"file": "y.py", "name": [1]}])
     jsonl(r1 / "dedupe" / "index.jsonl", [{"name": {"a": 1}, "origin": "compose"}])
@@ -398,8 +603,11 @@ def test_cli_report_prints_the_path_and_json(run, evoenv):
 def test_bad_input_is_one_line_and_exit_2(tmp_path, evoenv):
     (tmp_path / "notarun").mkdir()
     (tmp_path / "notarun" / "x.txt").write_text("hello")
-    for target, says in ((tmp_path / "notarun", "not an evoenv run"), (tmp_path / "missing", "no such folder"),
-                         (tmp_path / "notarun" / "x.txt", "not a folder")):
+    for target, says in (
+        (tmp_path / "notarun", "not an evoenv run"),
+        (tmp_path / "missing", "no such folder"),
+        (tmp_path / "notarun" / "x.txt", "not a folder"),
+    ):
         r = evoenv("report", target)
         assert r.returncode == 2, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1 and says in r.stderr and "Traceback" not in r.stderr
@@ -424,12 +632,22 @@ def test_the_terminal_tables_show_the_funnel_and_the_side_by_side_metrics():
         console.print(table)
         return console.export_text()
 
-    shown = text(terminal.funnel({"stage": "calibrate", "entered": 5, "admitted": 3, "admitted_uncalibrated": 1,
-                                  "rejected_by_stage": {"flat": 2, "out_of_band": 0}}))
+    shown = text(
+        terminal.funnel(
+            {
+                "stage": "calibrate",
+                "entered": 5,
+                "admitted": 3,
+                "admitted_uncalibrated": 1,
+                "rejected_by_stage": {"flat": 2, "out_of_band": 0},
+            }
+        )
+    )
     for row in ("calibrate funnel", "entered", "rejected: flat", "admitted, calibrated", "admitted uncalibrated"):
         assert row in shown
-    assert [line.strip("│ ").split()[-1] for line in shown.splitlines() if "rejected" in line or "admitted" in line] == \
-        ["2", "0", "2", "1"]
+    assert [
+        line.strip("│ ").split()[-1] for line in shown.splitlines() if "rejected" in line or "admitted" in line
+    ] == ["2", "0", "2", "1"]
     rows = [("pass@1", 0.25, 0.125, 0.125), ("  edit_distance", 0.5, None, None)]
     shown = text(terminal.evaluation(rows, "policy", "start"))
     assert "baseline start" in shown and "+0.125" in shown and "0.500" in shown and "-" in shown

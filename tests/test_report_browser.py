@@ -26,8 +26,14 @@ from evoenv_cli.report import build
 pytestmark = pytest.mark.slow
 EXE = Path(sys.executable).with_name("evoenv")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-ROUND_1_FIGURES = {"funnel-round-01.png", "pool.png", "calibration.png", "training.png", "evaluation.png",
-                   "synthesis.png"}
+ROUND_1_FIGURES = {
+    "funnel-round-01.png",
+    "pool.png",
+    "calibration.png",
+    "training.png",
+    "evaluation.png",
+    "synthesis.png",
+}
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +42,9 @@ def runs(tiny_model, tmp_path_factory):
     the loop killed then, copied as it was left; and resumed to the end of round 2."""
     tmp = tmp_path_factory.mktemp("report-runs")
     run = tmp / "run"
-    proc = iterate(tmp, tiny_model, run, rounds=2, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   start_new_session=True)
+    proc = iterate(
+        tmp, tiny_model, run, rounds=2, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     started = run / "round-02" / "synthesize"
     deadline = time.monotonic() + 600
     while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -67,7 +74,8 @@ def look_at(index: Path, shot: Path) -> tuple[list[dict], str, Image.Image]:
         images = browser.evaluate(
             "Array.from(document.images).map(i => { const r = i.getBoundingClientRect();"
             " return {src: i.getAttribute('src'), complete: i.complete, w: i.naturalWidth, h: i.naturalHeight,"
-            " x: r.left + window.scrollX, y: r.top + window.scrollY, width: r.width, height: r.height}; })")
+            " x: r.left + window.scrollX, y: r.top + window.scrollY, width: r.width, height: r.height}; })"
+        )
         text = browser.evaluate("document.body.innerText")
     shot.write_bytes(png)
     return images, text, Image.open(io.BytesIO(png)).convert("RGB")
@@ -80,7 +88,9 @@ def assert_shows_its_figures(index: Path, images: list[dict], page: Image.Image)
     for img in images:
         assert img["complete"] and img["w"] > 100 and img["h"] > 100, f"broken image: {img}"
         assert (round(img["width"]), round(img["height"])) == (img["w"], img["h"]), f"not drawn at its size: {img}"
-        on_screen = page.crop((round(img["x"]), round(img["y"]), round(img["x"]) + img["w"], round(img["y"]) + img["h"]))
+        on_screen = page.crop(
+            (round(img["x"]), round(img["y"]), round(img["x"]) + img["w"], round(img["y"]) + img["h"])
+        )
         on_disk = Image.open(index.parent / img["src"]).convert("RGB")
         assert on_screen.size == on_disk.size
         diff = ImageStat.Stat(ImageChops.difference(on_screen, on_disk)).mean
@@ -137,8 +147,9 @@ def read_json(p: Path) -> dict:
 def check_numbers_against_the_files(n: dict, run: Path) -> None:
     rounds = [json.loads(x) for x in (run / "rounds.jsonl").read_text().splitlines()]
     assert [r["round"] for r in rounds] == [1, 2] and [r["round"] for r in n["rounds"]] == [1, 2]
-    for summary, funnel, pool, tr_round, ev in zip(rounds, n["funnel"], n["pool"]["rounds"],
-                                                     n["training"]["rounds"], n["evaluation"]["rounds"]):
+    for summary, funnel, pool, tr_round, ev in zip(
+        rounds, n["funnel"], n["pool"]["rounds"], n["training"]["rounds"], n["evaluation"]["rounds"]
+    ):
         d = run / f"round-{summary['round']:02d}"
         syn = read_json(d / "synthesize" / "summary.json")
         assert funnel["stages"]["synthesize"]["entered"] == syn["requests"]
@@ -166,7 +177,8 @@ def check_numbers_against_the_files(n: dict, run: Path) -> None:
         metrics = [json.loads(x) for x in (d / "train" / "metrics.jsonl").read_text().splitlines()]
         mine = [s for s in n["training"]["steps"] if s["round"] == summary["round"]]
         assert [(s["step"], s["reward"], s["reward_std"], s["zero_std_share"]) for s in mine] == [
-            (m["step"], m["reward"], m["reward_std"], m["frac_reward_zero_std"]) for m in metrics]
+            (m["step"], m["reward"], m["reward_std"], m["frac_reward_zero_std"]) for m in metrics
+        ]
         assert tr_round["steps"] == summary["train_steps"]
         m = read_json(d / "evaluate" / "metrics.json")
         assert ev["headline"]["overall"]["model"] == m["overall"]["pass@1"] == summary["evaluation"]["pass@1"]
@@ -182,9 +194,11 @@ def check_numbers_against_the_files(n: dict, run: Path) -> None:
     assert n["pool"]["rounds"][-1]["pool_size"] == len(pool_index)
     for e, p in zip(n["calibration"]["environments"], pool_index):
         assert e["levels"] == p["calibration"]["levels"]
-        assert [c["pass_rate"] for c in e["curve"]] == [p["calibration"]["curve"][str(c["level"])]["pass_rate"]
-                                                         for c in e["curve"]]
-    generations = sum(len((run / f"round-{r:02d}" / "synthesize" / "generations.jsonl").read_text().splitlines())
-                      for r in (1, 2))
+        assert [c["pass_rate"] for c in e["curve"]] == [
+            p["calibration"]["curve"][str(c["level"])]["pass_rate"] for c in e["curve"]
+        ]
+    generations = sum(
+        len((run / f"round-{r:02d}" / "synthesize" / "generations.jsonl").read_text().splitlines()) for r in (1, 2)
+    )
     assert n["synthesis"]["total"]["generations"] == generations
     assert sum(t["generations"] for t in n["synthesis"]["by_topic"]) == generations

@@ -11,10 +11,26 @@ from evoenv_cli.artifacts import EnvLibrary, prepare_out_dir
 from evoenv_cli.config import ReviewConfig, RuntimeConfig
 from evoenv_cli.stages import review
 
-YES = json.dumps({"reference_answers_prompt": True, "well_posed": True, "format_stated": True,
-                  "trivially_guessable": False, "asymmetry": "algorithmic", "rationale": "A BFS."})
-ILL_POSED = json.dumps({"reference_answers_prompt": True, "well_posed": False, "format_stated": True,
-                        "trivially_guessable": False, "asymmetry": "none", "rationale": "Two answers fit."})
+YES = json.dumps(
+    {
+        "reference_answers_prompt": True,
+        "well_posed": True,
+        "format_stated": True,
+        "trivially_guessable": False,
+        "asymmetry": "algorithmic",
+        "rationale": "A BFS.",
+    }
+)
+ILL_POSED = json.dumps(
+    {
+        "reference_answers_prompt": True,
+        "well_posed": False,
+        "format_stated": True,
+        "trivially_guessable": False,
+        "asymmetry": "none",
+        "rationale": "Two answers fit.",
+    }
+)
 
 
 def library(tmp_path, names=("grid_shortest_path", "knapsack_max_value", "sat_planted")) -> EnvLibrary:
@@ -29,7 +45,7 @@ def script(text, pid, j):
     """grid: 3 yes; knapsack: yes, no, garbage (1/3: rejected); sat: yes, yes, garbage (admitted)."""
     if "grid" in text.split("# Source")[1][:400]:
         return f"<think>let me check</think> Verdict: {YES}"
-    if "NAME = \"knapsack_max_value\"" in text:
+    if 'NAME = "knapsack_max_value"' in text:
         return [f"```json\n{YES}\n```", ILL_POSED, "I am not sure."][j]
     return [YES, YES, "{'well_posed': yes"][j]
 
@@ -77,9 +93,26 @@ def test_parse_vote_rejects_malformed_fields():
 def test_real_tiny_model_votes_are_unparseable_rejections(tiny_model, tmp_path):
     library(tmp_path, ("grid_shortest_path",))
     exe = Path(sys.executable).with_name("evoenv")
-    r = subprocess.run([exe, "review", tmp_path / "lib", "--out", tmp_path / "out", "--model", tiny_model,
-                        "--backend", "hf", "--votes", "2", "--json"], capture_output=True, text=True,
-                       timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    r = subprocess.run(
+        [
+            exe,
+            "review",
+            tmp_path / "lib",
+            "--out",
+            tmp_path / "out",
+            "--model",
+            tiny_model,
+            "--backend",
+            "hf",
+            "--votes",
+            "2",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["admitted"] == 0
     v = verdicts(tmp_path / "out")["grid_shortest_path.py"]

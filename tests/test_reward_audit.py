@@ -18,7 +18,7 @@ from evoenv_cli.runtime.pool import Call, Limits, SandboxPool
 from evoenv_cli.runtime.session import Runtime
 from evoenv_cli.stages import iterate
 
-COUNTING = b'''import random
+COUNTING = b"""import random
 NAME = "counting_env"
 _CALLS = [0]
 def generate(seed, difficulty):
@@ -32,7 +32,7 @@ def score(instance, answer):
     if _CALLS[0] > LENIENT_AFTER:
         return 1.0
     return 1.0 if answer.strip() == solve(instance) else 0.0
-'''
+"""
 
 
 def env_file(tmp_path: Path, lenient_after: int, name: str = "counting_env") -> EnvFile:
@@ -67,8 +67,9 @@ def test_a_disagreeing_recheck_quarantines_the_environment(tmp_path, borrowed):
     honest = env_file(tmp_path, lenient_after=10**9, name="honest_env")
     log = tmp_path / QUARANTINE_FILE
     runtime = Runtime(RuntimeConfig(workers=1)) if borrowed else None
-    reward = EnvReward([hostile, honest], recheck_share=1.0, quarantine_log=log, workers=1,
-                       pool=runtime.pool if runtime else None)
+    reward = EnvReward(
+        [hostile, honest], recheck_share=1.0, quarantine_log=log, workers=1, pool=runtime.pool if runtime else None
+    )
     try:
         completions, instances = rows(20)
         assert reward(completions=completions, env_id=[hostile.env_id] * 20, instance=instances) == [0.0] * 20
@@ -134,7 +135,8 @@ def test_the_loop_drops_a_quarantined_environment_at_the_next_pool_update(tmp_pa
     victim = next(e for e in pool.files if e.name == "knapsack_max_value")
     (run / "round-01" / "train").mkdir(parents=True)
     (run / "round-01" / "train" / QUARANTINE_FILE).write_text(
-        json.dumps({"env_id": victim.env_id, "file": victim.path.name, "reason": "score paid 1.0 but gave 0.0"}) + "\n")
+        json.dumps({"env_id": victim.env_id, "file": victim.path.name, "reason": "score paid 1.0 but gave 0.0"}) + "\n"
+    )
     rotated, admitted = tmp_path / "rotate", tmp_path / "dedupe"
     for d in (rotated, admitted):
         (d / "envs").mkdir(parents=True)

@@ -10,21 +10,24 @@ from evoenv_cli.runtime.pool import SandboxPool
 from evoenv_cli.stages import sample
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("so <answer>42</answer>", "42"),
-    ("<answer>1</answer> wait, no: <answer> 2 </answer>", "2"),
-    ("<ANSWER>x y</ANSWER>", "x y"),
-    ("<answer>\n3 1 2\n</answer>\n", "3 1 2"),
-    ("no tags at all", None),
-    ("<answer>unclosed", None),
-    (None, None),
-    # thinking: only what follows the reasoning counts
-    ("<think>put it between <answer> and </answer></think> so <answer>7</answer>", "7"),
-    ("the template opened the thinking: between <answer> and </answer>...</think>\n<answer>7</answer>", "7"),
-    ("between <answer> and </answer> I should write it</think> I give up", None),
-    ("<think>between <answer> and </answer> the reasoning never ends", None),
-    ("<think>a</think> <answer>1</answer> <think>b</think> <answer>2</answer>", "2"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("so <answer>42</answer>", "42"),
+        ("<answer>1</answer> wait, no: <answer> 2 </answer>", "2"),
+        ("<ANSWER>x y</ANSWER>", "x y"),
+        ("<answer>\n3 1 2\n</answer>\n", "3 1 2"),
+        ("no tags at all", None),
+        ("<answer>unclosed", None),
+        (None, None),
+        # thinking: only what follows the reasoning counts
+        ("<think>put it between <answer> and </answer></think> so <answer>7</answer>", "7"),
+        ("the template opened the thinking: between <answer> and </answer>...</think>\n<answer>7</answer>", "7"),
+        ("between <answer> and </answer> I should write it</think> I give up", None),
+        ("<think>between <answer> and </answer> the reasoning never ends", None),
+        ("<think>a</think> <answer>1</answer> <think>b</think> <answer>2</answer>", "2"),
+    ],
+)
 def test_extract_answer_takes_the_last_block(text, expected):
     assert extract_answer(text) == expected
 
@@ -63,8 +66,13 @@ def test_called_the_way_trl_calls_a_reward_function(rows, reward):
     dataset column as keyword arguments, plus a few of its own."""
     columns = {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"}
     completions = [[{"role": "assistant", "content": f"<answer>{r['answer']}</answer>"}] for r in rows]
-    out = reward(prompts=[r["prompt"] for r in rows], completions=completions,
-                 completion_ids=[[1, 2]] * len(rows), trainer_state=None, **columns)
+    out = reward(
+        prompts=[r["prompt"] for r in rows],
+        completions=completions,
+        completion_ids=[[1, 2]] * len(rows),
+        trainer_state=None,
+        **columns,
+    )
     assert out == [1.0] * len(rows)
     assert all(type(x) is float for x in out)
 
@@ -94,8 +102,11 @@ def test_env_reward_reads_the_library_from_the_environment(rows, monkeypatch):
     from evoenv_cli import rewards
 
     monkeypatch.setenv("EVOENV_LIBRARY", str(SEEDS))
-    out = rewards.env_reward(completions=[f"<answer>{rows[0]['answer']}</answer>"],
-                             env_id=[rows[0]["env_id"]], instance=[rows[0]["instance"]])
+    out = rewards.env_reward(
+        completions=[f"<answer>{rows[0]['answer']}</answer>"],
+        env_id=[rows[0]["env_id"]],
+        instance=[rows[0]["instance"]],
+    )
     assert out == [1.0]
     assert rewards.shared_reward() is rewards.shared_reward(str(SEEDS))  # built once per process
     monkeypatch.delenv("EVOENV_LIBRARY")
@@ -107,7 +118,9 @@ def test_format_reward_is_its_own_function(rows):
     from evoenv_cli.rewards import FormatReward
 
     f = FormatReward()
-    got = f(prompts=[rows[0]["prompt"]] * 3, completions=[
-        [{"role": "assistant", "content": "<answer>anything</answer>"}], "no tags", "<answer></answer>"],
-        env_id=[rows[0]["env_id"]] * 3)
+    got = f(
+        prompts=[rows[0]["prompt"]] * 3,
+        completions=[[{"role": "assistant", "content": "<answer>anything</answer>"}], "no tags", "<answer></answer>"],
+        env_id=[rows[0]["env_id"]] * 3,
+    )
     assert got == [1.0, 0.0, 1.0] and f.__name__ == "evoenv_format_reward"

@@ -129,8 +129,10 @@ def test_difficulty_from_index_uses_calibrated_levels(tmp_path, evoenv):
     for name in ("knapsack_max_value", "edit_distance"):
         (lib / "envs" / f"{name}.py").write_bytes((SEEDS / f"{name}.py").read_bytes())
     envs = EnvLibrary.open(lib).files
-    index = [{"file": e.path.name, "env_id": e.env_id, "name": e.name,
-              "calibration": {"levels": [3, 6] if i == 0 else [9]}} for i, e in enumerate(envs)]
+    index = [
+        {"file": e.path.name, "env_id": e.env_id, "name": e.name, "calibration": {"levels": [3, 6] if i == 0 else [9]}}
+        for i, e in enumerate(envs)
+    ]
     (lib / "index.jsonl").write_text("".join(json.dumps(r) + "\n" for r in index))
     out = tmp_path / "d.jsonl"
     r = evoenv("sample", lib, "-o", out, "-n", "4", "--difficulty-from", "index")

@@ -57,9 +57,11 @@ def test_hf_backend_answers_in_tags_after_a_demonstration(starter_model):
     from evoenv_cli.llm import SamplingConfig, make_backend
 
     hf = make_backend("hf", str(starter_model), device="cpu")
-    conv = [{"role": "user", "content": "What is 3 + 4? Answer between <answer> and </answer>."},
-            {"role": "assistant", "content": "<answer>7</answer>"},
-            {"role": "user", "content": "What is 2 + 6? Answer between <answer> and </answer>."}]
+    conv = [
+        {"role": "user", "content": "What is 3 + 4? Answer between <answer> and </answer>."},
+        {"role": "assistant", "content": "<answer>7</answer>"},
+        {"role": "user", "content": "What is 2 + 6? Answer between <answer> and </answer>."},
+    ]
     gen = hf.generate([conv], SamplingConfig(n=6, temperature=1.0, max_tokens=12, seed=0))[0]
     hf.close()
     assert gen.ok and all(c.tokens > 0 and c.finish_reason in ("stop", "length") for c in gen.completions)
@@ -68,8 +70,22 @@ def test_hf_backend_answers_in_tags_after_a_demonstration(starter_model):
 
 def test_synthesize_records_real_text_and_extracts_code_only_from_code(starter_model, tmp_path):
     out = tmp_path / "synth"
-    evoenv("synthesize", "--seeds", SEEDS, "--out", out, "--n", "1", "--model", starter_model,
-           "--config", RECIPE, "--max-tokens", "96", "--json")
+    evoenv(
+        "synthesize",
+        "--seeds",
+        SEEDS,
+        "--out",
+        out,
+        "--n",
+        "1",
+        "--model",
+        starter_model,
+        "--config",
+        RECIPE,
+        "--max-tokens",
+        "96",
+        "--json",
+    )
     gens = rows(out / "generations.jsonl")
     assert gens and all(g["response"].strip() for g in gens)  # real words, recorded verbatim
     assert {g["outcome"] for g in gens} <= {"ok", "no_code", "syntax_error", "missing_functions"}
@@ -92,8 +108,21 @@ def test_review_keeps_every_raw_vote_and_counts_unparseable_ones_against(starter
 def test_calibrate_measures_real_answers(starter_model, tmp_path):
     lib = library(tmp_path, "grid_shortest_path")
     out = tmp_path / "cal"
-    evoenv("calibrate", lib, "--out", out, "--model", starter_model, "--config", RECIPE,
-           "--instances", "2", "--samples", "4", "--json")
+    evoenv(
+        "calibrate",
+        lib,
+        "--out",
+        out,
+        "--model",
+        starter_model,
+        "--config",
+        RECIPE,
+        "--instances",
+        "2",
+        "--samples",
+        "4",
+        "--json",
+    )
     v = rows(out / "verdicts.jsonl")[0]
     responses = rows(out / "responses.jsonl")
     assert v["stage"] != "no_answers" and v["no_answer_share"] < 1.0
@@ -108,9 +137,27 @@ def test_train_gets_groups_with_reward_variance_and_changes_the_weights(starter_
     data = tmp_path / "rows.jsonl"
     evoenv("sample", lib, "--out", data, "--per-env", "2", "--difficulty", "1", "--config", RECIPE)
     out = tmp_path / "train"
-    evoenv("train", data, "--library", lib, "--model", starter_model, "--out", out, "--config", RECIPE,
-           "--max-steps", "1", "--num-generations", "8", "--batch-size", "8", "--max-completion-length", "16",
-           timeout=1200)
+    evoenv(
+        "train",
+        data,
+        "--library",
+        lib,
+        "--model",
+        starter_model,
+        "--out",
+        out,
+        "--config",
+        RECIPE,
+        "--max-steps",
+        "1",
+        "--num-generations",
+        "8",
+        "--batch-size",
+        "8",
+        "--max-completion-length",
+        "16",
+        timeout=1200,
+    )
     metrics = rows(out / "metrics.jsonl")
     assert metrics and metrics[0]["step"] == 1
     assert metrics[0]["frac_reward_zero_std"] < 1.0  # some group's completions were scored apart
@@ -120,9 +167,24 @@ def test_train_gets_groups_with_reward_variance_and_changes_the_weights(starter_
 def test_evaluate_scores_real_answers_on_instances_and_benchmarks(starter_model, tmp_path):
     lib = library(tmp_path, "grid_shortest_path")
     out = tmp_path / "eval"
-    evoenv("evaluate", "--model", starter_model, "--out", out, "--library", lib, "--bench",
-           ROOT / "recipes" / "bench" / "tiny-arithmetic.jsonl", "--config", RECIPE,
-           "--instances", "2", "--n", "1", "--json")
+    evoenv(
+        "evaluate",
+        "--model",
+        starter_model,
+        "--out",
+        out,
+        "--library",
+        lib,
+        "--bench",
+        ROOT / "recipes" / "bench" / "tiny-arithmetic.jsonl",
+        "--config",
+        RECIPE,
+        "--instances",
+        "2",
+        "--n",
+        "1",
+        "--json",
+    )
     metrics = json.loads((out / "metrics.json").read_text())
     samples = rows(out / "samples.jsonl")
     assert len(samples) == 2 + 6

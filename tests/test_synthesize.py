@@ -10,8 +10,7 @@ from evoenv_cli.artifacts import EnvLibrary, prepare_out_dir
 from evoenv_cli.config import SynthesizeConfig
 from evoenv_cli.stages import synthesize
 
-GOOD = (SEEDS / "grid_shortest_path.py").read_text().replace(
-    'NAME = "grid_shortest_path"', 'NAME = "maze_steps"')
+GOOD = (SEEDS / "grid_shortest_path.py").read_text().replace('NAME = "grid_shortest_path"', 'NAME = "maze_steps"')
 
 
 def reply(text, pid, j):
@@ -28,8 +27,9 @@ def records(out: Path) -> list[dict]:
 
 def test_candidates_and_every_generation_recorded(tmp_path):
     out = prepare_out_dir(tmp_path / "out", False, False)
-    summary = synthesize.run(EnvLibrary.open(SEEDS), [], SynthesizeConfig(n=4, seed=3, batch=2),
-                             ScriptedBackend(reply), out, "scripted")
+    summary = synthesize.run(
+        EnvLibrary.open(SEEDS), [], SynthesizeConfig(n=4, seed=3, batch=2), ScriptedBackend(reply), out, "scripted"
+    )
     assert summary["candidates"] == 4
     rows = records(out)
     assert [r["outcome"] for r in rows] == ["ok", "no_code", "ok", "ok", "no_code", "ok"]
@@ -83,8 +83,14 @@ def test_resume_continues_until_n_without_repeating(tmp_path):
 
 def test_backend_errors_are_recorded_not_fatal(tmp_path):
     out = prepare_out_dir(tmp_path / "out", False, False)
-    summary = synthesize.run(EnvLibrary.open(SEEDS), [], SynthesizeConfig(n=2, max_requests=3, batch=3),
-                             ScriptedBackend(lambda t, p, j: None), out, "m")
+    summary = synthesize.run(
+        EnvLibrary.open(SEEDS),
+        [],
+        SynthesizeConfig(n=2, max_requests=3, batch=3),
+        ScriptedBackend(lambda t, p, j: None),
+        out,
+        "m",
+    )
     assert summary["candidates"] == 0 and summary["outcomes"] == {"error": 3}
 
 
@@ -92,10 +98,31 @@ def test_real_tiny_model_through_hf_writes_no_environment_but_records_all(tiny_m
     recipe = tmp_path / "r.yaml"
     recipe.write_text("synthesize:\n  max_requests: 3\n  batch: 3\n")
     exe = Path(sys.executable).with_name("evoenv")
-    r = subprocess.run([exe, "synthesize", "--seeds", SEEDS, "--out", tmp_path / "s", "--n", "2",
-                        "--model", tiny_model, "--backend", "hf", "--max-tokens", "24", "--json",
-                        "--config", recipe], capture_output=True, text=True, timeout=600,
-                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    r = subprocess.run(
+        [
+            exe,
+            "synthesize",
+            "--seeds",
+            SEEDS,
+            "--out",
+            tmp_path / "s",
+            "--n",
+            "2",
+            "--model",
+            tiny_model,
+            "--backend",
+            "hf",
+            "--max-tokens",
+            "24",
+            "--json",
+            "--config",
+            recipe,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stdout)
     assert summary["requests"] == 3 and summary["candidates"] == 0
@@ -117,6 +144,7 @@ def test_the_contract_prompt_and_the_checker_agree():
     allowed = re.search(r"allowed imports: ([^)]*)\)", text).group(1)
     modules = [m.strip() for m in allowed.split(",")]
     assert set(modules) == contract.ALLOWED_IMPORTS - {"__future__"}
+
     def listed(pattern):
         found = re.search(pattern, " ".join(text.split())).group(1)
         return [n.strip() for n in found.split(",")]

@@ -23,8 +23,7 @@ answer:
 
 
 def evoenv(*args, cwd=None):
-    return subprocess.run([str(EXE), *map(str, args)], capture_output=True, text=True, env=ENV,
-                          cwd=cwd, timeout=900)
+    return subprocess.run([str(EXE), *map(str, args)], capture_output=True, text=True, env=ENV, cwd=cwd, timeout=900)
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +58,21 @@ def weights(path: Path):
 
 def test_grpo_steps_change_weights_and_log_rewards(tiny_model, rows, tmp_path):
     out = tmp_path / "ckpt"
-    r = evoenv("train", rows, "--library", rows.parent / "lib", "--model", tiny_model, "--out", out,
-               "--config", rows.parent / "recipe.yaml", "--max-steps", "2", "--json")
+    r = evoenv(
+        "train",
+        rows,
+        "--library",
+        rows.parent / "lib",
+        "--model",
+        tiny_model,
+        "--out",
+        out,
+        "--config",
+        rows.parent / "recipe.yaml",
+        "--max-steps",
+        "2",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert summary["steps"] == 2
@@ -71,22 +83,52 @@ def test_grpo_steps_change_weights_and_log_rewards(tiny_model, rows, tmp_path):
     assert [m["step"] for m in metrics] == [1, 2]
     for m in metrics:
         assert "reward" in m and "reward_std" in m and "frac_reward_zero_std" in m
-        assert m["per_env"] and all({"reward_mean", "reward_std", "pass_rate", "n"} <= set(v) for v in m["per_env"].values())
+        assert m["per_env"] and all(
+            {"reward_mean", "reward_std", "pass_rate", "n"} <= set(v) for v in m["per_env"].values()
+        )
     manifest = json.loads((out / "train-manifest.json").read_text())
     assert manifest["summary"]["steps"] == 2 and manifest["config"]["train"]["num_generations"] == 2
     # resume from the last checkpoint runs the remaining steps only
-    r = evoenv("train", rows, "--library", rows.parent / "lib", "--model", tiny_model, "--out", out,
-               "--config", rows.parent / "recipe.yaml", "--max-steps", "3", "--resume", "--json")
+    r = evoenv(
+        "train",
+        rows,
+        "--library",
+        rows.parent / "lib",
+        "--model",
+        tiny_model,
+        "--out",
+        out,
+        "--config",
+        rows.parent / "recipe.yaml",
+        "--max-steps",
+        "3",
+        "--resume",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert json.loads(r.stdout.strip().splitlines()[-1])["steps"] == 3
 
 
 def test_lora_adapter_and_merged_copy(tiny_model, rows, tmp_path):
     recipe = tmp_path / "lora.yaml"
-    recipe.write_text(RECIPE.replace("train:\n", "train:\n  lora: true\n  lora_r: 4\n  lora_alpha: 8\n  merge_lora: true\n"))
+    recipe.write_text(
+        RECIPE.replace("train:\n", "train:\n  lora: true\n  lora_r: 4\n  lora_alpha: 8\n  merge_lora: true\n")
+    )
     out = tmp_path / "lora"
-    r = evoenv("train", rows, "--library", rows.parent / "lib", "--model", tiny_model, "--out", out, "--config", recipe,
-               "--max-steps", "1")
+    r = evoenv(
+        "train",
+        rows,
+        "--library",
+        rows.parent / "lib",
+        "--model",
+        tiny_model,
+        "--out",
+        out,
+        "--config",
+        recipe,
+        "--max-steps",
+        "1",
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert (out / "adapter_config.json").is_file() and (out / "merged" / "config.json").is_file()
 
@@ -101,13 +143,21 @@ def test_bad_inputs_fail_before_training(tiny_model, rows, tmp_path):
     bad = tmp_path / "bad.jsonl"
     row = json.loads(rows.read_text().splitlines()[0])
     bad.write_text(json.dumps({k: v for k, v in row.items() if k != "instance"}) + "\n")
-    one_line(evoenv("train", bad, "--library", rows.parent / "lib", "--model", tiny_model, "--out", tmp_path / "a"),
-             "bad.jsonl:1: row lacks instance")
+    one_line(
+        evoenv("train", bad, "--library", rows.parent / "lib", "--model", tiny_model, "--out", tmp_path / "a"),
+        "bad.jsonl:1: row lacks instance",
+    )
     bad.write_text(json.dumps(dict(row, env_id="f" * 16, env_name="gone")) + "\n")
-    one_line(evoenv("train", bad, "--library", rows.parent / "lib", "--model", tiny_model, "--out", tmp_path / "b"),
-             "is not in the library")
-    one_line(evoenv("train", rows, "--library", rows.parent / "lib", "--model", tmp_path / "no-model", "--out", tmp_path / "c"),
-             "no such model folder")
+    one_line(
+        evoenv("train", bad, "--library", rows.parent / "lib", "--model", tiny_model, "--out", tmp_path / "b"),
+        "is not in the library",
+    )
+    one_line(
+        evoenv(
+            "train", rows, "--library", rows.parent / "lib", "--model", tmp_path / "no-model", "--out", tmp_path / "c"
+        ),
+        "no such model folder",
+    )
     assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
 
 
@@ -122,11 +172,27 @@ def test_eval_data_and_the_format_reward_are_logged_apart(tiny_model, rows, tmp_
     held.write_text("\n".join(lines * 2) + "\n")
     assert all(json.loads(x)["seed"] >= 2**31 for x in lines)
     recipe = tmp_path / "eval.yaml"
-    recipe.write_text(RECIPE.replace("  save_steps: 2\n", "  save_steps: 2\n  eval_steps: 1\n")
-                      + "  format_weight: 0.25\n")
+    recipe.write_text(
+        RECIPE.replace("  save_steps: 2\n", "  save_steps: 2\n  eval_steps: 1\n") + "  format_weight: 0.25\n"
+    )
     out = tmp_path / "ckpt"
-    r = evoenv("train", rows, "--library", lib, "--model", tiny_model, "--out", out, "--config", recipe,
-               "--eval-data", held, "--max-steps", "2", "--json")
+    r = evoenv(
+        "train",
+        rows,
+        "--library",
+        lib,
+        "--model",
+        tiny_model,
+        "--out",
+        out,
+        "--config",
+        recipe,
+        "--eval-data",
+        held,
+        "--max-steps",
+        "2",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "`gradient_checkpointing` is deprecated" not in r.stderr  # transformers asked for the new name
     metrics = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
@@ -142,5 +208,7 @@ def test_eval_data_and_the_format_reward_are_logged_apart(tiny_model, rows, tmp_
     assert summary["eval_rows"] == 4 and summary["eval_reward"] == round(evals[-1]["eval_reward"], 4)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "x"}\n')
-    one_line(evoenv("train", rows, "--library", lib, "--model", tiny_model, "--out", tmp_path / "z",
-                    "--eval-data", bad), "bad.jsonl:1: row lacks env_id, instance")
+    one_line(
+        evoenv("train", rows, "--library", lib, "--model", tiny_model, "--out", tmp_path / "z", "--eval-data", bad),
+        "bad.jsonl:1: row lacks env_id, instance",
+    )

@@ -15,7 +15,7 @@ from evoenv_cli.runtime.contract import check_source
 from evoenv_cli.stages import probes
 from evoenv_cli.stages.validate import whole_token_in
 
-GOOD = b'''import random
+GOOD = b"""import random
 NAME = "ok_env"
 def generate(seed, difficulty):
     return {"n": random.Random(seed).randint(0, 99)}
@@ -25,22 +25,25 @@ def solve(instance):
     return str(instance["n"])
 def score(instance, answer):
     return 1.0 if answer.strip() == solve(instance) else 0.0
-'''
+"""
 
 
-@pytest.mark.parametrize("edit, needle", [
-    (lambda s: s.replace(b"import random", b"import os, random"), "import of 'os'"),
-    (lambda s: s.replace(b"import random", b"from subprocess import run\nimport random"), "subprocess"),
-    (lambda s: s + b"\nx = eval('1')\n", "'eval'"),
-    (lambda s: s + b"\nx = ().__class__.__bases__\n", "__bases__"),
-    (lambda s: s + b"\nf = open('x', 'w')\n", "'open'"),
-    (lambda s: s.replace(b'NAME = "ok_env"', b"NAME = 'Bad Name'"), "snake_case"),
-    (lambda s: s.replace(b"def score(instance, answer)", b"def score(instance)"), "score() takes 1"),
-    (lambda s: s.replace(b"def solve", b"def solved"), "solve() is not defined"),
-    (lambda s: s + b"\nINPUT_TYPE = 'int'\n", "generate_from"),
-    (lambda s: s + b"\nANSWER_TYPE = 'dict'\n", "ANSWER_TYPE"),
-    (lambda s: s + b"\ndef broken(:\n", "syntax error"),
-])
+@pytest.mark.parametrize(
+    "edit, needle",
+    [
+        (lambda s: s.replace(b"import random", b"import os, random"), "import of 'os'"),
+        (lambda s: s.replace(b"import random", b"from subprocess import run\nimport random"), "subprocess"),
+        (lambda s: s + b"\nx = eval('1')\n", "'eval'"),
+        (lambda s: s + b"\nx = ().__class__.__bases__\n", "__bases__"),
+        (lambda s: s + b"\nf = open('x', 'w')\n", "'open'"),
+        (lambda s: s.replace(b'NAME = "ok_env"', b"NAME = 'Bad Name'"), "snake_case"),
+        (lambda s: s.replace(b"def score(instance, answer)", b"def score(instance)"), "score() takes 1"),
+        (lambda s: s.replace(b"def solve", b"def solved"), "solve() is not defined"),
+        (lambda s: s + b"\nINPUT_TYPE = 'int'\n", "generate_from"),
+        (lambda s: s + b"\nANSWER_TYPE = 'dict'\n", "ANSWER_TYPE"),
+        (lambda s: s + b"\ndef broken(:\n", "syntax error"),
+    ],
+)
 def test_static_contract_rejects_with_a_reason(edit, needle):
     assert check_source(GOOD).ok
     report = check_source(edit(GOOD))
@@ -54,8 +57,12 @@ def test_near_misses_are_certainly_wrong_and_never_a_reordering():
     # 0..5 are in the instance or its prompt: 6 is the smallest value certainly outside it
     assert misses == {"changed": "1 6 3", "duplicate": "1 2 3 1", "extra": "1 2 3 6", "missing": "1 2"}
     assert all(sorted(m.split()) != ["1", "2", "3"] for m in misses.values())
-    assert dict(probes.near_misses("a, b", ctx)) == {"changed": "a, Z", "duplicate": "a, b, a",
-                                                      "extra": "a, b, Z", "missing": "a"}
+    assert dict(probes.near_misses("a, b", ctx)) == {
+        "changed": "a, Z",
+        "duplicate": "a, b, a",
+        "extra": "a, b, Z",
+        "missing": "a",
+    }
     # a bit string declared str is a string: 0111 could be a valid assignment too
     bits = dict(probes.near_misses("0110", ctx, "str"))
     assert set(bits) == {"changed", "extra", "missing"} and "number" not in bits
@@ -80,7 +87,7 @@ def test_encodings_and_score_constants():
     assert enc["spelled_out"] == "one two three four"
     assert probes.encoded_in("spelled_out", enc["spelled_out"], "Hint: One-Two-Three-Four.")
     assert probes.encoded_in("hex", "4d2", "ticket 4D2 ok") and not probes.encoded_in("hex", "4d2", "x 4d20")
-    src = b'''SECRET = "let-me-in"
+    src = b"""SECRET = "let-me-in"
 def _check(a):
     return a == SECRET or a.startswith("zz")
 def score(instance, answer):
@@ -89,7 +96,7 @@ def score(instance, answer):
     return 1.0 if _check(answer) else 0.0
 def prompt(instance):
     return "unreached" == instance
-'''
+"""
     found = probes.score_constants(src)
     assert set(found.values) == {"let-me-in", "zz", "none"} and found.digest_compare is None
 
@@ -128,8 +135,12 @@ def test_resume_after_kill_9_loses_and_duplicates_nothing(tmp_path):
     lib.mkdir()
     for f in SEEDS.glob("*.py"):
         (lib / f.name).write_bytes(f.read_bytes())
-    proc = subprocess.Popen([evoenv_exe(), "validate", lib, "--out", out, "--workers", "1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [evoenv_exe(), "validate", lib, "--out", out, "--workers", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         path = out / "verdicts.jsonl"
@@ -142,8 +153,9 @@ def test_resume_after_kill_9_loses_and_duplicates_nothing(tmp_path):
     assert 3 <= len(before) < 10
     with (out / "verdicts.jsonl").open("a") as f:  # a line torn by the kill
         f.write('{"file": "sat_pl')
-    r = subprocess.run([evoenv_exe(), "validate", lib, "--out", out, "--resume", "--json"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [evoenv_exe(), "validate", lib, "--out", out, "--resume", "--json"], capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stderr
     after = verdicts(out)
     assert sorted(v["file"] for v in after) == sorted(f.name for f in lib.iterdir())

@@ -21,11 +21,31 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "validate_corpus"
 SEEDS = ROOT / "seeds"
-STAGES = ("static", "load", "run", "determinism", "diversity", "reference", "discrimination",
-          "constant_answer", "leak", "budget")
+STAGES = (
+    "static",
+    "load",
+    "run",
+    "determinism",
+    "diversity",
+    "reference",
+    "discrimination",
+    "constant_answer",
+    "leak",
+    "budget",
+)
 # The least the corpus must hold per stage (the brief it was written to).
-MIN_PER_STAGE = {"static": 8, "load": 3, "run": 9, "determinism": 3, "diversity": 2,
-                 "reference": 3, "discrimination": 5, "constant_answer": 2, "leak": 2, "budget": 3}
+MIN_PER_STAGE = {
+    "static": 8,
+    "load": 3,
+    "run": 9,
+    "determinism": 3,
+    "diversity": 2,
+    "reference": 3,
+    "discrimination": 5,
+    "constant_answer": 2,
+    "leak": 2,
+    "budget": 3,
+}
 TIMEOUT_S = 1200
 
 GOOD = sorted((CORPUS / "good").glob("*.py"))
@@ -34,14 +54,12 @@ SEED_FILES = sorted(p for p in SEEDS.glob("*.py") if not p.name.startswith("_"))
 RECIPE = CORPUS / "recipe.yaml"
 EXPECTED = {p.name: "admitted" for p in GOOD + SEED_FILES} | {p.name: p.name.split("__")[0] for p in BAD}
 _PROBE = re.compile(r"\(probe: ([a-z0-9_]+)\)\.\"\"\"$")
-PROBES = {p.name: m.group(1) for p in BAD
-          if (m := _PROBE.search(p.read_text(encoding="utf-8").splitlines()[0]))}
+PROBES = {p.name: m.group(1) for p in BAD if (m := _PROBE.search(p.read_text(encoding="utf-8").splitlines()[0]))}
 
 
 def evoenv(*args, cwd: Path) -> subprocess.CompletedProcess:
     exe = shutil.which("evoenv", path=str(Path(sys.executable).parent)) or "evoenv"
-    return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          timeout=TIMEOUT_S)
+    return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=TIMEOUT_S)
 
 
 def read_verdicts(out: Path) -> list[dict]:
@@ -80,8 +98,9 @@ def test_corpus_is_well_formed():
     for path in BAD:
         assert path.name.count("__") == 1, path.name
         first = path.read_text(encoding="utf-8").splitlines()[0]
-        assert first.startswith('"""') and first.endswith('"""') and len(first) > 6, \
+        assert first.startswith('"""') and first.endswith('"""') and len(first) > 6, (
             f"{path.name}: the first line must be a one-line docstring naming the defect"
+        )
     names = Counter()
     for path in GOOD + SEED_FILES:
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -124,8 +143,7 @@ def test_verdict_stage_matches_the_corpus(validated, filename):
     assert filename in by_file, f"no verdict for {filename}"
     v = by_file[filename]
     expected = EXPECTED[filename]
-    assert v["stage"] == expected, (
-        f"{filename}: expected stage {expected!r}, got {v['stage']!r}: {v['reason']}")
+    assert v["stage"] == expected, f"{filename}: expected stage {expected!r}, got {v['stage']!r}: {v['reason']}"
     reason = v["reason"]
     assert isinstance(reason, str) and reason.strip() and "\n" not in reason, repr(reason)
     if expected == "admitted":
@@ -134,15 +152,33 @@ def test_verdict_stage_matches_the_corpus(validated, filename):
         assert v["admitted"] is False
     if filename in PROBES:
         assert v.get("probe") == PROBES[filename], (
-            f"{filename}: expected probe {PROBES[filename]!r}, got {v.get('probe')!r}: {reason}")
+            f"{filename}: expected probe {PROBES[filename]!r}, got {v.get('probe')!r}: {reason}"
+        )
         assert PROBES[filename] in reason, reason
 
 
 def test_every_gameable_verifier_probe_has_a_corpus_file():
-    wanted = {"empty", "flood", "random_shape", "magic_constant", "expression", "near_miss_duplicate",
-              "near_miss_missing", "near_miss_number", "score_repeat", "score_fresh_worker",
-              "score_after_many_calls", "generate_repeat", "generate_fresh_worker", "import_budget",
-              "leak_plain", "leak_reversed", "leak_base64", "leak_hex", "leak_spelled_out"}
+    wanted = {
+        "empty",
+        "flood",
+        "random_shape",
+        "magic_constant",
+        "expression",
+        "near_miss_duplicate",
+        "near_miss_missing",
+        "near_miss_number",
+        "score_repeat",
+        "score_fresh_worker",
+        "score_after_many_calls",
+        "generate_repeat",
+        "generate_fresh_worker",
+        "import_budget",
+        "leak_plain",
+        "leak_reversed",
+        "leak_base64",
+        "leak_hex",
+        "leak_spelled_out",
+    }
     assert wanted <= set(PROBES.values()), wanted - set(PROBES.values())
 
 
@@ -168,14 +204,12 @@ def test_rerun_into_used_out_needs_a_flag_and_resume_adds_nothing(validated, tmp
     assert len(lines) == 1 and "Traceback" not in plain.stderr, plain.stderr
     assert (out / "verdicts.jsonl").read_bytes() == before
 
-    resumed = evoenv("validate", validated["lib"], "--out", out, "--resume", "--json", "--config", RECIPE,
-                     cwd=tmp_path)
+    resumed = evoenv("validate", validated["lib"], "--out", out, "--resume", "--json", "--config", RECIPE, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     verdicts = read_verdicts(out)
     files = [v["file"] for v in verdicts]
     assert len(files) == len(set(files)) == len(EXPECTED)
-    assert {v["file"]: v["stage"] for v in verdicts} == {
-        v["file"]: v["stage"] for v in validated["verdicts"]}
+    assert {v["file"]: v["stage"] for v in verdicts} == {v["file"]: v["stage"] for v in validated["verdicts"]}
     assert summary_json(resumed.stdout)["admitted"] == summary_json(validated["result"].stdout)["admitted"]
 
 
@@ -183,8 +217,7 @@ def test_a_second_clean_run_gives_the_same_verdicts(validated, tmp_path):
     assert validated["result"].returncode == 0
     out = tmp_path / "out"
     shutil.copytree(validated["out"], out)  # --clean must throw these results away first
-    again = evoenv("validate", validated["lib"], "--out", out, "--clean", "--json", "--config", RECIPE,
-                   cwd=tmp_path)
+    again = evoenv("validate", validated["lib"], "--out", out, "--clean", "--json", "--config", RECIPE, cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     first = {v["file"]: v["stage"] for v in validated["verdicts"]}
     second = {v["file"]: v["stage"] for v in read_verdicts(out)}

@@ -20,8 +20,12 @@ NAME = "evoenv_seeds_export"
 @pytest.fixture(scope="module")
 def package(tmp_path_factory):
     out = tmp_path_factory.mktemp("vf") / "pkg"
-    r = subprocess.run([EXE, "export", "verifiers", SEEDS, "--out", out, "--name", NAME, "-n", "2"],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [EXE, "export", "verifiers", SEEDS, "--out", out, "--name", NAME, "-n", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     return out
 
@@ -38,9 +42,14 @@ def _trace(vf, data, reply):
     from verifiers.v1.graph import MessageNode
     from verifiers.v1.types import AssistantMessage, UserMessage
 
-    return vf.Trace(agent=vf.AgentInfo(config=vf.AgentConfig()), task=vf.TraceTask(type="EvoenvTask", data=data),
-                    nodes=[MessageNode(parent=None, message=UserMessage(content="task"), sampled=False),
-                           MessageNode(parent=0, message=AssistantMessage(content=reply), sampled=True)])
+    return vf.Trace(
+        agent=vf.AgentInfo(config=vf.AgentConfig()),
+        task=vf.TraceTask(type="EvoenvTask", data=data),
+        nodes=[
+            MessageNode(parent=None, message=UserMessage(content="task"), sampled=False),
+            MessageNode(parent=0, message=AssistantMessage(content=reply), sampled=True),
+        ],
+    )
 
 
 def test_verifiers_loads_the_taskset_and_scores_with_the_environments(package, monkeypatch):
@@ -55,10 +64,12 @@ def test_verifiers_loads_the_taskset_and_scores_with_the_environments(package, m
     assert first.data.prompt[-1].content.endswith("</answer> at the very end of your response.")
     planted = next(t for t in tasks if t.data.env_name == "graph_coloring_planted")
     other = " ".join(str((int(c) + 1) % 3) for c in planted.data.answer.split())
-    cases = [(first, f"so <answer>{first.data.answer}</answer>", 1.0, 1.0),
-             (planted, f"<answer>{other}</answer>", 1.0, 1.0),  # a valid answer that is not the reference
-             (first, first.data.answer, 0.0, 0.0),  # no answer block
-             (first, "<answer>surely wrong</answer>", 0.0, 1.0)]
+    cases = [
+        (first, f"so <answer>{first.data.answer}</answer>", 1.0, 1.0),
+        (planted, f"<answer>{other}</answer>", 1.0, 1.0),  # a valid answer that is not the reference
+        (first, first.data.answer, 0.0, 0.0),  # no answer block
+        (first, "<answer>surely wrong</answer>", 0.0, 1.0),
+    ]
 
     async def score_all():
         traces = [_trace(vf, t.data, reply) for t, reply, _, _ in cases]
@@ -72,21 +83,34 @@ def test_verifiers_loads_the_taskset_and_scores_with_the_environments(package, m
 def test_vf_eval_resolves_the_exported_taskset(package, tmp_path):
     exe = Path(sys.executable).with_name("vf-eval")
     env = {**os.environ, "PYTHONPATH": str(package)}
-    args = ["-m", "tiny", "--client.base-url", "http://127.0.0.1:8000/v1", "-n", "2",
-            "--env.agent.harness.id", "null", "--dry-run"]
+    args = [
+        "-m",
+        "tiny",
+        "--client.base-url",
+        "http://127.0.0.1:8000/v1",
+        "-n",
+        "2",
+        "--env.agent.harness.id",
+        "null",
+        "--dry-run",
+    ]
     ok = subprocess.run([exe, NAME, *args], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert list((tmp_path / "outputs").glob(f"{NAME}--tiny--null--*/configs/resolved/eval.json"))
-    missing = subprocess.run([exe, NAME + "_missing", *args], capture_output=True, text=True, timeout=300,
-                             env=env, cwd=tmp_path)
+    missing = subprocess.run(
+        [exe, NAME + "_missing", *args], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path
+    )
     assert missing.returncode != 0 and "not found" in missing.stdout + missing.stderr
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--name", "Bad-Name"], "a package name is lowercase"),
-    (["--out", "used"], "already holds files"),
-    (["--split", "test"], "--split: must be one of"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--name", "Bad-Name"], "a package name is lowercase"),
+        (["--out", "used"], "already holds files"),
+        (["--split", "test"], "--split: must be one of"),
+    ],
+)
 def test_bad_export_arguments_exit_2_in_one_line(evoenv, tmp_path, args, needle):
     (tmp_path / "used").mkdir()
     (tmp_path / "used" / "x").write_text("x")

@@ -32,9 +32,26 @@ def verl_rows(tmp_path_factory):
     (lib / f"{PLANTED}.py").write_bytes((SEEDS / f"{PLANTED}.py").read_bytes())
     exe = Path(sys.executable).with_name("evoenv")
     for split in ("train", "heldout"):
-        r = subprocess.run([exe, "sample", lib, "--out", d / f"{split}.parquet", "-n", "4",
-                            "--format", "verl", "--split", split, "--difficulty", "2"],
-                           capture_output=True, text=True, timeout=300)
+        r = subprocess.run(
+            [
+                exe,
+                "sample",
+                lib,
+                "--out",
+                d / f"{split}.parquet",
+                "-n",
+                "4",
+                "--format",
+                "verl",
+                "--split",
+                split,
+                "--difficulty",
+                "2",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert r.returncode == 0, r.stderr
     return d, lib
 
@@ -44,8 +61,9 @@ def rlhf_dataset(path, tokenizer):
     from omegaconf import OmegaConf
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    conf = OmegaConf.create({"max_prompt_length": 8192, "filter_overlong_prompts_workers": 1,
-                             "cache_dir": str(path.parent / "cache")})
+    conf = OmegaConf.create(
+        {"max_prompt_length": 8192, "filter_overlong_prompts_workers": 1, "cache_dir": str(path.parent / "cache")}
+    )
     return RLHFDataset(data_files=[str(path)], tokenizer=tokenizer, config=conf)
 
 
@@ -73,10 +91,18 @@ def test_compute_score_through_verls_own_loader_and_reward_manager(verl_rows, ti
     d, lib = verl_rows
     tok = AutoTokenizer.from_pretrained(tiny_model)
     rows = rlhf_dataset(d / "train.parquet", tok)
-    config = OmegaConf.create({"reward": {
-        "custom_reward_function": {"path": "pkg://evoenv_cli.rewards", "name": "compute_score",
-                                   "reward_kwargs": {"library": str(lib)}},
-        "reward_manager": {"source": "register", "name": "naive"}}})
+    config = OmegaConf.create(
+        {
+            "reward": {
+                "custom_reward_function": {
+                    "path": "pkg://evoenv_cli.rewards",
+                    "name": "compute_score",
+                    "reward_kwargs": {"library": str(lib)},
+                },
+                "reward_manager": {"source": "register", "name": "naive"},
+            }
+        }
+    )
     manager = load_reward_manager(config, tok)
 
     def score(item, text):
@@ -85,8 +111,8 @@ def test_compute_score_through_verls_own_loader_and_reward_manager(verl_rows, ti
         mask = torch.ones(len(prompt) + len(response), dtype=torch.long)
         data = DataProto.from_dict(
             tensors={"prompts": prompt[None], "responses": response[None], "attention_mask": mask[None]},
-            non_tensors={k: np.array([item[k]], dtype=object)
-                         for k in ("data_source", "reward_model", "extra_info")})
+            non_tensors={k: np.array([item[k]], dtype=object) for k in ("data_source", "reward_model", "extra_info")},
+        )
         return manager.loop.run_until_complete(manager.run_single(data))
 
     item = rows[0]
@@ -110,23 +136,36 @@ def test_compute_score_with_verls_exact_keywords(monkeypatch, tmp_path):
 
     lib = EnvLibrary.open(SEEDS)
     with SandboxPool() as pool:
-        rows = [sample.to_format(r, "verl", i) for i, r in enumerate(
-            sample.run(lib, SampleConfig(per_env=2, difficulty=3), pool).rows)]
+        rows = [
+            sample.to_format(r, "verl", i)
+            for i, r in enumerate(sample.run(lib, SampleConfig(per_env=2, difficulty=3), pool).rows)
+        ]
     monkeypatch.setenv("EVOENV_LIBRARY", str(SEEDS))
     monkeypatch.setenv("EVOENV_FORMAT_WEIGHT", "0.1")
     for row in rows:
         truth = row["reward_model"]["ground_truth"]
-        got = rewards.compute_score(data_source=row["data_source"], solution_str=f"<answer>{truth}</answer>",
-                                    ground_truth=truth, extra_info={**row["extra_info"], "num_turns": None,
-                                                                    "rollout_reward_scores": {}})
+        got = rewards.compute_score(
+            data_source=row["data_source"],
+            solution_str=f"<answer>{truth}</answer>",
+            ground_truth=truth,
+            extra_info={**row["extra_info"], "num_turns": None, "rollout_reward_scores": {}},
+        )
         assert got == {"score": 1.0, "acc": 1.0, "answered": 1.0}
     planted = next(r for r in rows if r["data_source"] == f"evoenv/{PLANTED}")
     truth = planted["reward_model"]["ground_truth"]
-    got = rewards.compute_score(data_source=planted["data_source"], solution_str=f"<answer>{_other_coloring(truth)}</answer>",
-                                ground_truth=truth, extra_info=planted["extra_info"])
+    got = rewards.compute_score(
+        data_source=planted["data_source"],
+        solution_str=f"<answer>{_other_coloring(truth)}</answer>",
+        ground_truth=truth,
+        extra_info=planted["extra_info"],
+    )
     assert got["acc"] == 1.0
-    junk = rewards.compute_score(data_source=planted["data_source"], solution_str="<answer>no</answer>",
-                                 ground_truth=truth, extra_info=planted["extra_info"])
+    junk = rewards.compute_score(
+        data_source=planted["data_source"],
+        solution_str="<answer>no</answer>",
+        ground_truth=truth,
+        extra_info=planted["extra_info"],
+    )
     assert junk == {"score": pytest.approx(0.1), "acc": 0.0, "answered": 1.0}  # the format bonus alone
     with pytest.raises(ValueError, match="lacks env_id/instance"):
         rewards.compute_score(data_source="openai/gsm8k", solution_str="x", ground_truth="1", extra_info={})

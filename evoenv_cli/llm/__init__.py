@@ -28,8 +28,20 @@ from evoenv_cli.llm.base import (
 )
 
 __all__ = [
-    "BACKENDS", "FINISH_REASONS", "Backend", "BackendConnectionError", "BackendError",
-    "BackendUnavailable", "BaseBackend", "Completion", "Generation", "Messages",
-    "SamplingConfig", "backend_from_config", "check_backend", "make_backend", "request_seed",
+    "BACKENDS",
+    "FINISH_REASONS",
+    "Backend",
+    "BackendConnectionError",
+    "BackendError",
+    "BackendUnavailable",
+    "BaseBackend",
+    "Completion",
+    "Generation",
+    "Messages",
+    "SamplingConfig",
+    "backend_from_config",
+    "check_backend",
+    "make_backend",
+    "request_seed",
     "resolve_model",
 ]

@@ -113,8 +113,9 @@ class Backend(Protocol):
     name: str  # "hf" | "openai" | "vllm"
     model: str
 
-    def generate(self, prompts: Sequence[Messages], sampling: SamplingConfig, *,
-                 prompt_ids: Sequence[int] | None = None) -> list[Generation]: ...
+    def generate(
+        self, prompts: Sequence[Messages], sampling: SamplingConfig, *, prompt_ids: Sequence[int] | None = None
+    ) -> list[Generation]: ...
 
     def close(self) -> None: ...
 
@@ -135,6 +136,7 @@ class BaseBackend:
                 self.progress(done, total)
             except Exception:  # a display problem must never cost a generation
                 pass
+
     stage: str | None = None  # the stage it serves (set by the CLI), named in its notes
 
     def __enter__(self):
@@ -150,16 +152,21 @@ class BaseBackend:
         return f"<{type(self).__name__} {self.model}>"
 
     @staticmethod
-    def _check(prompts: Sequence[Messages], sampling: SamplingConfig,
-               prompt_ids: Sequence[int] | None) -> list[int]:
+    def _check(prompts: Sequence[Messages], sampling: SamplingConfig, prompt_ids: Sequence[int] | None) -> list[int]:
         if not isinstance(sampling, SamplingConfig):
             raise BackendError(f"sampling must be a SamplingConfig, got {type(sampling).__name__}")
         for i, conv in enumerate(prompts):
-            if not isinstance(conv, (list, tuple)) or not conv or not all(
-                    isinstance(m, dict) and isinstance(m.get("role"), str)
-                    and isinstance(m.get("content"), str) for m in conv):
-                raise BackendError(f"prompt {i}: expected a non-empty list of chat messages "
-                                   "{'role': str, 'content': str}")
+            if (
+                not isinstance(conv, (list, tuple))
+                or not conv
+                or not all(
+                    isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                    for m in conv
+                )
+            ):
+                raise BackendError(
+                    f"prompt {i}: expected a non-empty list of chat messages {{'role': str, 'content': str}}"
+                )
         if prompt_ids is None:
             return list(range(len(prompts)))
         ids = list(prompt_ids)
@@ -188,7 +195,7 @@ def final_text(text: str | None) -> str | None:
     text = text or ""
     closes = list(_THINK_CLOSE.finditer(text))
     if closes:
-        return text[closes[-1].end():]
+        return text[closes[-1].end() :]
     if _THINK_OPEN.search(text):
         return None
     return text
@@ -224,8 +231,12 @@ def resolve_model(model: str) -> str:
     HF_HUB_OFFLINE set it must be in the local Hugging Face cache."""
     path = Path(model).expanduser()
     parent = Path(model).parent
-    is_path = (model.startswith((".", "/", "~")) or path.exists() or model.count("/") > 1
-               or (str(parent) not in ("", ".") and parent.is_dir()))
+    is_path = (
+        model.startswith((".", "/", "~"))
+        or path.exists()
+        or model.count("/") > 1
+        or (str(parent) not in ("", ".") and parent.is_dir())
+    )
     if is_path:
         if not path.exists():
             raise BackendError(f"{model}: no such model folder{_nearby(path)}")
@@ -237,8 +248,10 @@ def resolve_model(model: str) -> str:
     from huggingface_hub import constants, try_to_load_from_cache
 
     if constants.HF_HUB_OFFLINE and not isinstance(try_to_load_from_cache(model, "config.json"), str):
-        raise BackendError(f"{model}: not a local folder, and not in the Hugging Face cache "
-                           "(HF_HUB_OFFLINE is set, so nothing is downloaded)")
+        raise BackendError(
+            f"{model}: not a local folder, and not in the Hugging Face cache "
+            "(HF_HUB_OFFLINE is set, so nothing is downloaded)"
+        )
     return model
 
 
@@ -312,8 +325,7 @@ def backend_from_config(cfg: Any, **overrides: Any) -> Backend:
     given = {k: v for k, v in overrides.items() if v is not None}
     cfg = dataclasses.replace(cfg, **given) if dataclasses.is_dataclass(cfg) else cfg
     kind = cfg.kind
-    options = {k: getattr(cfg, k) for k in _CONFIG_FIELDS.get(kind, ())
-               if getattr(cfg, k, None) is not None}
+    options = {k: getattr(cfg, k) for k in _CONFIG_FIELDS.get(kind, ()) if getattr(cfg, k, None) is not None}
     if getattr(cfg, "chat_template_kwargs", None):
         options["chat_template_kwargs"] = cfg.chat_template_kwargs
     options.update(getattr(cfg, "options", None) or {})
@@ -321,8 +333,23 @@ def backend_from_config(cfg: Any, **overrides: Any) -> Backend:
 
 
 __all__ = [
-    "FINISH_REASONS", "Backend", "BackendConnectionError", "BackendError", "BackendUnavailable",
-    "BaseBackend", "Completion", "Generation", "Messages", "SamplingConfig", "backend_from_config",
-    "check_backend", "final_text", "make_backend", "normalize_finish_reason", "one_line",
-    "request_seed", "resolve_model", "strip_thinking",
+    "FINISH_REASONS",
+    "Backend",
+    "BackendConnectionError",
+    "BackendError",
+    "BackendUnavailable",
+    "BaseBackend",
+    "Completion",
+    "Generation",
+    "Messages",
+    "SamplingConfig",
+    "backend_from_config",
+    "check_backend",
+    "final_text",
+    "make_backend",
+    "normalize_finish_reason",
+    "one_line",
+    "request_seed",
+    "resolve_model",
+    "strip_thinking",
 ]

@@ -54,9 +54,16 @@ class HFBackend(BaseBackend):
     name = "hf"
     _grad_mode = "inference_mode"  # "no_grad" over a model being trained (see `over`)
 
-    def __init__(self, model: str, device: str = "auto", dtype: str = "auto",
-                 batch_size: int = 16, chat_template_kwargs: dict | None = None,
-                 trust_remote_code: bool = False, share_prefill: bool = True):
+    def __init__(
+        self,
+        model: str,
+        device: str = "auto",
+        dtype: str = "auto",
+        batch_size: int = 16,
+        chat_template_kwargs: dict | None = None,
+        trust_remote_code: bool = False,
+        share_prefill: bool = True,
+    ):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
@@ -73,9 +80,11 @@ class HFBackend(BaseBackend):
         self.dtype = self._dtype(torch, dtype, self.device)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(
-                where, padding_side="left", trust_remote_code=trust_remote_code)
+                where, padding_side="left", trust_remote_code=trust_remote_code
+            )
             self.lm = AutoModelForCausalLM.from_pretrained(
-                where, dtype=self.dtype, trust_remote_code=trust_remote_code).to(self.device)
+                where, dtype=self.dtype, trust_remote_code=trust_remote_code
+            ).to(self.device)
         except (OSError, ValueError) as exc:
             raise BackendError(f"hf backend: cannot load model {model!r}: {one_line(exc)}") from None
         self.lm.eval()
@@ -86,8 +95,16 @@ class HFBackend(BaseBackend):
             self.pad_id = self.tokenizer.pad_token_id
 
     @classmethod
-    def over(cls, lm, tokenizer, name: str, *, batch_size: int = 16,
-             chat_template_kwargs: dict | None = None, share_prefill: bool = True) -> HFBackend:
+    def over(
+        cls,
+        lm,
+        tokenizer,
+        name: str,
+        *,
+        batch_size: int = 16,
+        chat_template_kwargs: dict | None = None,
+        share_prefill: bool = True,
+    ) -> HFBackend:
         """A backend over a model already in memory, e.g. the one a trainer is training: nothing
         is loaded, copied or put in eval mode, and the tokenizer is not changed (rows are padded
         here); gradients stay off while it generates (no_grad, not inference_mode, whose tensors
@@ -113,8 +130,7 @@ class HFBackend(BaseBackend):
         if not any(isinstance(f, _GenerateLengthReminder) for f in reminder.filters):
             reminder.addFilter(_GenerateLengthReminder())
         if not getattr(tok, "chat_template", None):
-            raise BackendError(f"hf backend: {model!r} has no chat template (a base model?); "
-                               "use a chat/instruct model")
+            raise BackendError(f"hf backend: {model!r} has no chat template (a base model?); use a chat/instruct model")
         gc = self.lm.generation_config
         eos = gc.eos_token_id if gc.eos_token_id is not None else tok.eos_token_id
         eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
@@ -158,30 +174,37 @@ class HFBackend(BaseBackend):
         stage = self.stage or "the stage"
         longest = max(over)
         if longest >= ctx:
-            fix = (f"shorten them with {PROMPT_LENGTH_SETTINGS[self.stage]}"
-                   if self.stage in PROMPT_LENGTH_SETTINGS else "use lower difficulty levels")
+            fix = (
+                f"shorten them with {PROMPT_LENGTH_SETTINGS[self.stage]}"
+                if self.stage in PROMPT_LENGTH_SETTINGS
+                else "use lower difficulty levels"
+            )
             what = f"are longer than it (up to {longest} tokens)"
         else:
             fix = f"lower {stage}.max_tokens (now {max_tokens})"
             what = f"plus the {max_tokens} tokens to generate exceed it (up to {longest} + {max_tokens})"
-        log.warning(f"{self.model} reads at most {ctx} tokens (its max_position_embeddings), and "
-                    f"{len(over)} of {len(encoded)} prompts {what}, so answers to them are unreliable: "
-                    f"{fix}, or use a model with a longer context")
+        log.warning(
+            f"{self.model} reads at most {ctx} tokens (its max_position_embeddings), and "
+            f"{len(over)} of {len(encoded)} prompts {what}, so answers to them are unreliable: "
+            f"{fix}, or use a model with a longer context"
+        )
 
     # -- generation ------------------------------------------------------------------------------
     def render(self, conversation: Messages) -> str:
         """The prompt text the model sees: the chat template with the assistant turn opened."""
         return self.tokenizer.apply_chat_template(
-            list(conversation), tokenize=False, add_generation_prompt=True,
-            **self.chat_template_kwargs)
+            list(conversation), tokenize=False, add_generation_prompt=True, **self.chat_template_kwargs
+        )
 
-    def generate(self, prompts: Sequence[Messages], sampling: SamplingConfig, *,
-                 prompt_ids: Sequence[int] | None = None) -> list[Generation]:
+    def generate(
+        self, prompts: Sequence[Messages], sampling: SamplingConfig, *, prompt_ids: Sequence[int] | None = None
+    ) -> list[Generation]:
         ids = self._check(prompts, sampling, prompt_ids)
         if not prompts:
             return []
-        encoded = [self.tokenizer(self.render(p), add_special_tokens=False, verbose=False)["input_ids"]
-                   for p in prompts]
+        encoded = [
+            self.tokenizer(self.render(p), add_special_tokens=False, verbose=False)["input_ids"] for p in prompts
+        ]
         self._note_context(encoded, sampling.max_tokens)
         per_prompt = 1 if sampling.greedy else sampling.n  # greedy copies are identical
         rows = [(i, j) for i in range(len(prompts)) for j in range(per_prompt)]
@@ -191,7 +214,7 @@ class HFBackend(BaseBackend):
         first_exc: BaseException | None = None
         self._report(0, len(rows))
         for start in range(0, len(rows), self.batch_size):
-            batch = rows[start:start + self.batch_size]
+            batch = rows[start : start + self.batch_size]
             try:
                 results.update(self._run(batch, encoded, ids, sampling))
             except Exception as exc:  # recorded per prompt; raised only if nothing worked
@@ -207,8 +230,9 @@ class HFBackend(BaseBackend):
             comps = []
             for j in range(sampling.n):
                 got = results.get((i, 0 if sampling.greedy else j))
-                comps.append(Completion(got.text, got.tokens, got.finish_reason, got.seed)
-                             if got else Completion("", 0, "error"))
+                comps.append(
+                    Completion(got.text, got.tokens, got.finish_reason, got.seed) if got else Completion("", 0, "error")
+                )
             out.append(Generation(comps, len(encoded[i]), errors.get(i)))
         return out
 
@@ -224,8 +248,10 @@ class HFBackend(BaseBackend):
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
             half = len(batch) // 2
-            return {**self._run(batch[:half], encoded, ids, sampling),
-                    **self._run(batch[half:], encoded, ids, sampling)}
+            return {
+                **self._run(batch[:half], encoded, ids, sampling),
+                **self._run(batch[half:], encoded, ids, sampling),
+            }
 
     def _run_batch(self, batch, encoded, ids, sampling: SamplingConfig) -> dict:
         import torch
@@ -235,11 +261,14 @@ class HFBackend(BaseBackend):
         mask = torch.zeros((len(batch), width), dtype=torch.long)
         for r, (i, _) in enumerate(batch):
             seq = encoded[i]
-            input_ids[r, width - len(seq):] = torch.tensor(seq, dtype=torch.long)
-            mask[r, width - len(seq):] = 1
+            input_ids[r, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
+            mask[r, width - len(seq) :] = 1
         kwargs: dict[str, Any] = dict(
-            max_new_tokens=sampling.max_tokens, pad_token_id=self.pad_id,
-            eos_token_id=self.eos_ids, do_sample=not sampling.greedy)
+            max_new_tokens=sampling.max_tokens,
+            pad_token_id=self.pad_id,
+            eos_token_id=self.eos_ids,
+            do_sample=not sampling.greedy,
+        )
         if sampling.greedy:  # neutral values: no "sampling flags set but do_sample=False" noise
             kwargs.update(temperature=1.0, top_p=1.0, top_k=None)
         else:
@@ -286,10 +315,18 @@ class HFBackend(BaseBackend):
             return None
         rows = torch.tensor(list(firsts.values()), device=input_ids.device)
         try:
-            pre = self.lm.generate(input_ids=input_ids[rows], attention_mask=mask[rows], max_new_tokens=1,
-                                   do_sample=False, temperature=1.0, top_p=1.0, top_k=None,
-                                   pad_token_id=self.pad_id, eos_token_id=self.eos_ids,
-                                   return_dict_in_generate=True)
+            pre = self.lm.generate(
+                input_ids=input_ids[rows],
+                attention_mask=mask[rows],
+                max_new_tokens=1,
+                do_sample=False,
+                temperature=1.0,
+                top_p=1.0,
+                top_k=None,
+                pad_token_id=self.pad_id,
+                eos_token_id=self.eos_ids,
+                return_dict_in_generate=True,
+            )
             cache = getattr(pre, "cache", None) or getattr(pre, "past_key_values", None)
             if cache is None or not hasattr(cache, "batch_select_indices"):
                 raise TypeError(f"{type(cache).__name__} cannot be shared")

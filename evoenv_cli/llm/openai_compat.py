@@ -95,17 +95,28 @@ def _share_tokens(total: int, texts: list[str]) -> list[int]:
 class OpenAIBackend(BaseBackend):
     name = "openai"
 
-    def __init__(self, model: str, base_url: str | None = None,
-                 api_key_env: str = "OPENAI_API_KEY", concurrency: int = 8,
-                 timeout_s: float = 120.0, max_retries: int = 4, backoff_s: float = 1.0,
-                 max_backoff_s: float = 30.0, chat_template_kwargs: dict | None = None,
-                 extra_body: dict | None = None):
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        concurrency: int = 8,
+        timeout_s: float = 120.0,
+        max_retries: int = 4,
+        backoff_s: float = 1.0,
+        max_backoff_s: float = 30.0,
+        chat_template_kwargs: dict | None = None,
+        extra_body: dict | None = None,
+    ):
         if base_url is None:
-            raise BackendError("the openai backend needs a server: pass --base-url "
-                               "(e.g. http://127.0.0.1:8000/v1) or set backend.base_url")
+            raise BackendError(
+                "the openai backend needs a server: pass --base-url "
+                "(e.g. http://127.0.0.1:8000/v1) or set backend.base_url"
+            )
         if concurrency < 1 or max_retries < 0 or timeout_s <= 0 or backoff_s < 0:
-            raise BackendError("openai backend: concurrency >= 1, max_retries >= 0, timeout_s > 0 "
-                               "and backoff_s >= 0 are required")
+            raise BackendError(
+                "openai backend: concurrency >= 1, max_retries >= 0, timeout_s > 0 and backoff_s >= 0 are required"
+            )
         self.model = model
         self.base_url = normalize_base_url(base_url)
         self.url = self.base_url + "/chat/completions"
@@ -130,8 +141,12 @@ class OpenAIBackend(BaseBackend):
 
     def _body(self, messages: Messages, sampling: SamplingConfig, k: int, seed: int | None) -> dict:
         body: dict[str, Any] = {
-            "model": self.model, "messages": list(messages), self.length_field: sampling.max_tokens,
-            "temperature": sampling.temperature, "top_p": sampling.top_p, "stream": False,
+            "model": self.model,
+            "messages": list(messages),
+            self.length_field: sampling.max_tokens,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "stream": False,
         }
         if k > 1:
             body["n"] = k
@@ -148,10 +163,9 @@ class OpenAIBackend(BaseBackend):
                 return min(max(float(retry_after), 0.0), self.max_backoff_s)
             except ValueError:
                 pass
-        return random.uniform(0, min(self.max_backoff_s, self.backoff_s * 2 ** attempt))
+        return random.uniform(0, min(self.max_backoff_s, self.backoff_s * 2**attempt))
 
-    def request(self, messages: Messages, sampling: SamplingConfig, k: int = 1,
-                seed: int | None = None) -> _Outcome:
+    def request(self, messages: Messages, sampling: SamplingConfig, k: int = 1, seed: int | None = None) -> _Outcome:
         """One chat-completion request for `k` choices, with retries; never raises."""
         field = self.length_field
         data = json.dumps(self._body(messages, sampling, k, seed)).encode()
@@ -182,13 +196,14 @@ class OpenAIBackend(BaseBackend):
                 if isinstance(exc.reason, TimeoutError):
                     last = _Outcome(error=f"timed out after {self.timeout_s:g} s: {self.url}")
                 else:  # refused, unknown host, unreachable network: never reached the server
-                    last = _Outcome(error=f"cannot connect to {self.base_url}: {exc.reason}",
-                                    connection_error=True)
+                    last = _Outcome(error=f"cannot connect to {self.base_url}: {exc.reason}", connection_error=True)
             except TimeoutError:
                 last = _Outcome(error=f"timed out after {self.timeout_s:g} s: {self.url}")
             except (OSError, http.client.HTTPException) as exc:  # reset or cut off mid-response
-                last = _Outcome(error=f"connection lost: {self.url}: {type(exc).__name__}: {exc}",
-                                connection_error=isinstance(exc, ConnectionRefusedError))
+                last = _Outcome(
+                    error=f"connection lost: {self.url}: {type(exc).__name__}: {exc}",
+                    connection_error=isinstance(exc, ConnectionRefusedError),
+                )
             if attempt < self.max_retries:
                 time.sleep(self._delay(attempt, retry_after))
         return last
@@ -221,17 +236,20 @@ class OpenAIBackend(BaseBackend):
             for ch in sorted(choices, key=lambda c: c.get("index", 0)):
                 msg = ch.get("message") or {}
                 text = msg.get("content")
-                got.append((text if isinstance(text, str) else "",
-                            normalize_finish_reason(ch.get("finish_reason"))))
+                got.append((text if isinstance(text, str) else "", normalize_finish_reason(ch.get("finish_reason"))))
             usage = payload.get("usage") or {}
-            return _Outcome(choices=got, completion_tokens=int(usage.get("completion_tokens") or 0),
-                            prompt_tokens=int(usage.get("prompt_tokens") or 0))
+            return _Outcome(
+                choices=got,
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             return _Outcome(error=f"unreadable response ({type(exc).__name__}: {str(exc)[:100]})")
 
     # -- a batch of prompts ----------------------------------------------------------------------
-    def generate(self, prompts: Sequence[Messages], sampling: SamplingConfig, *,
-                 prompt_ids: Sequence[int] | None = None) -> list[Generation]:
+    def generate(
+        self, prompts: Sequence[Messages], sampling: SamplingConfig, *, prompt_ids: Sequence[int] | None = None
+    ) -> list[Generation]:
         ids = self._check(prompts, sampling, prompt_ids)
         n = 1 if sampling.greedy else sampling.n  # greedy: one request, copied n times
         slots: list[list[Completion | None]] = [[None] * n for _ in prompts]
@@ -261,8 +279,10 @@ class OpenAIBackend(BaseBackend):
             sent += 1
 
         # Daemon threads: Ctrl-C returns at once instead of waiting out requests in flight.
-        threads = [threading.Thread(target=worker, daemon=True, name=f"evoenv-openai-{t}")
-                   for t in range(min(self.concurrency, max(1, len(prompts) * n)))]
+        threads = [
+            threading.Thread(target=worker, daemon=True, name=f"evoenv-openai-{t}")
+            for t in range(min(self.concurrency, max(1, len(prompts) * n)))
+        ]
         for t in threads:
             t.start()
         try:
@@ -301,7 +321,8 @@ class OpenAIBackend(BaseBackend):
         if sent and connection_failures == sent:
             raise BackendConnectionError(
                 f"{next(e for e in errors if e)} (every request failed to connect; "
-                "is the OpenAI-compatible server running?)")
+                "is the OpenAI-compatible server running?)"
+            )
         out = []
         for i in range(len(prompts)):
             comps = [c or Completion("", 0, "error") for c in slots[i]]

@@ -110,7 +110,12 @@ def build_starter_model(out_dir: str | Path, note=None) -> dict:
     tok_cfg = json.loads(tok_cfg_path.read_text(encoding="utf-8"))
     tok_cfg["padding_side"] = "left"  # set after construction, so save it by hand
     tok_cfg_path.write_text(json.dumps(tok_cfg, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    info = {"model": MODEL_ID, "license": LICENSE, "source": f"{PACKAGE}:{name}",
-            "parameters": sum(p.numel() for p in model.parameters()), "dtype": "float32"}
+    info = {
+        "model": MODEL_ID,
+        "license": LICENSE,
+        "source": f"{PACKAGE}:{name}",
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "dtype": "float32",
+    }
     (out / MARKER).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     return {**info, "path": str(out), "built": True}

@@ -34,8 +34,16 @@ CHAT_TEMPLATE = (
 )
 
 # Local text to train the tokenizer on: a few standard-library sources (always on disk).
-_CORPUS_FILES = ("textwrap.py", "string.py", "heapq.py", "bisect.py", "fractions.py",
-                 "json/decoder.py", "json/encoder.py", "random.py")
+_CORPUS_FILES = (
+    "textwrap.py",
+    "string.py",
+    "heapq.py",
+    "bisect.py",
+    "fractions.py",
+    "json/decoder.py",
+    "json/encoder.py",
+    "random.py",
+)
 _FALLBACK_TEXT = (
     "def generate(seed, difficulty):\n    rng = random.Random(seed)\n    return {'n': difficulty}\n"
     "Reason step by step, then give your final answer between <answer> and </answer>.\n"
@@ -63,13 +71,22 @@ def build_tokenizer():
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE, special_tokens=[ENDOFTEXT, IM_START, IM_END],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+        vocab_size=VOCAB_SIZE,
+        special_tokens=[ENDOFTEXT, IM_START, IM_END],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(_corpus(), trainer=trainer)
     # padding_side must go to the constructor: set afterwards, it is not saved.
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token=IM_END, pad_token=ENDOFTEXT, unk_token=None,
-        chat_template=CHAT_TEMPLATE, padding_side="left", model_max_length=4096)
+        tokenizer_object=tok,
+        eos_token=IM_END,
+        pad_token=ENDOFTEXT,
+        unk_token=None,
+        chat_template=CHAT_TEMPLATE,
+        padding_side="left",
+        model_max_length=4096,
+    )
 
 
 def check_target(out_dir: Path, force: bool) -> None:
@@ -91,8 +108,7 @@ def _portable_tokenizer_class(path: Path) -> None:
     path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def build_tiny_model(out_dir: str | Path, seed: int = 0, head_dim: int = 16,
-                     force: bool = False) -> dict:
+def build_tiny_model(out_dir: str | Path, seed: int = 0, head_dim: int = 16, force: bool = False) -> dict:
     """Write the tiny model and tokenizer to `out_dir`; returns a short description."""
     out = Path(out_dir)
     check_target(out, force)
@@ -109,10 +125,20 @@ def build_tiny_model(out_dir: str | Path, seed: int = 0, head_dim: int = 16,
     eos_id = tokenizer.convert_tokens_to_ids(IM_END)
     pad_id = tokenizer.convert_tokens_to_ids(ENDOFTEXT)
     config = AutoConfig.for_model(
-        "qwen3", vocab_size=VOCAB_SIZE, hidden_size=64, intermediate_size=128,
-        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=head_dim,
-        max_position_embeddings=4096, tie_word_embeddings=True,
-        bos_token_id=None, eos_token_id=eos_id, pad_token_id=pad_id)
+        "qwen3",
+        vocab_size=VOCAB_SIZE,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=head_dim,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=eos_id,
+        pad_token_id=pad_id,
+    )
     with torch.random.fork_rng(devices=[]):  # leave the caller's RNG state alone
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
@@ -131,5 +157,4 @@ def build_tiny_model(out_dir: str | Path, seed: int = 0, head_dim: int = 16,
     _portable_tokenizer_class(out / "tokenizer_config.json")
     follow_umask(out)  # transformers writes model.safetensors 0600
     params = sum(p.numel() for p in model.parameters())
-    return {"path": str(out), "parameters": params, "vocab_size": len(tokenizer),
-            "head_dim": head_dim, "seed": seed}
+    return {"path": str(out), "parameters": params, "vocab_size": len(tokenizer), "head_dim": head_dim, "seed": seed}

@@ -43,27 +43,42 @@ def _import_vllm():
 class VLLMBackend(BaseBackend):
     name = "vllm"
 
-    def __init__(self, model: str, tensor_parallel_size: int = 1, dtype: str = "auto",
-                 seed: int = 0, gpu_memory_utilization: float = 0.9,
-                 max_model_len: int | None = None, enforce_eager: bool = False,
-                 trust_remote_code: bool = False, chat_template_kwargs: dict | None = None,
-                 **engine_kwargs: Any):
+    def __init__(
+        self,
+        model: str,
+        tensor_parallel_size: int = 1,
+        dtype: str = "auto",
+        seed: int = 0,
+        gpu_memory_utilization: float = 0.9,
+        max_model_len: int | None = None,
+        enforce_eager: bool = False,
+        trust_remote_code: bool = False,
+        chat_template_kwargs: dict | None = None,
+        **engine_kwargs: Any,
+    ):
         where = resolve_model(model)
         vllm = _import_vllm()
         self.model = model
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self._SamplingParams = vllm.SamplingParams
-        kwargs = dict(model=where, tensor_parallel_size=tensor_parallel_size, dtype=dtype,
-                      seed=seed, gpu_memory_utilization=gpu_memory_utilization,
-                      enforce_eager=enforce_eager, trust_remote_code=trust_remote_code,
-                      **engine_kwargs)
+        kwargs = dict(
+            model=where,
+            tensor_parallel_size=tensor_parallel_size,
+            dtype=dtype,
+            seed=seed,
+            gpu_memory_utilization=gpu_memory_utilization,
+            enforce_eager=enforce_eager,
+            trust_remote_code=trust_remote_code,
+            **engine_kwargs,
+        )
         if max_model_len is not None:
             kwargs["max_model_len"] = max_model_len
         self.llm = vllm.LLM(**kwargs)
 
     def _params(self, sampling: SamplingConfig, seed: int | None):
-        return self._SamplingParams(n=1, temperature=sampling.temperature, top_p=sampling.top_p,
-                                    max_tokens=sampling.max_tokens, seed=seed)
+        return self._SamplingParams(
+            n=1, temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens, seed=seed
+        )
 
     def _chat(self, conversations: list, params: list) -> list:
         kwargs: dict[str, Any] = {"use_tqdm": self.progress is not None}  # vLLM's own bar
@@ -71,8 +86,9 @@ class VLLMBackend(BaseBackend):
             kwargs["chat_template_kwargs"] = self.chat_template_kwargs
         return self.llm.chat(conversations, params, add_generation_prompt=True, **kwargs)
 
-    def generate(self, prompts: Sequence[Messages], sampling: SamplingConfig, *,
-                 prompt_ids: Sequence[int] | None = None) -> list[Generation]:
+    def generate(
+        self, prompts: Sequence[Messages], sampling: SamplingConfig, *, prompt_ids: Sequence[int] | None = None
+    ) -> list[Generation]:
         ids = self._check(prompts, sampling, prompt_ids)
         if not prompts:
             return []

@@ -59,7 +59,8 @@ def build(run_dir: str | Path, out: str | Path | None = None, generated: str | N
                 name = f"r{r:02d}-{stage}-{len(pages) + 1:03d}.html"
                 pages[key] = f"examples/{name}"
                 (tmp / "examples" / name).write_text(
-                    page.example_body(run, example_links, ex, r, stage), encoding="utf-8")
+                    page.example_body(run, example_links, ex, r, stage), encoding="utf-8"
+                )
             return pages[key]
 
         def fig_src(name: str) -> str | None:
@@ -79,10 +80,13 @@ def build(run_dir: str | Path, out: str | Path | None = None, generated: str | N
 def draw(nums: dict, folder: Path) -> set[str]:
     """Every figure there is data for; the names of the files written."""
     jobs = [(f"funnel-round-{f['round']:02d}.png", figures.funnel, f) for f in nums["funnel"]]
-    jobs += [("pool.png", figures.pool, nums["pool"]), ("calibration.png", figures.calibration, nums["calibration"]),
-             ("training.png", figures.training, nums["training"]),
-             ("evaluation.png", figures.evaluation, nums["evaluation"]),
-             ("synthesis.png", figures.synthesis, nums["synthesis"])]
+    jobs += [
+        ("pool.png", figures.pool, nums["pool"]),
+        ("calibration.png", figures.calibration, nums["calibration"]),
+        ("training.png", figures.training, nums["training"]),
+        ("evaluation.png", figures.evaluation, nums["evaluation"]),
+        ("synthesis.png", figures.synthesis, nums["synthesis"]),
+    ]
     return {name for name, fn, data in jobs if fn(data, folder / name)}
 
 

@@ -122,8 +122,13 @@ def calibration(cal: dict, path: Path) -> bool:
             ax.axhspan(e["band"][0], e["band"][1], color="#55A868", alpha=0.18, linewidth=0)
         pts = [(c["level"], c["pass_rate"]) for c in e["curve"] if c["pass_rate"] is not None]
         if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3,
-                    color=COLORS.get(e["origin"], "#333333"))
+            ax.plot(
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                marker="o",
+                markersize=3,
+                color=COLORS.get(e["origin"], "#333333"),
+            )
         else:
             why = "no answers:\nuncalibrated" if e["curve"] else "not measured"
             ax.text(5.5, 0.5, why, ha="center", va="center", fontsize=8, color="#777777")
@@ -133,8 +138,11 @@ def calibration(cal: dict, path: Path) -> bool:
         ax.set_xlim(0.5, 10.5)
         ax.set_ylim(0, 1)
         ax.tick_params(labelsize=7)
-    fig.suptitle(f"pass rate against level, pool after round {cal['after_round'] or '-'} "
-                 "(green: the band; ticks: calibrated levels)", fontsize=10)
+    fig.suptitle(
+        f"pass rate against level, pool after round {cal['after_round'] or '-'} "
+        "(green: the band; ticks: calibrated levels)",
+        fontsize=10,
+    )
     fig.supxlabel("level", fontsize=8)
     fig.supylabel("pass rate", fontsize=8)
     fig.tight_layout()
@@ -163,18 +171,32 @@ def training(tr: dict, path: Path) -> bool:
     ax1.set_ylabel("reward")
     ax1.legend(fontsize=7, loc="upper left")
     ax1.set_title("training, step by step (dashed: a new round)", fontsize=10)
-    ax2.plot(x, [math.nan if s["zero_std_share"] is None else s["zero_std_share"] for s in steps],
-             marker=".", color="#C44E52")
+    ax2.plot(
+        x,
+        [math.nan if s["zero_std_share"] is None else s["zero_std_share"] for s in steps],
+        marker=".",
+        color="#C44E52",
+    )
     ax2.set_ylim(-0.05, 1.05)
     ax2.set_ylabel("zero-variance\ngroups", fontsize=8)
     names = sorted({n for s in steps for n in s["per_env"]})
     cmap = _colormap(len(names))
     for k, name in enumerate(names):
-        pts = [(s["global_step"], s["per_env"][name]["pass_rate"]) for s in steps
-               if name in s["per_env"] and s["per_env"][name]["pass_rate"] is not None]
+        pts = [
+            (s["global_step"], s["per_env"][name]["pass_rate"])
+            for s in steps
+            if name in s["per_env"] and s["per_env"][name]["pass_rate"] is not None
+        ]
         if pts:
-            ax3.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, linewidth=0.8,
-                     color=cmap[k], label=name[:30] if len(names) <= 12 else None)
+            ax3.plot(
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                marker="o",
+                markersize=3,
+                linewidth=0.8,
+                color=cmap[k],
+                label=name[:30] if len(names) <= 12 else None,
+            )
     ax3.set_ylim(-0.05, 1.05)
     ax3.set_ylabel("pass rate\nper environment", fontsize=8)
     ax3.set_xlabel("step (all rounds)")
@@ -210,9 +232,11 @@ def evaluation(ev: dict, path: Path) -> bool:
     ax1, ax2 = fig.subplots(2, 1, height_ratios=(2, 3))
     x = [r["round"] for r in rounds]
     lines = ["overall", "environments (mean)"] + sorted(
-        {f"bench {s['name']}" for r in rounds for s in r["sources"].values() if s["kind"] == "benchmark"})
+        {f"bench {s['name']}" for r in rounds for s in r["sources"].values() if s["kind"] == "benchmark"}
+    )
     cmap = _colormap(len(lines))
     for k, label in enumerate(lines):
+
         def value(r, who, label=label):
             if label.startswith("bench "):
                 s = r["sources"].get(f"benchmark:{label[6:]}")
@@ -220,6 +244,7 @@ def evaluation(ev: dict, path: Path) -> bool:
             else:
                 v = r["headline"][label][who]
             return math.nan if v is None else v
+
         ax1.plot(x, [value(r, "model") for r in rounds], marker="o", color=cmap[k], label=label[:30])
         ax1.plot(x, [value(r, "baseline") for r in rounds], marker="x", linestyle="--", color=cmap[k])
     ax1.set_ylim(-0.05, 1.05)
@@ -232,15 +257,25 @@ def evaluation(ev: dict, path: Path) -> bool:
     sources = sorted(last["sources"].values(), key=lambda s: (s["kind"], s["name"]))
     ys = list(range(len(sources)))[::-1]
     h = 0.4
-    ax2.barh([y + h / 2 for y in ys], [_zero_or(s["model"]) for s in sources], height=h, color="#4C72B0",
-             label="trained model")
-    ax2.barh([y - h / 2 for y in ys], [_zero_or(s["baseline"]) for s in sources], height=h, color="#8C8C8C",
-             label="baseline")
+    ax2.barh(
+        [y + h / 2 for y in ys],
+        [_zero_or(s["model"]) for s in sources],
+        height=h,
+        color="#4C72B0",
+        label="trained model",
+    )
+    ax2.barh(
+        [y - h / 2 for y in ys], [_zero_or(s["baseline"]) for s in sources], height=h, color="#8C8C8C", label="baseline"
+    )
     for y, s in zip(ys, sources):
-        ax2.text(_zero_or(s["model"]) + 0.01, y + h / 2, "—" if s["model"] is None else f"{s['model']:.2f}",
-                 va="center", fontsize=6)
-    ax2.set_yticks(ys, [("bench " if s["kind"] == "benchmark" else "") + s["name"][:34] for s in sources],
-                   fontsize=6)
+        ax2.text(
+            _zero_or(s["model"]) + 0.01,
+            y + h / 2,
+            "—" if s["model"] is None else f"{s['model']:.2f}",
+            va="center",
+            fontsize=6,
+        )
+    ax2.set_yticks(ys, [("bench " if s["kind"] == "benchmark" else "") + s["name"][:34] for s in sources], fontsize=6)
     ax2.set_xlim(0, 1.1)
     ax2.set_xlabel(f"pass@1 in round {last['round']}")
     ax2.legend(fontsize=7, loc="lower right")

@@ -18,11 +18,15 @@ from evoenv_cli.report.run_files import Line, RunFiles
 # The round's steps, in order, with the file that says each one finished. `contracts` stands
 # for the difficulty and novelty contracts, in the order the round ran them (`contract_order`).
 ROUND_STEPS = (
-    ("synthesize", "synthesize/summary.json"), ("validate", "validate/summary.json"),
-    ("review", "review/summary.json"), ("compose", "compose/summary.json"),
+    ("synthesize", "synthesize/summary.json"),
+    ("validate", "validate/summary.json"),
+    ("review", "review/summary.json"),
+    ("compose", "compose/summary.json"),
     ("contracts", None),
-    ("rotate", "rotate/summary.json"), ("pool update", "pool-update.json"),
-    ("sample", "sample/train.jsonl"), ("train", "train/train-manifest.json"),
+    ("rotate", "rotate/summary.json"),
+    ("pool update", "pool-update.json"),
+    ("sample", "sample/train.jsonl"),
+    ("train", "train/train-manifest.json"),
     ("evaluate", "evaluate/metrics.json"),
 )
 # `evoenv iterate` runs dedupe before calibrate (the cheap contract first, so no solver call is
@@ -78,8 +82,11 @@ def stem(file: str) -> str:
 
 def files_of(lines: list[Line], admitted_only: bool = False) -> set[str]:
     """The `file` names of verdict lines (only the admitted ones, if asked)."""
-    return {ln.record["file"] for ln in lines if isinstance(ln.record.get("file"), str)
-            and (not admitted_only or ln.record.get("admitted") is True)}
+    return {
+        ln.record["file"]
+        for ln in lines
+        if isinstance(ln.record.get("file"), str) and (not admitted_only or ln.record.get("admitted") is True)
+    }
 
 
 def unique_by_file(lines: list[Line]) -> list[Line]:
@@ -97,8 +104,10 @@ def contract_order(run: RunFiles, r: int) -> tuple[str, str]:
     the run's own files: the library each stage's manifest says it judged; else the order of
     the round's loop.json; else the one of the two that exists (a round stopped between them);
     else which one judged only what the other admitted. Nothing to tell by: the loop's order."""
-    for stage, after_other, first_when_after in (("calibrate", "dedupe", DEDUPE_FIRST),
-                                                  ("dedupe", "calibrate", CALIBRATE_FIRST)):
+    for stage, after_other, first_when_after in (
+        ("calibrate", "dedupe", DEDUPE_FIRST),
+        ("dedupe", "calibrate", CALIBRATE_FIRST),
+    ):
         lib = obj(run.json(f"{rdir(r)}/{stage}/manifest.json")).get("library")
         if isinstance(lib, str) and lib:
             name = Path(lib).name
@@ -169,9 +178,16 @@ def rounds_status(run: RunFiles) -> list[dict]:
             else:
                 steps[name] = "not started"
         stopped = next((name for name, s in steps.items() if s != "done"), None)
-        out.append({"round": r, "finished": r in finished, "steps": steps, "contract_order": list(order),
-                    "stopped_in": None if r in finished else stopped,
-                    "summary": finished.get(r)})
+        out.append(
+            {
+                "round": r,
+                "finished": r in finished,
+                "steps": steps,
+                "contract_order": list(order),
+                "stopped_in": None if r in finished else stopped,
+                "summary": finished.get(r),
+            }
+        )
     return out
 
 
@@ -182,9 +198,17 @@ def _examples(run: RunFiles, lines: list[Line], verdicts: str, inputs: str | Non
     for line in lines[:EXAMPLES_PER_REASON]:
         f = line.record.get("file")
         source = f"{inputs}/envs/{f}" if inputs and isinstance(f, str) and "/" not in f else None
-        out.append({"file": f, "name": line.record.get("name"), "verdicts": verdicts, "line": line.number,
-                    "check": line.record.get("stage"), "reason": line.record.get("reason"),
-                    "source": source if source and run.exists(source) else None})
+        out.append(
+            {
+                "file": f,
+                "name": line.record.get("name"),
+                "verdicts": verdicts,
+                "line": line.number,
+                "check": line.record.get("stage"),
+                "reason": line.record.get("reason"),
+                "source": source if source and run.exists(source) else None,
+            }
+        )
     return out
 
 
@@ -196,29 +220,50 @@ def reasons(run: RunFiles, rejected: list[Line], verdicts: str, inputs: str | No
         check = str(line.record.get("stage") or "?")
         groups[(check, reason_pattern(line.record.get("reason") or ""))].append(line)
     ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-    out = [{"check": check, "pattern": pattern, "count": len(lines),
-            "examples": _examples(run, lines, verdicts, inputs)} for (check, pattern), lines in ranked[:TOP_REASONS]]
+    out = [
+        {"check": check, "pattern": pattern, "count": len(lines), "examples": _examples(run, lines, verdicts, inputs)}
+        for (check, pattern), lines in ranked[:TOP_REASONS]
+    ]
     rest = ranked[TOP_REASONS:]
     if rest:
-        out.append({"check": "other", "pattern": f"{len(rest)} more kinds of reason",
-                    "count": sum(len(lines) for _, lines in rest), "examples": []})
+        out.append(
+            {
+                "check": "other",
+                "pattern": f"{len(rest)} more kinds of reason",
+                "count": sum(len(lines) for _, lines in rest),
+                "examples": [],
+            }
+        )
     return out
 
 
 def admission_stage(run: RunFiles, r: int, stage: str, inputs: str | None, composites: set[str]) -> dict:
     rel = f"{rdir(r)}/{stage}"
     if not run.exists(rel):
-        return {"stage": stage, "status": "not started", "entered": None, "admitted": None,
-                "rejected": None, "by_check": {}, "reasons": [], "admitted_files": []}
+        return {
+            "stage": stage,
+            "status": "not started",
+            "entered": None,
+            "admitted": None,
+            "rejected": None,
+            "by_check": {},
+            "reasons": [],
+            "admitted_files": [],
+        }
     lines = unique_by_file(run.jsonl(f"{rel}/verdicts.jsonl"))
     admitted = [ln for ln in lines if ln.record.get("admitted") is True]
     rejected = [ln for ln in lines if ln.record.get("admitted") is not True]
     files = [ln.record["file"] for ln in admitted]
     return {
-        "stage": stage, "status": "done" if run.exists(f"{rel}/summary.json") else "partial",
-        "entered": len(lines), "admitted": len(admitted), "rejected": len(rejected),
-        "admitted_by_origin": {"synthesized": sum(f not in composites for f in files),
-                               "composite": sum(f in composites for f in files)},
+        "stage": stage,
+        "status": "done" if run.exists(f"{rel}/summary.json") else "partial",
+        "entered": len(lines),
+        "admitted": len(admitted),
+        "rejected": len(rejected),
+        "admitted_by_origin": {
+            "synthesized": sum(f not in composites for f in files),
+            "composite": sum(f in composites for f in files),
+        },
         "by_check": dict(Counter(str(ln.record.get("stage") or "?") for ln in rejected).most_common()),
         "reasons": reasons(run, rejected, f"{rel}/verdicts.jsonl", f"{rdir(r)}/{inputs}" if inputs else None),
         "admitted_files": files,
@@ -228,8 +273,15 @@ def admission_stage(run: RunFiles, r: int, stage: str, inputs: str | None, compo
 def synthesize_stage(run: RunFiles, r: int) -> dict:
     rel = f"{rdir(r)}/synthesize"
     if not run.exists(rel):
-        return {"stage": "synthesize", "status": "not started", "entered": None, "admitted": None,
-                "rejected": None, "by_check": {}, "reasons": []}
+        return {
+            "stage": "synthesize",
+            "status": "not started",
+            "entered": None,
+            "admitted": None,
+            "rejected": None,
+            "by_check": {},
+            "reasons": [],
+        }
     gens = run.jsonl(f"{rel}/generations.jsonl")
     failed = [ln for ln in gens if ln.record.get("outcome") != "ok"]
     groups: dict[str, list[Line]] = defaultdict(list)
@@ -237,15 +289,36 @@ def synthesize_stage(run: RunFiles, r: int) -> dict:
         groups[str(ln.record.get("outcome") or "?")].append(ln)
     reason_rows = []
     for outcome, lines in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        examples = [{"file": ln.record.get("file"), "name": f"request {ln.record.get('prompt_id')}",
-                     "verdicts": f"{rel}/generations.jsonl", "line": ln.number, "check": outcome,
-                     "reason": PARSE_REASONS.get(outcome, outcome), "source": None,
-                     "topic": ln.record.get("topic")} for ln in lines[:EXAMPLES_PER_REASON]]
-        reason_rows.append({"check": outcome, "pattern": PARSE_REASONS.get(outcome, outcome),
-                            "count": len(lines), "examples": examples})
-    return {"stage": "synthesize", "status": "done" if run.exists(f"{rel}/summary.json") else "partial",
-            "entered": len(gens), "admitted": len(gens) - len(failed), "rejected": len(failed),
-            "by_check": {k: len(v) for k, v in groups.items()}, "reasons": reason_rows}
+        examples = [
+            {
+                "file": ln.record.get("file"),
+                "name": f"request {ln.record.get('prompt_id')}",
+                "verdicts": f"{rel}/generations.jsonl",
+                "line": ln.number,
+                "check": outcome,
+                "reason": PARSE_REASONS.get(outcome, outcome),
+                "source": None,
+                "topic": ln.record.get("topic"),
+            }
+            for ln in lines[:EXAMPLES_PER_REASON]
+        ]
+        reason_rows.append(
+            {
+                "check": outcome,
+                "pattern": PARSE_REASONS.get(outcome, outcome),
+                "count": len(lines),
+                "examples": examples,
+            }
+        )
+    return {
+        "stage": "synthesize",
+        "status": "done" if run.exists(f"{rel}/summary.json") else "partial",
+        "entered": len(gens),
+        "admitted": len(gens) - len(failed),
+        "rejected": len(failed),
+        "by_check": {k: len(v) for k, v in groups.items()},
+        "reasons": reason_rows,
+    }
 
 
 def pool_update(run: RunFiles, r: int) -> dict | None:
@@ -270,8 +343,11 @@ def funnel(run: RunFiles, r: int) -> dict:
         stages[stage] = admission_stage(run, r, stage, inputs, compose_files)
     update = pool_update(run, r)
     joined = joined_names(update)
-    dedupe_origin = {ln.record["name"]: ln.record.get("origin")
-                     for ln in run.jsonl(f"{rdir(r)}/dedupe/index.jsonl") if isinstance(ln.record.get("name"), str)}
+    dedupe_origin = {
+        ln.record["name"]: ln.record.get("origin")
+        for ln in run.jsonl(f"{rdir(r)}/dedupe/index.jsonl")
+        if isinstance(ln.record.get("name"), str)
+    }
 
     def joined_composite(name: str) -> bool:
         origin = dedupe_origin.get(name)
@@ -293,14 +369,21 @@ def funnel(run: RunFiles, r: int) -> dict:
         ("review", rev_s, None),
         ("candidates", rev_s, comp_c),
         *((stage, *split(stage)) for stage in order),
-        ("joined", None if joined is None else sum(not joined_composite(n) for n in joined),
-         None if joined is None else sum(joined_composite(n) for n in joined)),
+        (
+            "joined",
+            None if joined is None else sum(not joined_composite(n) for n in joined),
+            None if joined is None else sum(joined_composite(n) for n in joined),
+        ),
     ]
     for s in stages.values():
         s.pop("admitted_files", None)
-    return {"round": r, "contract_order": list(order),
-            "steps": [{"step": name, "synthesized": s, "composite": c} for name, s, c in steps],
-            "stages": stages, "joined": joined}
+    return {
+        "round": r,
+        "contract_order": list(order),
+        "steps": [{"step": name, "synthesized": s, "composite": c} for name, s, c in steps],
+        "stages": stages,
+        "joined": joined,
+    }
 
 
 # -- the pool over rounds --------------------------------------------------------------------------
@@ -331,35 +414,61 @@ def pool_over_rounds(run: RunFiles) -> dict:
     for r in rounds:
         update = pool_update(run, r)
         if update is None:
-            rows.append({"round": r, "pool_size": None, "joined": None, "retired_too_easy": None,
-                         "retired_too_hard": None, "composition": None, "retired": [], "joined_names": None})
+            rows.append(
+                {
+                    "round": r,
+                    "pool_size": None,
+                    "joined": None,
+                    "retired_too_easy": None,
+                    "retired_too_hard": None,
+                    "composition": None,
+                    "retired": [],
+                    "joined_names": None,
+                }
+            )
             continue
         retired = [x for x in items(update.get("retired")) if isinstance(x, dict) and isinstance(x.get("name"), str)]
         joined = joined_names(update)
-        rotate = {stem(ln.record["file"]): ln for ln in run.jsonl(f"{rdir(r)}/rotate/verdicts.jsonl")
-                  if isinstance(ln.record.get("file"), str)}
+        rotate = {
+            stem(ln.record["file"]): ln
+            for ln in run.jsonl(f"{rdir(r)}/rotate/verdicts.jsonl")
+            if isinstance(ln.record.get("file"), str)
+        }
         members = (members - {x.get("name") for x in retired}) | set(joined)
         size = update.get("pool_size")
-        rows.append({
-            "round": r, "pool_size": size if isinstance(size, int) else len(members),
-            "joined": len(joined),
-            "retired_too_easy": sum(x.get("stage") == "retired_too_easy" for x in retired),
-            "retired_too_hard": sum(x.get("stage") == "retired_too_hard" for x in retired),
-            "composition": _composition(members, origin),
-            "joined_names": joined,
-            "retired": [{"name": x.get("name"), "stage": x.get("stage"), "reason": x.get("reason"),
-                         "verdicts": f"{rdir(r)}/rotate/verdicts.jsonl" if x.get("name") in rotate else None,
-                         "line": rotate[x["name"]].number if x.get("name") in rotate else None,
-                         "origin": origin.get(x.get("name"), "seed")} for x in retired],
-        })
+        rows.append(
+            {
+                "round": r,
+                "pool_size": size if isinstance(size, int) else len(members),
+                "joined": len(joined),
+                "retired_too_easy": sum(x.get("stage") == "retired_too_easy" for x in retired),
+                "retired_too_hard": sum(x.get("stage") == "retired_too_hard" for x in retired),
+                "composition": _composition(members, origin),
+                "joined_names": joined,
+                "retired": [
+                    {
+                        "name": x.get("name"),
+                        "stage": x.get("stage"),
+                        "reason": x.get("reason"),
+                        "verdicts": f"{rdir(r)}/rotate/verdicts.jsonl" if x.get("name") in rotate else None,
+                        "line": rotate[x["name"]].number if x.get("name") in rotate else None,
+                        "origin": origin.get(x.get("name"), "seed"),
+                    }
+                    for x in retired
+                ],
+            }
+        )
     return {"start": start, "rounds": rows}
 
 
 def _composition(members: set[str], origin: dict[str, str]) -> dict[str, int]:
     """A member never recorded as joining is a seed: only seeds start the pool."""
     counts = Counter(origin.get(m, "seed") for m in members)
-    out = {"seed": counts.pop("seed", 0), "composite": counts.pop("composite", 0),
-           "synthesized": counts.pop("synthesized", 0)}
+    out = {
+        "seed": counts.pop("seed", 0),
+        "composite": counts.pop("composite", 0),
+        "synthesized": counts.pop("synthesized", 0),
+    }
     out.update(counts)
     return out
 
@@ -377,24 +486,40 @@ def calibration(run: RunFiles) -> dict:
         for level, m in curve_in.items():
             if not str(level).isdigit() or not isinstance(m, dict):
                 continue
-            curve.append({"level": int(level), "pass_rate": number(m.get("pass_rate")), "n": m.get("n"),
-                          "no_answer_share": number(m.get("no_answer_share"))})
+            curve.append(
+                {
+                    "level": int(level),
+                    "pass_rate": number(m.get("pass_rate")),
+                    "n": m.get("n"),
+                    "no_answer_share": number(m.get("no_answer_share")),
+                }
+            )
         curve.sort(key=lambda c: c["level"])
         band = cal.get("band")
         if band is None:
             band = obj(rec.get("calibrate")).get("band")
         band = [number(b) for b in band] if isinstance(band, list) and len(band) == 2 else None
         levels = [lv for lv in items(cal.get("levels")) if type(lv) is int]
-        envs.append({
-            "name": rec.get("name"), "origin": origin_label(rec.get("origin")),
-            "joined_round": rec.get("joined_round"), "levels": levels, "band": band,
-            "misses": cal.get("misses"), "model": cal.get("model"),
-            "no_answer_share": number(cal.get("no_answer_share")),
-            "measured": any(c["pass_rate"] is not None for c in curve), "curve": curve,
-        })
+        envs.append(
+            {
+                "name": rec.get("name"),
+                "origin": origin_label(rec.get("origin")),
+                "joined_round": rec.get("joined_round"),
+                "levels": levels,
+                "band": band,
+                "misses": cal.get("misses"),
+                "model": cal.get("model"),
+                "no_answer_share": number(cal.get("no_answer_share")),
+                "measured": any(c["pass_rate"] is not None for c in curve),
+                "curve": curve,
+            }
+        )
     bands = {tuple(e["band"]) for e in envs if e["band"]}
-    return {"after_round": updated[-1] if updated else None, "environments": envs,
-            "band": list(next(iter(bands))) if len(bands) == 1 else None}
+    return {
+        "after_round": updated[-1] if updated else None,
+        "environments": envs,
+        "band": list(next(iter(bands))) if len(bands) == 1 else None,
+    }
 
 
 # -- training ------------------------------------------------------------------------------------
@@ -415,19 +540,37 @@ def training(run: RunFiles) -> dict:
             per_env = {}
             for name, m in obj(rec.get("per_env")).items():
                 if isinstance(m, dict):
-                    per_env[name] = {"pass_rate": number(m.get("pass_rate")), "n": m.get("n"),
-                                     "reward_mean": number(m.get("reward_mean"))}
-            steps.append({"round": r, "step": step, "global_step": offset + step,
-                          "reward": number(rec.get("reward")), "reward_std": number(rec.get("reward_std")),
-                          "zero_std_share": number(rec.get("frac_reward_zero_std")),
-                          "kl": number(rec.get("kl")), "per_env": per_env})
+                    per_env[name] = {
+                        "pass_rate": number(m.get("pass_rate")),
+                        "n": m.get("n"),
+                        "reward_mean": number(m.get("reward_mean")),
+                    }
+            steps.append(
+                {
+                    "round": r,
+                    "step": step,
+                    "global_step": offset + step,
+                    "reward": number(rec.get("reward")),
+                    "reward_std": number(rec.get("reward_std")),
+                    "zero_std_share": number(rec.get("frac_reward_zero_std")),
+                    "kl": number(rec.get("kl")),
+                    "per_env": per_env,
+                }
+            )
         summary = obj(obj(manifest).get("summary"))
         if records or manifest:
             rs = [s for s in steps if s["round"] == r]
             steps_done = summary.get("steps") if type(summary.get("steps")) is int else last
-            rounds.append({"round": r, "finished": manifest is not None, "steps": steps_done,
-                           "first_global_step": offset + 1, "mean_reward": mean([s["reward"] for s in rs]),
-                           "mean_zero_std_share": mean([s["zero_std_share"] for s in rs])})
+            rounds.append(
+                {
+                    "round": r,
+                    "finished": manifest is not None,
+                    "steps": steps_done,
+                    "first_global_step": offset + 1,
+                    "mean_reward": mean([s["reward"] for s in rs]),
+                    "mean_zero_std_share": mean([s["zero_std_share"] for s in rs]),
+                }
+            )
         offset += summary.get("steps") if isinstance(summary.get("steps"), int) else last
     per_env: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for s in steps:
@@ -450,21 +593,39 @@ def evaluation(run: RunFiles) -> dict:
         base = obj(m.get("baseline"))
         overall, b_overall = obj(m.get("overall")), obj(base.get("overall"))
         heads = {}
-        for key, label in (("pass@1", "overall"), ("env_mean", "environments (mean)"),
-                           ("bench_mean", "benchmarks (mean)")):
-            heads[label] = {"model": number(overall.get(key)), "baseline": number(b_overall.get(key)),
-                            "delta": delta(overall.get(key), b_overall.get(key))}
+        for key, label in (
+            ("pass@1", "overall"),
+            ("env_mean", "environments (mean)"),
+            ("bench_mean", "benchmarks (mean)"),
+        ):
+            heads[label] = {
+                "model": number(overall.get(key)),
+                "baseline": number(b_overall.get(key)),
+                "delta": delta(overall.get(key), b_overall.get(key)),
+            }
         sources = {}
         for kind, field in (("environment", "environments"), ("benchmark", "benchmarks")):
             mine, theirs = obj(m.get(field)), obj(base.get(field))
             for name, v in mine.items():
                 a, b = obj(v).get("pass@1"), obj(theirs.get(name)).get("pass@1")
-                sources[f"{kind}:{name}"] = {"kind": kind, "name": name, "model": number(a),
-                                             "baseline": number(b), "delta": delta(a, b),
-                                             "no_answer_share": number(obj(v).get("no_answer_share"))}
-        rows.append({"round": r, "model": m.get("model"), "baseline_model": base.get("model"),
-                     "headline": heads, "sources": sources,
-                     "no_answer_share": number(overall.get("no_answer_share"))})
+                sources[f"{kind}:{name}"] = {
+                    "kind": kind,
+                    "name": name,
+                    "model": number(a),
+                    "baseline": number(b),
+                    "delta": delta(a, b),
+                    "no_answer_share": number(obj(v).get("no_answer_share")),
+                }
+        rows.append(
+            {
+                "round": r,
+                "model": m.get("model"),
+                "baseline_model": base.get("model"),
+                "headline": heads,
+                "sources": sources,
+                "no_answer_share": number(overall.get("no_answer_share")),
+            }
+        )
     return {"rounds": rows}
 
 
@@ -520,8 +681,12 @@ def synthesis(run: RunFiles) -> dict:
             rows.append(row)
         return sorted(rows, key=lambda x: (-x["joined"], -x["parsed"], -x["generations"], x["key"]))
 
-    return {"steps": list(steps), "total": {s: total.get(s, 0) for s in steps},
-            "by_topic": table(by_topic), "by_parent": table(by_parent)}
+    return {
+        "steps": list(steps),
+        "total": {s: total.get(s, 0) for s in steps},
+        "by_topic": table(by_topic),
+        "by_parent": table(by_parent),
+    }
 
 
 # -- everything --------------------------------------------------------------------------------------

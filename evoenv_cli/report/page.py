@@ -63,9 +63,11 @@ def table(headers: Iterable[str], rows: Iterable[Iterable[str]], caption: str | 
 
 
 def document(title: str, body: str) -> str:
-    return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-            f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
-            f"<title>{h(title)}</title><style>{CSS}</style></head><body>\n{body}\n</body></html>\n")
+    return (
+        f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{h(title)}</title><style>{CSS}</style></head><body>\n{body}\n</body></html>\n"
+    )
 
 
 class Links:
@@ -96,13 +98,23 @@ def status_section(numbers: dict) -> str:
         ev = s.get("evaluation") if isinstance(s.get("evaluation"), dict) else {}
         state = "finished" if r["finished"] else f"unfinished: at {r['stopped_in'] or '?'} (running or stopped)"
         done = sum(v == "done" for v in r["steps"].values())
-        rows.append([f"<td><a href='#round-{r['round']}'>{r['round']}</a></td>", f"<td>{h(state)}</td>",
-                     f"<td class='n'>{done}/{len(r['steps'])}</td>", cell(s.get("pool_size")),
-                     cell(s.get("mean_train_reward")), cell(ev.get("pass@1"))])
+        rows.append(
+            [
+                f"<td><a href='#round-{r['round']}'>{r['round']}</a></td>",
+                f"<td>{h(state)}</td>",
+                f"<td class='n'>{done}/{len(r['steps'])}</td>",
+                cell(s.get("pool_size")),
+                cell(s.get("mean_train_reward")),
+                cell(ev.get("pass@1")),
+            ]
+        )
     if not rows:
         return "<p class='missing'>no round has started yet</p>"
-    return table(["round", "state", "steps done", "pool size", "mean train reward", "eval pass@1"], rows,
-                 "from rounds.jsonl where a round finished; from the stage folders where it did not")
+    return table(
+        ["round", "state", "steps done", "pool size", "mean train reward", "eval pass@1"],
+        rows,
+        "from rounds.jsonl where a round finished; from the stage folders where it did not",
+    )
 
 
 def problems_section(numbers: dict, links: Links) -> str:
@@ -112,29 +124,44 @@ def problems_section(numbers: dict, links: Links) -> str:
     for p in numbers["problems"]:
         where = f"{p['path']}:{p['line']}" if p["line"] is not None else p["path"]
         items.append(f"<li>{links.a(p['path'], where)}: {h(p['message'])}</li>")
-    return (f"<div class='problems' id='problems'><b>{len(items)} problem(s) reading the run</b> — the "
-            f"report shows everything else:<ul>{''.join(items)}</ul></div>")
+    return (
+        f"<div class='problems' id='problems'><b>{len(items)} problem(s) reading the run</b> — the "
+        f"report shows everything else:<ul>{''.join(items)}</ul></div>"
+    )
 
 
-def funnel_section(numbers: dict, links: Links, fig_src: Callable[[str], str | None],
-                   example_page: Callable[[dict, int, str], str]) -> str:
+def funnel_section(
+    numbers: dict, links: Links, fig_src: Callable[[str], str | None], example_page: Callable[[dict, int, str], str]
+) -> str:
     parts = []
     for f in numbers["funnel"]:
         r = f["round"]
         step_rows = []
         for s in f["steps"]:
-            total = None if s["synthesized"] is None and s["composite"] is None else \
-                (s["synthesized"] or 0) + (s["composite"] or 0)
+            total = (
+                None
+                if s["synthesized"] is None and s["composite"] is None
+                else (s["synthesized"] or 0) + (s["composite"] or 0)
+            )
             step_rows.append([f"<td>{h(s['step'])}</td>", cell(s["synthesized"]), cell(s["composite"]), cell(total)])
-        steps_table = table(["step", "synthesized", "composites", "left"], step_rows,
-                            "candidates left after each step")
+        steps_table = table(["step", "synthesized", "composites", "left"], step_rows, "candidates left after each step")
         stage_rows = []
         for name, st in f["stages"].items():
             label = "synthesize (parse)" if name == "synthesize" else name
-            stage_rows.append([f"<td>{h(label)}</td>", f"<td>{h(st['status'])}</td>", cell(st["entered"]),
-                               cell(st["admitted"]), cell(st["rejected"])])
-        stages_table = table(["stage", "status", "entered", "admitted", "rejected"], stage_rows,
-                             "counted from the verdict lines, so a stage still running counts what it decided")
+            stage_rows.append(
+                [
+                    f"<td>{h(label)}</td>",
+                    f"<td>{h(st['status'])}</td>",
+                    cell(st["entered"]),
+                    cell(st["admitted"]),
+                    cell(st["rejected"]),
+                ]
+            )
+        stages_table = table(
+            ["stage", "status", "entered", "admitted", "rejected"],
+            stage_rows,
+            "counted from the verdict lines, so a stage still running counts what it decided",
+        )
         reason_rows = []
         for name, st in f["stages"].items():
             for reason in st["reasons"]:
@@ -143,19 +170,38 @@ def funnel_section(numbers: dict, links: Links, fig_src: Callable[[str], str | N
                     page = example_page(ex, r, name)
                     verdict_link = links.a(ex["verdicts"], f"{Path(ex['verdicts']).name}:{ex['line']}")
                     src = f" · {links.a(ex['source'], 'file')}" if ex.get("source") else ""
-                    examples.append(f"<a href='{h(page)}'>{h(ex.get('name') or ex.get('file') or k + 1)}</a>"
-                                    f" ({verdict_link}{src})")
-                reason_rows.append([f"<td>{h(name)}</td>", f"<td>{h(reason['check'])}</td>", cell(reason["count"]),
-                                    f"<td>{h(reason['pattern'])}</td>", f"<td>{'<br>'.join(examples)}</td>"])
-        reasons_table = table(["stage", "check", "count", "reason (particulars blanked)", "examples"], reason_rows,
-                              "rejections by the check that decided and the kind of reason") \
-            if reason_rows else "<p class='note'>no rejection in this round</p>"
+                    examples.append(
+                        f"<a href='{h(page)}'>{h(ex.get('name') or ex.get('file') or k + 1)}</a> ({verdict_link}{src})"
+                    )
+                reason_rows.append(
+                    [
+                        f"<td>{h(name)}</td>",
+                        f"<td>{h(reason['check'])}</td>",
+                        cell(reason["count"]),
+                        f"<td>{h(reason['pattern'])}</td>",
+                        f"<td>{'<br>'.join(examples)}</td>",
+                    ]
+                )
+        reasons_table = (
+            table(
+                ["stage", "check", "count", "reason (particulars blanked)", "examples"],
+                reason_rows,
+                "rejections by the check that decided and the kind of reason",
+            )
+            if reason_rows
+            else "<p class='note'>no rejection in this round</p>"
+        )
         joined = f["joined"]
-        joined_text = ("<p class='note'>joined the pool: " + (", ".join(h(j) for j in joined) or "none") + "</p>"
-                       if joined is not None else "<p class='note missing'>no pool update yet in this round</p>")
-        parts.append(f"<h3 id='round-{r}'>Round {r}</h3><div class='row'>"
-                     f"{figure(fig_src(f'funnel-round-{r:02d}.png'), f'admission funnel, round {r}', 'no candidates yet')}"
-                     f"<div class='numbers'>{steps_table}{stages_table}{joined_text}</div></div>{reasons_table}")
+        joined_text = (
+            "<p class='note'>joined the pool: " + (", ".join(h(j) for j in joined) or "none") + "</p>"
+            if joined is not None
+            else "<p class='note missing'>no pool update yet in this round</p>"
+        )
+        parts.append(
+            f"<h3 id='round-{r}'>Round {r}</h3><div class='row'>"
+            f"{figure(fig_src(f'funnel-round-{r:02d}.png'), f'admission funnel, round {r}', 'no candidates yet')}"
+            f"<div class='numbers'>{steps_table}{stages_table}{joined_text}</div></div>{reasons_table}"
+        )
     return "".join(parts) or "<p class='missing'>no round folder yet</p>"
 
 
@@ -164,21 +210,46 @@ def pool_section(numbers: dict, links: Links, fig_src) -> str:
     rows = []
     for r in [p["start"]] + p["rounds"]:
         comp = r["composition"] or {}
-        rows.append([cell(r["round"]), cell(r["pool_size"]), cell(comp.get("seed") if comp else None),
-                     cell(comp.get("composite") if comp else None), cell(comp.get("synthesized") if comp else None),
-                     cell(r.get("joined")), cell(r.get("retired_too_easy")), cell(r.get("retired_too_hard"))])
-    main = table(["round", "size", "seeds", "composites", "synthesized", "joined", "retired: too easy",
-                  "retired: too hard"], rows, "round 0: the pool before round 1; — : no pool update yet")
+        rows.append(
+            [
+                cell(r["round"]),
+                cell(r["pool_size"]),
+                cell(comp.get("seed") if comp else None),
+                cell(comp.get("composite") if comp else None),
+                cell(comp.get("synthesized") if comp else None),
+                cell(r.get("joined")),
+                cell(r.get("retired_too_easy")),
+                cell(r.get("retired_too_hard")),
+            ]
+        )
+    main = table(
+        ["round", "size", "seeds", "composites", "synthesized", "joined", "retired: too easy", "retired: too hard"],
+        rows,
+        "round 0: the pool before round 1; — : no pool update yet",
+    )
     retired = []
     for r in p["rounds"]:
         for x in r["retired"]:
             link = links.a(x["verdicts"], f"rotate verdict line {x['line']}") if x["verdicts"] else "—"
-            retired.append([cell(r["round"]), f"<td>{h(x['name'])}</td>", f"<td>{h(x['origin'])}</td>",
-                            f"<td>{h(x['stage'])}</td>", f"<td>{h(x['reason'] or '')}</td>", f"<td>{link}</td>"])
-    retired_table = table(["round", "environment", "origin", "why", "reason", "verdict"], retired,
-                          "retired environments") if retired else "<p class='note'>no environment retired</p>"
-    return (f"<div class='row'>{figure(fig_src('pool.png'), 'the pool over rounds', 'no pool yet')}"
-            f"<div class='numbers'>{main}{retired_table}</div></div>")
+            retired.append(
+                [
+                    cell(r["round"]),
+                    f"<td>{h(x['name'])}</td>",
+                    f"<td>{h(x['origin'])}</td>",
+                    f"<td>{h(x['stage'])}</td>",
+                    f"<td>{h(x['reason'] or '')}</td>",
+                    f"<td>{link}</td>",
+                ]
+            )
+    retired_table = (
+        table(["round", "environment", "origin", "why", "reason", "verdict"], retired, "retired environments")
+        if retired
+        else "<p class='note'>no environment retired</p>"
+    )
+    return (
+        f"<div class='row'>{figure(fig_src('pool.png'), 'the pool over rounds', 'no pool yet')}"
+        f"<div class='numbers'>{main}{retired_table}</div></div>"
+    )
 
 
 def calibration_section(numbers: dict, fig_src) -> str:
@@ -188,16 +259,29 @@ def calibration_section(numbers: dict, fig_src) -> str:
     for e in cal["environments"]:
         by = {c["level"]: c for c in e["curve"]}
         band = f"{e['band'][0]}–{e['band'][1]}" if e["band"] else None
-        rows.append([f"<td>{h(e['name'])}</td>", f"<td>{h(e['origin'])}</td>", cell(band),
-                     f"<td>{h(_levels_text(e['levels']))}</td>" if e["levels"] else cell(None),
-                     *[cell(by[lv]["pass_rate"]) if lv in by else cell(None) for lv in levels],
-                     cell(e["no_answer_share"])])
-    tab = table(["environment", "origin", "band", "calibrated levels", *[f"L{lv}" for lv in levels],
-                 "no-answer share"], rows,
-                "pass rate per measured level (— : no response had an answer at that level)") if rows else \
-        "<p class='missing'>no pool yet</p>"
-    return (f"<div class='row'>{figure(fig_src('calibration.png'), 'calibration curves', 'no pool yet')}"
-            f"<div class='numbers'>{tab}</div></div>")
+        rows.append(
+            [
+                f"<td>{h(e['name'])}</td>",
+                f"<td>{h(e['origin'])}</td>",
+                cell(band),
+                f"<td>{h(_levels_text(e['levels']))}</td>" if e["levels"] else cell(None),
+                *[cell(by[lv]["pass_rate"]) if lv in by else cell(None) for lv in levels],
+                cell(e["no_answer_share"]),
+            ]
+        )
+    tab = (
+        table(
+            ["environment", "origin", "band", "calibrated levels", *[f"L{lv}" for lv in levels], "no-answer share"],
+            rows,
+            "pass rate per measured level (— : no response had an answer at that level)",
+        )
+        if rows
+        else "<p class='missing'>no pool yet</p>"
+    )
+    return (
+        f"<div class='row'>{figure(fig_src('calibration.png'), 'calibration curves', 'no pool yet')}"
+        f"<div class='numbers'>{tab}</div></div>"
+    )
 
 
 def _levels_text(levels: list[int]) -> str:
@@ -208,28 +292,58 @@ def _levels_text(levels: list[int]) -> str:
 
 def training_section(numbers: dict, fig_src) -> str:
     tr = numbers["training"]
-    step_rows = [[cell(s["round"]), cell(s["step"]), cell(s["reward"]), cell(s["reward_std"]),
-                  cell(s["zero_std_share"]), f"<td>{h(_per_env_text(s['per_env']))}</td>"] for s in tr["steps"]]
-    round_rows = [[cell(r["round"]), cell(r["steps"]), cell(r["mean_reward"]), cell(r["mean_zero_std_share"]),
-                   f"<td>{'finished' if r['finished'] else 'unfinished'}</td>"] for r in tr["rounds"]]
+    step_rows = [
+        [
+            cell(s["round"]),
+            cell(s["step"]),
+            cell(s["reward"]),
+            cell(s["reward_std"]),
+            cell(s["zero_std_share"]),
+            f"<td>{h(_per_env_text(s['per_env']))}</td>",
+        ]
+        for s in tr["steps"]
+    ]
+    round_rows = [
+        [
+            cell(r["round"]),
+            cell(r["steps"]),
+            cell(r["mean_reward"]),
+            cell(r["mean_zero_std_share"]),
+            f"<td>{'finished' if r['finished'] else 'unfinished'}</td>",
+        ]
+        for r in tr["rounds"]
+    ]
     env_rounds = sorted({int(k) for v in tr["env_pass_rate_by_round"].values() for k in v})
-    env_rows = [[f"<td>{h(name)}</td>", *[cell(v.get(str(r))) for r in env_rounds]]
-                for name, v in tr["env_pass_rate_by_round"].items()]
+    env_rows = [
+        [f"<td>{h(name)}</td>", *[cell(v.get(str(r))) for r in env_rounds]]
+        for name, v in tr["env_pass_rate_by_round"].items()
+    ]
     if not step_rows:
-        return (f"<div class='row'>{figure(None, '', 'no training step logged yet')}</div>")
-    tabs = (table(["round", "steps", "mean reward", "mean zero-variance share", "state"], round_rows)
-            + table(["environment", *[f"round {r}" for r in env_rounds]], env_rows,
-                    "pass rate per environment: mean over the steps that sampled it")
-            + "<details><summary>every step</summary>"
-            + table(["round", "step", "reward mean", "reward std", "zero-variance share",
-                     "pass rate per environment"], step_rows) + "</details>")
-    return (f"<div class='row'>{figure(fig_src('training.png'), 'training curves', 'no training step yet')}"
-            f"<div class='numbers'>{tabs}</div></div>")
+        return f"<div class='row'>{figure(None, '', 'no training step logged yet')}</div>"
+    tabs = (
+        table(["round", "steps", "mean reward", "mean zero-variance share", "state"], round_rows)
+        + table(
+            ["environment", *[f"round {r}" for r in env_rounds]],
+            env_rows,
+            "pass rate per environment: mean over the steps that sampled it",
+        )
+        + "<details><summary>every step</summary>"
+        + table(
+            ["round", "step", "reward mean", "reward std", "zero-variance share", "pass rate per environment"],
+            step_rows,
+        )
+        + "</details>"
+    )
+    return (
+        f"<div class='row'>{figure(fig_src('training.png'), 'training curves', 'no training step yet')}"
+        f"<div class='numbers'>{tabs}</div></div>"
+    )
 
 
 def _per_env_text(per_env: dict) -> str:
-    return ", ".join(f"{n} {m['pass_rate']:.2f}" if m["pass_rate"] is not None else f"{n} —"
-                     for n, m in sorted(per_env.items()))
+    return ", ".join(
+        f"{n} {m['pass_rate']:.2f}" if m["pass_rate"] is not None else f"{n} —" for n, m in sorted(per_env.items())
+    )
 
 
 def evaluation_section(numbers: dict, fig_src) -> str:
@@ -239,8 +353,15 @@ def evaluation_section(numbers: dict, fig_src) -> str:
     head_rows = []
     for r in ev:
         for label, v in r["headline"].items():
-            head_rows.append([cell(r["round"]), f"<td>{h(label)}</td>", cell(v["model"]), cell(v["baseline"]),
-                              cell(v["delta"], signed=True)])
+            head_rows.append(
+                [
+                    cell(r["round"]),
+                    f"<td>{h(label)}</td>",
+                    cell(v["model"]),
+                    cell(v["baseline"]),
+                    cell(v["delta"], signed=True),
+                ]
+            )
     rounds = [r["round"] for r in ev]
     keys = sorted({k for r in ev for k in r["sources"]})
     src_rows = []
@@ -251,13 +372,19 @@ def evaluation_section(numbers: dict, fig_src) -> str:
             s = r["sources"].get(k)
             cells += [cell(s["model"]) if s else cell(None), cell(s["delta"], signed=True) if s else cell(None)]
         src_rows.append([f"<td>{h(kind)}</td>", f"<td>{h(name)}</td>", *cells])
-    src_table = table(["kind", "source", *[x for r in rounds for x in (f"r{r} pass@1", f"r{r} Δ")]], src_rows,
-                      "held-out pass@1 of the trained model and its change against the baseline (Δ)")
-    models = "".join(f"<li>round {r['round']}: {h(r['model'])} against baseline {h(r['baseline_model'] or '—')}</li>"
-                     for r in ev)
-    return (f"<div class='row'>{figure(fig_src('evaluation.png'), 'evaluation per round', 'not evaluated yet')}"
-            f"<div class='numbers'>{table(['round', 'mean', 'model', 'baseline', 'Δ'], head_rows)}{src_table}"
-            f"<ul class='note'>{models}</ul></div></div>")
+    src_table = table(
+        ["kind", "source", *[x for r in rounds for x in (f"r{r} pass@1", f"r{r} Δ")]],
+        src_rows,
+        "held-out pass@1 of the trained model and its change against the baseline (Δ)",
+    )
+    models = "".join(
+        f"<li>round {r['round']}: {h(r['model'])} against baseline {h(r['baseline_model'] or '—')}</li>" for r in ev
+    )
+    return (
+        f"<div class='row'>{figure(fig_src('evaluation.png'), 'evaluation per round', 'not evaluated yet')}"
+        f"<div class='numbers'>{table(['round', 'mean', 'model', 'baseline', 'Δ'], head_rows)}{src_table}"
+        f"<ul class='note'>{models}</ul></div></div>"
+    )
 
 
 def synthesis_section(numbers: dict, fig_src) -> str:
@@ -267,12 +394,15 @@ def synthesis_section(numbers: dict, fig_src) -> str:
     def tab(key: str, label: str) -> str:
         rows = [[f"<td>{h(r['key'])}</td>", *[cell(r[c]) for c in cols], cell(r["yield"])] for r in syn[key]]
         return table([label, *cols, "yield"], rows) if rows else ""
+
     total = syn["total"]
     totals = table(cols, [[cell(total[c]) for c in cols]], "all rounds: how far the generations got")
-    return (f"<div class='row'>{figure(fig_src('synthesis.png'), 'synthesis yield', 'no generation yet')}"
-            f"<div class='numbers'>{totals}{tab('by_topic', 'topic')}"
-            f"<details><summary>by parent (each example environment a prompt showed)</summary>"
-            f"{tab('by_parent', 'parent')}</details></div></div>")
+    return (
+        f"<div class='row'>{figure(fig_src('synthesis.png'), 'synthesis yield', 'no generation yet')}"
+        f"<div class='numbers'>{totals}{tab('by_topic', 'topic')}"
+        f"<details><summary>by parent (each example environment a prompt showed)</summary>"
+        f"{tab('by_parent', 'parent')}</details></div></div>"
+    )
 
 
 def funnel_note(numbers: dict) -> str:
@@ -283,54 +413,80 @@ def funnel_note(numbers: dict) -> str:
         if tuple(f["contract_order"]) not in orders:
             orders.append(tuple(f["contract_order"]))
     orders = orders or [("dedupe", "calibrate")]
+
     def which(o: tuple) -> str:
         rounds = [str(f["round"]) for f in numbers["funnel"] if tuple(f["contract_order"]) == o]
         return f"round{'s' if len(rounds) > 1 else ''} {', '.join(rounds)}: " if len(orders) > 1 else ""
-    chains = "; ".join(which(o) + "generations → parsed → validate → review → (+ composites) → "
-                       + " → ".join(o) + " → joined" for o in orders)
+
+    chains = "; ".join(
+        which(o) + "generations → parsed → validate → review → (+ composites) → " + " → ".join(o) + " → joined"
+        for o in orders
+    )
     entry = " and ".join(dict.fromkeys(o[0] for o in orders))
-    return (f"{chains}. Composites are code built from pool members by compose (judged by the execution "
-            f"contract there, no LLM review) and enter at {entry}.")
+    return (
+        f"{chains}. Composites are code built from pool members by compose (judged by the execution "
+        f"contract there, no LLM review) and enter at {entry}."
+    )
 
 
 def index_page(numbers: dict, links: Links, fig_src, example_page, generated: str) -> str:
-    nav = "".join(f"<a href='#{k}'>{t}</a>" for k, t in (
-        ("funnel", "admission funnel"), ("pool", "pool"), ("calibration", "calibration"),
-        ("training", "training"), ("evaluation", "evaluation"), ("synthesis", "synthesis yield")))
+    nav = "".join(
+        f"<a href='#{k}'>{t}</a>"
+        for k, t in (
+            ("funnel", "admission funnel"),
+            ("pool", "pool"),
+            ("calibration", "calibration"),
+            ("training", "training"),
+            ("evaluation", "evaluation"),
+            ("synthesis", "synthesis yield"),
+        )
+    )
     finished = sum(r["finished"] for r in numbers["rounds"])
-    body = (f"<h1>evoenv report — {h(numbers['run'])}</h1>"
-            f"<p class='note'>{finished} of {len(numbers['rounds'])} round folder(s) finished · generated "
-            f"{h(generated)} from the run's files · numbers as JSON: <a href='numbers.json'>numbers.json</a></p>"
-            f"<nav>{nav}</nav>{problems_section(numbers, links)}{status_section(numbers)}"
-            f"<h2 id='funnel'>Admission funnel per round</h2>"
-            f"<p class='note'>{h(funnel_note(numbers))}</p>"
-            f"{funnel_section(numbers, links, fig_src, example_page)}"
-            f"<h2 id='pool'>The pool over rounds</h2>{pool_section(numbers, links, fig_src)}"
-            f"<h2 id='calibration'>Calibration curves of the pool</h2>{calibration_section(numbers, fig_src)}"
-            f"<h2 id='training'>Training</h2>{training_section(numbers, fig_src)}"
-            f"<h2 id='evaluation'>Evaluation per round</h2>{evaluation_section(numbers, fig_src)}"
-            f"<h2 id='synthesis'>Synthesis yield</h2>{synthesis_section(numbers, fig_src)}")
+    body = (
+        f"<h1>evoenv report — {h(numbers['run'])}</h1>"
+        f"<p class='note'>{finished} of {len(numbers['rounds'])} round folder(s) finished · generated "
+        f"{h(generated)} from the run's files · numbers as JSON: <a href='numbers.json'>numbers.json</a></p>"
+        f"<nav>{nav}</nav>{problems_section(numbers, links)}{status_section(numbers)}"
+        f"<h2 id='funnel'>Admission funnel per round</h2>"
+        f"<p class='note'>{h(funnel_note(numbers))}</p>"
+        f"{funnel_section(numbers, links, fig_src, example_page)}"
+        f"<h2 id='pool'>The pool over rounds</h2>{pool_section(numbers, links, fig_src)}"
+        f"<h2 id='calibration'>Calibration curves of the pool</h2>{calibration_section(numbers, fig_src)}"
+        f"<h2 id='training'>Training</h2>{training_section(numbers, fig_src)}"
+        f"<h2 id='evaluation'>Evaluation per round</h2>{evaluation_section(numbers, fig_src)}"
+        f"<h2 id='synthesis'>Synthesis yield</h2>{synthesis_section(numbers, fig_src)}"
+    )
     return document(f"evoenv report — {numbers['run']}", body)
 
 
 def example_body(run: RunFiles, links: Links, ex: dict, r: int, stage: str) -> str:
     """One rejected candidate: its verdict line as written, and the file it judged."""
     record = next((ln.record for ln in run.jsonl(ex["verdicts"]) if ln.number == ex["line"]), None)
-    facts = table([], [
-        ["<th>round</th>", f"<td>{r}</td>"], ["<th>stage</th>", f"<td>{h(stage)}</td>"],
-        ["<th>check</th>", f"<td>{h(ex.get('check'))}</td>"], ["<th>reason</th>", f"<td>{h(ex.get('reason'))}</td>"],
-        ["<th>verdict</th>", f"<td>{links.a(ex['verdicts'], ex['verdicts'] + ':' + str(ex['line']))}</td>"],
-        ["<th>file</th>", f"<td>{links.a(ex['source']) if ex.get('source') else h(ex.get('file') or '—')}</td>"],
-    ])
-    parts = [f"<p><a href='../index.html#round-{r}'>← back to the report</a></p>",
-             f"<h1>{h(ex.get('name') or ex.get('file'))}: rejected by {h(stage)} ({h(ex.get('check'))})</h1>", facts]
+    facts = table(
+        [],
+        [
+            ["<th>round</th>", f"<td>{r}</td>"],
+            ["<th>stage</th>", f"<td>{h(stage)}</td>"],
+            ["<th>check</th>", f"<td>{h(ex.get('check'))}</td>"],
+            ["<th>reason</th>", f"<td>{h(ex.get('reason'))}</td>"],
+            ["<th>verdict</th>", f"<td>{links.a(ex['verdicts'], ex['verdicts'] + ':' + str(ex['line']))}</td>"],
+            ["<th>file</th>", f"<td>{links.a(ex['source']) if ex.get('source') else h(ex.get('file') or '—')}</td>"],
+        ],
+    )
+    parts = [
+        f"<p><a href='../index.html#round-{r}'>← back to the report</a></p>",
+        f"<h1>{h(ex.get('name') or ex.get('file'))}: rejected by {h(stage)} ({h(ex.get('check'))})</h1>",
+        facts,
+    ]
     if record is not None:
         shown = {k: v for k, v in record.items() if k not in ("prompt", "response")}
         parts.append(f"<h2>The verdict line</h2><pre>{h(json.dumps(shown, indent=2, ensure_ascii=False))}</pre>")
         if "response" in record:
             parts.append(f"<h2>The model's response</h2><pre>{h(str(record['response'])[:50_000])}</pre>")
         if "prompt" in record:
-            parts.append(f"<details><summary>the prompt</summary><pre>{h(str(record['prompt'])[:50_000])}</pre></details>")
+            parts.append(
+                f"<details><summary>the prompt</summary><pre>{h(str(record['prompt'])[:50_000])}</pre></details>"
+            )
     source = run.text(ex["source"]) if ex.get("source") else None
     if source is not None:
         parts.append(f"<h2>The environment file</h2><pre>{h(source)}</pre>")

@@ -52,9 +52,14 @@ class RunFiles:
             raise InputError(f"{self.root}: no such folder")
         if not self.root.is_dir():
             raise InputError(f"{self.root}: not a folder (a run folder holds round-NN/, pool/ and rounds.jsonl)")
-        if not self.rounds() and not (self.root / "rounds.jsonl").is_file() and not (self.root / "pool" / "index.jsonl").is_file():
-            raise InputError(f"{self.root}: not an evoenv run (no round-NN/ folder, pool/index.jsonl or "
-                             "rounds.jsonl in it)")
+        if (
+            not self.rounds()
+            and not (self.root / "rounds.jsonl").is_file()
+            and not (self.root / "pool" / "index.jsonl").is_file()
+        ):
+            raise InputError(
+                f"{self.root}: not an evoenv run (no round-NN/ folder, pool/index.jsonl or rounds.jsonl in it)"
+            )
         self.problems: list[Problem] = []
         self._jsonl: dict[str, list[Line]] = {}
         self._json: dict[str, dict | None] = {}
@@ -107,11 +112,11 @@ class RunFiles:
                 continue
             except ValueError:
                 if n == last:
-                    self._problem(rel, n, "torn last line (no newline at its end: a writer still "
-                                          "running or killed); line skipped")
+                    self._problem(
+                        rel, n, "torn last line (no newline at its end: a writer still running or killed); line skipped"
+                    )
                 else:
-                    self._problem(rel, n, "torn line (not valid JSON); line skipped, the lines around "
-                                          "it are read")
+                    self._problem(rel, n, "torn line (not valid JSON); line skipped, the lines around it are read")
                 continue
             if not isinstance(record, dict):
                 self._problem(rel, n, "not a JSON object; line skipped")

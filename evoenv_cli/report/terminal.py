@@ -28,6 +28,7 @@ def funnel(summary: dict) -> Table:
 def evaluation(rows, model_name: str, baseline: str | None) -> Table:
     """evaluate's metrics, the model beside its baseline and the delta when there is one;
     `rows` are stages.evaluate.table_rows(metrics)."""
+
     def fmt(v, signed=False):
         return "[dim]-[/]" if v is None else (f"{v:+.3f}" if signed else f"{v:.3f}")
 

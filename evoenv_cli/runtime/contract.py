@@ -27,7 +27,13 @@ from dataclasses import dataclass, field
 ANSWER_TYPES = ("int", "float", "str", "list[int]", "list[str]")
 REQUIRED_FUNCTIONS = {"generate": 2, "prompt": 1, "solve": 1, "score": 2}
 OPTIONAL_FUNCTIONS = {"generate_from": 3}  # a composite's later part: (seed, difficulty, value)
-CALLS = ("generate", "generate_from", "prompt", "solve", "score")  # what a worker may run (compose embeds in this order)
+CALLS = (
+    "generate",
+    "generate_from",
+    "prompt",
+    "solve",
+    "score",
+)  # what a worker may run (compose embeds in this order)
 assert set(CALLS) == set(REQUIRED_FUNCTIONS) | set(OPTIONAL_FUNCTIONS)
 LEVELS = tuple(range(1, 11))  # difficulty 1 (easiest) to 10
 # What the contract asks of every call and instance (the prompt states these, the seeds are
@@ -35,34 +41,124 @@ LEVELS = tuple(range(1, 11))  # difficulty 1 (easiest) to 10
 ASKED_CALL_SECONDS = 0.1
 ASKED_INSTANCE_BYTES = 20_000
 ASKED_PROMPT_CHARS = 4_000
-ALLOWED_IMPORTS = frozenset({
-    "__future__", "random", "math", "cmath", "itertools", "functools", "collections",
-    "heapq", "bisect", "fractions", "decimal", "string", "re", "json", "statistics",
-    "dataclasses", "typing", "operator", "copy", "enum", "abc", "numbers", "array",
-    "textwrap", "unicodedata", "hashlib",
-})
-FORBIDDEN_NAMES = frozenset({
-    "eval", "exec", "compile", "__import__", "open", "input", "breakpoint", "globals",
-    "locals", "vars", "getattr", "setattr", "delattr", "__builtins__", "__loader__", "__spec__",
-    "memoryview", "exit", "quit", "help", "attrgetter", "methodcaller", "Formatter",
-    "get_type_hints", "singledispatch", "singledispatchmethod",
-})
+ALLOWED_IMPORTS = frozenset(
+    {
+        "__future__",
+        "random",
+        "math",
+        "cmath",
+        "itertools",
+        "functools",
+        "collections",
+        "heapq",
+        "bisect",
+        "fractions",
+        "decimal",
+        "string",
+        "re",
+        "json",
+        "statistics",
+        "dataclasses",
+        "typing",
+        "operator",
+        "copy",
+        "enum",
+        "abc",
+        "numbers",
+        "array",
+        "textwrap",
+        "unicodedata",
+        "hashlib",
+    }
+)
+FORBIDDEN_NAMES = frozenset(
+    {
+        "eval",
+        "exec",
+        "compile",
+        "__import__",
+        "open",
+        "input",
+        "breakpoint",
+        "globals",
+        "locals",
+        "vars",
+        "getattr",
+        "setattr",
+        "delattr",
+        "__builtins__",
+        "__loader__",
+        "__spec__",
+        "memoryview",
+        "exit",
+        "quit",
+        "help",
+        "attrgetter",
+        "methodcaller",
+        "Formatter",
+        "get_type_hints",
+        "singledispatch",
+        "singledispatchmethod",
+    }
+)
 # Names that reach objects by a string (getattr-likes) or evaluate strings as code: refused as
 # attributes too (`operator.attrgetter`, `string.Formatter`, `typing.get_type_hints`, which
 # evaluates string annotations, `builtins.eval` reached through another module).
-FORBIDDEN_ATTRIBUTES = frozenset({
-    "eval", "exec", "open", "breakpoint", "globals", "locals", "vars", "getattr",
-    "setattr", "delattr", "attrgetter", "methodcaller", "Formatter", "get_field",
-    "get_type_hints", "singledispatch", "singledispatchmethod",
-})
+FORBIDDEN_ATTRIBUTES = frozenset(
+    {
+        "eval",
+        "exec",
+        "open",
+        "breakpoint",
+        "globals",
+        "locals",
+        "vars",
+        "getattr",
+        "setattr",
+        "delattr",
+        "attrgetter",
+        "methodcaller",
+        "Formatter",
+        "get_field",
+        "get_type_hints",
+        "singledispatch",
+        "singledispatchmethod",
+    }
+)
 # Frames, code, generators, coroutines and tracebacks lead to globals and builtins.
-FRAME_ATTRIBUTES = frozenset({
-    "f_back", "f_builtins", "f_code", "f_globals", "f_lasti", "f_lineno", "f_locals", "f_trace",
-    "f_trace_lines", "f_trace_opcodes", "gi_code", "gi_frame", "gi_running", "gi_suspended",
-    "gi_yieldfrom", "ag_await", "ag_code", "ag_frame", "ag_running", "cr_await", "cr_code",
-    "cr_frame", "cr_origin", "cr_running", "cr_suspended", "tb_frame", "tb_lasti", "tb_lineno",
-    "tb_next",
-})
+FRAME_ATTRIBUTES = frozenset(
+    {
+        "f_back",
+        "f_builtins",
+        "f_code",
+        "f_globals",
+        "f_lasti",
+        "f_lineno",
+        "f_locals",
+        "f_trace",
+        "f_trace_lines",
+        "f_trace_opcodes",
+        "gi_code",
+        "gi_frame",
+        "gi_running",
+        "gi_suspended",
+        "gi_yieldfrom",
+        "ag_await",
+        "ag_code",
+        "ag_frame",
+        "ag_running",
+        "cr_await",
+        "cr_code",
+        "cr_frame",
+        "cr_origin",
+        "cr_running",
+        "cr_suspended",
+        "tb_frame",
+        "tb_lasti",
+        "tb_lineno",
+        "tb_next",
+    }
+)
 # Underscore attributes that give no new reach (a type's name, a class's constructor).
 ALLOWED_UNDERSCORE_ATTRIBUTES = frozenset({"__name__", "__qualname__", "__doc__", "__init__"})
 CONTRACT_CONSTANTS = ("NAME", "ANSWER_TYPE", "INPUT_TYPE", "TAGS")
@@ -194,8 +290,11 @@ def module_exports(path: str) -> frozenset[str]:
     names = getattr(module, "__all__", None)
     if names is None:
         names = [n for n in dir(module) if not n.startswith("_")]
-    return frozenset(n for n in names if isinstance(n, str) and not n.startswith("_")
-                     and not isinstance(getattr(module, n, None), types.ModuleType))
+    return frozenset(
+        n
+        for n in names
+        if isinstance(n, str) and not n.startswith("_") and not isinstance(getattr(module, n, None), types.ModuleType)
+    )
 
 
 def _attribute_problem(attr: str) -> str | None:
@@ -244,8 +343,11 @@ class _ModuleUse:
             return f"module {node.id!r} is {what} (line {node.lineno}); use only module.name"
         if isinstance(node, ast.Attribute):
             module = self.module_of(node.value)
-            if module is not None and node.attr not in module_exports(module) \
-                    and not _is_module(f"{module}.{node.attr}"):
+            if (
+                module is not None
+                and node.attr not in module_exports(module)
+                and not _is_module(f"{module}.{node.attr}")
+            ):
                 return f"{module}.{node.attr} is not a public name of {module} (line {node.lineno})"
         return None
 
@@ -283,8 +385,9 @@ def _module_level_bindings(tree: ast.Module) -> list[tuple[str, ast.AST]]:
     return sorted(found, key=lambda item: getattr(item[1], "lineno", 0))
 
 
-def check_source(source: bytes, max_bytes: int = MAX_SOURCE_BYTES,
-                 allowed_imports: frozenset[str] = ALLOWED_IMPORTS) -> StaticReport:
+def check_source(
+    source: bytes, max_bytes: int = MAX_SOURCE_BYTES, allowed_imports: frozenset[str] = ALLOWED_IMPORTS
+) -> StaticReport:
     """The static contract; the first problem found is the reason."""
     if len(source) > max_bytes:
         return _fail(f"source is {len(source)} bytes, over {max_bytes}")
@@ -324,10 +427,14 @@ def check_source(source: bytes, max_bytes: int = MAX_SOURCE_BYTES,
         if bound in bindings:
             bindings[bound] += 1
             if bindings[bound] > 1:
-                return _fail(f"{bound} is assigned more than once (line {getattr(node, 'lineno', '?')}); "
-                             "it must be one literal at module level", name)
+                return _fail(
+                    f"{bound} is assigned more than once (line {getattr(node, 'lineno', '?')}); "
+                    "it must be one literal at module level",
+                    name,
+                )
     modules = _ModuleUse(tree)
     from evoenv_cli.runtime.packages import grant_for
+
     grant = grant_for(source)  # evoenv's import template only: see runtime/packages.py
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -343,8 +450,9 @@ def check_source(source: bytes, max_bytes: int = MAX_SOURCE_BYTES,
                 if alias.name == "*":
                     return _fail(f"'from {node.module} import *' is not allowed (line {node.lineno})", name)
                 if alias.name not in module_exports(node.module) and not _is_module(f"{node.module}.{alias.name}"):
-                    return _fail(f"{node.module}.{alias.name} is not a public name of {node.module} "
-                                 f"(line {node.lineno})", name)
+                    return _fail(
+                        f"{node.module}.{alias.name} is not a public name of {node.module} (line {node.lineno})", name
+                    )
                 problem = _attribute_problem(alias.name)
                 if problem:
                     return _fail(f"{problem} (line {node.lineno})", name)

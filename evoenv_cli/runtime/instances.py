@@ -79,8 +79,7 @@ class Made:
         return None
 
 
-def make_instances(pool: SandboxPool, orders: list[Order],
-                   stop_on_failure: bool = False) -> list[list[Made]]:
+def make_instances(pool: SandboxPool, orders: list[Order], stop_on_failure: bool = False) -> list[list[Made]]:
     """Per order, one `Made` per pair, in the pairs' order. All generates run first (one batch
     list per environment, orders for one environment sharing it in the order given), then the
     asked calls of every instance that was generated.
@@ -94,8 +93,9 @@ def make_instances(pool: SandboxPool, orders: list[Order],
         envs.setdefault(o.env, []).append(k)
     jobs = list(envs.items())
 
-    generated = pool.run_many([(env, [Call.generate(m.seed, m.difficulty) for k in ks for m in made[k]])
-                               for env, ks in jobs], stop_on_failure)
+    generated = pool.run_many(
+        [(env, [Call.generate(m.seed, m.difficulty) for k in ks for m in made[k]]) for env, ks in jobs], stop_on_failure
+    )
     for (_, ks), results in zip(jobs, generated):
         for m, r in zip((m for k in ks for m in made[k]), results):
             m.results["generate"] = r

@@ -60,8 +60,12 @@ class Limits:
     max_message_bytes: int = field(default=4_000_000, metadata={"min": 1024})
     max_source_bytes: int = field(default=contract.MAX_SOURCE_BYTES, metadata={"min": 1})  # larger is never run
     batch_size: int = field(default=64, metadata={"min": 1})
-    give_up_after: int = field(default=3, metadata={"min": 1})  # consecutive kills in one batch before the rest are skipped
-    max_calls_per_worker: int = field(default=1000, metadata={"min": 0})  # then the worker is replaced (0: never), so module state cannot build up
+    give_up_after: int = field(
+        default=3, metadata={"min": 1}
+    )  # consecutive kills in one batch before the rest are skipped
+    max_calls_per_worker: int = field(
+        default=1000, metadata={"min": 0}
+    )  # then the worker is replaced (0: never), so module state cannot build up
 
     def deadline(self, fn: str) -> float:
         return getattr(self, f"{fn}_s") + self.grace_s
@@ -113,8 +117,13 @@ class CallResult:
 
 # What each failed status means, in words: every stage labels a failed call through
 # `describe_failure`, so one defect reads the same in sample, review, dedupe and validate.
-STATUS_WORDS = {"timeout": "timed out", "crash": "crashed", "invalid": "returned a bad value",
-                "error": "raised", "skipped": "was skipped"}
+STATUS_WORDS = {
+    "timeout": "timed out",
+    "crash": "crashed",
+    "invalid": "returned a bad value",
+    "error": "raised",
+    "skipped": "was skipped",
+}
 MAX_FAILURE_CHARS = 400
 
 
@@ -256,8 +265,9 @@ def _is_value_error(fn: str, err: str) -> bool:
 class Worker:
     """One sandboxed process with one environment imported."""
 
-    def __init__(self, plan: sandbox.LaunchPlan, workdir: Path, limits: Limits, hash_seed: int,
-                 packages: tuple[Path, ...] = ()):
+    def __init__(
+        self, plan: sandbox.LaunchPlan, workdir: Path, limits: Limits, hash_seed: int, packages: tuple[Path, ...] = ()
+    ):
         self.limits = limits
         config = {
             "env_path": sandbox.env_path_in_worker(plan, workdir),
@@ -277,15 +287,20 @@ class Worker:
                 "max_answer_chars": limits.max_answer_chars,
             },
         }
-        argv, env, cwd = sandbox.launch_argv(plan, workdir, json.dumps(config), hash_seed, limits.tmp_mb,
-                                             packages)
+        argv, env, cwd = sandbox.launch_argv(plan, workdir, json.dumps(config), hash_seed, limits.tmp_mb, packages)
         self._buf = b""
         self._arrived = time.monotonic()
         self.cpu_seconds = 0.0
         self.calls_served = 0
         self.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=env, cwd=cwd, start_new_session=True, close_fds=True,
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+            close_fds=True,
         )
         os.set_blocking(self.proc.stdin.fileno(), False)
         self.started = time.monotonic()
@@ -473,8 +488,7 @@ class SandboxPool:
     Use as a context manager; `run_many` spreads batches over workers in parallel threads.
     """
 
-    def __init__(self, limits: Limits | None = None, sandbox_mode: str = "auto", workers: int = 2,
-                 hash_seed: int = 0):
+    def __init__(self, limits: Limits | None = None, sandbox_mode: str = "auto", workers: int = 2, hash_seed: int = 0):
         self.limits = limits or Limits()
         self.plan = sandbox.resolve(sandbox_mode)
         self.workers = max(1, workers)
@@ -509,14 +523,14 @@ class SandboxPool:
         if env.env_id in self._load_errors:
             raise EnvLoadError(self._load_errors[env.env_id])
         if len(env.source) > self.limits.max_source_bytes:
-            self._load_errors[env.env_id] = (f"source is {len(env.source)} bytes, over "
-                                             f"{self.limits.max_source_bytes}: not run")
+            self._load_errors[env.env_id] = (
+                f"source is {len(env.source)} bytes, over {self.limits.max_source_bytes}: not run"
+            )
             raise EnvLoadError(self._load_errors[env.env_id])
         workdir = sandbox.prepare_workdir(self._root, env.env_id, env.source)
         try:
             entries = _granted_packages(env, self.plan, workdir)
-            worker = self._spawner.submit(Worker, self.plan, workdir, self.limits, self.hash_seed,
-                                          entries).result()
+            worker = self._spawner.submit(Worker, self.plan, workdir, self.limits, self.hash_seed, entries).result()
         except EnvLoadError as exc:
             self._load_errors[env.env_id] = str(exc)
             raise
@@ -524,9 +538,14 @@ class SandboxPool:
         if env.env_id not in self._meta:
             found = contract.declared(env.source)
             self._meta[env.env_id] = {
-                "NAME": found.name, "ANSWER_TYPE": found.answer_type, "INPUT_TYPE": found.input_type,
-                "TAGS": found.tags, "doc": found.doc, "name_problem": found.problem,
-                "callables": worker.callables, "import_seconds": worker.import_seconds,
+                "NAME": found.name,
+                "ANSWER_TYPE": found.answer_type,
+                "INPUT_TYPE": found.input_type,
+                "TAGS": found.tags,
+                "doc": found.doc,
+                "name_problem": found.problem,
+                "callables": worker.callables,
+                "import_seconds": worker.import_seconds,
                 "import_output_chars": worker.import_output_chars,
             }
         return worker
@@ -588,8 +607,7 @@ class SandboxPool:
     def run(self, env: EnvFile, calls: list[Call], stop_on_failure: bool = False) -> list[CallResult]:
         return self.run_many([(env, calls)], stop_on_failure)[0]
 
-    def run_many(self, jobs: list[tuple[EnvFile, list[Call]]],
-                 stop_on_failure: bool = False) -> list[list[CallResult]]:
+    def run_many(self, jobs: list[tuple[EnvFile, list[Call]]], stop_on_failure: bool = False) -> list[list[CallResult]]:
         """All jobs' calls, batched and spread over the workers; results in input order.
         With stop_on_failure, a batch whose call failed skips the rest instead of paying each
         remaining call's time limit (for a caller that rejects on the first failure)."""
@@ -597,7 +615,7 @@ class SandboxPool:
         chunks = []
         for j, (env, calls) in enumerate(jobs):
             for start in range(0, len(calls), self.limits.batch_size):
-                chunks.append((j, start, env, calls[start:start + self.limits.batch_size]))
+                chunks.append((j, start, env, calls[start : start + self.limits.batch_size]))
         if not chunks:
             return [[] for _ in jobs]
 
@@ -631,11 +649,13 @@ class SandboxPool:
                 break
             room = max(1, worker.calls_left())  # a fresh worker always takes at least one call
             try:
-                got, died = worker.run(calls[len(results):len(results) + room])
+                got, died = worker.run(calls[len(results) : len(results) + room])
             except Exception as exc:  # never leave a slot taken: that would deadlock the pool
                 worker.kill()
-                got, died = [CallResult("crash", None, f"worker reply could not be handled "
-                                        f"({type(exc).__name__})")], True
+                got, died = (
+                    [CallResult("crash", None, f"worker reply could not be handled ({type(exc).__name__})")],
+                    True,
+                )
             except BaseException:
                 worker.kill()
                 self._release(None, env)

@@ -77,9 +77,14 @@ class LaunchPlan:
         return self.mode
 
     def record(self) -> dict:
-        return {"jail": self.jail, "requested": self.requested or self.mode, "fallback": self.fallback,
-                "seccomp": self.seccomp_lib is not None, "landlock_abi": self.landlock_abi,
-                "uid": self.drop_to_uid if self.drop_to_uid is not None else os.geteuid()}
+        return {
+            "jail": self.jail,
+            "requested": self.requested or self.mode,
+            "fallback": self.fallback,
+            "seccomp": self.seccomp_lib is not None,
+            "landlock_abi": self.landlock_abi,
+            "uid": self.drop_to_uid if self.drop_to_uid is not None else os.geteuid(),
+        }
 
 
 _resolved: dict[str, LaunchPlan] = {}
@@ -117,7 +122,10 @@ def _world_readable(path: str) -> bool:
 def _python_prefix(python: str) -> str:
     out = subprocess.run(
         [python, "-S", "-c", "import sys; print(sys.base_prefix)"],
-        capture_output=True, text=True, timeout=30, check=True,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
     )
     return out.stdout.strip()
 
@@ -135,7 +143,8 @@ def _pick_python(need_world_readable: bool) -> str:
             return candidate
     raise SandboxUnavailable(
         "no Python interpreter readable by an unprivileged user (tried "
-        + ", ".join(candidates) + "); install python3 system-wide or run as a normal user"
+        + ", ".join(candidates)
+        + "); install python3 system-wide or run as a normal user"
     )
 
 
@@ -159,7 +168,10 @@ def _bwrap_works(plan_python: str, drop: int | None) -> str | None:
     with tempfile.TemporaryDirectory(prefix="evoenv-probe-") as d:
         os.chmod(d, 0o755)
         argv = _bwrap_argv(plan_python, _python_prefix(plan_python), Path(d), drop) + [
-            plan_python, "-S", "-c", "print('ok')"
+            plan_python,
+            "-S",
+            "-c",
+            "print('ok')",
         ]
         try:
             r = subprocess.run(argv, capture_output=True, text=True, timeout=30, env={})
@@ -191,19 +203,25 @@ def resolve(mode: str = "auto") -> LaunchPlan:
             raise SandboxUnavailable(reason)
         fallback = reason
     abi = landlock_abi()
-    plan = LaunchPlan("process", python, _python_prefix(python), lib, drop, requested=mode,
-                      fallback=fallback, landlock_abi=abi)
+    plan = LaunchPlan(
+        "process", python, _python_prefix(python), lib, drop, requested=mode, fallback=fallback, landlock_abi=abi
+    )
     if fallback:
         _stderr.print(
             f"[bold yellow]WARNING:[/] {escape(fallback)}: environments run in the WEAKER "
             f"'{plan.jail}' sandbox (rlimits + seccomp{' + Landlock' if abi else ''}, no namespaces); "
             "manifests and verdicts record it. Install bubblewrap for full isolation, or pass "
-            "--sandbox process to choose this on purpose.", soft_wrap=True)
+            "--sandbox process to choose this on purpose.",
+            soft_wrap=True,
+        )
     if lib is None:
         _stderr.print("[bold yellow]WARNING:[/] libseccomp not found: workers run without a seccomp filter")
     if not abi:
-        _stderr.print("[bold yellow]WARNING:[/] Landlock is not available: 'process' workers can read "
-                      "every file and write wherever their uid can", soft_wrap=True)
+        _stderr.print(
+            "[bold yellow]WARNING:[/] Landlock is not available: 'process' workers can read "
+            "every file and write wherever their uid can",
+            soft_wrap=True,
+        )
     _resolved[mode] = plan
     return plan
 
@@ -214,13 +232,31 @@ def _drop_prefix(drop: int | None) -> list[str]:
     return ["setpriv", f"--reuid={drop}", f"--regid={drop}", "--clear-groups", "--inh-caps=-all"]
 
 
-def _bwrap_argv(python: str, prefix: str, workdir: Path, drop: int | None, tmp_mb: int = 16,
-                packages: tuple[Path, ...] = ()) -> list[str]:
+def _bwrap_argv(
+    python: str, prefix: str, workdir: Path, drop: int | None, tmp_mb: int = 16, packages: tuple[Path, ...] = ()
+) -> list[str]:
     argv = _drop_prefix(drop) + [
-        "bwrap", "--unshare-user", "--unshare-pid", "--as-pid-1", "--unshare-net", "--unshare-ipc",
-        "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
-        "--cap-drop", "ALL", "--clearenv", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
-        "--tmpfs", "/", "--ro-bind", "/usr", "/usr",
+        "bwrap",
+        "--unshare-user",
+        "--unshare-pid",
+        "--as-pid-1",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--clearenv",
+        "--setenv",
+        "PYTHONDONTWRITEBYTECODE",
+        "1",
+        "--tmpfs",
+        "/",
+        "--ro-bind",
+        "/usr",
+        "/usr",
     ]
     for link in ("lib", "lib64", "bin", "sbin"):
         if Path(f"/{link}").is_symlink():
@@ -232,10 +268,23 @@ def _bwrap_argv(python: str, prefix: str, workdir: Path, drop: int | None, tmp_m
     for entry in packages:  # an imported environment's granted packages (runtime/packages.py)
         argv += ["--ro-bind", str(entry), f"/evoenv-packages/{entry.name}"]
     argv += [
-        "--ro-bind", str(workdir), "/sandbox",
-        "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
-        "--size", str(tmp_mb * 1024 * 1024), "--tmpfs", "/tmp",
-        "--chdir", "/tmp", "--remount-ro", "/",
+        "--ro-bind",
+        str(workdir),
+        "/sandbox",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--remount-ro",
+        "/dev",
+        "--size",
+        str(tmp_mb * 1024 * 1024),
+        "--tmpfs",
+        "/tmp",
+        "--chdir",
+        "/tmp",
+        "--remount-ro",
+        "/",
     ]
     return argv
 
@@ -255,14 +304,17 @@ def landlock_rules(plan: LaunchPlan, workdir: Path, packages: tuple[Path, ...] =
     return {"abi": plan.landlock_abi, "read": sorted(read)}
 
 
-def launch_argv(plan: LaunchPlan, workdir: Path, config_json: str, hash_seed: int, tmp_mb: int,
-                packages: tuple[Path, ...] = ()) -> tuple[list[str], dict, str]:
+def launch_argv(
+    plan: LaunchPlan, workdir: Path, config_json: str, hash_seed: int, tmp_mb: int, packages: tuple[Path, ...] = ()
+) -> tuple[list[str], dict, str]:
     """argv, environment and cwd for one worker; `workdir` holds worker.py and env.py."""
     py_flags = ["-S", "-B", "-u"]
     if plan.mode == "bwrap":
         argv = _bwrap_argv(plan.python, plan.python_prefix, workdir, plan.drop_to_uid, tmp_mb, packages)
-        argv[argv.index("--clearenv") + 1:argv.index("--clearenv") + 1] = [
-            "--setenv", "PYTHONHASHSEED", str(hash_seed)
+        argv[argv.index("--clearenv") + 1 : argv.index("--clearenv") + 1] = [
+            "--setenv",
+            "PYTHONHASHSEED",
+            str(hash_seed),
         ]
         argv += [plan.python, *py_flags, "/sandbox/worker.py", config_json]
         return argv, {}, "/"

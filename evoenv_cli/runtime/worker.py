@@ -28,18 +28,79 @@ ENOSYS = 38
 # Syscalls an environment has no use for; each returns EPERM. fork/vfork and clone without
 # CLONE_THREAD stop new processes even where RLIMIT_NPROC is ignored (uid 0 in a user namespace).
 DENIED_SYSCALLS = (
-    "fork", "vfork", "execve", "execveat", "kill", "tkill",
-    "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4",
-    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open", "pidfd_send_signal",
-    "pidfd_getfd", "mount", "umount2", "pivot_root", "chroot", "unshare", "setns",
-    "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups",
-    "setsid", "setpgid", "bpf", "perf_event_open", "keyctl", "add_key", "request_key",
-    "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
-    "reboot", "swapon", "swapoff", "acct", "userfaultfd", "personality",
-    "io_uring_setup", "io_uring_enter", "io_uring_register", "mknod", "mknodat",
-    "shmget", "shmat", "shmdt", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl",
-    "semget", "semop", "semtimedop", "semctl", "mq_open", "mq_unlink", "mq_timedsend",
-    "mq_timedreceive", "mq_notify", "mq_getsetattr",
+    "fork",
+    "vfork",
+    "execve",
+    "execveat",
+    "kill",
+    "tkill",
+    "socket",
+    "socketpair",
+    "connect",
+    "bind",
+    "listen",
+    "accept",
+    "accept4",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "pidfd_open",
+    "pidfd_send_signal",
+    "pidfd_getfd",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "unshare",
+    "setns",
+    "setuid",
+    "setgid",
+    "setreuid",
+    "setregid",
+    "setresuid",
+    "setresgid",
+    "setgroups",
+    "setsid",
+    "setpgid",
+    "bpf",
+    "perf_event_open",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "kexec_load",
+    "kexec_file_load",
+    "reboot",
+    "swapon",
+    "swapoff",
+    "acct",
+    "userfaultfd",
+    "personality",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "mknod",
+    "mknodat",
+    "shmget",
+    "shmat",
+    "shmdt",
+    "shmctl",
+    "msgget",
+    "msgsnd",
+    "msgrcv",
+    "msgctl",
+    "semget",
+    "semop",
+    "semtimedop",
+    "semctl",
+    "mq_open",
+    "mq_unlink",
+    "mq_timedsend",
+    "mq_timedreceive",
+    "mq_notify",
+    "mq_getsetattr",
 )
 
 # Landlock (linux/landlock.h): syscall numbers are the same on every architecture.
@@ -68,7 +129,11 @@ def install_seccomp(libpath):
     lib.seccomp_init.argtypes = [ctypes.c_uint32]
     lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
     lib.seccomp_rule_add_array.argtypes = [
-        ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint, ctypes.POINTER(_ScmpArgCmp)
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        ctypes.c_int,
+        ctypes.c_uint,
+        ctypes.POINTER(_ScmpArgCmp),
     ]
     lib.seccomp_load.argtypes = [ctypes.c_void_p]
     lib.seccomp_release.argtypes = [ctypes.c_void_p]
@@ -100,8 +165,11 @@ def install_seccomp(libpath):
 
 
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
-                ("scoped", ctypes.c_uint64)]
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -115,8 +183,9 @@ def restrict_filesystem(rules):
     abi = int(rules["abi"])
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
-    attr = _RulesetAttr(FS_ALL_BY_ABI.get(abi, FS_ALL_BY_ABI[5]), NET_ALL if abi >= 4 else 0,
-                        SCOPE_ALL if abi >= 6 else 0)
+    attr = _RulesetAttr(
+        FS_ALL_BY_ABI.get(abi, FS_ALL_BY_ABI[5]), NET_ALL if abi >= 4 else 0, SCOPE_ALL if abi >= 6 else 0
+    )
     size = 8 if abi < 4 else (16 if abi < 6 else 24)
     ruleset = libc.syscall(LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
     if ruleset < 0:
@@ -130,8 +199,13 @@ def restrict_filesystem(rules):
             is_dir = os.path.isdir(path)
             access = FS_EXECUTE | FS_READ_FILE | (FS_READ_DIR if is_dir else 0)
             beneath = _PathBeneathAttr(access, fd)
-            rc = libc.syscall(LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(LANDLOCK_RULE_PATH_BENEATH),
-                              ctypes.byref(beneath), ctypes.c_uint32(0))
+            rc = libc.syscall(
+                LANDLOCK_ADD_RULE,
+                ctypes.c_int(ruleset),
+                ctypes.c_int(LANDLOCK_RULE_PATH_BENEATH),
+                ctypes.byref(beneath),
+                ctypes.c_uint32(0),
+            )
             os.close(fd)
             if rc < 0:
                 raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
@@ -254,8 +328,9 @@ def main():
     import importlib.util
 
     if config.get("packages_path"):  # an imported environment's granted, read-only packages
-        os.environ.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
-                          MPLBACKEND="Agg", MPLCONFIGDIR="/tmp")
+        os.environ.update(
+            OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", MPLBACKEND="Agg", MPLCONFIGDIR="/tmp"
+        )
         sys.path.insert(0, config["packages_path"])
     sys.setrecursionlimit(config.get("recursion_limit", 10000))
     started = time.perf_counter()

@@ -35,9 +35,15 @@ class Verdict:
     measurements: dict = field(default_factory=dict)
 
     def record(self) -> dict:
-        return {"file": self.file, "env_id": self.env_id, "name": self.name,
-                "admitted": self.admitted, "stage": self.stage, "reason": self.reason,
-                **self.measurements}
+        return {
+            "file": self.file,
+            "env_id": self.env_id,
+            "name": self.name,
+            "admitted": self.admitted,
+            "stage": self.stage,
+            "reason": self.reason,
+            **self.measurements,
+        }
 
 
 @dataclass
@@ -49,8 +55,13 @@ class Summary:
     admitted_uncalibrated: int | None = None  # calibrate: admitted with nothing measured
 
     def record(self) -> dict:
-        record = {"stage": self.stage, "entered": self.entered, "admitted": self.admitted,
-                  "rejected": self.entered - self.admitted, "rejected_by_stage": self.rejected_by_stage}
+        record = {
+            "stage": self.stage,
+            "entered": self.entered,
+            "admitted": self.admitted,
+            "rejected": self.entered - self.admitted,
+            "rejected_by_stage": self.rejected_by_stage,
+        }
         if self.admitted_uncalibrated is not None:
             record["admitted_uncalibrated"] = self.admitted_uncalibrated
         return record
@@ -90,8 +101,10 @@ class AdmissionLog:
         """Record a final verdict; an admitted file lands in envs/ before its verdict does."""
         with self._lock:
             if verdict.admitted:
-                artifacts.write_bytes_atomic(self.out / "envs" / verdict.file,
-                                             source if source is not None else self.current[verdict.file].source)
+                artifacts.write_bytes_atomic(
+                    self.out / "envs" / verdict.file,
+                    source if source is not None else self.current[verdict.file].source,
+                )
             record = verdict.record()
             self._appender.append(record)
             self.done[verdict.file] = record
@@ -105,9 +118,17 @@ class AdmissionLog:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def finish(self, stage: str, checks: tuple[str, ...], library: artifacts.EnvLibrary,
-               config: dict, order: list[str] | None = None, index_extra: dict[str, dict] | None = None,
-               manifest_extra: dict | None = None, count_uncalibrated: bool = False) -> Summary:
+    def finish(
+        self,
+        stage: str,
+        checks: tuple[str, ...],
+        library: artifacts.EnvLibrary,
+        config: dict,
+        order: list[str] | None = None,
+        index_extra: dict[str, dict] | None = None,
+        manifest_extra: dict | None = None,
+        count_uncalibrated: bool = False,
+    ) -> Summary:
         """envs/ made exactly the admitted set; index, summary and manifest written atomically.
         Each admitted file's index record carries forward the input's and adds this stage's
         measurements under the stage's name. `count_uncalibrated`: the summary counts apart
@@ -133,13 +154,24 @@ class AdmissionLog:
         artifacts.write_jsonl_atomic(self.out / "index.jsonl", index)
         by_check = Counter(r["stage"] for r in records if not r["admitted"])
         checks = checks + ("library",) if by_check.get("library") else checks
-        summary = Summary(stage, len(records), len(admitted), {c: by_check.get(c, 0) for c in checks},
-                          sum(bool(r.get("uncalibrated")) for r in admitted) if count_uncalibrated else None)
+        summary = Summary(
+            stage,
+            len(records),
+            len(admitted),
+            {c: by_check.get(c, 0) for c in checks},
+            sum(bool(r.get("uncalibrated")) for r in admitted) if count_uncalibrated else None,
+        )
         artifacts.write_json_atomic(self.out / "summary.json", summary.record())
-        artifacts.write_json_atomic(self.out / "manifest.json", artifacts.manifest(
-            stage, config, library.files, self.started,
-            {"entered": summary.entered, "admitted": summary.admitted, **by_check},
-            {"library": str(library.root), "refused": [vars(r) for r in library.refused],
-             **(manifest_extra or {})}, out=self.out,
-        ))
+        artifacts.write_json_atomic(
+            self.out / "manifest.json",
+            artifacts.manifest(
+                stage,
+                config,
+                library.files,
+                self.started,
+                {"entered": summary.entered, "admitted": summary.admitted, **by_check},
+                {"library": str(library.root), "refused": [vars(r) for r in library.refused], **(manifest_extra or {})},
+                out=self.out,
+            ),
+        )
         return summary

@@ -66,7 +66,7 @@ MIN_WIDTH = 1e-6  # judge rewards narrower than this would not survive float32: 
 
 # -- the judge's prompt and verdict --------------------------------------------------------------
 def parse_verdict(text: str | None) -> str | None:
-    """"A", "B" or "tie" from a judge response, or None when it does not parse. Strict: after
+    """ "A", "B" or "tie" from a judge response, or None when it does not parse. Strict: after
     any thinking, the last non-empty line is `VERDICT: A`, `VERDICT: B` or `VERDICT: TIE` and
     no other line names a verdict, or the whole answer is just `A`, `B` or `TIE` (what a small
     model says)."""
@@ -103,15 +103,18 @@ def clip(text: str, limit: int) -> str:
         return text
     note = f"\n[... {len(text) - limit} characters left out ...]\n"
     head = (limit - len(note)) // 2
-    return text[:head] + note + text[len(text) - (limit - len(note) - head):]
+    return text[:head] + note + text[len(text) - (limit - len(note) - head) :]
 
 
 def judge_messages(task: str, first: str, second: str, reward: float, max_chars: int) -> list[dict]:
     from evoenv_cli.prompts import template
 
     text = template("arena_judge.txt").format(
-        task=task.strip(), first=clip(first, max_chars).strip() or "(empty)",
-        second=clip(second, max_chars).strip() or "(empty)", reward=f"{reward:g}")
+        task=task.strip(),
+        first=clip(first, max_chars).strip() or "(empty)",
+        second=clip(second, max_chars).strip() or "(empty)",
+        reward=f"{reward:g}",
+    )
     return [{"role": "user", "content": text}]
 
 
@@ -123,8 +126,9 @@ class BTFit:
     converged: bool
 
 
-def fit_bradley_terry(n: int, wins: dict[tuple[int, int], float], prior: float = 1.0,
-                      max_iterations: int = 500, tolerance: float = 1e-6) -> BTFit:
+def fit_bradley_terry(
+    n: int, wins: dict[tuple[int, int], float], prior: float = 1.0, max_iterations: int = 500, tolerance: float = 1e-6
+) -> BTFit:
     """MAP Bradley-Terry log-strengths of `n` items from `wins[(i, j)]` (how often i beat j; a
     tie is half a win each way), by damped Newton steps on each connected part of the graph.
     Each item also plays `prior` virtual games, half won and half lost, against a fixed
@@ -166,8 +170,14 @@ def _sigmoid(x: float) -> float:
     return 1 / (1 + math.exp(-x)) if x > -30 else math.exp(x) / (1 + math.exp(x))
 
 
-def _newton(members: list[int], beat: list[dict[int, float]], prior: float, scores: list[float],
-            max_iterations: int, tolerance: float) -> tuple[int, bool]:
+def _newton(
+    members: list[int],
+    beat: list[dict[int, float]],
+    prior: float,
+    scores: list[float],
+    max_iterations: int,
+    tolerance: float,
+) -> tuple[int, bool]:
     """Newton's method with backtracking on one connected part (writes into `scores`)."""
     at = {node: k for k, node in enumerate(members)}
     games = [[(at[j], w) for j, w in beat[i].items()] for i in members]  # (opponent, wins over it)
@@ -278,24 +288,33 @@ class AnchorPool:
                 picks = sorted({round(i * (len(ranked) - 1) / (self.size - 1)) for i in range(self.size)})
             ranked = [ranked[p] for p in picks]
         kept = {t.id for t in ranked}
-        self.prompts[key] = PromptAnchors(ranked, {pair: w for pair, w in wins.items()
-                                                   if pair[0] in kept and pair[1] in kept})
+        self.prompts[key] = PromptAnchors(
+            ranked, {pair: w for pair, w in wins.items() if pair[0] in kept and pair[1] in kept}
+        )
         self.prompts.move_to_end(key)
         while len(self.prompts) > self.max_prompts:
             self.prompts.popitem(last=False)
 
     def state(self) -> dict:
-        return {"size": self.size, "prompts": [
-            {"key": key, "traces": [vars(t) for t in p.traces],
-             "wins": [[a, b, w] for (a, b), w in sorted(p.wins.items())]}
-            for key, p in self.prompts.items()]}
+        return {
+            "size": self.size,
+            "prompts": [
+                {
+                    "key": key,
+                    "traces": [vars(t) for t in p.traces],
+                    "wins": [[a, b, w] for (a, b), w in sorted(p.wins.items())],
+                }
+                for key, p in self.prompts.items()
+            ],
+        }
 
     def load(self, state: dict) -> None:
         """Anchors saved by `state` (a checkpoint's); anything malformed is skipped."""
         for entry in state.get("prompts", []) if isinstance(state, dict) else []:
             try:
-                traces = [Trace(str(t["id"]), str(t["text"]), float(t["reward"]), float(t["score"]))
-                          for t in entry["traces"]]
+                traces = [
+                    Trace(str(t["id"]), str(t["text"]), float(t["reward"]), float(t["score"])) for t in entry["traces"]
+                ]
                 wins = {(str(a), str(b)): float(w) for a, b, w in entry["wins"]}
                 self.update(str(entry["key"]), traces, wins)
             except (KeyError, TypeError, ValueError):
@@ -355,11 +374,15 @@ class ArenaStats:
 
     def metrics(self) -> dict[str, float]:
         groups = max(self.groups, 1)
-        return {"arena/zero_variance_share": self.zero_variance / groups,
-                "arena/rescued_share": self.rescued / groups,
-                "arena/judge_calls": float(self.judge_calls), "arena/judge_errors": float(self.judge_errors),
-                "arena/unparseable": float(self.unparseable), "arena/judge_seconds": self.judge_seconds,
-                "arena/bt_iterations": float(self.bt_iterations)}
+        return {
+            "arena/zero_variance_share": self.zero_variance / groups,
+            "arena/rescued_share": self.rescued / groups,
+            "arena/judge_calls": float(self.judge_calls),
+            "arena/judge_errors": float(self.judge_errors),
+            "arena/unparseable": float(self.unparseable),
+            "arena/judge_seconds": self.judge_seconds,
+            "arena/bt_iterations": float(self.bt_iterations),
+        }
 
 
 JudgeSession = Callable[[], contextlib.AbstractContextManager[Backend]]
@@ -385,9 +408,15 @@ class Arena:
     """Turns a batch's verifier rewards into rewards with the judge's rankings inside its
     zero-variance groups (`rescore`); `ArenaConfig` holds the settings."""
 
-    def __init__(self, cfg, group_size: int, judge: JudgeSession | None = None,
-                 log_path: Path | None = None, procs: SingleProcess | AccelerateProcesses | None = None,
-                 owned: Backend | None = None):
+    def __init__(
+        self,
+        cfg,
+        group_size: int,
+        judge: JudgeSession | None = None,
+        log_path: Path | None = None,
+        procs: SingleProcess | AccelerateProcesses | None = None,
+        owned: Backend | None = None,
+    ):
         self.cfg = cfg
         self.owned = owned  # a judge backend built for this arena, closed with it
         self.group_size = group_size
@@ -401,8 +430,15 @@ class Arena:
         self._warned = False
 
     # -- the reward hook --------------------------------------------------------------------------
-    def rescore_columns(self, rewards: list[float], prompts: Sequence[Any] | None, completions: Sequence[Any],
-                        env_id: Sequence[Any], instance: Sequence[Any], columns: dict[str, Any]) -> list[float]:
+    def rescore_columns(
+        self,
+        rewards: list[float],
+        prompts: Sequence[Any] | None,
+        completions: Sequence[Any],
+        env_id: Sequence[Any],
+        instance: Sequence[Any],
+        columns: dict[str, Any],
+    ) -> list[float]:
         """`rescore` from what TRL hands a reward function: the rows' columns (`seed`,
         `difficulty`), `trainer_state` (the step) and `log_metric` (into metrics.jsonl)."""
         n = len(rewards)
@@ -411,20 +447,30 @@ class Arena:
         keys = [prompt_key(*row) for row in zip(env_id, seeds, levels, instance, strict=True)]
         state = columns.get("trainer_state")
         step = state.global_step + 1 if state is not None else self.calls + 1
-        return self.rescore(rewards, prompts if prompts is not None else [""] * n, completions, keys, step,
-                            columns.get("log_metric"))
+        return self.rescore(
+            rewards, prompts if prompts is not None else [""] * n, completions, keys, step, columns.get("log_metric")
+        )
 
-    def rescore(self, rewards: list[float], prompts: Sequence[Any], completions: Sequence[Any],
-                keys: Sequence[str], step: int, log_metric: Callable[[str, float], None] | None = None) -> list[float]:
+    def rescore(
+        self,
+        rewards: list[float],
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        keys: Sequence[str],
+        step: int,
+        log_metric: Callable[[str, float], None] | None = None,
+    ) -> list[float]:
         """`rewards` (the verifier's, for this process's completions, in TRL's order: groups of
         `group_size` consecutive completions of one prompt over all processes) with the judge's
         rewards added inside zero-variance groups."""
         from evoenv_cli.rewards import completion_text
 
-        local = [(key, task_text(p), completion_text(c), float(r))
-                 for key, p, c, r in zip(keys, prompts, completions, rewards, strict=True)]
+        local = [
+            (key, task_text(p), completion_text(c), float(r))
+            for key, p, c, r in zip(keys, prompts, completions, rewards, strict=True)
+        ]
         parts = self.procs.gather(local)
-        start = sum(len(p) for p in parts[:self.procs.rank])
+        start = sum(len(p) for p in parts[: self.procs.rank])
         items = [x for part in parts for x in part]
         new, stats = self._rescore_all(items, step)
         self.calls += 1
@@ -434,7 +480,7 @@ class Arena:
         if log_metric is not None:
             for name, value in stats.metrics().items():
                 log_metric(name, value)
-        return new[start:start + len(local)]
+        return new[start : start + len(local)]
 
     def _rescore_all(self, items: list[tuple[str, str, str, float]], step: int) -> tuple[list[float], ArenaStats]:
         rewards = [r for *_, r in items]
@@ -453,8 +499,11 @@ class Arena:
             zero = [idx for idx in zero if idx not in mixed]
         width = self._width(rewards)
         if zero and width < MIN_WIDTH:
-            self._note(step, f"verifier rewards {width / 0.45:.2g} apart leave no room for judge rewards "
-                             "that keep their order: not judged")
+            self._note(
+                step,
+                f"verifier rewards {width / 0.45:.2g} apart leave no room for judge rewards "
+                "that keep their order: not judged",
+            )
         if not zero or width < MIN_WIDTH:
             return rewards, stats
         nodes, group_nodes, anchor_nodes, fit, step_wins = self._tournament(items, zero, step, stats)
@@ -466,12 +515,28 @@ class Arena:
             for i, b in zip(idx, bonus):
                 new[i] = rewards[i] + (b if rescued else 0.0)
             self._remember(pool_key(items, idx), group_nodes[gi] + anchor_nodes[gi], nodes, fit, step_wins)
-            self._write({"kind": "group", "step": step, "group": gi, "key": items[idx[0]][0],
-                         "reward": rewards[idx[0]], "rescued": rescued, "width": width,
-                         "traces": [{"id": nodes[n].id, "score": round(fit.scores[n], 6), "bonus": round(b, 8),
-                                     "chars": len(nodes[n].text), "sha256": _sha(nodes[n].text)}
-                                    for n, b in zip(group_nodes[gi], bonus)],
-                         "anchors": [{"id": nodes[n].id, "score": round(fit.scores[n], 6)} for n in anchor_nodes[gi]]})
+            self._write(
+                {
+                    "kind": "group",
+                    "step": step,
+                    "group": gi,
+                    "key": items[idx[0]][0],
+                    "reward": rewards[idx[0]],
+                    "rescued": rescued,
+                    "width": width,
+                    "traces": [
+                        {
+                            "id": nodes[n].id,
+                            "score": round(fit.scores[n], 6),
+                            "bonus": round(b, 8),
+                            "chars": len(nodes[n].text),
+                            "sha256": _sha(nodes[n].text),
+                        }
+                        for n, b in zip(group_nodes[gi], bonus)
+                    ],
+                    "anchors": [{"id": nodes[n].id, "score": round(fit.scores[n], 6)} for n in anchor_nodes[gi]],
+                }
+            )
         return new, stats
 
     def _tournament(self, items, zero, step, stats):
@@ -483,8 +548,10 @@ class Arena:
             for (a, b), w in self.pool.get(pool_key(items, idx)).wins.items():
                 if a in ids and b in ids:
                     history[(ids[a], ids[b])] = history.get((ids[a], ids[b]), 0.0) + w
-        rngs = [random.Random(f"evoenv-arena:{self.cfg.seed}:{step}:{gi}:{pool_key(items, idx)}")
-                for gi, idx in enumerate(zero)]
+        rngs = [
+            random.Random(f"evoenv-arena:{self.cfg.seed}:{step}:{gi}:{pool_key(items, idx)}")
+            for gi, idx in enumerate(zero)
+        ]
         faced: list[set[int]] = [set() for _ in nodes]
         step_wins: dict[tuple[int, int], float] = {}
         started = time.perf_counter()
@@ -496,8 +563,11 @@ class Arena:
                 break
             verdicts = self._judge(items, zero, nodes, planned, step, stats)
             for c, outcome in zip(planned, verdicts):
-                for winner, loser, w in {"a": [(c.a, c.b, 1.0)], "b": [(c.b, c.a, 1.0)],
-                                         "tie": [(c.a, c.b, 0.5), (c.b, c.a, 0.5)]}.get(outcome, []):
+                for winner, loser, w in {
+                    "a": [(c.a, c.b, 1.0)],
+                    "b": [(c.b, c.a, 1.0)],
+                    "tie": [(c.a, c.b, 0.5), (c.b, c.a, 0.5)],
+                }.get(outcome, []):
                     step_wins[(winner, loser)] = step_wins.get((winner, loser), 0.0) + w
         stats.judge_seconds = time.perf_counter() - started
         fit = self._fit(len(nodes), history, step_wins)
@@ -561,35 +631,57 @@ class Arena:
         process asks every world-th request; the answers are gathered. Every process opens the
         judge session even with nothing to ask itself: for the policy, opening it can be a
         collective step (ZeRO-3 gathers the weights)."""
-        orders = [(c, first) for c in comparisons
-                  for first in ((c.a_first, not c.a_first) if self.cfg.both_orders else (c.a_first,))]
+        orders = [
+            (c, first)
+            for c in comparisons
+            for first in ((c.a_first, not c.a_first) if self.cfg.both_orders else (c.a_first,))
+        ]
         answers = self._ask(items, zero, nodes, orders, step)
         per = 2 if self.cfg.both_orders else 1
         outcomes: list[str | None] = []
         errors: list[str] = []
         for n, c in enumerate(comparisons):
             asked = []
-            for (_, a_first), (text, error) in zip(orders[n * per:(n + 1) * per], answers[n * per:(n + 1) * per]):
+            for (_, a_first), (text, error) in zip(orders[n * per : (n + 1) * per], answers[n * per : (n + 1) * per]):
                 stats.judge_calls += 1
                 if text is None:
                     stats.judge_errors += 1
                     errors.append(error or "no response")
-                    asked.append({"shown_first": "a" if a_first else "b", "status": "error", "winner": None,
-                                  "error": error})
+                    asked.append(
+                        {"shown_first": "a" if a_first else "b", "status": "error", "winner": None, "error": error}
+                    )
                     continue
                 verdict = parse_verdict(text)
                 stats.unparseable += verdict is None
-                winner = ("tie" if verdict in (None, "tie") else "a" if (verdict == "A") == a_first else "b")
-                asked.append({"shown_first": "a" if a_first else "b", "status": "ok" if verdict else "unparseable",
-                              "winner": winner, "response": text[:RESPONSE_CHARS]})
+                winner = "tie" if verdict in (None, "tie") else "a" if (verdict == "A") == a_first else "b"
+                asked.append(
+                    {
+                        "shown_first": "a" if a_first else "b",
+                        "status": "ok" if verdict else "unparseable",
+                        "winner": winner,
+                        "response": text[:RESPONSE_CHARS],
+                    }
+                )
             winners = {x["winner"] for x in asked if x["winner"] is not None}
             outcome = None if not winners else winners.pop() if len(winners) == 1 else "tie"
             outcomes.append(outcome)
-            self._write({"kind": "comparison", "step": step, "group": c.group, "a": nodes[c.a].id,
-                         "b": nodes[c.b].id, "winner": outcome, "asked": asked})
+            self._write(
+                {
+                    "kind": "comparison",
+                    "step": step,
+                    "group": c.group,
+                    "a": nodes[c.a].id,
+                    "b": nodes[c.b].id,
+                    "winner": outcome,
+                    "asked": asked,
+                }
+            )
         if errors:
-            self._note(step, f"the judge gave no verdict for {len(errors)} of {len(orders)} requests "
-                             f"(those count for nothing; the verifier's rewards stand): {errors[0]}")
+            self._note(
+                step,
+                f"the judge gave no verdict for {len(errors)} of {len(orders)} requests "
+                f"(those count for nothing; the verifier's rewards stand): {errors[0]}",
+            )
         return outcomes
 
     def _ask(self, items, zero, nodes, orders, step) -> list[tuple[str | None, str | None]]:
@@ -600,26 +692,37 @@ class Arena:
             conversations = []
             for c, a_first in (orders[i] for i in mine):
                 first, second = (nodes[c.a], nodes[c.b]) if a_first else (nodes[c.b], nodes[c.a])
-                conversations.append(judge_messages(items[zero[c.group][0]][1], first.text, second.text,
-                                                    nodes[c.a].reward, self.cfg.max_trace_chars))
-            sampling = SamplingConfig(n=1, temperature=self.cfg.temperature, max_tokens=self.cfg.max_tokens,
-                                      seed=self.cfg.seed)
+                conversations.append(
+                    judge_messages(
+                        items[zero[c.group][0]][1], first.text, second.text, nodes[c.a].reward, self.cfg.max_trace_chars
+                    )
+                )
+            sampling = SamplingConfig(
+                n=1, temperature=self.cfg.temperature, max_tokens=self.cfg.max_tokens, seed=self.cfg.seed
+            )
             try:
                 with self.judge() as backend:
-                    gens = backend.generate(conversations, sampling,
-                                            prompt_ids=[step * 1_000_000 + i for i in mine]) if mine else []
+                    gens = (
+                        backend.generate(conversations, sampling, prompt_ids=[step * 1_000_000 + i for i in mine])
+                        if mine
+                        else []
+                    )
                 if len(gens) != len(mine):
                     raise RuntimeError(f"the judge returned {len(gens)} generations for {len(mine)} prompts")
-                responses = [(None, g.error or "no completion")
-                             if not g.ok or not g.completions or g.completions[0].finish_reason == "error"
-                             else (g.completions[0].text, None) for g in gens]
+                responses = [
+                    (None, g.error or "no completion")
+                    if not g.ok or not g.completions or g.completions[0].finish_reason == "error"
+                    else (g.completions[0].text, None)
+                    for g in gens
+                ]
             except Exception as exc:  # a failing judge never costs the verifier's rewards
                 responses = [(None, one_line(exc))] * len(mine)
         gathered = self.procs.gather(responses)
         return [gathered[i % self.procs.world][i // self.procs.world] for i in range(len(orders))]
 
-    def _remember(self, key: str, members: list[int], nodes: list[Trace], fit: BTFit,
-                  step_wins: dict[tuple[int, int], float]) -> None:
+    def _remember(
+        self, key: str, members: list[int], nodes: list[Trace], fit: BTFit, step_wins: dict[tuple[int, int], float]
+    ) -> None:
         """Offer a judged group's traces to its prompt's anchors, with this step's results (a
         prompt judged twice in one step keeps what the first time added)."""
         current = self.pool.get(key)
@@ -648,9 +751,16 @@ class Arena:
     def summary(self) -> dict:
         """The run's totals, for the train manifest."""
         t = self.totals
-        return {"groups": t.groups, "zero_variance": t.zero_variance, "rescued": t.rescued,
-                "judge_calls": t.judge_calls, "judge_errors": t.judge_errors, "unparseable": t.unparseable,
-                "judge_seconds": round(t.judge_seconds, 3), "prompts_with_anchors": len(self.pool.prompts)}
+        return {
+            "groups": t.groups,
+            "zero_variance": t.zero_variance,
+            "rescued": t.rescued,
+            "judge_calls": t.judge_calls,
+            "judge_errors": t.judge_errors,
+            "unparseable": t.unparseable,
+            "judge_seconds": round(t.judge_seconds, 3),
+            "prompts_with_anchors": len(self.pool.prompts),
+        }
 
     def close(self) -> None:
         if self.log is not None:
@@ -701,8 +811,10 @@ def check_judge(judge_cfg) -> None:
 
     if judge_cfg.model is None:
         if judge_cfg.kind != "hf":
-            raise BackendError(f"train.arena.judge: the {judge_cfg.kind} backend needs a model; leave model "
-                               "null (with kind hf) to judge with the policy being trained")
+            raise BackendError(
+                f"train.arena.judge: the {judge_cfg.kind} backend needs a model; leave model "
+                "null (with kind hf) to judge with the policy being trained"
+            )
         return
     try:
         check_backend(judge_cfg.kind, judge_cfg.model)
@@ -728,16 +840,26 @@ def policy_judge(trainer, batch_size: int = 16, chat_template_kwargs: dict | Non
         from evoenv_cli.llm.hf import HFBackend
 
         dist = getattr(trainer, "_dist", None)
-        with (unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
-                                          gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
-                                          gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs)
-              as model, torch.no_grad(),
-              dist.summon_full_params(trainer.model_wrapped, recurse=False) if dist else contextlib.nullcontext()):
+        with (
+            unwrap_model_for_generation(
+                trainer.model_wrapped,
+                trainer.accelerator,
+                gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
+                gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs,
+            ) as model,
+            torch.no_grad(),
+            dist.summon_full_params(trainer.model_wrapped, recurse=False) if dist else contextlib.nullcontext(),
+        ):
             was_training = model.training
             model.eval()
             try:
-                yield HFBackend.over(model, trainer.processing_class, "policy", batch_size=batch_size,
-                                     chat_template_kwargs=chat_template_kwargs)
+                yield HFBackend.over(
+                    model,
+                    trainer.processing_class,
+                    "policy",
+                    batch_size=batch_size,
+                    chat_template_kwargs=chat_template_kwargs,
+                )
             finally:
                 if was_training:
                     model.train()
@@ -766,8 +888,11 @@ def build(trainer, train_cfg, out: Path, resume: bool, judge: Backend | None = N
     if judge is not None:
         session = backend_judge(judge)
     else:
-        session = policy_judge(trainer, int(cfg.judge.options.get("batch_size", 16)),
-                               cfg.judge.chat_template_kwargs or train_cfg.chat_template_kwargs)
+        session = policy_judge(
+            trainer,
+            int(cfg.judge.options.get("batch_size", 16)),
+            cfg.judge.chat_template_kwargs or train_cfg.chat_template_kwargs,
+        )
     arena = Arena(cfg, train_cfg.num_generations, session, log_path, procs, owned=owned)
     trainer.add_callback(arena.callback())
     if resume:

@@ -35,8 +35,17 @@ from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
 from evoenv_cli.stages.conversations import Plan, prepare
 
-CHECKS = ("run", "backend_error", "no_answers", "too_easy", "too_hard", "flat", "missed_band",
-          "retired_too_easy", "retired_too_hard")
+CHECKS = (
+    "run",
+    "backend_error",
+    "no_answers",
+    "too_easy",
+    "too_hard",
+    "flat",
+    "missed_band",
+    "retired_too_easy",
+    "retired_too_hard",
+)
 
 
 def calibration_seed(base: int, env_name: str, level: int, i: int) -> int:
@@ -67,8 +76,11 @@ class Level:
 
     def record(self) -> dict:
         p = self.pass_rate
-        return {"pass_rate": None if p is None else round(p, 4), "n": len(self.scores),
-                "no_answer_share": round(self.no_answer / self.responses, 4) if self.responses else None}
+        return {
+            "pass_rate": None if p is None else round(p, 4),
+            "n": len(self.scores),
+            "no_answer_share": round(self.no_answer / self.responses, 4) if self.responses else None,
+        }
 
 
 @dataclass
@@ -85,9 +97,16 @@ def in_band(p: float, lo: float, hi: float) -> bool:
     return lo <= p <= hi and 0.0 < p < 1.0
 
 
-def sweep(subjects: list[Subject], levels_of: Callable[[Subject], list[int]], cfg: CalibrateConfig,
-          sample_cfg: SampleConfig, pool: SandboxPool, backend: Backend,
-          responses: artifacts.JsonlAppender | None = None, answer: AnswerConfig | None = None) -> None:
+def sweep(
+    subjects: list[Subject],
+    levels_of: Callable[[Subject], list[int]],
+    cfg: CalibrateConfig,
+    sample_cfg: SampleConfig,
+    pool: SandboxPool,
+    backend: Backend,
+    responses: artifacts.JsonlAppender | None = None,
+    answer: AnswerConfig | None = None,
+) -> None:
     """Measure the given levels of every subject: instances in the sandbox (prompts built as
     for training), one backend batch for all of them, answers scored in the sandbox. Every
     response is appended to `responses` (the raw text, the extracted answer and its score)."""
@@ -117,17 +136,28 @@ def sweep(subjects: list[Subject], levels_of: Callable[[Subject], list[int]], cf
         asked += [(s, p) for p in made]
     if not asked:
         return
-    sampling = SamplingConfig(n=cfg.samples, temperature=cfg.temperature, top_p=cfg.top_p,
-                              max_tokens=cfg.max_tokens, seed=cfg.seed)
-    generations = backend.generate([p.messages for _, p in asked], sampling,
-                                   prompt_ids=[p.seed for _, p in asked])
+    sampling = SamplingConfig(
+        n=cfg.samples, temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens, seed=cfg.seed
+    )
+    generations = backend.generate([p.messages for _, p in asked], sampling, prompt_ids=[p.seed for _, p in asked])
     score_jobs: dict[str, tuple[EnvFile, list[Call], list[int]]] = {}
     rows: list[dict] = []
     for (s, p), gen in zip(asked, generations):
         for j, c in enumerate(gen.completions):
-            row = {"file": s.env.path.name, "env_id": s.env.env_id, "name": s.name, "level": p.difficulty,
-                   "seed": p.seed, "sample": j, "response": c.text, "finish_reason": c.finish_reason,
-                   "tokens": c.tokens, "answer": None, "score": None, "reference": p.answer}
+            row = {
+                "file": s.env.path.name,
+                "env_id": s.env.env_id,
+                "name": s.name,
+                "level": p.difficulty,
+                "seed": p.seed,
+                "sample": j,
+                "response": c.text,
+                "finish_reason": c.finish_reason,
+                "tokens": c.tokens,
+                "answer": None,
+                "score": None,
+                "reference": p.answer,
+            }
             rows.append(row)
             if c.finish_reason == "error":
                 s.curve[p.difficulty].errors += 1
@@ -170,8 +200,11 @@ def judge(s: Subject, cfg: CalibrateConfig, previous: dict | None) -> Verdict:
     curve = {str(lv): s.curve[lv].record() for lv in sorted(s.curve)}
     responses = sum(m.responses for m in s.curve.values())
     no_answer = sum(m.no_answer for m in s.curve.values())
-    m = {"curve": curve, "no_answer_share": round(no_answer / responses, 4) if responses else None,
-         "band": list(cfg.band)}
+    m = {
+        "curve": curve,
+        "no_answer_share": round(no_answer / responses, 4) if responses else None,
+        "band": list(cfg.band),
+    }
 
     def verdict(admitted: bool, stage: str, reason: str, **extra) -> Verdict:
         return Verdict(s.env.path.name, s.env.env_id, s.name, admitted, stage, reason, {**m, **extra})
@@ -183,11 +216,13 @@ def judge(s: Subject, cfg: CalibrateConfig, previous: dict | None) -> Verdict:
         errors = sum(m.errors for m in s.curve.values())
         return verdict(False, "backend_error", f"the backend returned no response ({errors} failed completions)")
     if no_answer == responses:
-        why = (f"no response had an extractable answer ({no_answer} responses): a format problem, "
-               "not a difficulty signal")
+        why = (
+            f"no response had an extractable answer ({no_answer} responses): a format problem, not a difficulty signal"
+        )
         if cfg.on_no_answers == "admit":
-            return verdict(True, "admitted", f"uncalibrated: {why}", levels=list(range(1, 11)),
-                           misses=0, uncalibrated=True)
+            return verdict(
+                True, "admitted", f"uncalibrated: {why}", levels=list(range(1, 11)), misses=0, uncalibrated=True
+            )
         return verdict(False, "no_answers", why)
     lo, hi = cfg.band
     chosen = sorted(lv for lv, p in rates.items() if in_band(p, lo, hi))
@@ -198,11 +233,12 @@ def judge(s: Subject, cfg: CalibrateConfig, previous: dict | None) -> Verdict:
     elif all(p < lo or p <= 0.0 for p in rates.values()):
         kind, why = "too_hard", f"pass rate {rates[low_level]:.2f} < {lo} even at level {low_level}"
     elif len(rates) >= 3 and spread < cfg.flat_tolerance:
-        kind, why = "flat", (f"the pass rate does not respond to difficulty (it spans {spread:.2f} "
-                             f"over levels {sorted(rates)})")
+        kind, why = (
+            "flat",
+            (f"the pass rate does not respond to difficulty (it spans {spread:.2f} over levels {sorted(rates)})"),
+        )
     elif chosen:
-        return verdict(True, "admitted", f"pass rate in [{lo}, {hi}] at levels {chosen}",
-                       levels=chosen, misses=0)
+        return verdict(True, "admitted", f"pass rate in [{lo}, {hi}] at levels {chosen}", levels=chosen, misses=0)
     else:
         kind, why = "missed_band", "the pass rate jumps over the band between adjacent levels"
     if previous is None:
@@ -210,26 +246,38 @@ def judge(s: Subject, cfg: CalibrateConfig, previous: dict | None) -> Verdict:
     # pool rotation: an environment already in the pool gets hysteresis
     wide = [lv for lv, p in rates.items() if in_band(p, lo - cfg.margin, hi + cfg.margin)]
     if wide:
-        return verdict(True, "admitted", f"within the band's margin at levels {sorted(wide)}",
-                       levels=sorted(wide), misses=0)
+        return verdict(
+            True, "admitted", f"within the band's margin at levels {sorted(wide)}", levels=sorted(wide), misses=0
+        )
     misses = int(previous.get("misses", 0) or 0) + 1
     if misses >= cfg.retire_after and kind in ("too_easy", "too_hard"):
-        return verdict(False, f"retired_{kind}", f"{why}; missed the band {misses} times in a row",
-                       misses=misses)
+        return verdict(False, f"retired_{kind}", f"{why}; missed the band {misses} times in a row", misses=misses)
     if misses >= cfg.retire_after:
         return verdict(False, kind, f"{why}; missed the band {misses} times in a row", misses=misses)
     kept = [lv for lv in previous.get("levels", []) if type(lv) is int] or sorted(rates)
-    return verdict(True, "admitted", f"kept on its earlier levels: {why} (miss {misses} of "
-                   f"{cfg.retire_after})", levels=kept, misses=misses)
+    return verdict(
+        True,
+        "admitted",
+        f"kept on its earlier levels: {why} (miss {misses} of {cfg.retire_after})",
+        levels=kept,
+        misses=misses,
+    )
 
 
-def run(library: artifacts.EnvLibrary, cfg: CalibrateConfig, sample_cfg: SampleConfig,
-        runtime: RuntimeConfig, backend: Backend, out: Path, model_name: str,
-        on_verdict: Callable[[Verdict], None] | None = None, session: Runtime | None = None,
-        answer: AnswerConfig | None = None) -> Summary:
+def run(
+    library: artifacts.EnvLibrary,
+    cfg: CalibrateConfig,
+    sample_cfg: SampleConfig,
+    runtime: RuntimeConfig,
+    backend: Backend,
+    out: Path,
+    model_name: str,
+    on_verdict: Callable[[Verdict], None] | None = None,
+    session: Runtime | None = None,
+    answer: AnswerConfig | None = None,
+) -> Summary:
     answer = answer or AnswerConfig()
-    with AdmissionLog(out, library.files, retry_stages=("backend_error",)) as log, \
-            shared(runtime, session) as rt:
+    with AdmissionLog(out, library.files, retry_stages=("backend_error",)) as log, shared(runtime, session) as rt:
         pool = rt.pool
         responses = _responses_log(out / "responses.jsonl", set(log.done))
         subjects = []
@@ -240,7 +288,7 @@ def run(library: artifacts.EnvLibrary, cfg: CalibrateConfig, sample_cfg: SampleC
             except EnvLoadError as exc:
                 subjects.append(Subject(env, env.name, error=str(exc)))
         for start in range(0, len(subjects), cfg.chunk):
-            group = subjects[start:start + cfg.chunk]
+            group = subjects[start : start + cfg.chunk]
             sweep(group, lambda s: list(cfg.coarse_levels), cfg, sample_cfg, pool, backend, responses, answer)
             sweep(group, lambda s: refine_levels(s, cfg), cfg, sample_cfg, pool, backend, responses, answer)
             for s in group:
@@ -253,13 +301,30 @@ def run(library: artifacts.EnvLibrary, cfg: CalibrateConfig, sample_cfg: SampleC
         extra = {}
         for f, r in log.done.items():
             if r["admitted"]:
-                extra[f] = {"calibration": {"curve": r["curve"], "levels": r["levels"], "band": r["band"],
-                                            "misses": r.get("misses", 0), "model": model_name,
-                                            "no_answer_share": r["no_answer_share"]}}
-        return log.finish("calibrate", CHECKS, library,
-                          {"calibrate": to_dict(cfg), "answer": to_dict(answer), "runtime": to_dict(runtime),
-                           "model": model_name,
-                           "backend": backend.name}, index_extra=extra, count_uncalibrated=True)
+                extra[f] = {
+                    "calibration": {
+                        "curve": r["curve"],
+                        "levels": r["levels"],
+                        "band": r["band"],
+                        "misses": r.get("misses", 0),
+                        "model": model_name,
+                        "no_answer_share": r["no_answer_share"],
+                    }
+                }
+        return log.finish(
+            "calibrate",
+            CHECKS,
+            library,
+            {
+                "calibrate": to_dict(cfg),
+                "answer": to_dict(answer),
+                "runtime": to_dict(runtime),
+                "model": model_name,
+                "backend": backend.name,
+            },
+            index_extra=extra,
+            count_uncalibrated=True,
+        )
 
 
 def _responses_log(path: Path, final: set[str]) -> artifacts.JsonlAppender:

@@ -67,8 +67,7 @@ def embed(source: str, function: str) -> str:
     """A part's module as a function returning its public names: top-level code runs once when
     the composite is imported, and each part keeps its own namespace."""
     tree = parse_python(source)
-    body = [n for n in tree.body
-            if not (isinstance(n, ast.ImportFrom) and n.module == "__future__")]
+    body = [n for n in tree.body if not (isinstance(n, ast.ImportFrom) and n.module == "__future__")]
     fixer = _GlobalToNonlocal()
     body = [fixer.visit(n) for n in body]
     body = [n for n in body if n is not None]
@@ -82,8 +81,7 @@ def embed(source: str, function: str) -> str:
     pre = [parse_python(f"{name} = None").body[0] for name in sorted(fixer.names)]
     exported = ", ".join(f"{name!r}: {name}" for name in EXPORTS if name in defined)
     inner = ast.unparse(ast.Module(body=pre + body, type_ignores=[]))
-    return (f"def {function}():\n" + textwrap.indent(inner, "    ")
-            + f"\n    return {{{exported}}}\n")
+    return f"def {function}():\n" + textwrap.indent(inner, "    ") + f"\n    return {{{exported}}}\n"
 
 
 def _doc_line(part: Part, meta_doc: str | None) -> str:
@@ -95,14 +93,25 @@ def _doc_line(part: Part, meta_doc: str | None) -> str:
 def render(plan: Plan, docs: dict[str, str | None], partial_credit: bool = False) -> str:
     """The composite's standalone source."""
     op, parts, name = plan.op, plan.parts, plan.name()
-    doc = "\n".join([op.what(plan), "Built by evoenv compose (RACES); each part keeps its own asymmetry:", ""]
-                    + [f"- {_doc_line(p, docs.get(p.env.env_id))}" for p in parts])
+    doc = "\n".join(
+        [op.what(plan), "Built by evoenv compose (RACES); each part keeps its own asymmetry:", ""]
+        + [f"- {_doc_line(p, docs.get(p.env.env_id))}" for p in parts]
+    )
     doc = doc.replace("\\", "\\\\").replace('"""', "'''")
     unique = list(dict.fromkeys(p.env.env_id for p in parts))
     sources = {eid: next(p for p in parts if p.env.env_id == eid).env.source.decode("utf-8") for eid in unique}
     input_type = plan.input_type
-    lines = [f'"""{doc}\n"""', "", "from __future__ import annotations", "", "import re", "",
-             f"NAME = {name!r}", f"TAGS = {plan.tags!r}", f"ANSWER_TYPE = {plan.answer_type!r}"]
+    lines = [
+        f'"""{doc}\n"""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "import re",
+        "",
+        f"NAME = {name!r}",
+        f"TAGS = {plan.tags!r}",
+        f"ANSWER_TYPE = {plan.answer_type!r}",
+    ]
     if input_type:
         lines.append(f"INPUT_TYPE = {input_type!r}")
     lines += [f"OPERATOR = {op.name!r}", f"PARENTS = {[p.name for p in parts]!r}", ""]
@@ -152,8 +161,9 @@ def round_robin(by_op: dict[str, list[Plan]]) -> list[Plan]:
 def measure_order_free(env: EnvFile, pool: SandboxPool, levels: tuple[int, ...] = (1, 3, 5, 7)) -> bool:
     """Whether a list answer is accepted with its items reordered on most of a few instances
     (what validate measures, for a part whose index record does not say)."""
-    [made] = make_instances(pool, [Order(env, [(seed, d) for d in levels for seed in (0, 1)], ask=("solve",))],
-                            stop_on_failure=True)
+    [made] = make_instances(
+        pool, [Order(env, [(seed, d) for d in levels for seed in (0, 1)], ask=("solve",))], stop_on_failure=True
+    )
     if any(m.failure(("generate", "solve")) for m in made):
         return False
     pairs = [(m.instance, moved) for m in made if (moved := probes.reordered(m.answer)) is not None]
@@ -180,16 +190,31 @@ def describe_parts(library: artifacts.EnvLibrary, pool: SandboxPool) -> tuple[li
         order_free = record.get("order_free")
         if not isinstance(order_free, bool):
             order_free = bool(answer_type and answer_type.startswith("list")) and measure_order_free(env, pool)
-        parts.append(Part(env, meta.get("NAME") or env.name, answer_type, meta.get("INPUT_TYPE"),
-                          list(meta.get("TAGS") or []), int(record.get("depth", 0) or 0),
-                          list(record.get("parents") or []), order_free))
+        parts.append(
+            Part(
+                env,
+                meta.get("NAME") or env.name,
+                answer_type,
+                meta.get("INPUT_TYPE"),
+                list(meta.get("TAGS") or []),
+                int(record.get("depth", 0) or 0),
+                list(record.get("parents") or []),
+                order_free,
+            )
+        )
         docs[env.env_id] = meta.get("doc")
     return parts, docs, skipped
 
 
-def run(library: artifacts.EnvLibrary, cfg: ComposeConfig, vcfg: ValidateConfig, runtime: RuntimeConfig,
-        out: Path, on_verdict: Callable[[Verdict], None] | None = None,
-        session: Runtime | None = None) -> Summary:
+def run(
+    library: artifacts.EnvLibrary,
+    cfg: ComposeConfig,
+    vcfg: ValidateConfig,
+    runtime: RuntimeConfig,
+    out: Path,
+    on_verdict: Callable[[Verdict], None] | None = None,
+    session: Runtime | None = None,
+) -> Summary:
     """Sample up to cfg.n composites (split over depths 1..max_depth), judge each with the
     execution contract, and write the admitted ones; verdicts already in `out` are reused."""
     rng = random.Random(f"compose:{cfg.seed}")
@@ -202,20 +227,27 @@ def run(library: artifacts.EnvLibrary, cfg: ComposeConfig, vcfg: ValidateConfig,
             plans = round_robin(candidates(parts, tuple(cfg.ops), rng, depth))
             got = 0
             while got < want and plans:
-                batch, plans = plans[: want - got], plans[want - got:]
+                batch, plans = plans[: want - got], plans[want - got :]
                 for plan, env, record in _judge(batch, docs, cfg, vcfg, pool, fresh, log, on_verdict):
                     made.append(env)
                     if record["admitted"]:
                         got += 1
                         parts.append(_as_part(plan, env))
                         docs[env.env_id] = f"{plan.operator} of {', '.join(p.name for p in plan.parts)}"
-                        lineage[env.path.name] = {"origin": "compose", "operator": plan.operator,
-                                                  "parents": record["parents"], "depth": plan.depth}
+                        lineage[env.path.name] = {
+                            "origin": "compose",
+                            "operator": plan.operator,
+                            "parents": record["parents"],
+                            "depth": plan.depth,
+                        }
         composed = artifacts.EnvLibrary(library.root, made, {})
         return log.finish(
-            "compose", validate.STAGES, composed,
+            "compose",
+            validate.STAGES,
+            composed,
             {"compose": to_dict(cfg), "validate": to_dict(vcfg), "runtime": to_dict(runtime)},
-            index_extra=lineage, manifest_extra={"parts": len(parts), "skipped_parts": skipped},
+            index_extra=lineage,
+            manifest_extra={"parts": len(parts), "skipped_parts": skipped},
         )
 
 
@@ -226,14 +258,19 @@ def _judge(batch: list[Plan], docs, cfg, vcfg, pool, fresh, log: AdmissionLog, o
     for plan in batch:
         source = render(plan, docs, cfg.partial_credit).encode()
         envs.append(EnvFile(log.out / "envs" / f"{plan.name()}.py", source, env_id_of(source)))
-    todo = [(plan, env) for plan, env in zip(batch, envs)
-            if (log.done.get(env.path.name) or {}).get("env_id") != env.env_id]
+    todo = [
+        (plan, env) for plan, env in zip(batch, envs) if (log.done.get(env.path.name) or {}).get("env_id") != env.env_id
+    ]
 
     def one(item):
         plan, env = item
         verdict = validate.judge(env, vcfg, pool, fresh, plan.name())
-        verdict.measurements = {"operator": plan.operator, "depth": plan.depth,
-                                "parents": [p.env.path.name for p in plan.parts], **verdict.measurements}
+        verdict.measurements = {
+            "operator": plan.operator,
+            "depth": plan.depth,
+            "parents": [p.env.path.name for p in plan.parts],
+            **verdict.measurements,
+        }
         return verdict
 
     with ThreadPoolExecutor(max_workers=max(1, pool.workers)) as ex:
@@ -246,8 +283,16 @@ def _judge(batch: list[Plan], docs, cfg, vcfg, pool, fresh, log: AdmissionLog, o
 
 def _as_part(plan: Plan, env: EnvFile) -> Part:
     """The admitted composite as a part, declaring what its file declares."""
-    return Part(env, plan.name(), plan.answer_type, plan.input_type, plan.tags, plan.depth,
-                [p.env.path.name for p in plan.parts], plan.order_free)
+    return Part(
+        env,
+        plan.name(),
+        plan.answer_type,
+        plan.input_type,
+        plan.tags,
+        plan.depth,
+        [p.env.path.name for p in plan.parts],
+        plan.order_free,
+    )
 
 
 def _split(n: int, depth: int) -> list[int]:

@@ -41,8 +41,9 @@ def user_turn(task: str, instruction: str) -> dict:
     return {"role": "user", "content": f"{task}\n\n{instruction}" if instruction else task}
 
 
-def build_messages(task: str, cfg: SampleConfig, answer: AnswerConfig,
-                   demonstrations: list[tuple[str, str]] = ()) -> list[dict]:
+def build_messages(
+    task: str, cfg: SampleConfig, answer: AnswerConfig, demonstrations: list[tuple[str, str]] = ()
+) -> list[dict]:
     """The conversation for one task: system prompt, demonstration turns, then the task."""
     messages = []
     if cfg.system_prompt:
@@ -76,8 +77,9 @@ class Plan:
     pairs: list[tuple[int, int]]  # (seed, difficulty)
 
 
-def prepare(pool: SandboxPool, plans: list[Plan], cfg: SampleConfig, answer_cfg: AnswerConfig,
-            need_answer: bool = True) -> tuple[list[list[Prepared]], list[dict]]:
+def prepare(
+    pool: SandboxPool, plans: list[Plan], cfg: SampleConfig, answer_cfg: AnswerConfig, need_answer: bool = True
+) -> tuple[list[list[Prepared]], list[dict]]:
     """Per plan, the instances that could be made (in the plan's order), and the skips
     ({"env", "seed", "difficulty", "reason"}). With `need_answer` False an instance whose
     `solve` failed is kept with answer None (evaluation scores answers with `score` anyway)."""
@@ -100,12 +102,26 @@ def prepare(pool: SandboxPool, plans: list[Plan], cfg: SampleConfig, answer_cfg:
                 skip = {"env": p.env.path.name, "seed": m.seed, "difficulty": m.difficulty, "reason": why}
                 (failed_asked if m.instance is not None else failed_generate).append(skip)
                 continue
-            shown = [(c.seed, c.instance, c.task, c.answer) for c in demos[k * tries:(k + 1) * tries]
-                     if c.failure() is None]
+            shown = [
+                (c.seed, c.instance, c.task, c.answer)
+                for c in demos[k * tries : (k + 1) * tries]
+                if c.failure() is None
+            ]
             picked = pick_demonstrations(m.instance, m.answer, shown, wanted)
             messages = build_messages(m.task, cfg, answer_cfg, [(t, a) for _, _, t, a in picked])
-            ready.append(Prepared(p.env, p.name, m.seed, m.difficulty, m.instance, m.task, m.answer, messages,
-                                  [ds for ds, _, _, _ in picked]))
+            ready.append(
+                Prepared(
+                    p.env,
+                    p.name,
+                    m.seed,
+                    m.difficulty,
+                    m.instance,
+                    m.task,
+                    m.answer,
+                    messages,
+                    [ds for ds, _, _, _ in picked],
+                )
+            )
         out.append(ready)
     return out, failed_generate + failed_asked
 

@@ -87,12 +87,40 @@ def _stable_names() -> tuple[frozenset[str], frozenset[str]]:
     bare = set(keyword.kwlist) | set(dir(builtins)) - {"_"} | CONTRACT_NAMES
     # the module names every environment file is written with; not the contract's whole
     # allow-list, whose rarer names (numbers, abc) are common variable names elsewhere
-    bare |= {m.__name__ for m in modules} | {"functools", "bisect", "fractions", "decimal",
-                                             "statistics", "dataclasses", "typing", "operator",
-                                             "copy", "enum", "textwrap", "cmath", "array"}
+    bare |= {m.__name__ for m in modules} | {
+        "functools",
+        "bisect",
+        "fractions",
+        "decimal",
+        "statistics",
+        "dataclasses",
+        "typing",
+        "operator",
+        "copy",
+        "enum",
+        "textwrap",
+        "cmath",
+        "array",
+    }
     attrs: set[str] = set()
-    for obj in (*modules, list, dict, set, frozenset, str, bytes, int, float, tuple,
-                random.Random, collections.deque, collections.Counter, re.Pattern, re.Match, io.StringIO):
+    for obj in (
+        *modules,
+        list,
+        dict,
+        set,
+        frozenset,
+        str,
+        bytes,
+        int,
+        float,
+        tuple,
+        random.Random,
+        collections.deque,
+        collections.Counter,
+        re.Pattern,
+        re.Match,
+        io.StringIO,
+    ):
         attrs |= {n for n in dir(obj) if not n.startswith("__")}
     return frozenset(bare), frozenset(attrs)
 
@@ -253,8 +281,8 @@ def shingle_hashes(chunks: list[list[str]], k: int) -> np.ndarray:
     h = ids[:n].copy()  # polynomial hash of the k ids, wrapping mod 2**64
     for j in range(1, k):
         h *= _MULT
-        h += ids[j:j + n]
-    h = h[cid[:n] == cid[k - 1:]]
+        h += ids[j : j + n]
+    h = h[cid[:n] == cid[k - 1 :]]
     h ^= h >> np.uint64(31)  # mix the high bits down before keeping 32
     h *= np.uint64(0xBF58476D1CE4E5B9)
     h ^= h >> np.uint64(32)
@@ -294,7 +322,7 @@ def minhash_values(hashes: np.ndarray, num_perm: int) -> np.ndarray | None:
     out = np.full(num_perm, np.uint32(0xFFFFFFFF), dtype=np.uint32)
     b = b[:, None]
     for start in range(0, len(hv), 8192):  # bounded memory for a huge set
-        phv = np.multiply.outer(a, hv[start:start + 8192])  # (num_perm, n): min along rows
+        phv = np.multiply.outer(a, hv[start : start + 8192])  # (num_perm, n): min along rows
         phv += b
         np.minimum(out, phv.min(axis=1), out=out)
     return out
@@ -303,8 +331,7 @@ def minhash_values(hashes: np.ndarray, num_perm: int) -> np.ndarray | None:
 def as_minhash(values: np.ndarray):
     from datasketch import MinHash
 
-    return MinHash(seed=MINHASH_SEED, hashvalues=values, permutations=permutations(len(values)),
-                   scheme=MINHASH_SCHEME)
+    return MinHash(seed=MINHASH_SEED, hashvalues=values, permutations=permutations(len(values)), scheme=MINHASH_SCHEME)
 
 
 def code_shingles(source: str | bytes, cfg: DedupeConfig) -> np.ndarray:
@@ -355,10 +382,11 @@ def write_shipped_scaffold(seeds: Path, cfg: DedupeConfig | None = None) -> int:
     cfg = cfg or DedupeConfig()
     sets = [code_shingles(p.read_bytes(), cfg) for p in sorted(Path(seeds).glob("*.py"))]
     values = scaffold_of(sets, cfg)
-    SHIPPED_SCAFFOLD.write_text(f"# code shingles in >= {cfg.scaffold_min_files} of {len(sets)} seeds "
-                                f"(signature version {SIGNATURE_VERSION}); evoenv_cli.stages.dedupe."
-                                "write_shipped_scaffold('seeds') rewrites it\n"
-                                + "".join(f"{int(v):08x}\n" for v in values))
+    SHIPPED_SCAFFOLD.write_text(
+        f"# code shingles in >= {cfg.scaffold_min_files} of {len(sets)} seeds "
+        f"(signature version {SIGNATURE_VERSION}); evoenv_cli.stages.dedupe."
+        "write_shipped_scaffold('seeds') rewrites it\n" + "".join(f"{int(v):08x}\n" for v in values)
+    )
     shipped_scaffold.cache_clear()
     return len(values)
 
@@ -386,8 +414,12 @@ def composite_structure(env: EnvFile, record: dict) -> tuple | None:
     if not isinstance(record, dict) or record.get("origin") != "compose":
         return None
     op, parents = record.get("operator"), record.get("parents")
-    if op not in COMPOSITE_OPERATORS or not isinstance(parents, list) or \
-            not parents or not all(isinstance(x, str) for x in parents):
+    if (
+        op not in COMPOSITE_OPERATORS
+        or not isinstance(parents, list)
+        or not parents
+        or not all(isinstance(x, str) for x in parents)
+    ):
         return None
     m = _OPERATOR.search(env.source)
     if m is None or m.group(2).decode() != op:
@@ -406,8 +438,7 @@ def prompt_words(text: str) -> list[str]:
 
 def behaviour_signature(prompts: list[str], cfg: DedupeConfig) -> np.ndarray | None:
     """MinHash values of the word shingles of the prompts (no shingle spans two prompts)."""
-    return minhash_values(shingle_hashes([prompt_words(p) for p in prompts], cfg.behaviour_shingle),
-                          cfg.num_perm)
+    return minhash_values(shingle_hashes([prompt_words(p) for p in prompts], cfg.behaviour_shingle), cfg.num_perm)
 
 
 def behaviour_pairs(cfg: DedupeConfig) -> list[tuple[int, int]]:
@@ -458,8 +489,14 @@ class Member:
     structure: tuple | None = None  # (operator, parents) of a composite
 
     def ref(self, jaccard: float) -> dict:
-        return {"file": self.file, "library": self.library, "env_id": self.env_id, "name": self.name,
-                "pool": self.pool, "jaccard": round(jaccard, 4)}
+        return {
+            "file": self.file,
+            "library": self.library,
+            "env_id": self.env_id,
+            "name": self.name,
+            "pool": self.pool,
+            "jaccard": round(jaccard, 4),
+        }
 
 
 @functools.cache
@@ -486,7 +523,7 @@ class _Signatures:
     def put(self, row: int, values: np.ndarray) -> None:
         if row >= len(self.values):
             grown = np.zeros((max(row + 1, 2 * len(self.values)), self.values.shape[1]), dtype=np.uint32)
-            grown[:self.n] = self.values[:self.n]
+            grown[: self.n] = self.values[: self.n]
             self.values = grown
         self.values[row] = values
         self.n = max(self.n, row + 1)
@@ -539,8 +576,14 @@ class NoveltyIndex:
         best = int(np.argmax(same))  # first of the maxima: the earliest member
         return int(rows[best]), float(same[best]) / len(values)
 
-    def add(self, member: Member, code: np.ndarray | None, behaviour: np.ndarray | None,
-            insert: bool = True, solved: solve_signature.Sample | None = None) -> int:
+    def add(
+        self,
+        member: Member,
+        code: np.ndarray | None,
+        behaviour: np.ndarray | None,
+        insert: bool = True,
+        solved: solve_signature.Sample | None = None,
+    ) -> int:
         row = len(self.members)
         self.members.append(member)
         if member.structure is not None:
@@ -585,9 +628,14 @@ class Decision:
         return self.stage == "admitted"
 
 
-def decide(index: NoveltyIndex, code: np.ndarray | None, behaviour: np.ndarray | None,
-           failure: str | None = None, structure: tuple | None = None,
-           solves_like: Callable[[], tuple[int, float] | None] | None = None) -> Decision:
+def decide(
+    index: NoveltyIndex,
+    code: np.ndarray | None,
+    behaviour: np.ndarray | None,
+    failure: str | None = None,
+    structure: tuple | None = None,
+    solves_like: Callable[[], tuple[int, float] | None] | None = None,
+) -> Decision:
     """The verdict on one environment against everything kept before it: code first (no
     execution needed), then whether its prompts could be sampled, then behaviour. A composite
     is judged by its structure and its behaviour by execution instead: its code and prompts
@@ -611,8 +659,12 @@ def decide(index: NoveltyIndex, code: np.ndarray | None, behaviour: np.ndarray |
     if near_code and near_code[1] >= index.cfg.code_threshold:
         kept = index.members[near_code[0]]
         m["duplicate_of"] = kept.ref(near_code[1])
-        return Decision("duplicate_code", f"its code is a near-duplicate of {_where(kept)}: estimated "
-                        f"Jaccard {near_code[1]:.2f} >= {index.cfg.code_threshold}", m)
+        return Decision(
+            "duplicate_code",
+            f"its code is a near-duplicate of {_where(kept)}: estimated "
+            f"Jaccard {near_code[1]:.2f} >= {index.cfg.code_threshold}",
+            m,
+        )
     if failure is not None:
         return Decision("run", f"its prompts could not be sampled: {failure}", m)
     near_beh = index.nearest("behaviour", behaviour)
@@ -620,16 +672,21 @@ def decide(index: NoveltyIndex, code: np.ndarray | None, behaviour: np.ndarray |
     if near_beh and near_beh[1] >= index.cfg.behaviour_threshold:
         kept = index.members[near_beh[0]]
         m["duplicate_of"] = kept.ref(near_beh[1])
-        return Decision("duplicate_behaviour", f"its prompts pose the task of {_where(kept)}: "
-                        f"estimated Jaccard {near_beh[1]:.2f} >= {index.cfg.behaviour_threshold}", m)
+        return Decision(
+            "duplicate_behaviour",
+            f"its prompts pose the task of {_where(kept)}: "
+            f"estimated Jaccard {near_beh[1]:.2f} >= {index.cfg.behaviour_threshold}",
+            m,
+        )
     same = _solves_the_same(index, solves_like, m)
     if same is not None:
         return same
     return Decision("admitted", "no near-duplicate in the pool or earlier in the batch", m)
 
 
-def _solves_the_same(index: NoveltyIndex, solves_like: Callable[[], tuple[int, float] | None] | None,
-                     m: dict) -> Decision | None:
+def _solves_the_same(
+    index: NoveltyIndex, solves_like: Callable[[], tuple[int, float] | None] | None, m: dict
+) -> Decision | None:
     """duplicate_behaviour when the environment's solve gives a kept one's answers on that
     one's own instances (recast) and its score accepts them; None otherwise."""
     near_solve = solves_like() if solves_like is not None else None
@@ -640,9 +697,13 @@ def _solves_the_same(index: NoveltyIndex, solves_like: Callable[[], tuple[int, f
         return None
     kept = index.members[near_solve[0]]
     m["duplicate_of"] = {**kept.ref(near_solve[1]), "signature": "solve"}
-    return Decision("duplicate_behaviour", f"its solve gives the answers of {_where(kept)} on "
-                    f"{near_solve[1]:.0%} of that one's own instances (recast into its layout), "
-                    "and its score accepts them: the same task in another story", m)
+    return Decision(
+        "duplicate_behaviour",
+        f"its solve gives the answers of {_where(kept)} on "
+        f"{near_solve[1]:.0%} of that one's own instances (recast into its layout), "
+        "and its score accepts them: the same task in another story",
+        m,
+    )
 
 
 def _where(member: Member) -> str:
@@ -656,10 +717,15 @@ _VOCABULARY_DIGEST = hashlib.sha256("\n".join(sorted(STABLE_BARE) + ["."] + sort
 def _signature_settings(cfg: DedupeConfig) -> dict:
     """Everything a signature depends on besides the file itself (the stable names come from
     the running Python's builtins and stdlib, so they are in it too)."""
-    return {"signature_version": SIGNATURE_VERSION, "minhash": [MINHASH_SCHEME, MINHASH_SEED],
-            "stable_names": _VOCABULARY_DIGEST, "num_perm": cfg.num_perm,
-            "code_shingle": cfg.code_shingle, "behaviour_shingle": cfg.behaviour_shingle,
-            "behaviour_pairs": behaviour_pairs(cfg)}
+    return {
+        "signature_version": SIGNATURE_VERSION,
+        "minhash": [MINHASH_SCHEME, MINHASH_SEED],
+        "stable_names": _VOCABULARY_DIGEST,
+        "num_perm": cfg.num_perm,
+        "code_shingle": cfg.code_shingle,
+        "behaviour_shingle": cfg.behaviour_shingle,
+        "behaviour_pairs": behaviour_pairs(cfg),
+    }
 
 
 def settings_key(cfg: DedupeConfig) -> str:
@@ -670,11 +736,25 @@ def index_keys(files: list[EnvFile], cfg: DedupeConfig, scaffold: np.ndarray) ->
     """(signatures key, LSH key): the pool's files (names and env_ids, in order) with the
     settings that shape the signatures (the scaffold taken out of the code included); then
     also those that shape the LSH tables."""
-    sig = hashlib.sha256(json.dumps({**_signature_settings(cfg), "scaffold": _digest(scaffold),
-                                     "files": [[e.path.name, e.env_id] for e in files]}).encode()).hexdigest()
-    lsh = hashlib.sha256(json.dumps({"signatures": sig, "thresholds": [cfg.code_threshold, cfg.behaviour_threshold],
-                                     "weights": list(_lsh_weights(cfg)),
-                                     "datasketch": _datasketch_version()}).encode()).hexdigest()
+    sig = hashlib.sha256(
+        json.dumps(
+            {
+                **_signature_settings(cfg),
+                "scaffold": _digest(scaffold),
+                "files": [[e.path.name, e.env_id] for e in files],
+            }
+        ).encode()
+    ).hexdigest()
+    lsh = hashlib.sha256(
+        json.dumps(
+            {
+                "signatures": sig,
+                "thresholds": [cfg.code_threshold, cfg.behaviour_threshold],
+                "weights": list(_lsh_weights(cfg)),
+                "datasketch": _datasketch_version(),
+            }
+        ).encode()
+    ).hexdigest()
     return sig, lsh
 
 
@@ -709,9 +789,16 @@ def save_index(path: Path, files: list[EnvFile], index: NoveltyIndex, rows: list
     payload = buffer.getvalue()
     members = [[e.path.name, e.env_id, index.members[row].name] for e, row in zip(files, rows)]
     sig_key, lsh_key = index_keys(files, cfg, scaffold)
-    header = {"version": 2, "signature_key": sig_key, "lsh_key": lsh_key, "files": len(files),
-              "members": members, "num_perm": cfg.num_perm,
-              "payload_bytes": len(payload), "payload_sha256": hashlib.sha256(payload).hexdigest()}
+    header = {
+        "version": 2,
+        "signature_key": sig_key,
+        "lsh_key": lsh_key,
+        "files": len(files),
+        "members": members,
+        "num_perm": cfg.num_perm,
+        "payload_bytes": len(payload),
+        "payload_sha256": hashlib.sha256(payload).hexdigest(),
+    }
     with artifacts.atomic_file(path, "wb") as f:  # fsynced: a kill leaves the old index or the new
         f.write(INDEX_MAGIC + json.dumps(header).encode() + b"\n")
         f.write(payload)
@@ -733,8 +820,12 @@ MAX_INDEX_HEADER_BYTES = 64 << 20
 def _arrays(payload: bytes, n: int, num_perm: int) -> dict[str, np.ndarray]:
     """The payload's four arrays, of exactly the expected shapes and types; ValueError if not."""
     with np.load(io.BytesIO(payload), allow_pickle=False) as npz:
-        want = {"code": ((n, num_perm), np.uint32), "behaviour": ((n, num_perm), np.uint32),
-                "has_code": ((n,), np.bool_), "has_behaviour": ((n,), np.bool_)}
+        want = {
+            "code": ((n, num_perm), np.uint32),
+            "behaviour": ((n, num_perm), np.uint32),
+            "has_code": ((n,), np.bool_),
+            "has_behaviour": ((n,), np.bool_),
+        }
         if set(npz.files) != set(want):
             raise ValueError("unexpected arrays")
         out = {}
@@ -746,8 +837,9 @@ def _arrays(payload: bytes, n: int, num_perm: int) -> dict[str, np.ndarray]:
     return out
 
 
-def load_index(path: Path, files: list[EnvFile], cfg: DedupeConfig,
-               scaffold: np.ndarray) -> tuple[SavedIndex | None, str]:
+def load_index(
+    path: Path, files: list[EnvFile], cfg: DedupeConfig, scaffold: np.ndarray
+) -> tuple[SavedIndex | None, str]:
     """A pool's saved index when it matches the pool's files and the settings, else (None, why).
     The header is checked, and the payload's size and sha256; the arrays are read with
     allow_pickle=False and must have the expected shapes: nothing in the file is executed."""
@@ -771,15 +863,24 @@ def load_index(path: Path, files: list[EnvFile], cfg: DedupeConfig,
             return None, "saved index unreadable (payload size or checksum mismatch)"
         members = header.get("members")
         if not isinstance(members, list) or not all(
-                isinstance(m, list) and len(m) == 3 and all(isinstance(x, str) for x in m[:2])
-                and (m[2] is None or isinstance(m[2], str)) for m in members):
+            isinstance(m, list)
+            and len(m) == 3
+            and all(isinstance(x, str) for x in m[:2])
+            and (m[2] is None or isinstance(m[2], str))
+            for m in members
+        ):
             return None, "saved index unreadable (bad members)"
         arrays = _arrays(payload, len(members), cfg.num_perm)
     except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
         return None, f"saved index unreadable ({type(exc).__name__})"
-    saved = SavedIndex([tuple(m) for m in members], arrays["code"].astype(np.uint32),
-                       arrays["behaviour"].astype(np.uint32), arrays["has_code"], arrays["has_behaviour"],
-                       header.get("lsh_key") == lsh_key)
+    saved = SavedIndex(
+        [tuple(m) for m in members],
+        arrays["code"].astype(np.uint32),
+        arrays["behaviour"].astype(np.uint32),
+        arrays["has_code"],
+        arrays["has_behaviour"],
+        header.get("lsh_key") == lsh_key,
+    )
     if [tuple(m[:2]) for m in saved.members] != [(e.path.name, e.env_id) for e in files]:
         return None, "saved index stale (its members differ from the pool's files)"
     return saved, "loaded" if saved.same_lsh else "loaded signatures; LSH tables rebuilt (thresholds changed)"
@@ -805,16 +906,26 @@ def check_config(cfg: DedupeConfig) -> None:
     share = cfg.scaffold_share
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < share <= 1.0:
         problems.append(f"scaffold_share must be a number in (0, 1], not {share!r}")
-    if isinstance(cfg.scaffold_min_files, bool) or not isinstance(cfg.scaffold_min_files, int) or cfg.scaffold_min_files < 2:
+    if (
+        isinstance(cfg.scaffold_min_files, bool)
+        or not isinstance(cfg.scaffold_min_files, int)
+        or cfg.scaffold_min_files < 2
+    ):
         problems.append(f"scaffold_min_files must be an integer of at least 2, not {cfg.scaffold_min_files!r}")
     levels = cfg.behaviour_levels
-    if not isinstance(levels, list) or not levels or \
-            any(isinstance(d, bool) or not isinstance(d, int) or not 1 <= d <= 10 for d in levels):
+    if (
+        not isinstance(levels, list)
+        or not levels
+        or any(isinstance(d, bool) or not isinstance(d, int) or not 1 <= d <= 10 for d in levels)
+    ):
         problems.append(f"behaviour_levels must be a non-empty list of difficulties 1..10, not {levels!r}")
     w = cfg.lsh_weights
-    if not isinstance(w, (list, tuple)) or len(w) != 2 or \
-            any(isinstance(x, bool) or not isinstance(x, (int, float)) or x < 0 for x in w) or \
-            abs(sum(w) - 1.0) > 1e-9:
+    if (
+        not isinstance(w, (list, tuple))
+        or len(w) != 2
+        or any(isinstance(x, bool) or not isinstance(x, (int, float)) or x < 0 for x in w)
+        or abs(sum(w) - 1.0) > 1e-9
+    ):
         problems.append(f"lsh_weights must be two non-negative numbers that sum to 1, not {w!r}")
     if problems:
         raise artifacts.InputError(f"dedupe config: {problems[0]}")
@@ -833,7 +944,7 @@ def _sample_many(envs: list[EnvFile], pools: Runtime, cfg: DedupeConfig) -> dict
 
 def _chunks(items: list, size: int) -> Iterator[list]:
     for start in range(0, len(items), size):
-        yield items[start:start + size]
+        yield items[start : start + size]
 
 
 def add_pool(index: NoveltyIndex, lib: artifacts.EnvLibrary, label: str, pools: Runtime) -> dict:
@@ -846,10 +957,12 @@ def add_pool(index: NoveltyIndex, lib: artifacts.EnvLibrary, label: str, pools: 
         structures = {e.env_id: composite_structure(e, lib.index.get(e.env_id, {})) for e in lib.files}
         solved = _saved_solves(lib, pools, cfg)
         for i, (file, env_id, name) in enumerate(saved.members):
-            index.add(Member(file, label, env_id, name, True, structures.get(env_id)),
-                      saved.code[i] if saved.has_code[i] else None,
-                      saved.behaviour[i] if saved.has_behaviour[i] else None,
-                      solved=solved.get(by_id[env_id].path.name))
+            index.add(
+                Member(file, label, env_id, name, True, structures.get(env_id)),
+                saved.code[i] if saved.has_code[i] else None,
+                saved.behaviour[i] if saved.has_behaviour[i] else None,
+                solved=solved.get(by_id[env_id].path.name),
+            )
             unsampled += not saved.has_behaviour[i]
     else:
         status = f"built ({status})"
@@ -858,11 +971,19 @@ def add_pool(index: NoveltyIndex, lib: artifacts.EnvLibrary, label: str, pools: 
             for env in chunk:
                 got = sampled[env.path.name]
                 unsampled += got.prompts is None
-                index.add(Member(env.path.name, label, env.env_id, static_name(env.source), True,
-                                 composite_structure(env, lib.index.get(env.env_id, {}))),
-                          code_signature(env.source, cfg, index.scaffold),
-                          behaviour_signature(got.prompts, cfg) if got.prompts is not None else None,
-                          solved=got.solved)
+                index.add(
+                    Member(
+                        env.path.name,
+                        label,
+                        env.env_id,
+                        static_name(env.source),
+                        True,
+                        composite_structure(env, lib.index.get(env.env_id, {})),
+                    ),
+                    code_signature(env.source, cfg, index.scaffold),
+                    behaviour_signature(got.prompts, cfg) if got.prompts is not None else None,
+                    solved=got.solved,
+                )
     return {"library": label, "files": len(lib.files), "index": status, "behaviour_unsampled": unsampled}
 
 
@@ -875,9 +996,14 @@ def _solve_sample(env: EnvFile, record) -> solve_signature.Sample | None:
     if not isinstance(record, dict):
         return None
     instances, answers = record.get("instances"), record.get("answers")
-    if not isinstance(instances, list) or not instances or not all(isinstance(i, dict) for i in instances) \
-            or not isinstance(answers, list) or len(answers) != len(instances) \
-            or not all(isinstance(a, str) for a in answers):
+    if (
+        not isinstance(instances, list)
+        or not instances
+        or not all(isinstance(i, dict) for i in instances)
+        or not isinstance(answers, list)
+        or len(answers) != len(instances)
+        or not all(isinstance(a, str) for a in answers)
+    ):
         return None
     return solve_signature.Sample(env, instances, answers)
 
@@ -888,8 +1014,11 @@ def _saved_solves(lib: artifacts.EnvLibrary, pools: Runtime, cfg: DedupeConfig) 
     if not cfg.solve_signature:
         return {}
     key = settings_key(cfg)
-    cached = {r.get("env_id"): r.get("solve") for r in artifacts.read_jsonl_tolerant(lib.root / SIGNATURE_CACHE)
-              if isinstance(r, dict) and r.get("settings") == key}
+    cached = {
+        r.get("env_id"): r.get("solve")
+        for r in artifacts.read_jsonl_tolerant(lib.root / SIGNATURE_CACHE)
+        if isinstance(r, dict) and r.get("settings") == key
+    }
     out = {e.path.name: s for e in lib.files if (s := _solve_sample(e, cached.get(e.env_id))) is not None}
     missing = [e for e in lib.files if e.path.name not in out]
     for name, got in _sample_many(missing, pools, cfg).items():
@@ -909,9 +1038,16 @@ def _decode(text: str | None, num_perm: int) -> np.ndarray | None:
     return values if len(values) == num_perm else None
 
 
-def run(library: artifacts.EnvLibrary, cfg: DedupeConfig, runtime: RuntimeConfig, out: Path,
-        against: list[artifacts.EnvLibrary] = (), on_verdict: Callable[[Verdict], None] | None = None,
-        note: Callable[[str], None] | None = None, session: Runtime | None = None) -> Summary:
+def run(
+    library: artifacts.EnvLibrary,
+    cfg: DedupeConfig,
+    runtime: RuntimeConfig,
+    out: Path,
+    against: list[artifacts.EnvLibrary] = (),
+    on_verdict: Callable[[Verdict], None] | None = None,
+    note: Callable[[str], None] | None = None,
+    session: Runtime | None = None,
+) -> Summary:
     """Judge every file of `library` into `out` (already prepared) against the pools and the
     earlier files of the batch, resuming what is final."""
     index = NoveltyIndex(cfg, scaffold_for([lib.files for lib in against], cfg))
@@ -958,22 +1094,38 @@ def run(library: artifacts.EnvLibrary, cfg: DedupeConfig, runtime: RuntimeConfig
                     if done is not None:
                         if done["admitted"]:
                             hit = cached.get(env.env_id)
-                            beh = _decode(hit.get("behaviour"), cfg.num_perm) if hit is not None and got.prompts is None \
+                            beh = (
+                                _decode(hit.get("behaviour"), cfg.num_perm)
+                                if hit is not None and got.prompts is None
                                 else (behaviour_signature(got.prompts, cfg) if got.prompts is not None else None)
+                            )
                             solved = got.solved or (_solve_sample(env, hit.get("solve")) if hit is not None else None)
                             rows[file] = index.add(member, codes[file], beh, solved=solved)
                         continue
                     beh = behaviour_signature(got.prompts, cfg) if got.prompts is not None else None
-                    decision = decide(index, codes[file], beh, got.failure, shapes[file],
-                                      lambda got=got: index.solves_like(pools.pool, got.solved))
+                    decision = decide(
+                        index,
+                        codes[file],
+                        beh,
+                        got.failure,
+                        shapes[file],
+                        lambda got=got: index.solves_like(pools.pool, got.solved),
+                    )
                     if decision.admitted:
                         record = {"env_id": env.env_id, "settings": key, "behaviour": _encode(beh)}
                         if cfg.solve_signature:
                             record["solve"] = _solve_record(got.solved)
                         cache.append(record)
                         rows[file] = index.add(member, codes[file], beh, solved=got.solved)
-                    verdict = Verdict(file, env.env_id, member.name, decision.admitted, decision.stage,
-                                      decision.reason, decision.measurements)
+                    verdict = Verdict(
+                        file,
+                        env.env_id,
+                        member.name,
+                        decision.admitted,
+                        decision.stage,
+                        decision.reason,
+                        decision.measurements,
+                    )
                     log.add(verdict)
                     if on_verdict:
                         on_verdict(verdict)
@@ -984,8 +1136,15 @@ def run(library: artifacts.EnvLibrary, cfg: DedupeConfig, runtime: RuntimeConfig
             save_index(saved_to, files, index, [rows[e.path.name] for e in files])
             if note:
                 note(f"index of the {len(files)} admitted environments saved to {saved_to}")
-        summary = log.finish("dedupe", STAGES, library, {"dedupe": to_dict(cfg), "runtime": to_dict(runtime)},
-                             manifest_extra={"against": reports,
-                                             "lsh_bands_rows": {k: list(index.params(k)) for k in KINDS},
-                                             "index_saved": str(saved_to) if saved_to else None})
+        summary = log.finish(
+            "dedupe",
+            STAGES,
+            library,
+            {"dedupe": to_dict(cfg), "runtime": to_dict(runtime)},
+            manifest_extra={
+                "against": reports,
+                "lsh_bands_rows": {k: list(index.params(k)) for k in KINDS},
+                "index_saved": str(saved_to) if saved_to else None,
+            },
+        )
         return summary

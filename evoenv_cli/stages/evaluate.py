@@ -105,12 +105,12 @@ def load_bench(path: str | Path, label: str | None = None) -> Bench:
                 except ValueError as exc:
                     raise InputError(f"{p}:{n}: not valid JSON ({exc.msg})") from None
                 if not isinstance(row, dict):
-                    raise InputError(f"{p}:{n}: expected a JSON object with \"question\" and \"answer\"")
+                    raise InputError(f'{p}:{n}: expected a JSON object with "question" and "answer"')
                 q, a = row.get("question"), row.get("answer")
                 if not isinstance(q, str) or not q.strip():
-                    raise InputError(f"{p}:{n}: a benchmark row needs a non-empty \"question\" string")
+                    raise InputError(f'{p}:{n}: a benchmark row needs a non-empty "question" string')
                 if isinstance(a, bool) or not isinstance(a, (str, int, float)) or not str(a).strip():
-                    raise InputError(f"{p}:{n}: a benchmark row needs an \"answer\" (a string or a number)")
+                    raise InputError(f'{p}:{n}: a benchmark row needs an "answer" (a string or a number)')
                 rows.append({"question": q, "answer": str(a), "line": n})
     except UnicodeDecodeError:
         raise InputError(f"{p}: not UTF-8 text") from None
@@ -123,8 +123,7 @@ def load_rg_bench(spec: str, seed: int = 0) -> Bench:
     """A reasoning-gym task spec (`rg:chain_sum:32`) as a benchmark: its items at the dataset
     seed RG_SEED_BASE + seed, scored later by the task's own score_answer."""
     items = rg.generate(rg.parse_spec(spec), RG_SEED_BASE + seed)
-    rows = [{"question": e["question"], "answer": e.get("answer"), "line": i}
-            for i, e in enumerate(items.entries)]
+    rows = [{"question": e["question"], "answer": e.get("answer"), "line": i} for i, e in enumerate(items.entries)]
     return Bench(None, spec, rows, rg_items=items)
 
 
@@ -187,8 +186,7 @@ class AnswerChecker:
             return False, "no_answer"
         if normalize(answer) == normalize(reference):
             return True, "exact"
-        if self.mv is None or len(answer) > MAX_VERIFY_CHARS or not self._mathy(answer) \
-                or not self._mathy(reference):
+        if self.mv is None or len(answer) > MAX_VERIFY_CHARS or not self._mathy(answer) or not self._mathy(reference):
             return False, "exact"
         if reference not in self._gold:
             self._gold[reference] = self._parse(reference)
@@ -270,13 +268,19 @@ def spread_levels(levels: Sequence[int], count: int) -> list[int]:
     return [levels[i * len(levels) // count] for i in range(count)]
 
 
-def env_items(library: EnvLibrary, cfg: EvaluateConfig, sample_cfg: SampleConfig,
-              pool: SandboxPool, answer: AnswerConfig | None = None) -> tuple[list[Item], list[dict]]:
+def env_items(
+    library: EnvLibrary,
+    cfg: EvaluateConfig,
+    sample_cfg: SampleConfig,
+    pool: SandboxPool,
+    answer: AnswerConfig | None = None,
+) -> tuple[list[Item], list[dict]]:
     """Held-out instances of every environment, generated and prompted in the sandbox.
     Environments or instances that fail are returned as skips ({"env", "seed", "difficulty",
     "reason"}), not raised."""
-    skipped: list[dict] = [{"env": r.file, "seed": None, "difficulty": None, "reason": r.reason}
-                           for r in library.refused]
+    skipped: list[dict] = [
+        {"env": r.file, "seed": None, "difficulty": None, "reason": r.reason} for r in library.refused
+    ]
     plans = []
     index_cfg = dataclasses.replace(sample_cfg, difficulty=None, difficulty_from="index")
     for env in library.files:
@@ -284,8 +288,14 @@ def env_items(library: EnvLibrary, cfg: EvaluateConfig, sample_cfg: SampleConfig
         meta = {} if error else pool.describe(env)
         missing = [n for n in contract.REQUIRED_FUNCTIONS if n not in meta.get("callables", [])]
         if error or missing:
-            skipped.append({"env": env.path.name, "seed": None, "difficulty": None,
-                            "reason": error or f"missing {', '.join(missing)}"})
+            skipped.append(
+                {
+                    "env": env.path.name,
+                    "seed": None,
+                    "difficulty": None,
+                    "reason": error or f"missing {', '.join(missing)}",
+                }
+            )
             continue
         name = meta.get("NAME") or env.name
         levels = spread_levels(levels_for(env, library, index_cfg), cfg.instances)
@@ -293,14 +303,27 @@ def env_items(library: EnvLibrary, cfg: EvaluateConfig, sample_cfg: SampleConfig
         plans.append(Plan(env, name, pairs))
     prepared, more = prepare(pool, plans, sample_cfg, answer or AnswerConfig(), need_answer=False)
     skipped += more
-    items = [Item("env", p.name, f"{p.name}:{p.seed}", p.messages, p.answer, seed=p.seed,
-                  difficulty=p.difficulty, env=p.env, instance=p.instance)
-             for made in prepared for p in made]
+    items = [
+        Item(
+            "env",
+            p.name,
+            f"{p.name}:{p.seed}",
+            p.messages,
+            p.answer,
+            seed=p.seed,
+            difficulty=p.difficulty,
+            env=p.env,
+            instance=p.instance,
+        )
+        for made in prepared
+        for p in made
+    ]
     return items, skipped
 
 
-def bench_items(benches: Sequence[Bench], cfg: EvaluateConfig, sample_cfg: SampleConfig,
-                answer: AnswerConfig | None = None) -> list[Item]:
+def bench_items(
+    benches: Sequence[Bench], cfg: EvaluateConfig, sample_cfg: SampleConfig, answer: AnswerConfig | None = None
+) -> list[Item]:
     """One item per benchmark row. With `sample.demonstrations = k`, each question is preceded
     by k other rows of the same file with their reference answers in the answer tags (few-shot,
     as for environment instances), chosen with an answer unlike the asked one where possible."""
@@ -313,8 +336,9 @@ def bench_items(benches: Sequence[Bench], cfg: EvaluateConfig, sample_cfg: Sampl
                 messages.append(user_turn(demo["question"], answer.bench_text))
                 messages.append({"role": "assistant", "content": answer.tagged(demo["answer"])})
             messages.append(user_turn(row["question"], answer.bench_text))
-            items.append(Item("bench", b.label, f"{b.label}:{i}", messages, row["answer"], index=i,
-                              rg_items=b.rg_items))
+            items.append(
+                Item("bench", b.label, f"{b.label}:{i}", messages, row["answer"], index=i, rg_items=b.rg_items)
+            )
     return items
 
 
@@ -330,12 +354,14 @@ def bench_demonstrations(rows: list[dict], i: int, wanted: int) -> list[dict]:
 
 # -- asking and scoring ----------------------------------------------------------------------------
 def sampling_of(cfg: EvaluateConfig) -> SamplingConfig:
-    return SamplingConfig(n=cfg.samples, temperature=cfg.temperature, top_p=cfg.top_p,
-                          max_tokens=cfg.max_tokens, seed=cfg.seed)
+    return SamplingConfig(
+        n=cfg.samples, temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens, seed=cfg.seed
+    )
 
 
-def ask(items: list[Item], backend: Backend, cfg: EvaluateConfig, reward: EnvReward,
-        checker: AnswerChecker, model_name: str) -> list[dict]:
+def ask(
+    items: list[Item], backend: Backend, cfg: EvaluateConfig, reward: EnvReward, checker: AnswerChecker, model_name: str
+) -> list[dict]:
     """Every item's n samples from one backend batch, scored; one record per sample."""
     if not items:
         return []
@@ -346,17 +372,32 @@ def ask(items: list[Item], backend: Backend, cfg: EvaluateConfig, reward: EnvRew
     for it, gen in zip(items, generations):
         for j, c in enumerate(gen.completions):
             error = c.finish_reason == "error"
-            rec = {"model": model_name, "kind": it.kind, "source": it.source, "item": it.item,
-                   "seed": it.seed, "difficulty": it.difficulty, "index": it.index, "sample": j,
-                   "prompt": it.messages, "response": c.text, "answer": None,
-                   "reference": it.reference, "score": 0.0,
-                   "status": "backend_error" if error else "", "finish_reason": c.finish_reason}
+            rec = {
+                "model": model_name,
+                "kind": it.kind,
+                "source": it.source,
+                "item": it.item,
+                "seed": it.seed,
+                "difficulty": it.difficulty,
+                "index": it.index,
+                "sample": j,
+                "prompt": it.messages,
+                "response": c.text,
+                "answer": None,
+                "reference": it.reference,
+                "score": 0.0,
+                "status": "backend_error" if error else "",
+                "finish_reason": c.finish_reason,
+            }
             if it.kind == "bench" and not error and it.rg_items is not None:
                 answer = extract_answer(c.text, reward.answer_tag)
                 raw, problem = it.rg_items.score(answer, it.index) if answer is not None else (0.0, None)
-                rec.update(answer=answer, score=1.0 if raw >= 1.0 else 0.0, rg_score=raw,
-                           status="no_answer" if answer is None else
-                           ("score_answer_error" if problem else "score_answer"))
+                rec.update(
+                    answer=answer,
+                    score=1.0 if raw >= 1.0 else 0.0,
+                    rg_score=raw,
+                    status="no_answer" if answer is None else ("score_answer_error" if problem else "score_answer"),
+                )
                 if problem:
                     rec["error"] = problem
             elif it.kind == "bench" and not error:
@@ -391,13 +432,19 @@ def summarize(items: list[Item], records: list[dict], n: int) -> dict:
 
     def stats(group: list[Item]) -> dict:
         samples = [r for it in group for r in per_item.get(it.item, [])]
-        item_means = [sum(r["score"] for r in per_item[it.item]) / len(per_item[it.item])
-                      for it in group if per_item.get(it.item)]
+        item_means = [
+            sum(r["score"] for r in per_item[it.item]) / len(per_item[it.item]) for it in group if per_item.get(it.item)
+        ]
         no_answer = sum(r["answer"] is None for r in samples)
-        out = {"pass@1": _mean(item_means), "ci95": wilson_interval(_mean(item_means), len(item_means)),
-               "items": len(group), "n": n, "samples": len(samples),
-               "no_answer_share": round(no_answer / len(samples), 4) if samples else None,
-               "errors": sum(r["status"] == "backend_error" for r in samples)}
+        out = {
+            "pass@1": _mean(item_means),
+            "ci95": wilson_interval(_mean(item_means), len(item_means)),
+            "items": len(group),
+            "n": n,
+            "samples": len(samples),
+            "no_answer_share": round(no_answer / len(samples), 4) if samples else None,
+            "errors": sum(r["status"] == "backend_error" for r in samples),
+        }
         return out, item_means
 
     envs, benches, all_means, raw = {}, {}, [], {"env": [], "bench": []}
@@ -412,19 +459,29 @@ def summarize(items: list[Item], records: list[dict], n: int) -> dict:
             envs[source] = s
         else:
             methods = [r["status"] for it in group for r in per_item.get(it.item, [])]
-            s["checked_by"] = {m: methods.count(m) for m in ("math_verify", "exact", "score_answer")
-                               if methods.count(m)}
+            s["checked_by"] = {
+                m: methods.count(m) for m in ("math_verify", "exact", "score_answer") if methods.count(m)
+            }
             if group[0].rg_items is not None:  # reasoning-gym's own partial-credit mean
-                partial = [sum(r.get("rg_score", 0.0) for r in per_item[it.item]) / len(per_item[it.item])
-                           for it in group if per_item.get(it.item)]
+                partial = [
+                    sum(r.get("rg_score", 0.0) for r in per_item[it.item]) / len(per_item[it.item])
+                    for it in group
+                    if per_item.get(it.item)
+                ]
                 s["mean_score"] = _mean(partial)
                 s["score_answer_errors"] = methods.count("score_answer_error")
             benches[source] = s
     everything, _ = stats(items)
-    overall = {"pass@1": _mean(all_means), "ci95": wilson_interval(_mean(all_means), len(all_means)),
-               "env_mean": _mean(raw["env"]), "bench_mean": _mean(raw["bench"]),
-               "items": everything["items"], "samples": everything["samples"],
-               "no_answer_share": everything["no_answer_share"], "errors": everything["errors"]}
+    overall = {
+        "pass@1": _mean(all_means),
+        "ci95": wilson_interval(_mean(all_means), len(all_means)),
+        "env_mean": _mean(raw["env"]),
+        "bench_mean": _mean(raw["bench"]),
+        "items": everything["items"],
+        "samples": everything["samples"],
+        "no_answer_share": everything["no_answer_share"],
+        "errors": everything["errors"],
+    }
     return {"overall": overall, "environments": envs, "benchmarks": benches}
 
 
@@ -434,8 +491,10 @@ def _reused_baseline(baseline: dict, mine: dict) -> dict:
     theirs = {k: v.get("items") for k, v in baseline.get("environments", {}).items()}
     ours = {k: v.get("items") for k, v in mine.get("environments", {}).items()}
     if theirs != ours or baseline.get("overall", {}).get("items") != mine["overall"]["items"]:
-        raise ValueError(f"the cached baseline of {baseline.get('model')} was measured on other items "
-                         f"({baseline.get('overall', {}).get('items')} vs {mine['overall']['items']})")
+        raise ValueError(
+            f"the cached baseline of {baseline.get('model')} was measured on other items "
+            f"({baseline.get('overall', {}).get('items')} vs {mine['overall']['items']})"
+        )
     return baseline
 
 
@@ -490,12 +549,22 @@ def _file_hash(p: Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest()[:16]
 
 
-def run(out: Path, cfg: EvaluateConfig, model: ModelSpec, *, library: EnvLibrary | None = None,
-        benches: Sequence[Bench] = (), baseline: ModelSpec | None = None,
-        sample_cfg: SampleConfig | None = None, answer: AnswerConfig | None = None,
-        runtime: RuntimeConfig | None = None,
-        checker: AnswerChecker | None = None, note: Callable[[str], None] | None = None,
-        session: Runtime | None = None, baseline_results: dict | None = None) -> dict:
+def run(
+    out: Path,
+    cfg: EvaluateConfig,
+    model: ModelSpec,
+    *,
+    library: EnvLibrary | None = None,
+    benches: Sequence[Bench] = (),
+    baseline: ModelSpec | None = None,
+    sample_cfg: SampleConfig | None = None,
+    answer: AnswerConfig | None = None,
+    runtime: RuntimeConfig | None = None,
+    checker: AnswerChecker | None = None,
+    note: Callable[[str], None] | None = None,
+    session: Runtime | None = None,
+    baseline_results: dict | None = None,
+) -> dict:
     """Evaluate `model` (and `baseline`) into `out` (a prepared, empty folder): samples.jsonl
     (appended per model as it finishes), metrics.json (rewritten after each model) and
     manifest.json. Returns the metrics. `baseline_results`: the baseline's numbers measured
@@ -510,23 +579,32 @@ def run(out: Path, cfg: EvaluateConfig, model: ModelSpec, *, library: EnvLibrary
     checker = checker or AnswerChecker(cfg.verify_timeout_s)
     started = artifacts.now_iso()
     envs = library.files if library is not None else []
-    reward = EnvReward(envs, answer_tag=answer.tag, sandbox=runtime.sandbox,
-                       workers=runtime.workers, limits=runtime.limits,
-                       pool=session.pool if session is not None and envs else None)
+    reward = EnvReward(
+        envs,
+        answer_tag=answer.tag,
+        sandbox=runtime.sandbox,
+        workers=runtime.workers,
+        limits=runtime.limits,
+        pool=session.pool if session is not None and envs else None,
+    )
     metrics: dict = {}
     try:
         items, skipped = env_items(library, cfg, sample_cfg, reward.pool, answer) if envs else ([], [])
         items += bench_items(benches, cfg, sample_cfg, answer)
         if note:
-            note(f"evaluate: {sum(it.kind == 'env' for it in items)} held-out instances, "
-                 f"{sum(it.kind == 'bench' for it in items)} benchmark questions, n={cfg.samples}")
+            note(
+                f"evaluate: {sum(it.kind == 'env' for it in items)} held-out instances, "
+                f"{sum(it.kind == 'bench' for it in items)} benchmark questions, n={cfg.samples}"
+            )
         base_metrics = {
-            "n": cfg.samples, "config": to_dict(cfg), "answer": to_dict(answer), "sampling": sampling_of(cfg).record(),
+            "n": cfg.samples,
+            "config": to_dict(cfg),
+            "answer": to_dict(answer),
+            "sampling": sampling_of(cfg).record(),
             "library": str(library.root) if library is not None else None,
             "bench_files": [b.source for b in benches],
             "reasoning_gym": {b.label: b.rg_items.record() for b in benches if b.rg_items},
-            "seeds": {"base": cfg.seed, "split": "heldout", "min_heldout_seed": HELDOUT_BIT,
-                      "environments": {}},
+            "seeds": {"base": cfg.seed, "split": "heldout", "min_heldout_seed": HELDOUT_BIT, "environments": {}},
             "skipped": skipped,
             "math_verify": checker.mv is not None,
         }
@@ -553,16 +631,49 @@ def run(out: Path, cfg: EvaluateConfig, model: ModelSpec, *, library: EnvLibrary
     finally:
         reward.close()
     inputs: list = list(envs) + [b.path for b in benches if b.path is not None]
-    artifacts.write_json_atomic(out / "manifest.json", artifacts.manifest(
-        "evaluate", {"evaluate": to_dict(cfg), "sample": to_dict(sample_cfg), "answer": to_dict(answer),
-                     "runtime": to_dict(runtime)},
-        inputs, started, {"items": len(items), "skipped": len(skipped)},
-        extra={"model": model.name, "baseline": baseline.name if baseline else
-               (baseline_results or {}).get("model"), "baseline_reused": baseline_results is not None,
-               "bench_hashes": {b.source: b.digest() for b in benches}}, out=out))
+    artifacts.write_json_atomic(
+        out / "manifest.json",
+        artifacts.manifest(
+            "evaluate",
+            {
+                "evaluate": to_dict(cfg),
+                "sample": to_dict(sample_cfg),
+                "answer": to_dict(answer),
+                "runtime": to_dict(runtime),
+            },
+            inputs,
+            started,
+            {"items": len(items), "skipped": len(skipped)},
+            extra={
+                "model": model.name,
+                "baseline": baseline.name if baseline else (baseline_results or {}).get("model"),
+                "baseline_reused": baseline_results is not None,
+                "bench_hashes": {b.source: b.digest() for b in benches},
+            },
+            out=out,
+        ),
+    )
     return metrics
 
 
-__all__ = ["AnswerChecker", "Bench", "Item", "ModelSpec", "ask", "bench_items", "check_config",
-           "deltas", "env_items", "flat", "load_bench", "load_benches", "load_math_verify", "load_rg_bench",
-           "normalize", "run", "spread_levels", "summarize", "table_rows"]
+__all__ = [
+    "AnswerChecker",
+    "Bench",
+    "Item",
+    "ModelSpec",
+    "ask",
+    "bench_items",
+    "check_config",
+    "deltas",
+    "env_items",
+    "flat",
+    "load_bench",
+    "load_benches",
+    "load_math_verify",
+    "load_rg_bench",
+    "normalize",
+    "run",
+    "spread_levels",
+    "summarize",
+    "table_rows",
+]

@@ -57,9 +57,15 @@ from evoenv_cli.reward_audit import QUARANTINE_FILE, quarantined_ids
 
 MARKERS = {
     "baseline": "metrics.json",
-    "synthesize": "summary.json", "validate": "summary.json", "review": "summary.json",
-    "compose": "summary.json", "calibrate": "summary.json", "dedupe": "summary.json",
-    "rotate": "summary.json", "sample": "train.jsonl", "train": "train-manifest.json",
+    "synthesize": "summary.json",
+    "validate": "summary.json",
+    "review": "summary.json",
+    "compose": "summary.json",
+    "calibrate": "summary.json",
+    "dedupe": "summary.json",
+    "rotate": "summary.json",
+    "sample": "train.jsonl",
+    "train": "train-manifest.json",
     "evaluate": "metrics.json",
 }
 LOOP_FILE = "loop.json"
@@ -196,10 +202,12 @@ class Loop:
         calls = self.runtime.calls if self.runtime is not None else 0
         return self.policy.loads, self.policy.load_s, self.policy.tokens, calls
 
-    def _admit(self, label: str, out: Path, total: int | None, settings: dict, run, llm=None,
-               envs: bool = True) -> dict:
-        out_dir = artifacts.prepare_out_dir(out, resume=artifacts.holds_results(out), clean=False,
-                                            envs=envs, settings=settings)
+    def _admit(
+        self, label: str, out: Path, total: int | None, settings: dict, run, llm=None, envs: bool = True
+    ) -> dict:
+        out_dir = artifacts.prepare_out_dir(
+            out, resume=artifacts.holds_results(out), clean=False, envs=envs, settings=settings
+        )
         with self.progress(total, label, llm=llm) as bar:
             record = run(out_dir, bar.advance).record()
         self.log(funnel_line(label, record, out_dir))
@@ -212,39 +220,55 @@ class Loop:
         s = self.spec
         cfg = cfgmod.override(s.synthesize, seed=r)
         wanted = {k: v for k, v in cfgmod.to_dict(cfg).items() if k not in ("n", "max_requests")}
-        settings = cfgmod.stage_settings(synthesize=wanted, backend=cfgmod.llm_settings(s, None, policy),
-                                         seeds=self.seeds, pools=[self.pool])
-        out_dir = artifacts.prepare_out_dir(out, resume=artifacts.holds_results(out), clean=False,
-                                            settings=settings)
+        settings = cfgmod.stage_settings(
+            synthesize=wanted, backend=cfgmod.llm_settings(s, None, policy), seeds=self.seeds, pools=[self.pool]
+        )
+        out_dir = artifacts.prepare_out_dir(out, resume=artifacts.holds_results(out), clean=False, settings=settings)
         seeds = artifacts.EnvLibrary.open(self.seeds)
         pools = [artifacts.EnvLibrary.open(self.pool, allow_empty=True)]
         llm = self.policy.get(policy)
         with self.progress(None, "synthesize", llm=llm):
-            summary = stage.run(seeds, pools, cfg, llm, out_dir, policy,
-                                on_round=lambda have, asked: self.log(f"  synthesize: {have} candidates "
-                                                                      f"from {asked} requests"))
-        self.log(f"  synthesize: {summary['candidates']} candidates from {summary['requests']} requests "
-                 f"-> {out_dir}")
+            summary = stage.run(
+                seeds,
+                pools,
+                cfg,
+                llm,
+                out_dir,
+                policy,
+                on_round=lambda have, asked: self.log(f"  synthesize: {have} candidates from {asked} requests"),
+            )
+        self.log(f"  synthesize: {summary['candidates']} candidates from {summary['requests']} requests -> {out_dir}")
 
     def validate(self, lib_dir: Path, out: Path) -> None:
         from evoenv_cli.stages import validate as stage
 
         s = self.spec
         lib = artifacts.EnvLibrary.open(lib_dir, allow_empty=True)
-        self._admit("validate", out, len(lib.files),
-                    cfgmod.stage_settings(validate=s.validate, limits=s.runtime.limits),
-                    lambda o, adv: stage.run(lib, s.validate, s.runtime, o, on_verdict=adv, session=self.runtime))
+        self._admit(
+            "validate",
+            out,
+            len(lib.files),
+            cfgmod.stage_settings(validate=s.validate, limits=s.runtime.limits),
+            lambda o, adv: stage.run(lib, s.validate, s.runtime, o, on_verdict=adv, session=self.runtime),
+        )
 
     def review(self, lib_dir: Path, out: Path, policy: str) -> None:
         from evoenv_cli.stages import review as stage
 
         s = self.spec
         lib = artifacts.EnvLibrary.open(lib_dir, allow_empty=True)
-        settings = cfgmod.stage_settings(review=s.review, backend=cfgmod.llm_settings(s, None, policy),
-                                         limits=s.runtime.limits)
+        settings = cfgmod.stage_settings(
+            review=s.review, backend=cfgmod.llm_settings(s, None, policy), limits=s.runtime.limits
+        )
         llm = self.policy.get(policy)
-        self._admit("review", out, len(lib.files), settings, lambda o, adv: stage.run(
-            lib, s.review, s.runtime, llm, o, policy, on_verdict=adv, session=self.runtime), llm=llm)
+        self._admit(
+            "review",
+            out,
+            len(lib.files),
+            settings,
+            lambda o, adv: stage.run(lib, s.review, s.runtime, llm, o, policy, on_verdict=adv, session=self.runtime),
+            llm=llm,
+        )
 
     def compose(self, out: Path, r: int) -> None:
         from evoenv_cli.stages import compose as stage
@@ -252,10 +276,13 @@ class Loop:
         s = self.spec
         cfg = cfgmod.override(s.compose, seed=r)
         lib = artifacts.EnvLibrary.open(self.pool)
-        self._admit("compose", out, cfg.n,
-                    cfgmod.stage_settings(compose=cfg, validate=s.validate, limits=s.runtime.limits),
-                    lambda o, adv: stage.run(lib, cfg, s.validate, s.runtime, o, on_verdict=adv,
-                                             session=self.runtime))
+        self._admit(
+            "compose",
+            out,
+            cfg.n,
+            cfgmod.stage_settings(compose=cfg, validate=s.validate, limits=s.runtime.limits),
+            lambda o, adv: stage.run(lib, cfg, s.validate, s.runtime, o, on_verdict=adv, session=self.runtime),
+        )
 
     def dedupe(self, lib_dir: Path, out: Path) -> None:
         from evoenv_cli.stages import dedupe as stage
@@ -264,23 +291,47 @@ class Loop:
         stage.check_config(s.dedupe)
         lib = artifacts.EnvLibrary.open(lib_dir, allow_empty=True)
         pools = [artifacts.EnvLibrary.open(self.pool, allow_empty=True)]
-        self._admit("dedupe", out, len(lib.files),
-                    cfgmod.stage_settings(dedupe=s.dedupe, limits=s.runtime.limits, against=[self.pool]),
-                    lambda o, adv: stage.run(lib, s.dedupe, s.runtime, o, pools, on_verdict=adv,
-                                             note=self.log, session=self.runtime))
+        self._admit(
+            "dedupe",
+            out,
+            len(lib.files),
+            cfgmod.stage_settings(dedupe=s.dedupe, limits=s.runtime.limits, against=[self.pool]),
+            lambda o, adv: stage.run(
+                lib, s.dedupe, s.runtime, o, pools, on_verdict=adv, note=self.log, session=self.runtime
+            ),
+        )
 
     def calibrate(self, label: str, lib_dir: Path, out: Path, policy: str) -> None:
         from evoenv_cli.stages import calibrate as stage
 
         s = self.spec
         lib = artifacts.EnvLibrary.open(lib_dir, allow_empty=True)
-        settings = cfgmod.stage_settings(calibrate=s.calibrate, prompts=cfgmod.prompt_settings(s),
-                                         backend=cfgmod.llm_settings(s, None, policy), limits=s.runtime.limits)
+        settings = cfgmod.stage_settings(
+            calibrate=s.calibrate,
+            prompts=cfgmod.prompt_settings(s),
+            backend=cfgmod.llm_settings(s, None, policy),
+            limits=s.runtime.limits,
+        )
         llm = self.policy.get(policy)
-        self._admit(label, out, len(lib.files), settings, lambda o, adv: stage.run(
-            lib, s.calibrate, s.sample, s.runtime, llm, o, policy, on_verdict=adv, session=self.runtime,
-            answer=s.answer),
-            llm=llm)
+        self._admit(
+            label,
+            out,
+            len(lib.files),
+            settings,
+            lambda o, adv: stage.run(
+                lib,
+                s.calibrate,
+                s.sample,
+                s.runtime,
+                llm,
+                o,
+                policy,
+                on_verdict=adv,
+                session=self.runtime,
+                answer=s.answer,
+            ),
+            llm=llm,
+        )
 
     def sample(self, out: Path, r: int) -> None:
         from evoenv_cli.stages import sample as stage
@@ -293,15 +344,30 @@ class Loop:
         report = stage.run(lib, cfg, self.runtime.pool, answer=self.spec.answer)
         rows = (stage.to_format(row, cfg.format, i, cfg.split) for i, row in enumerate(report.rows))
         n = artifacts.write_jsonl_atomic(out / "train.jsonl", rows)
-        self.log(f"  sample: {n} rows from {len(report.per_env)} environments ({len(report.skipped)} skipped) "
-                 f"-> {out / 'train.jsonl'}")
+        self.log(
+            f"  sample: {n} rows from {len(report.per_env)} environments ({len(report.skipped)} skipped) "
+            f"-> {out / 'train.jsonl'}"
+        )
 
     def train(self, data: Path, out: Path, policy: str) -> None:
         """The child process, its output shown here and kept in out/log.txt."""
         self.policy.close()  # the trainer gets the memory (and the GPU) the policy held
-        argv = [*self.train_launch(), "-m", "evoenv_cli", "train", str(data), "--library", str(self.pool),
-                "--model", policy, "--out", str(out), "--config", str(self.recipe),
-                "--resume"]  # a folder with no checkpoint yet (log.txt only) starts from the start
+        argv = [
+            *self.train_launch(),
+            "-m",
+            "evoenv_cli",
+            "train",
+            str(data),
+            "--library",
+            str(self.pool),
+            "--model",
+            policy,
+            "--out",
+            str(out),
+            "--config",
+            str(self.recipe),
+            "--resume",
+        ]  # a folder with no checkpoint yet (log.txt only) starts from the start
         out.mkdir(parents=True, exist_ok=True)
         log_path = out / "log.txt"
         self.log(f"  $ {shlex.join(argv)}  (output also in {log_path})")
@@ -320,8 +386,10 @@ class Loop:
         if "/" not in words[0] and Path(sys.executable).with_name(words[0]).is_file():
             return [str(Path(sys.executable).with_name(words[0])), *words[1:]]
         if shutil.which(words[0]) is None:
-            raise artifacts.InputError(f"{self.recipe}: iterate.train_launch: {words[0]!r} is neither beside "
-                                       f"{sys.executable} nor on PATH (install it where evoenv is installed)")
+            raise artifacts.InputError(
+                f"{self.recipe}: iterate.train_launch: {words[0]!r} is neither beside "
+                f"{sys.executable} nor on PATH (install it where evoenv is installed)"
+            )
         return words
 
     def benches(self) -> list:
@@ -338,17 +406,33 @@ class Loop:
         s = self.spec
         benches = self.benches()
         settings = cfgmod.stage_settings(
-            evaluate=s.evaluate, prompts=cfgmod.prompt_settings(s), backend=cfgmod.llm_settings(s, None, policy),
-            baseline=(baseline or {}).get("model"), library=self.eval_set, bench=list(self.cfg.bench),
-            limits=s.runtime.limits)
-        out_dir = artifacts.prepare_out_dir(out, resume=False, clean=artifacts.holds_results(out), envs=False,
-                                            settings=settings)
+            evaluate=s.evaluate,
+            prompts=cfgmod.prompt_settings(s),
+            backend=cfgmod.llm_settings(s, None, policy),
+            baseline=(baseline or {}).get("model"),
+            library=self.eval_set,
+            bench=list(self.cfg.bench),
+            limits=s.runtime.limits,
+        )
+        out_dir = artifacts.prepare_out_dir(
+            out, resume=False, clean=artifacts.holds_results(out), envs=False, settings=settings
+        )
         lib = artifacts.EnvLibrary.open(self.eval_set)
         llm = self.policy.get(policy)
         with self.progress(None, role, llm=llm):
-            metrics = stage.run(out_dir, s.evaluate, stage.ModelSpec(policy, backend=llm), library=lib,
-                                benches=benches, sample_cfg=s.sample, answer=s.answer, runtime=s.runtime, note=self.log,
-                                session=self.runtime, baseline_results=baseline)
+            metrics = stage.run(
+                out_dir,
+                s.evaluate,
+                stage.ModelSpec(policy, backend=llm),
+                library=lib,
+                benches=benches,
+                sample_cfg=s.sample,
+                answer=s.answer,
+                runtime=s.runtime,
+                note=self.log,
+                session=self.runtime,
+                baseline_results=baseline,
+            )
         shown = " ".join(f"{k}={v:.3f}" for k, v in headline(metrics).items() if isinstance(v, float))
         self.log(f"  {role}: {shown or '-'} -> {out_dir}")
 
@@ -411,8 +495,9 @@ class Loop:
         planned = d / "pool-next"
         if not (planned / "index.jsonl").exists():  # a run from before plans were kept: applied then
             return
-        if (self.pool / "index.jsonl").exists() and \
-                (self.pool / "index.jsonl").read_bytes() == (planned / "index.jsonl").read_bytes():
+        if (self.pool / "index.jsonl").exists() and (self.pool / "index.jsonl").read_bytes() == (
+            planned / "index.jsonl"
+        ).read_bytes():
             return
         write_pool(self.pool, library_members(planned))
 
@@ -424,8 +509,11 @@ class Loop:
             return out if artifacts.EnvLibrary.open(out, allow_empty=True).files else None
         lib = artifacts.EnvLibrary.open(self.pool, allow_empty=True)
         every = self.cfg.rotate_every
-        due = [(e, lib.index.get(e.env_id, {})) for e in lib.files
-               if r - int(lib.index.get(e.env_id, {}).get("measured_round", 0)) >= every]
+        due = [
+            (e, lib.index.get(e.env_id, {}))
+            for e in lib.files
+            if r - int(lib.index.get(e.env_id, {}).get("measured_round", 0)) >= every
+        ]
         write_pool(out, due)
         return out if due else None
 
@@ -447,15 +535,26 @@ class RoundBook:
 
     def add(self, name: str, wall: float, before: tuple, after: tuple) -> None:
         loads, load_s, tokens, calls = (a - b for a, b in zip(after, before))
-        self.stages[name] = {"wall_s": round(wall, 3), "model_loads": loads, "load_s": round(load_s, 3),
-                             "tokens": tokens, "sandbox_calls": calls}
+        self.stages[name] = {
+            "wall_s": round(wall, 3),
+            "model_loads": loads,
+            "load_s": round(load_s, 3),
+            "tokens": tokens,
+            "sandbox_calls": calls,
+        }
         self.write()
 
     def add_child(self, name: str, wall: float, manifest: dict) -> None:
         """A stage that ran as a child process: one model load, its seconds as it measured them."""
         timings = manifest.get("timings") or {}
-        self.stages[name] = {"wall_s": round(wall, 3), "model_loads": 1, "load_s": timings.get("load_s"),
-                             "tokens": None, "sandbox_calls": timings.get("sandbox_calls"), "process": "child"}
+        self.stages[name] = {
+            "wall_s": round(wall, 3),
+            "model_loads": 1,
+            "load_s": timings.get("load_s"),
+            "tokens": None,
+            "sandbox_calls": timings.get("sandbox_calls"),
+            "process": "child",
+        }
         self.write()
 
     def totals(self) -> dict:
@@ -465,10 +564,15 @@ class RoundBook:
             return sum(s.get(key) or 0 for s in measured)
 
         wall, load = total("wall_s"), total("load_s")
-        return {"wall_s": round(wall, 3), "model_loads": total("model_loads"), "load_s": round(load, 3),
-                "load_share": round(load / wall, 4) if wall else None, "tokens": total("tokens"),
-                "sandbox_calls": total("sandbox_calls"),
-                "stages_finished_before": sum(s.get("wall_s") is None for s in self.stages.values())}
+        return {
+            "wall_s": round(wall, 3),
+            "model_loads": total("model_loads"),
+            "load_s": round(load, 3),
+            "load_share": round(load / wall, 4) if wall else None,
+            "tokens": total("tokens"),
+            "sandbox_calls": total("sandbox_calls"),
+            "stages_finished_before": sum(s.get("wall_s") is None for s in self.stages.values()),
+        }
 
     def write(self) -> None:
         artifacts.write_json_atomic(self.path, {"stages": self.stages, "totals": self.totals()})
@@ -525,8 +629,7 @@ def write_pool(pool: Path, members: list[tuple[EnvFile, dict]]) -> None:
     index = []
     for env, record in members:
         (tmp / "envs" / env.path.name).write_bytes(env.source)
-        index.append({**record, "file": env.path.name, "env_id": env.env_id,
-                      "name": record.get("name") or env.name})
+        index.append({**record, "file": env.path.name, "env_id": env.env_id, "name": record.get("name") or env.name})
     artifacts.write_jsonl_atomic(tmp / "index.jsonl", index)
     old = pool.with_name(pool.name + ".old")
     if pool.exists():
@@ -542,8 +645,19 @@ def library_members(lib_dir: Path) -> list[tuple[EnvFile, dict]]:
 
 def seed_members(seeds: Path) -> list[tuple[EnvFile, dict]]:
     lib = artifacts.EnvLibrary.open(seeds)
-    return [(e, {"file": e.path.name, "env_id": e.env_id, "name": e.name, "origin": "seed",
-                 "calibration": {"levels": list(range(1, 11)), "misses": 0}}) for e in lib.files]
+    return [
+        (
+            e,
+            {
+                "file": e.path.name,
+                "env_id": e.env_id,
+                "name": e.name,
+                "origin": "seed",
+                "calibration": {"levels": list(range(1, 11)), "misses": 0},
+            },
+        )
+        for e in lib.files
+    ]
 
 
 def merge_libraries(out: Path, sources: list[Path]) -> Path:
@@ -583,10 +697,13 @@ def record_recipe(loop: Loop, from_round: int) -> str:
     if history:
         changes = artifacts.settings_changes(history[-1].get("settings", {}), settings)
         shown = "; ".join(changes[:3]) + (f"; and {len(changes) - 3} more" if len(changes) > 3 else "")
-        loop.log(f"the settings changed since this run was started ({shown}): finished stages keep "
-                 f"their results, the stages still to run use the new ones (both are recorded in {path})")
-    history.append({"config_hash": digest, "from_round": from_round, "recorded": artifacts.now_iso(),
-                    "settings": settings})
+        loop.log(
+            f"the settings changed since this run was started ({shown}): finished stages keep "
+            f"their results, the stages still to run use the new ones (both are recorded in {path})"
+        )
+    history.append(
+        {"config_hash": digest, "from_round": from_round, "recorded": artifacts.now_iso(), "settings": settings}
+    )
     artifacts.write_json_atomic(path, {"config_hash": digest, "history": history})
     return digest
 
@@ -641,9 +758,11 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
         pool_change = loop.plan_pool(d, rotated, cal, r)
         loop.apply_pool(d)
         dropped = len(pool_change.get("quarantined", []))
-        loop.log(f"  pool: {pool_change['pool_size']} environments (+{len(pool_change['joined'])} "
-                 f"-{len(pool_change['retired'])}{f', {dropped} quarantined dropped' if dropped else ''}) "
-                 f"-> {loop.pool}")
+        loop.log(
+            f"  pool: {pool_change['pool_size']} environments (+{len(pool_change['joined'])} "
+            f"-{len(pool_change['retired'])}{f', {dropped} quarantined dropped' if dropped else ''}) "
+            f"-> {loop.pool}"
+        )
         data = d / "sample" / "train.jsonl"
         loop.stage("sample", d / "sample", book, loop.sample, d / "sample", r)
         train = d / "train"
@@ -662,8 +781,10 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
         artifacts.JsonlAppender(loop.run_dir / "rounds.jsonl").append(summary)
         loop.log(round_line(summary, book.totals()))
         if summary["candidates"] == 0:
-            loop.log(f"  round {r}: the policy wrote no usable environment (a small or random "
-                     "model rarely does); the pool's seeds and composites carried the round")
+            loop.log(
+                f"  round {r}: the policy wrote no usable environment (a small or random "
+                "model rarely does); the pool's seeds and composites carried the round"
+            )
     return artifacts.read_jsonl_tolerant(loop.run_dir / "rounds.jsonl")
 
 
@@ -671,9 +792,12 @@ def funnel_line(label: str, record: dict, out: Path) -> str:
     """An admission stage's result in one line: entered, admitted, what rejected the rest."""
     rejected = ", ".join(f"{k}={v}" for k, v in record.get("rejected_by_stage", {}).items() if v)
     unc = record.get("admitted_uncalibrated")
-    return (f"  {label}: {record['entered']} entered, {record['admitted']} admitted"
-            + (f" ({unc} uncalibrated)" if unc else "") + (f"; rejected {rejected}" if rejected else "")
-            + f" -> {out}")
+    return (
+        f"  {label}: {record['entered']} entered, {record['admitted']} admitted"
+        + (f" ({unc} uncalibrated)" if unc else "")
+        + (f"; rejected {rejected}" if rejected else "")
+        + f" -> {out}"
+    )
 
 
 def round_summary(r: int, d: Path, pool_change: dict, config_hash: str | None = None) -> dict:
@@ -691,13 +815,18 @@ def round_summary(r: int, d: Path, pool_change: dict, config_hash: str | None = 
     train = read_json(d / "train" / "train-manifest.json").get("summary", {})
     metrics = read_json(d / "evaluate" / "metrics.json")
     return {
-        "round": r, "candidates": syn.get("candidates", 0), "admitted": admitted,
-        "pool_size": pool_change.get("pool_size"), "joined": len(pool_change.get("joined", [])),
+        "round": r,
+        "candidates": syn.get("candidates", 0),
+        "admitted": admitted,
+        "pool_size": pool_change.get("pool_size"),
+        "joined": len(pool_change.get("joined", [])),
         "retired": len(pool_change.get("retired", [])),
-        "quarantined": len(pool_change.get("quarantined", [])), "train_steps": train.get("steps"),
+        "quarantined": len(pool_change.get("quarantined", [])),
+        "train_steps": train.get("steps"),
         "mean_train_reward": train.get("mean_reward"),
         "train_weights_unchanged": bool(train.get("all_groups_zero_variance")),
-        "evaluation": headline(metrics), "config_hash": config_hash,
+        "evaluation": headline(metrics),
+        "config_hash": config_hash,
     }
 
 
@@ -706,8 +835,13 @@ def headline(metrics: dict) -> dict:
     interval, on held-out environment instances and on benchmark files, and the overall change
     against the baseline."""
     overall = metrics.get("overall") or {}
-    out = {"pass@1": overall.get("pass@1"), "items": overall.get("items"), "ci95": overall.get("ci95"),
-           "env_pass@1": overall.get("env_mean"), "bench_pass@1": overall.get("bench_mean")}
+    out = {
+        "pass@1": overall.get("pass@1"),
+        "items": overall.get("items"),
+        "ci95": overall.get("ci95"),
+        "env_pass@1": overall.get("env_mean"),
+        "bench_pass@1": overall.get("bench_mean"),
+    }
     delta = metrics.get("delta") or {}
     if isinstance(delta, dict) and "overall pass@1" in delta:
         out["delta_vs_baseline"] = delta["overall pass@1"]
@@ -726,13 +860,28 @@ def round_line(s: dict, totals: dict | None = None) -> str:
     cost = ""
     if totals:
         share = totals.get("load_share")
-        cost = (f" | wall={totals['wall_s']:.0f}s model_loads={totals['model_loads']} "
-                f"load_share={share if share is not None else '-'} tokens={totals['tokens']} "
-                f"sandbox_calls={totals['sandbox_calls']}")
-    return (f"round {s['round']}: candidates={s['candidates']} admitted[{contracts}] "
-            f"pool={s['pool_size']} (+{s['joined']} -{s['retired']}) "
-            f"train_reward={reward if reward is not None else '-'}{unchanged} eval[{ev or '-'}]{cost}")
+        cost = (
+            f" | wall={totals['wall_s']:.0f}s model_loads={totals['model_loads']} "
+            f"load_share={share if share is not None else '-'} tokens={totals['tokens']} "
+            f"sandbox_calls={totals['sandbox_calls']}"
+        )
+    return (
+        f"round {s['round']}: candidates={s['candidates']} admitted[{contracts}] "
+        f"pool={s['pool_size']} (+{s['joined']} -{s['retired']}) "
+        f"train_reward={reward if reward is not None else '-'}{unchanged} eval[{ev or '-'}]{cost}"
+    )
 
 
-__all__ = ["Interrupted", "Loop", "Policy", "RoundBook", "StageFailed", "merge_libraries", "recover",
-           "round_line", "round_summary", "run", "write_pool"]
+__all__ = [
+    "Interrupted",
+    "Loop",
+    "Policy",
+    "RoundBook",
+    "StageFailed",
+    "merge_libraries",
+    "recover",
+    "round_line",
+    "round_summary",
+    "run",
+    "write_pool",
+]

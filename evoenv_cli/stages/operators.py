@@ -251,14 +251,14 @@ def score(instance, answer):
     return _safe_score(_B, instance["b"], answer)
 '''
 
-SEQUENTIAL_FROM = '''
+SEQUENTIAL_FROM = """
 
 def generate_from(value, seed, difficulty):
     level = _level(difficulty)
     return _first_chaining(lambda s: _call(_A, "generate_from", value, s, level), seed, level)
-'''
+"""
 
-PARALLEL = '''
+PARALLEL = """
 _PART_LINE = re.compile(r"[ \\t]*part[ \\t]*(\\d+)[ \\t]*:[ \\t]*(.*?)[ \\t]*", re.IGNORECASE)
 
 
@@ -298,9 +298,9 @@ def score(instance, answer):
     if PARTIAL_CREDIT:
         return sum(scores) / len(scores)
     return 1.0 if all(s >= 1.0 for s in scores) else 0.0
-'''
+"""
 
-LABELLED = '''
+LABELLED = """
 _LABELS = "ABCDEFGH"[:N]
 
 
@@ -323,9 +323,9 @@ def _labels(answer):
         return None
     tokens = [t for t in re.split(r"[\\s,]+", answer.strip()) if t]
     return tokens if all(t in _LABELS for t in tokens) else None
-'''
+"""
 
-SORT = '''
+SORT = """
 
 def prompt(instance):
     return (
@@ -352,9 +352,9 @@ def score(instance, answer):
         return 0.0
     ordered = [values[label] for label in labels]
     return 1.0 if all(x <= y for x, y in zip(ordered, ordered[1:])) else 0.0
-'''
+"""
 
-SELECT = '''
+SELECT = """
 
 def prompt(instance):
     which = "largest" if LARGEST else "smallest"
@@ -384,7 +384,7 @@ def score(instance, answer):
     except Exception:
         return 0.0
     return 1.0 if values[_LABELS.index(labels[0])] == _best(values) else 0.0
-'''
+"""
 
 
 def _x_note(part: Part) -> str:
@@ -415,10 +415,10 @@ def _labelled_bind(plan: Plan, slot: Callable[[Part], str], partial_credit: bool
 
 _OPERATORS = (
     Operator(
-        name="sequential", arity=2,
+        name="sequential",
+        arity=2,
         head=lambda plan: "seq",
-        what=lambda plan: (f"SEQUENTIAL composition: the answer to {plan.parts[0].name} feeds "
-                           f"{plan.parts[1].name}."),
+        what=lambda plan: f"SEQUENTIAL composition: the answer to {plan.parts[0].name} feeds {plan.parts[1].name}.",
         answer_type=lambda parts: parts[1].answer_type,
         input_type=lambda parts: parts[0].input_type,
         order_free=lambda parts: parts[1].order_free,  # the answer is B's, scored by B
@@ -426,44 +426,63 @@ _OPERATORS = (
         accepts=lambda parts: _chains(*parts),
         plan=lambda parts, rng: Plan("sequential", parts),
         bind=lambda plan, slot, partial_credit: [
-            f"_A = {slot(plan.parts[0])}()", f"_B = {slot(plan.parts[1])}()",
-            f"_A_TYPE = {plan.parts[0].answer_type!r}", f"_A_ORDER_FREE = {plan.parts[0].order_free!r}",
-            f"_X_NOTE = {_x_note(plan.parts[0])!r}"],
-        template=SEQUENTIAL, template_from=SEQUENTIAL_FROM,
+            f"_A = {slot(plan.parts[0])}()",
+            f"_B = {slot(plan.parts[1])}()",
+            f"_A_TYPE = {plan.parts[0].answer_type!r}",
+            f"_A_ORDER_FREE = {plan.parts[0].order_free!r}",
+            f"_X_NOTE = {_x_note(plan.parts[0])!r}",
+        ],
+        template=SEQUENTIAL,
+        template_from=SEQUENTIAL_FROM,
     ),
     Operator(
-        name="parallel", arity=2,
+        name="parallel",
+        arity=2,
         head=lambda plan: "par",
         what=lambda plan: f"PARALLEL composition: {' and '.join(p.name for p in plan.parts)} in one prompt.",
-        answer_type=lambda parts: "str", input_type=lambda parts: None, order_free=lambda parts: False,
+        answer_type=lambda parts: "str",
+        input_type=lambda parts: None,
+        order_free=lambda parts: False,
         tags=("multi-part",),
         accepts=lambda parts: _flat(*parts),
         plan=lambda parts, rng: Plan("parallel", parts),
         bind=lambda plan, slot, partial_credit: [
-            f"_PARTS = [{', '.join(f'{slot(p)}()' for p in plan.parts)}]", f"PARTIAL_CREDIT = {partial_credit!r}"],
+            f"_PARTS = [{', '.join(f'{slot(p)}()' for p in plan.parts)}]",
+            f"PARTIAL_CREDIT = {partial_credit!r}",
+        ],
         template=PARALLEL,
     ),
     Operator(
-        name="sort", arity=1,
+        name="sort",
+        arity=1,
         head=lambda plan: f"sort{plan.n}",
-        what=lambda plan: (f"SORT composition: {plan.n} instances of {plan.parts[0].name}, ordered by "
-                           "their answers."),
-        answer_type=lambda parts: "list[str]", input_type=lambda parts: None, order_free=lambda parts: False,
+        what=lambda plan: f"SORT composition: {plan.n} instances of {plan.parts[0].name}, ordered by their answers.",
+        answer_type=lambda parts: "list[str]",
+        input_type=lambda parts: None,
+        order_free=lambda parts: False,
         tags=("multi-part",),
         accepts=lambda parts: parts[0].numeric,
-        plan=_labelled("sort"), bind=_labelled_bind, template=LABELLED + SORT,
+        plan=_labelled("sort"),
+        bind=_labelled_bind,
+        template=LABELLED + SORT,
     ),
     Operator(
-        name="select", arity=1,
+        name="select",
+        arity=1,
         head=lambda plan: f"select{plan.n}_{plan.direction}",
-        what=lambda plan: (f"SELECT composition: which of {plan.n} instances of {plan.parts[0].name} has "
-                           f"the {'largest' if plan.direction == 'max' else 'smallest'} answer."),
-        answer_type=lambda parts: "str", input_type=lambda parts: None, order_free=lambda parts: False,
+        what=lambda plan: (
+            f"SELECT composition: which of {plan.n} instances of {plan.parts[0].name} has "
+            f"the {'largest' if plan.direction == 'max' else 'smallest'} answer."
+        ),
+        answer_type=lambda parts: "str",
+        input_type=lambda parts: None,
+        order_free=lambda parts: False,
         tags=("multi-part",),
         accepts=lambda parts: parts[0].numeric,
         plan=_labelled("select"),
-        bind=lambda plan, slot, partial_credit: (_labelled_bind(plan, slot, partial_credit)
-                                                 + [f"LARGEST = {plan.direction == 'max'!r}"]),
+        bind=lambda plan, slot, partial_credit: (
+            _labelled_bind(plan, slot, partial_credit) + [f"LARGEST = {plan.direction == 'max'!r}"]
+        ),
         template=LABELLED + SELECT,
     ),
 )

@@ -64,8 +64,9 @@ class Context:
     @classmethod
     def of(cls, instance: dict, prompt: str, reference: str) -> Context:
         text = json.dumps(instance) + "\n" + prompt + "\n" + reference
-        return cls(text, frozenset(int(n) for n in _NUMBERS.findall(text) if len(n) <= 18),
-                   frozenset(_WORDS.findall(text)))
+        return cls(
+            text, frozenset(int(n) for n in _NUMBERS.findall(text) if len(n) <= 18), frozenset(_WORDS.findall(text))
+        )
 
     def holds(self, value: str) -> bool:
         """Whether `value` is one of the instance's numbers or occurs in its text."""
@@ -116,16 +117,18 @@ def near_misses(reference: str, ctx: Context, answer_type: str | None = None) ->
     elif shape.kind == "list":
         tokens, sep = list(shape.tokens), shape.sep
         mid = len(tokens) // 2
-        out += [("changed", sep.join(tokens[:mid] + [ctx.outside_token(tokens[mid])] + tokens[mid + 1:])),
-                ("duplicate", sep.join(tokens + [tokens[0]])),
-                ("extra", sep.join(tokens + [ctx.outside_token(tokens[-1])])),
-                ("missing", sep.join(tokens[:-1]))]
+        out += [
+            ("changed", sep.join(tokens[:mid] + [ctx.outside_token(tokens[mid])] + tokens[mid + 1 :])),
+            ("duplicate", sep.join(tokens + [tokens[0]])),
+            ("extra", sep.join(tokens + [ctx.outside_token(tokens[-1])])),
+            ("missing", sep.join(tokens[:-1])),
+        ]
     else:
         if (answer_type or "").startswith("list"):  # a one-item list
             out += [("duplicate", f"{ref} {ref}"), ("extra", f"{ref} {ctx.outside_token(ref)}")]
         mid = len(ref) // 2
         bad = ctx.outside_char()
-        out += [("changed", ref[:mid] + bad + ref[mid + 1:]), ("extra", ref + bad)]
+        out += [("changed", ref[:mid] + bad + ref[mid + 1 :]), ("extra", ref + bad)]
         if len(ref) > 1:
             out.append(("missing", ref[:-1]))
     seen, kept = set(), []
@@ -166,7 +169,7 @@ def random_shaped(reference: str, ctx: Context, rng: random.Random, k: int = 3) 
             if len(out) >= 2:
                 digits = len(ref.lstrip("+-"))
                 low = 10 ** (digits - 1) if digits > 1 else 0
-                cand = str(rng.randint(low, 10 ** digits - 1) * (-1 if n < 0 else 1))
+                cand = str(rng.randint(low, 10**digits - 1) * (-1 if n < 0 else 1))
             else:  # within 0.5%, then within 2%: a tolerance a declared type hides shows here
                 width = max(2, abs(n) // (200 if not out else 50))
                 cand = str(n + rng.choice((-1, 1)) * rng.randint(1, width))
@@ -218,8 +221,11 @@ def flood(reference: str, ctx: Context, others: list[str]) -> list[str]:
             values.append(n)
         out.append(" ".join(map(str, values)))
     elif shape.kind == "list":
-        extra = [t for t in map(str, sorted(ctx.numbers)[:1000]) if t not in shape.tokens] \
-            if all(INT.fullmatch(t) for t in shape.tokens) else list(dict.fromkeys(shape.tokens)) * 2
+        extra = (
+            [t for t in map(str, sorted(ctx.numbers)[:1000]) if t not in shape.tokens]
+            if all(INT.fullmatch(t) for t in shape.tokens)
+            else list(dict.fromkeys(shape.tokens)) * 2
+        )
         out.append(shape.sep.join(list(shape.tokens) + extra))
     return [f for f in out if f.strip() != ref]
 
@@ -268,8 +274,9 @@ def encoded_in(kind: str, encoded: str, text: str) -> bool:
     if kind == "spelled_out":
         words = re.findall(r"[a-z]+", text.lower())
         want = encoded.split()
-        return any(words[i:i + len(want)] == want for i in range(len(words) - len(want) + 1)) or \
-            "".join(want) in text.lower().replace(" ", "").replace("-", "")
+        return any(words[i : i + len(want)] == want for i in range(len(words) - len(want) + 1)) or "".join(
+            want
+        ) in text.lower().replace(" ", "").replace("-", "")
     if kind == "base64":
         return encoded in text
     if kind == "hex":
@@ -317,8 +324,11 @@ def score_constants(source: str | bytes, cap: int = 64) -> ScoreConstants:
     uses_hash = False
 
     def take(node: ast.AST) -> None:
-        if isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes, int, float)) \
-                and not isinstance(node.value, bool):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, (str, bytes, int, float))
+            and not isinstance(node.value, bool)
+        ):
             found.append(node.value)
         elif isinstance(node, ast.Name) and node.id in literals:
             value = literals[node.id]
@@ -333,8 +343,11 @@ def score_constants(source: str | bytes, cap: int = 64) -> ScoreConstants:
             if isinstance(sub, ast.Compare):
                 for operand in [sub.left, *sub.comparators]:
                     take(operand)
-            elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) \
-                    and sub.func.attr in ("startswith", "endswith", "count", "find", "index"):
+            elif (
+                isinstance(sub, ast.Call)
+                and isinstance(sub.func, ast.Attribute)
+                and sub.func.attr in ("startswith", "endswith", "count", "find", "index")
+            ):
                 for arg in sub.args:
                     take(arg)
             elif isinstance(sub, ast.MatchValue):

@@ -43,7 +43,7 @@ def parse_vote(text: str) -> tuple[dict | None, str]:
     found = None
     for m in re.finditer(r"\{", body):
         try:
-            obj, _ = decoder.raw_decode(body[m.start():])
+            obj, _ = decoder.raw_decode(body[m.start() :])
         except ValueError:
             continue
         if isinstance(obj, dict) and "well_posed" in obj:
@@ -70,15 +70,16 @@ def approves(vote: dict) -> tuple[bool, str]:
 
 
 def instances_text(samples: list[tuple[int, str, str]]) -> str:
-    return "\n\n".join(f"## Instance {k + 1} (difficulty {d})\nPrompt:\n{p}\n\nReference answer: {a}"
-                       for k, (d, p, a) in enumerate(samples))
+    return "\n\n".join(
+        f"## Instance {k + 1} (difficulty {d})\nPrompt:\n{p}\n\nReference answer: {a}"
+        for k, (d, p, a) in enumerate(samples)
+    )
 
 
 def sample_instances(env: EnvFile, cfg: ReviewConfig, pool: SandboxPool) -> list[tuple[int, str, str]]:
     """(difficulty, prompt, reference) for a few instances; raises ValueError naming the call."""
     levels = [cfg.levels[k % len(cfg.levels)] for k in range(cfg.instances)]
-    [made] = make_instances(pool, [Order(env, [(cfg.seed + k, d) for k, d in enumerate(levels)])],
-                            stop_on_failure=True)
+    [made] = make_instances(pool, [Order(env, [(cfg.seed + k, d) for k, d in enumerate(levels)])], stop_on_failure=True)
     if why := first_failure(made):
         raise ValueError(why)
     return [(m.difficulty, m.task, m.answer) for m in made]
@@ -95,8 +96,14 @@ def decide(env: EnvFile, name: str | None, generation, votes_wanted: int) -> Ver
     votes, approvals, reasons = [], 0, []
     errors = [c for c in generation.completions if c.finish_reason == "error"]
     if errors or len(generation.completions) < votes_wanted:
-        return Verdict(env.path.name, env.env_id, name, False, "backend_error",
-                       f"votes could not be obtained: {generation.error or 'missing completions'}")
+        return Verdict(
+            env.path.name,
+            env.env_id,
+            name,
+            False,
+            "backend_error",
+            f"votes could not be obtained: {generation.error or 'missing completions'}",
+        )
     for c in generation.completions:
         vote, why = parse_vote(c.text)
         if vote is None:
@@ -114,19 +121,34 @@ def decide(env: EnvFile, name: str | None, generation, votes_wanted: int) -> Ver
         reason = f"{approvals}/{votes_wanted} votes approve"
     else:
         reason = f"{approvals}/{votes_wanted} votes approve; " + (reasons[0] if reasons else "")
-    return Verdict(env.path.name, env.env_id, name, admitted, "admitted" if admitted else "review",
-                   reason, {"votes": votes, "approvals": approvals})
+    return Verdict(
+        env.path.name,
+        env.env_id,
+        name,
+        admitted,
+        "admitted" if admitted else "review",
+        reason,
+        {"votes": votes, "approvals": approvals},
+    )
 
 
-def run(library: artifacts.EnvLibrary, cfg: ReviewConfig, runtime: RuntimeConfig, backend: Backend,
-        out: Path, model_name: str, on_verdict: Callable[[Verdict], None] | None = None,
-        session: Runtime | None = None) -> Summary:
-    sampling = SamplingConfig(n=cfg.votes, temperature=cfg.temperature, top_p=cfg.top_p,
-                              max_tokens=cfg.max_tokens, seed=cfg.seed)
+def run(
+    library: artifacts.EnvLibrary,
+    cfg: ReviewConfig,
+    runtime: RuntimeConfig,
+    backend: Backend,
+    out: Path,
+    model_name: str,
+    on_verdict: Callable[[Verdict], None] | None = None,
+    session: Runtime | None = None,
+) -> Summary:
+    sampling = SamplingConfig(
+        n=cfg.votes, temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens, seed=cfg.seed
+    )
     order = {e.path.name: k for k, e in enumerate(library.files)}
-    with AdmissionLog(out, library.files, retry_stages=("backend_error",)) as log, \
-            shared(runtime, session) as rt:
+    with AdmissionLog(out, library.files, retry_stages=("backend_error",)) as log, shared(runtime, session) as rt:
         pool = rt.pool
+
         def finish(v: Verdict) -> None:
             log.add(v)
             if on_verdict:
@@ -135,22 +157,35 @@ def run(library: artifacts.EnvLibrary, cfg: ReviewConfig, runtime: RuntimeConfig
         pending = log.pending()
         for start in range(0, len(pending), cfg.chunk):
             asks = []
-            for env in pending[start:start + cfg.chunk]:
+            for env in pending[start : start + cfg.chunk]:
                 try:
                     name = pool.describe(env).get("NAME")
                     samples = sample_instances(env, cfg, pool)
                 except (EnvLoadError, ValueError) as exc:
-                    finish(Verdict(env.path.name, env.env_id, None, False, "run",
-                                   f"could not sample instances to show: {exc}"))
+                    finish(
+                        Verdict(
+                            env.path.name, env.env_id, None, False, "run", f"could not sample instances to show: {exc}"
+                        )
+                    )
                     continue
                 asks.append((env, name, review_prompt(env, samples, cfg)))
             if not asks:
                 continue
             conversations = [[{"role": "user", "content": text}] for _, _, text in asks]
-            generations = backend.generate(conversations, sampling,
-                                           prompt_ids=[order[env.path.name] for env, _, _ in asks])
+            generations = backend.generate(
+                conversations, sampling, prompt_ids=[order[env.path.name] for env, _, _ in asks]
+            )
             for (env, name, _), gen in zip(asks, generations):
                 finish(decide(env, name, gen, cfg.votes))
-        return log.finish("review", CHECKS, library,
-                          {"review": to_dict(cfg), "runtime": to_dict(runtime), "model": model_name,
-                           "backend": backend.name, "sampling": sampling.record()})
+        return log.finish(
+            "review",
+            CHECKS,
+            library,
+            {
+                "review": to_dict(cfg),
+                "runtime": to_dict(runtime),
+                "model": model_name,
+                "backend": backend.name,
+                "sampling": sampling.record(),
+            },
+        )

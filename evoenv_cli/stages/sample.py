@@ -20,8 +20,19 @@ from evoenv_cli.runtime.instances import instance_seed
 from evoenv_cli.runtime.pool import SandboxPool
 from evoenv_cli.stages.conversations import Plan, Prepared, build_messages, levels_for, prepare
 
-__all__ = ["FORMATS", "LEVELS", "REQUIRED", "SampleReport", "build_messages", "check_config",
-           "instance_seed", "levels_for", "make_row", "run", "to_format"]
+__all__ = [
+    "FORMATS",
+    "LEVELS",
+    "REQUIRED",
+    "SampleReport",
+    "build_messages",
+    "check_config",
+    "instance_seed",
+    "levels_for",
+    "make_row",
+    "run",
+    "to_format",
+]
 
 FORMATS = ("trl", "verl", "openrlhf")
 SPLITS = ("train", "heldout")
@@ -53,13 +64,11 @@ def check_config(cfg: SampleConfig, library: EnvLibrary) -> None:
         raise InputError(f"{library.root}: no index.jsonl to take calibrated difficulties from")
 
 
-def run(library: EnvLibrary, cfg: SampleConfig, pool: SandboxPool,
-        answer: AnswerConfig | None = None) -> SampleReport:
+def run(library: EnvLibrary, cfg: SampleConfig, pool: SandboxPool, answer: AnswerConfig | None = None) -> SampleReport:
     """Rows for every environment; `answer`: the recipe's answer format (default: the defaults)."""
     check_config(cfg, library)
     report = SampleReport()
-    report.skipped += [{"env": r.file, "seed": None, "difficulty": None, "reason": r.reason}
-                       for r in library.refused]
+    report.skipped += [{"env": r.file, "seed": None, "difficulty": None, "reason": r.reason} for r in library.refused]
     plans: list[Plan] = []
     for env in library.files:
         error = pool.load_error(env)
@@ -71,8 +80,7 @@ def run(library: EnvLibrary, cfg: SampleConfig, pool: SandboxPool,
             continue
         name = meta.get("NAME") or env.name
         levels = levels_for(env, library, cfg)
-        pairs = [(instance_seed(cfg.seed, name, i, cfg.split), levels[i % len(levels)])
-                 for i in range(cfg.per_env)]
+        pairs = [(instance_seed(cfg.seed, name, i, cfg.split), levels[i % len(levels)]) for i in range(cfg.per_env)]
         plans.append(Plan(env, name, pairs))
     prepared, skipped = prepare(pool, plans, cfg, answer or AnswerConfig())
     report.skipped += skipped
@@ -113,6 +121,9 @@ def to_format(row: dict, fmt: str, index: int, split: str = "train") -> dict:
         }
     if fmt == "openrlhf":
         label = {k: row[k] for k in ("env_id", "env_name", "instance", "answer", "seed", "difficulty")}
-        return {"input": row["prompt"], "label": json.dumps(label, ensure_ascii=False),
-                "datasource": row["data_source"]}
+        return {
+            "input": row["prompt"],
+            "label": json.dumps(label, ensure_ascii=False),
+            "datasource": row["data_source"],
+        }
     raise ValueError(fmt)

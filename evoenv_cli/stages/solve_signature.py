@@ -169,9 +169,14 @@ def agreement(pool: SandboxPool, candidate: Sample, member: Sample) -> float:
             calls += [Call.solve(recast_instance), Call.score(recast_instance, answer)]
             kept.append(answer)
         results = pool.run(candidate.env, calls, stop_on_failure=False)
-        same = sum(1 for k, answer in enumerate(kept)
-                   if results[2 * k].ok and results[2 * k].value.strip() == answer
-                   and results[2 * k + 1].ok and results[2 * k + 1].value >= 1.0)
+        same = sum(
+            1
+            for k, answer in enumerate(kept)
+            if results[2 * k].ok
+            and results[2 * k].value.strip() == answer
+            and results[2 * k + 1].ok
+            and results[2 * k + 1].value >= 1.0
+        )
         best = max(best, same / len(member.answers))
         if best == 1.0:
             break

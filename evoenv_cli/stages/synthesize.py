@@ -58,7 +58,9 @@ def topics(cfg: SynthesizeConfig) -> list[str]:
     return found
 
 
-def build_prompt(i: int, cfg: SynthesizeConfig, examples: list[Example], topic_list: list[str]) -> tuple[str, list[str], str]:
+def build_prompt(
+    i: int, cfg: SynthesizeConfig, examples: list[Example], topic_list: list[str]
+) -> tuple[str, list[str], str]:
     """Request i's text, the examples it shows, and its topic: a function of (seed, i) only."""
     rng = random.Random(f"synthesize:{cfg.seed}:{i}")
     shown = rng.sample(examples, min(cfg.examples, len(examples)))
@@ -67,8 +69,12 @@ def build_prompt(i: int, cfg: SynthesizeConfig, examples: list[Example], topic_l
     avoid = sorted(examples, key=lambda e: e.name)[: cfg.max_avoid]
     avoid_text = "\n".join(f"- {e.name}: {e.summary}" if e.summary else f"- {e.name}" for e in avoid)
     text = template("synthesize.txt").format(
-        contract=contract_text(), asymmetry=template("asymmetry.txt").strip(),
-        examples=blocks, avoid=avoid_text or "(nothing yet)", topic=topic)
+        contract=contract_text(),
+        asymmetry=template("asymmetry.txt").strip(),
+        examples=blocks,
+        avoid=avoid_text or "(nothing yet)",
+        topic=topic,
+    )
     return text, [e.name for e in shown], topic
 
 
@@ -100,8 +106,15 @@ def declared_name(code: str) -> str | None:
     return contract.declared(code.encode("utf-8", "replace")).name
 
 
-def run(seeds: artifacts.EnvLibrary, pools: list[artifacts.EnvLibrary], cfg: SynthesizeConfig,
-        backend: Backend, out: Path, model_name: str, on_round=None) -> dict:
+def run(
+    seeds: artifacts.EnvLibrary,
+    pools: list[artifacts.EnvLibrary],
+    cfg: SynthesizeConfig,
+    backend: Backend,
+    out: Path,
+    model_name: str,
+    on_round=None,
+) -> dict:
     """Request candidates until cfg.n parse, or cfg.max_requests requests were made."""
     started = artifacts.now_iso()
     examples = load_examples([seeds, *pools])
@@ -112,8 +125,9 @@ def run(seeds: artifacts.EnvLibrary, pools: list[artifacts.EnvLibrary], cfg: Syn
     records = artifacts.read_jsonl_tolerant(log_path)
     done_ids = {r["prompt_id"] for r in records}
     have = sum(r["outcome"] == "ok" for r in records)
-    sampling = SamplingConfig(n=1, temperature=cfg.temperature, top_p=cfg.top_p,
-                              max_tokens=cfg.max_tokens, seed=cfg.seed)
+    sampling = SamplingConfig(
+        n=1, temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens, seed=cfg.seed
+    )
     next_id = max(done_ids, default=-1) + 1
     limit = cfg.max_requests or 4 * cfg.n
     with artifacts.JsonlAppender(log_path) as log:
@@ -125,20 +139,34 @@ def run(seeds: artifacts.EnvLibrary, pools: list[artifacts.EnvLibrary], cfg: Syn
             generations = backend.generate(conversations, sampling, prompt_ids=ids)
             for i, (text, parents, topic), gen in zip(ids, built, generations):
                 completion = gen.completions[0]
-                code, outcome = (None, "error") if completion.finish_reason == "error" else extract_code(completion.text)
+                code, outcome = (
+                    (None, "error") if completion.finish_reason == "error" else extract_code(completion.text)
+                )
                 file = None
                 if code is not None:
                     name = declared_name(code) or "candidate"
                     file = f"g{i:05d}_{name}.py"
                     artifacts.write_text_atomic(out / "envs" / file, code)
                     have += 1
-                log.append({
-                    "prompt_id": i, "prompt_hash": hashlib.sha256(text.encode()).hexdigest()[:16],
-                    "prompt": text, "response": completion.text, "parents": parents, "topic": topic,
-                    "model": model_name, "backend": backend.name, "sampling": sampling.record(),
-                    "seed": completion.seed, "finish_reason": completion.finish_reason,
-                    "tokens": completion.tokens, "outcome": outcome, "error": gen.error, "file": file,
-                })
+                log.append(
+                    {
+                        "prompt_id": i,
+                        "prompt_hash": hashlib.sha256(text.encode()).hexdigest()[:16],
+                        "prompt": text,
+                        "response": completion.text,
+                        "parents": parents,
+                        "topic": topic,
+                        "model": model_name,
+                        "backend": backend.name,
+                        "sampling": sampling.record(),
+                        "seed": completion.seed,
+                        "finish_reason": completion.finish_reason,
+                        "tokens": completion.tokens,
+                        "outcome": outcome,
+                        "error": gen.error,
+                        "file": file,
+                    }
+                )
             next_id += count
             if on_round:
                 on_round(have, next_id)
@@ -151,16 +179,39 @@ def _finish(out: Path, records: list[dict], cfg, seeds, pools, model_name, backe
     for r in records:
         outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
     files = [r for r in records if r["file"]]
-    index = [{"file": r["file"], "env_id": EnvFile.from_path(out / "envs" / r["file"]).env_id,
-              "name": Path(r["file"]).stem, "origin": "synthesize", "parents": r["parents"],
-              "topic": r["topic"], "prompt_id": r["prompt_id"], "model": model_name} for r in files]
+    index = [
+        {
+            "file": r["file"],
+            "env_id": EnvFile.from_path(out / "envs" / r["file"]).env_id,
+            "name": Path(r["file"]).stem,
+            "origin": "synthesize",
+            "parents": r["parents"],
+            "topic": r["topic"],
+            "prompt_id": r["prompt_id"],
+            "model": model_name,
+        }
+        for r in files
+    ]
     artifacts.write_jsonl_atomic(out / "index.jsonl", index)
-    summary = {"stage": "synthesize", "requests": len(records), "candidates": len(files),
-               "outcomes": outcomes, "target": cfg.n}
+    summary = {
+        "stage": "synthesize",
+        "requests": len(records),
+        "candidates": len(files),
+        "outcomes": outcomes,
+        "target": cfg.n,
+    }
     artifacts.write_json_atomic(out / "summary.json", summary)
     inputs = [e for lib in [seeds, *pools] for e in lib.files]
-    artifacts.write_json_atomic(out / "manifest.json", artifacts.manifest(
-        "synthesize", {"synthesize": to_dict(cfg), "model": model_name, "backend": backend_name},
-        inputs, started, {"requests": len(records), "candidates": len(files), **outcomes},
-        {"seeds": str(seeds.root), "pools": [str(p.root) for p in pools]}, out=out))
+    artifacts.write_json_atomic(
+        out / "manifest.json",
+        artifacts.manifest(
+            "synthesize",
+            {"synthesize": to_dict(cfg), "model": model_name, "backend": backend_name},
+            inputs,
+            started,
+            {"requests": len(records), "candidates": len(files), **outcomes},
+            {"seeds": str(seeds.root), "pools": [str(p.root) for p in pools]},
+            out=out,
+        ),
+    )
     return summary

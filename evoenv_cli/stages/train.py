@@ -43,8 +43,10 @@ def check_inputs(data: Path, library: artifacts.EnvLibrary, model: str) -> list[
         if problem:
             raise artifacts.InputError(f"{data}:{n}: {problem}")
         if row["env_id"] not in known and row.get("env_name") not in names:
-            raise artifacts.InputError(f"{data}:{n}: environment {row['env_id']} ({row.get('env_name', '?')}) "
-                                       f"is not in the library {library.root}")
+            raise artifacts.InputError(
+                f"{data}:{n}: environment {row['env_id']} ({row.get('env_name', '?')}) "
+                f"is not in the library {library.root}"
+            )
     return rows
 
 
@@ -53,8 +55,8 @@ def row_problem(row: dict) -> str | None:
     string belongs is an input error, not a TypeError later)."""
     prompt = row["prompt"]
     chat = isinstance(prompt, list) and all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-        for m in prompt)
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in prompt
+    )
     if not prompt or not (isinstance(prompt, str) or chat):
         return "prompt must be chat messages ({role, content} strings) or text"
     if not isinstance(row["env_id"], str):
@@ -97,8 +99,9 @@ class StepRewards:
 
     __name__ = "evoenv_env_reward"
 
-    def __init__(self, reward: EnvReward, arena=None, format_reward: FormatReward | None = None,
-                 format_weight: float = 0.0):
+    def __init__(
+        self, reward: EnvReward, arena=None, format_reward: FormatReward | None = None, format_weight: float = 0.0
+    ):
         self.reward = reward
         self.arena = arena
         self.format_reward = format_reward if format_weight else None
@@ -128,14 +131,16 @@ class StepRewards:
         out = {}
         for name, pairs in sorted(window.items()):
             rewards = [r for r, _ in pairs]
-            out[name] = {"n": len(pairs), "reward_mean": round(statistics.fmean(rewards), 4),
-                         "reward_std": round(statistics.pstdev(rewards), 4),
-                         "pass_rate": round(sum(s >= 1.0 for _, s in pairs) / len(pairs), 4)}
+            out[name] = {
+                "n": len(pairs),
+                "reward_mean": round(statistics.fmean(rewards), 4),
+                "reward_std": round(statistics.pstdev(rewards), 4),
+                "pass_rate": round(sum(s >= 1.0 for _, s in pairs) / len(pairs), 4),
+            }
         return out
 
 
-def grpo_args(cfg: TrainConfig, out: Path, evaluating: bool = False,
-              format_weight: float = 0.0) -> dict[str, Any]:
+def grpo_args(cfg: TrainConfig, out: Path, evaluating: bool = False, format_weight: float = 0.0) -> dict[str, Any]:
     """GRPOConfig keyword arguments, as TRL 1.x names them. With a format weight w the
     environment reward and the format reward are two reward functions weighted 1 - w and w,
     so TRL logs each apart and their weighted sum is the reward."""
@@ -170,13 +175,19 @@ def grpo_args(cfg: TrainConfig, out: Path, evaluating: bool = False,
     if format_weight:
         args["reward_weights"] = [1.0 - format_weight, format_weight]
     if evaluating:
-        args.update(eval_strategy="steps", eval_steps=cfg.eval_steps or cfg.save_steps,
-                    per_device_eval_batch_size=cfg.per_device_eval_batch_size or cfg.per_device_train_batch_size)
+        args.update(
+            eval_strategy="steps",
+            eval_steps=cfg.eval_steps or cfg.save_steps,
+            per_device_eval_batch_size=cfg.per_device_eval_batch_size or cfg.per_device_train_batch_size,
+        )
         if cfg.num_generations_eval:
             args["num_generations_eval"] = cfg.num_generations_eval
     if cfg.use_vllm:
-        args.update(vllm_mode=cfg.vllm_mode, vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
-                    vllm_tensor_parallel_size=cfg.vllm_tensor_parallel_size)
+        args.update(
+            vllm_mode=cfg.vllm_mode,
+            vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+            vllm_tensor_parallel_size=cfg.vllm_tensor_parallel_size,
+        )
         if cfg.vllm_mode == "server" and cfg.vllm_server_base_url:
             args["vllm_server_base_url"] = cfg.vllm_server_base_url
     if cfg.chat_template_kwargs:
@@ -186,8 +197,9 @@ def grpo_args(cfg: TrainConfig, out: Path, evaluating: bool = False,
     from trl import GRPOConfig
 
     fields = getattr(GRPOConfig, "__dataclass_fields__", {})
-    args["activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"] = \
+    args["activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"] = (
         cfg.gradient_checkpointing
+    )
     return args
 
 
@@ -196,9 +208,19 @@ def grpo_args(cfg: TrainConfig, out: Path, evaluating: bool = False,
 _TRL_CHECKPOINTING_NOISE = r"`(is_)?gradient_checkpointing\w*` is deprecated"
 
 
-def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: TrainConfig,
-        reward_cfg: RewardConfig, runtime: RuntimeConfig, resume: bool = False,
-        eval_data: Path | None = None, judge=None, answer: AnswerConfig | None = None) -> dict:
+def run(
+    data: Path,
+    library: artifacts.EnvLibrary,
+    model: str,
+    out: Path,
+    cfg: TrainConfig,
+    reward_cfg: RewardConfig,
+    runtime: RuntimeConfig,
+    resume: bool = False,
+    eval_data: Path | None = None,
+    judge=None,
+    answer: AnswerConfig | None = None,
+) -> dict:
     """GRPO on `data`; with `eval_data` (rows from `sample --split heldout`) TRL evaluates on
     them every `eval_steps` and the eval numbers go to metrics.jsonl too. `judge` (a backend)
     overrides `train.arena.judge` when the arena is on. `answer`: the recipe's answer format,
@@ -219,12 +241,19 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
 
     transformers.set_seed(cfg.seed)
     dataset = datasets.load_dataset("json", data_files=str(data), split="train")
-    eval_dataset = (datasets.load_dataset("json", data_files=str(eval_data), split="train")
-                    if eval_data is not None else None)
-    reward = EnvReward(library.files, answer_tag=answer.tag, sandbox=runtime.sandbox,
-                       workers=runtime.workers, limits=runtime.limits,
-                       recheck_share=reward_cfg.recheck_share, recheck_seed=cfg.seed,
-                       quarantine_log=out / QUARANTINE_FILE)
+    eval_dataset = (
+        datasets.load_dataset("json", data_files=str(eval_data), split="train") if eval_data is not None else None
+    )
+    reward = EnvReward(
+        library.files,
+        answer_tag=answer.tag,
+        sandbox=runtime.sandbox,
+        workers=runtime.workers,
+        limits=runtime.limits,
+        recheck_share=reward_cfg.recheck_share,
+        recheck_seed=cfg.seed,
+        quarantine_log=out / QUARANTINE_FILE,
+    )
     format_reward = FormatReward(answer.tag) if reward_cfg.format_weight else None
     step_rewards = StepRewards(reward, format_reward=format_reward, format_weight=reward_cfg.format_weight)
     reward_funcs: list = [step_rewards, *([format_reward] if format_reward else [])]
@@ -232,8 +261,13 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
     if cfg.lora:
         from peft import LoraConfig
 
-        peft_config = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                                 target_modules=cfg.lora_target_modules, task_type="CAUSAL_LM")
+        peft_config = LoraConfig(
+            r=cfg.lora_r,
+            lora_alpha=cfg.lora_alpha,
+            lora_dropout=cfg.lora_dropout,
+            target_modules=cfg.lora_target_modules,
+            task_type="CAUSAL_LM",
+        )
     metrics_path = out / "metrics.jsonl"
     if not resume:
         metrics_path.unlink(missing_ok=True)
@@ -242,8 +276,12 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_TRL_CHECKPOINTING_NOISE, category=FutureWarning)
         trainer = GRPOTrainer(
-            model=model, reward_funcs=reward_funcs, args=GRPOConfig(**args),
-            train_dataset=dataset, eval_dataset=eval_dataset, peft_config=peft_config,
+            model=model,
+            reward_funcs=reward_funcs,
+            args=GRPOConfig(**args),
+            train_dataset=dataset,
+            eval_dataset=eval_dataset,
+            peft_config=peft_config,
             callbacks=[_metrics_callback(metrics_path, step_rewards)],
         )
         load_s = time.perf_counter() - loading
@@ -270,24 +308,47 @@ def run(data: Path, library: artifacts.EnvLibrary, model: str, out: Path, cfg: T
             trainer.processing_class.save_pretrained(str(merged))
     artifacts.follow_umask(out)
     summary = {
-        "stage": "train", "steps": trainer.state.global_step, "rows": len(rows),
-        "eval_rows": len(eval_rows), "eval_reward": _last_eval_reward(metrics_path),
-        "train_loss": result.training_loss, "checkpoint": str(out),
-        "merged": str(merged) if merged else None, "adapter": bool(cfg.lora),
+        "stage": "train",
+        "steps": trainer.state.global_step,
+        "rows": len(rows),
+        "eval_rows": len(eval_rows),
+        "eval_reward": _last_eval_reward(metrics_path),
+        "train_loss": result.training_loss,
+        "checkpoint": str(out),
+        "merged": str(merged) if merged else None,
+        "adapter": bool(cfg.lora),
         "mean_reward": _mean_reward(metrics_path),
         "all_groups_zero_variance": all_groups_zero_variance(metrics_path),
-        "rewards_rechecked": reward.audit.checked, "quarantined": sorted(reward.audit.quarantined),
+        "rewards_rechecked": reward.audit.checked,
+        "quarantined": sorted(reward.audit.quarantined),
         "arena": arena.summary() if arena is not None else None,
     }
-    artifacts.write_json_atomic(out / "train-manifest.json", {
-        **artifacts.manifest("train", {"train": to_dict(cfg), "reward": to_dict(reward_cfg),
-                                       "answer": to_dict(answer), "runtime": to_dict(runtime)}, library.files, started,
-                             {"rows": len(rows), "steps": summary["steps"]},
-                             {"data": str(data), "eval_data": str(eval_data) if eval_data else None,
-                              "model": model, "library": str(library.root)}, out=out),
-        "summary": summary,
-        "timings": {"load_s": round(load_s, 3), "sandbox_calls": reward.sandbox_calls},
-    })
+    artifacts.write_json_atomic(
+        out / "train-manifest.json",
+        {
+            **artifacts.manifest(
+                "train",
+                {
+                    "train": to_dict(cfg),
+                    "reward": to_dict(reward_cfg),
+                    "answer": to_dict(answer),
+                    "runtime": to_dict(runtime),
+                },
+                library.files,
+                started,
+                {"rows": len(rows), "steps": summary["steps"]},
+                {
+                    "data": str(data),
+                    "eval_data": str(eval_data) if eval_data else None,
+                    "model": model,
+                    "library": str(library.root),
+                },
+                out=out,
+            ),
+            "summary": summary,
+            "timings": {"load_s": round(load_s, 3), "sandbox_calls": reward.sandbox_calls},
+        },
+    )
     return summary
 
 
@@ -300,13 +361,18 @@ def all_groups_zero_variance(metrics_path: Path) -> bool:
 
 
 def _mean_reward(metrics_path: Path) -> float | None:
-    values = [r["reward"] for r in artifacts.read_jsonl_tolerant(metrics_path) if isinstance(r.get("reward"), (int, float))]
+    values = [
+        r["reward"] for r in artifacts.read_jsonl_tolerant(metrics_path) if isinstance(r.get("reward"), (int, float))
+    ]
     return round(statistics.fmean(values), 4) if values else None
 
 
 def _last_eval_reward(metrics_path: Path) -> float | None:
-    values = [r["eval_reward"] for r in artifacts.read_jsonl_tolerant(metrics_path)
-              if isinstance(r.get("eval_reward"), (int, float))]
+    values = [
+        r["eval_reward"]
+        for r in artifacts.read_jsonl_tolerant(metrics_path)
+        if isinstance(r.get("eval_reward"), (int, float))
+    ]
     return round(values[-1], 4) if values else None
 
 
@@ -323,8 +389,10 @@ def _metrics_callback(path: Path, step_rewards: StepRewards):
             training, evaluation = "reward" in logs, "eval_reward" in logs
             if not (training or evaluation):
                 return
-            record = {"step": state.global_step, **{k: v for k, v in logs.items()
-                                                    if isinstance(v, (int, float)) and v == v}}
+            record = {
+                "step": state.global_step,
+                **{k: v for k, v in logs.items() if isinstance(v, (int, float)) and v == v},
+            }
             if training:
                 record["per_env"] = step_rewards.drain()
             with path.open("a", encoding="utf-8") as f:

@@ -46,8 +46,18 @@ from evoenv_cli.stages import probes
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
 from evoenv_cli.stages.probes import Context
 
-STAGES = ("static", "load", "run", "determinism", "diversity", "reference", "discrimination",
-          "constant_answer", "leak", "budget")
+STAGES = (
+    "static",
+    "load",
+    "run",
+    "determinism",
+    "diversity",
+    "reference",
+    "discrimination",
+    "constant_answer",
+    "leak",
+    "budget",
+)
 TRAINING_SEEDS = 2**31  # `sample` and `calibrate` draw instance seeds below this
 ALWAYS_EQUAL = "type('AlwaysEqual', (), {'__eq__': lambda self, other: True, '__hash__': lambda self: 0})()"
 FIXED_PROBES = {
@@ -68,11 +78,16 @@ NEAR = (*NEAR_MISSES, "other_reference", "random_shape")
 # Answers that deserve no credit at all, so a high mean score (partial credit) is a defect.
 MEAN_LIMITED = (*FIXED_PROBES, "huge", "flood", "expression", "random_shape")
 # The order kinds are checked in: the first over its limit is the verdict's probe.
-PROBE_ORDER = (*FIXED_PROBES, "huge", "flood", "expression", "other_reference", *NEAR_MISSES,
-               "random_shape")
+PROBE_ORDER = (*FIXED_PROBES, "huge", "flood", "expression", "other_reference", *NEAR_MISSES, "random_shape")
 
-LEAK_FORMS = {"plain": "", "reversed": " backwards", "reversed_items": " with its items reversed",
-              "base64": " in base64", "hex": " in hex", "spelled_out": " with its digits spelled out"}
+LEAK_FORMS = {
+    "plain": "",
+    "reversed": " backwards",
+    "reversed_items": " with its items reversed",
+    "base64": " in base64",
+    "hex": " in hex",
+    "spelled_out": " with its digits spelled out",
+}
 
 
 class Rejected(Exception):
@@ -125,7 +140,9 @@ class Checker:
         self.answer_type: str | None = None
         self.diversity_pairs: dict[int, list[int]] = {}
 
-    def call(self, calls: list[Call], pool: SandboxPool | None = None, stop_on_failure: bool = True) -> list[CallResult]:
+    def call(
+        self, calls: list[Call], pool: SandboxPool | None = None, stop_on_failure: bool = True
+    ) -> list[CallResult]:
         """Every check rejects on the first failed call, so the rest of a batch after one is
         skipped rather than paid for (a looping solve costs one time limit, not thirty)."""
         results = (pool or self.pool).run(self.env, calls, stop_on_failure)
@@ -158,14 +175,19 @@ class Checker:
         self.m["import_seconds"] = round(meta.get("import_seconds", 0.0), 4)
         self.output_chars += meta.get("import_output_chars", 0)
         if self.m["import_seconds"] > cfg.budget_import_s:
-            raise Rejected("load", f"importing the file takes {self.m['import_seconds']:.2f} s (budget "
-                           f"{cfg.budget_import_s} s); every new worker pays it again", "import_budget")
+            raise Rejected(
+                "load",
+                f"importing the file takes {self.m['import_seconds']:.2f} s (budget "
+                f"{cfg.budget_import_s} s); every new worker pays it again",
+                "import_budget",
+            )
 
         # run: every call on every (seed, level); values are checked by the pool
         env_id = self.env.env_id
         pairs = [(s, d) for d in cfg.levels for s in training_seeds(env_id, f"level:{d}", cfg.seeds_per_level)]
-        self.diversity_pairs = {d: training_seeds(env_id, f"diversity:{d}", cfg.diversity_seeds)
-                                for d in cfg.diversity_levels}
+        self.diversity_pairs = {
+            d: training_seeds(env_id, f"diversity:{d}", cfg.diversity_seeds) for d in cfg.diversity_levels
+        }
         planned = set(pairs)
         extra = [(s, d) for d, seeds in self.diversity_pairs.items() for s in seeds if (s, d) not in planned]
         made, extra_made = self.make([Order(self.env, pairs), Order(self.env, extra, ask=())])
@@ -202,8 +224,11 @@ class Checker:
         self.m["reference_pass_share"] = round(1 - len(bad) / len(insts), 4)
         if bad:
             i, v = bad[0]
-            raise Rejected("reference", f"score(instance, solve(instance)) = {v} at seed {i.seed} "
-                           f"difficulty {i.difficulty} ({len(bad)}/{len(insts)} instances), expected 1.0")
+            raise Rejected(
+                "reference",
+                f"score(instance, solve(instance)) = {v} at seed {i.seed} "
+                f"difficulty {i.difficulty} ({len(bad)}/{len(insts)} instances), expected 1.0",
+            )
         self.check_discrimination(insts)
         self.check_magic_constants(insts)
         self.check_constant(insts)
@@ -222,27 +247,39 @@ class Checker:
         twice = self.call(calls + calls)  # one batch: the same worker answers both rounds
         fresh = self.call(calls, pool=self.fresh)  # a new worker, another PYTHONHASHSEED
         for k, inst in enumerate(chosen):
-            runs = {"again in one worker": (twice[k], "generate_repeat"),
-                    "a second time in one worker": (twice[len(calls) + k], "generate_repeat"),
-                    "in a fresh worker with another hash seed": (fresh[k], "generate_fresh_worker")}
+            runs = {
+                "again in one worker": (twice[k], "generate_repeat"),
+                "a second time in one worker": (twice[len(calls) + k], "generate_repeat"),
+                "in a fresh worker with another hash seed": (fresh[k], "generate_fresh_worker"),
+            }
             for label, (r, probe) in runs.items():
                 if not r.ok:
                     raise Rejected("determinism", f"generate {label} failed at seed {inst.seed}: {r.error}", probe)
                 if r.value != inst.instance:
-                    raise Rejected("determinism", f"generate(seed={inst.seed}, difficulty={inst.difficulty}) "
-                                   f"gave a different instance {label}", probe)
+                    raise Rejected(
+                        "determinism",
+                        f"generate(seed={inst.seed}, difficulty={inst.difficulty}) gave a different instance {label}",
+                        probe,
+                    )
         ps_calls = [c for i in chosen for c in (Call.prompt(i.instance), Call.solve(i.instance))]
         again = self.call(ps_calls + ps_calls)
         fresh_ps = self.call(ps_calls, pool=self.fresh)
         n = len(ps_calls)
         for k, inst in enumerate(chosen):
             for j, expected, fn in ((0, inst.text, "prompt"), (1, inst.reference, "solve")):
-                runs = ((again[2 * k + j], "repeat"), (again[n + 2 * k + j], "repeat"),
-                        (fresh_ps[2 * k + j], "fresh_worker"))
+                runs = (
+                    (again[2 * k + j], "repeat"),
+                    (again[n + 2 * k + j], "repeat"),
+                    (fresh_ps[2 * k + j], "fresh_worker"),
+                )
                 for r, how in runs:
                     if not r.ok or r.value != expected:
-                        raise Rejected("determinism", f"{fn} of the instance at seed {inst.seed} "
-                                       f"difficulty {inst.difficulty} changed between runs", f"{fn}_{how}")
+                        raise Rejected(
+                            "determinism",
+                            f"{fn} of the instance at seed {inst.seed} "
+                            f"difficulty {inst.difficulty} changed between runs",
+                            f"{fn}_{how}",
+                        )
         self.m["determinism_pairs"] = len(chosen)
 
     def _score_pairs(self, insts: list[Instance]) -> list[tuple[Instance, str, str]]:
@@ -250,12 +287,22 @@ class Checker:
         instance with its reference, another instance's reference, a near miss and garbage."""
         out = []
         for inst in self._spread(insts, self.cfg.score_determinism_pairs):
-            other = next((o.reference for o in insts if o.difficulty == inst.difficulty
-                          and o.reference.strip() != inst.reference.strip()), "0")
+            other = next(
+                (
+                    o.reference
+                    for o in insts
+                    if o.difficulty == inst.difficulty and o.reference.strip() != inst.reference.strip()
+                ),
+                "0",
+            )
             misses = probes.near_misses(inst.reference, inst.context, self.answer_type)
             miss = (f"near_miss_{misses[0][0]}", misses[0][1]) if misses else ("one", "1")
-            for kind, answer in (("reference", inst.reference), ("other_reference", other), miss,
-                                 ("garbage", FIXED_PROBES["garbage"])):
+            for kind, answer in (
+                ("reference", inst.reference),
+                ("other_reference", other),
+                miss,
+                ("garbage", FIXED_PROBES["garbage"]),
+            ):
                 out.append((inst, kind, answer))
         return out
 
@@ -267,29 +314,39 @@ class Checker:
         triples = self._score_pairs(insts)
         calls = [Call.score(i.instance, a) for i, _, a in triples]
         twice = self.call(calls + calls)
-        first = twice[:len(calls)]
+        first = twice[: len(calls)]
         for (inst, kind, _), r in zip(triples, first):
             if not r.ok:  # not a matter of determinism: score must answer every string
-                raise Rejected("discrimination", f"score failed on the {kind} probe at seed {inst.seed} "
-                               f"difficulty {inst.difficulty} ({r.status}: {r.error}); score must "
-                               "return a number for any string", kind)
+                raise Rejected(
+                    "discrimination",
+                    f"score failed on the {kind} probe at seed {inst.seed} "
+                    f"difficulty {inst.difficulty} ({r.status}: {r.error}); score must "
+                    "return a number for any string",
+                    kind,
+                )
 
         def compare(results: list[CallResult], probe: str, label: str) -> None:
             for (inst, _, answer), a, b in zip(triples, first, results):
                 if not b.ok or a.value != b.value:
                     shown = answer if len(answer) <= 30 else answer[:27] + "..."
                     got = b.value if b.ok else f"a failed call ({b.status})"
-                    raise Rejected("determinism", f"score of the answer {shown!r} at seed {inst.seed} "
-                                   f"difficulty {inst.difficulty} was {a.value} and then {got} {label}", probe)
+                    raise Rejected(
+                        "determinism",
+                        f"score of the answer {shown!r} at seed {inst.seed} "
+                        f"difficulty {inst.difficulty} was {a.value} and then {got} {label}",
+                        probe,
+                    )
 
-        compare(twice[len(calls):], "score_repeat", "when asked again in the same worker")
-        compare(self.call(calls, pool=self.fresh), "score_fresh_worker",
-                "in a fresh worker with another hash seed")
+        compare(twice[len(calls) :], "score_repeat", "when asked again in the same worker")
+        compare(self.call(calls, pool=self.fresh), "score_fresh_worker", "in a fresh worker with another hash seed")
         bound = self.pool.limits.max_calls_per_worker
         if bound > 0:
             cheap = [c for (inst, _, _), c in zip(triples, calls) if inst.difficulty <= 4] or calls
-            compare(self._aged_scores(calls, cheap, bound), "score_after_many_calls",
-                    f"after the worker had served {bound} calls")
+            compare(
+                self._aged_scores(calls, cheap, bound),
+                "score_after_many_calls",
+                f"after the worker had served {bound} calls",
+            )
         self.m["score_determinism_pairs"] = len(calls)
 
     def _aged_scores(self, calls: list[Call], filler: list[Call], bound: int) -> list[CallResult]:
@@ -313,9 +370,12 @@ class Checker:
         low = [d for d, v in shares.items() if v < self.cfg.min_distinct_share]
         if low:
             d = low[0]
-            raise Rejected("diversity", f"only {shares[d]:.0%} distinct instances over "
-                           f"{self.cfg.diversity_seeds} seeds at difficulty {d} "
-                           f"(need {self.cfg.min_distinct_share:.0%})")
+            raise Rejected(
+                "diversity",
+                f"only {shares[d]:.0%} distinct instances over "
+                f"{self.cfg.diversity_seeds} seeds at difficulty {d} "
+                f"(need {self.cfg.min_distinct_share:.0%})",
+            )
 
     def _probes(self, insts: list[Instance]) -> list[tuple[str, int, str]]:
         """(kind, instance index, answer) for every probe; `reordered` only measures."""
@@ -328,11 +388,16 @@ class Checker:
                     out.append((kind, k, answer))
             if k < cfg.huge_probe_instances:
                 out.append(("huge", k, "7" * cfg.huge_probe_chars))
-            others = [o.reference for o in insts if o.difficulty == inst.difficulty and o is not inst
-                      and o.reference.strip() != ref]
+            others = [
+                o.reference
+                for o in insts
+                if o.difficulty == inst.difficulty and o is not inst and o.reference.strip() != ref
+            ]
             if others:
                 out.append(("other_reference", k, others[0]))
-            out += [(f"near_miss_{kind}", k, a) for kind, a in probes.near_misses(inst.reference, ctx, self.answer_type)]
+            out += [
+                (f"near_miss_{kind}", k, a) for kind, a in probes.near_misses(inst.reference, ctx, self.answer_type)
+            ]
             out += [("random_shape", k, a) for a in probes.random_shaped(inst.reference, ctx, self.rng)]
             out += [("flood", k, a) for a in probes.flood(inst.reference, ctx, others)]
             expr = probes.expression(inst.reference)
@@ -352,9 +417,13 @@ class Checker:
         total: Counter = Counter()
         for (kind, k, _), r in zip(planned, results):
             if not r.ok:
-                raise Rejected("discrimination", f"score failed on the {kind} probe at seed "
-                               f"{insts[k].seed} difficulty {insts[k].difficulty} ({r.status}: {r.error}); "
-                               "score must return a number for any string", kind)
+                raise Rejected(
+                    "discrimination",
+                    f"score failed on the {kind} probe at seed "
+                    f"{insts[k].seed} difficulty {insts[k].difficulty} ({r.status}: {r.error}); "
+                    "score must return a number for any string",
+                    kind,
+                )
             tried[kind] += 1
             accepted[kind] += r.value >= 1.0
             total[kind] += r.value
@@ -369,24 +438,40 @@ class Checker:
             if kind not in shares:
                 continue
             share = shares[kind]
-            limit = 0.0 if kind in ZERO_TOLERANCE else \
-                cfg.max_near_miss_accept_share if kind in NEAR else cfg.max_probe_accept_share
+            limit = (
+                0.0
+                if kind in ZERO_TOLERANCE
+                else cfg.max_near_miss_accept_share
+                if kind in NEAR
+                else cfg.max_probe_accept_share
+            )
             if share > limit:
-                raise Rejected("discrimination", f"score accepts the {kind} probe on {share:.0%} of "
-                               f"instances (at most {limit:.0%} allowed)", kind)
+                raise Rejected(
+                    "discrimination",
+                    f"score accepts the {kind} probe on {share:.0%} of instances (at most {limit:.0%} allowed)",
+                    kind,
+                )
             if means.get(kind, 0.0) > cfg.max_probe_mean_score:
-                raise Rejected("discrimination", f"score gives the {kind} probe a mean of {means[kind]:.2f} "
-                               f"(at most {cfg.max_probe_mean_score} allowed): credit for answers no valid "
-                               "one can be", kind)
+                raise Rejected(
+                    "discrimination",
+                    f"score gives the {kind} probe a mean of {means[kind]:.2f} "
+                    f"(at most {cfg.max_probe_mean_score} allowed): credit for answers no valid "
+                    "one can be",
+                    kind,
+                )
 
     def check_magic_constants(self, insts: list[Instance]) -> None:
         """The literals score compares against that the instance does not hold, each tried as
         the answer: one accepted where it is not the reference is a planted backdoor."""
         found = probes.score_constants(self.env.source)
         if found.digest_compare is not None:
-            raise Rejected("discrimination", f"score compares a digest with the constant "
-                           f"{found.digest_compare[:24]!r}: an answer that hashes to it is a backdoor "
-                           "no probe can find", "magic_constant")
+            raise Rejected(
+                "discrimination",
+                f"score compares a digest with the constant "
+                f"{found.digest_compare[:24]!r}: an answer that hashes to it is a backdoor "
+                "no probe can find",
+                "magic_constant",
+            )
         planned = []
         for value in found.values:
             for inst in self._spread(insts, self.cfg.magic_probe_instances):
@@ -403,10 +488,13 @@ class Checker:
             share = accepted[value] / tried[value]
             if share > self.cfg.max_probe_accept_share:
                 shown = value if len(value) <= 40 else value[:37] + "..."
-                raise Rejected("discrimination", f"score accepts the magic_constant probe {shown!r} (a "
-                               f"literal it compares answers against, not in the instance) on {share:.0%} "
-                               f"of instances (at most {self.cfg.max_probe_accept_share:.0%} allowed)",
-                               "magic_constant")
+                raise Rejected(
+                    "discrimination",
+                    f"score accepts the magic_constant probe {shown!r} (a "
+                    f"literal it compares answers against, not in the instance) on {share:.0%} "
+                    f"of instances (at most {self.cfg.max_probe_accept_share:.0%} allowed)",
+                    "magic_constant",
+                )
 
     def check_constant(self, insts: list[Instance]) -> None:
         common = [a for a, _ in Counter(i.reference for i in insts).most_common(3)]
@@ -414,23 +502,30 @@ class Checker:
         results = self.call(calls, stop_on_failure=False)
         best, best_share = "", 0.0
         for j, answer in enumerate(common):
-            chunk = results[j * len(insts):(j + 1) * len(insts)]
+            chunk = results[j * len(insts) : (j + 1) * len(insts)]
             share = sum(1 for r in chunk if r.ok and r.value >= 1.0) / len(insts)
             if share > best_share:
                 best, best_share = answer, share
         self.m["constant_answer_share"] = round(best_share, 4)
         if best_share > self.cfg.max_constant_share:
             shown = best if len(best) <= 40 else best[:37] + "..."
-            raise Rejected("constant_answer", f"the answer {shown!r} is right on {best_share:.0%} of "
-                           f"instances (at most {self.cfg.max_constant_share:.0%} allowed)")
+            raise Rejected(
+                "constant_answer",
+                f"the answer {shown!r} is right on {best_share:.0%} of "
+                f"instances (at most {self.cfg.max_constant_share:.0%} allowed)",
+            )
 
     def check_leak(self, insts: list[Instance]) -> None:
         """The reference written in most prompts, as is or in a simple encoding (reversed,
         base64, hex, digits spelled out), and more often than other instances' references are
         so written: an answer that is one of the prompt's own labels (a SELECT composite's "B")
         appears in every prompt but tells the solver nothing."""
-        others = [(i, o) for k, i in enumerate(insts) for o in insts[k + 1:k + 6]
-                  if o.reference.strip() != i.reference.strip()]
+        others = [
+            (i, o)
+            for k, i in enumerate(insts)
+            for o in insts[k + 1 : k + 6]
+            if o.reference.strip() != i.reference.strip()
+        ]
         own = [(i, i.reference.strip(), probes.encodings(i.reference)) for i in insts]
         encoded = {id(i): enc for i, _, enc in own}
         shares, baselines = {}, {}
@@ -440,8 +535,9 @@ class Checker:
                 base = [whole_token_in(o.reference, i.text) for i, o in others]
             else:
                 hits = [probes.encoded_in(kind, enc[kind], i.text) for i, _, enc in own if kind in enc]
-                base = [probes.encoded_in(kind, encoded[id(o)][kind], i.text) for i, o in others
-                        if kind in encoded[id(o)]]
+                base = [
+                    probes.encoded_in(kind, encoded[id(o)][kind], i.text) for i, o in others if kind in encoded[id(o)]
+                ]
             if not hits:
                 continue
             shares[kind] = sum(hits) / len(insts)
@@ -451,9 +547,13 @@ class Checker:
         self.m["leak_share_by_encoding"] = {k: round(v, 4) for k, v in shares.items() if k != "plain"}
         for kind, share in shares.items():
             if share > self.cfg.max_leak_share and share - baselines[kind] > self.cfg.min_leak_excess:
-                raise Rejected("leak", f"the reference answer is written{LEAK_FORMS[kind]} in the prompt in {share:.0%} "
-                               f"of instances (at most {self.cfg.max_leak_share:.0%} allowed), against "
-                               f"{baselines[kind]:.0%} for other instances' answers", f"leak_{kind}")
+                raise Rejected(
+                    "leak",
+                    f"the reference answer is written{LEAK_FORMS[kind]} in the prompt in {share:.0%} "
+                    f"of instances (at most {self.cfg.max_leak_share:.0%} allowed), against "
+                    f"{baselines[kind]:.0%} for other instances' answers",
+                    f"leak_{kind}",
+                )
 
     def check_budget(self, insts: list[Instance]) -> None:
         cfg = self.cfg
@@ -466,18 +566,20 @@ class Checker:
         for fn in ("generate", "prompt", "solve", "score"):
             budget = getattr(cfg, f"budget_{fn}_s")
             if medians.get(fn, 0.0) > budget:
-                raise Rejected("budget", f"{fn} takes {medians[fn]:.2f} s at difficulty {top} "
-                               f"(budget {budget} s)")
+                raise Rejected("budget", f"{fn} takes {medians[fn]:.2f} s at difficulty {top} (budget {budget} s)")
         if size > cfg.budget_instance_bytes:
-            raise Rejected("budget", f"instance is {size} bytes at difficulty {top} "
-                           f"(budget {cfg.budget_instance_bytes})")
+            raise Rejected(
+                "budget", f"instance is {size} bytes at difficulty {top} (budget {cfg.budget_instance_bytes})"
+            )
         if self.output_chars > cfg.budget_output_chars:
-            raise Rejected("budget", f"printed {self.output_chars} characters to stdout/stderr "
-                           f"(budget {cfg.budget_output_chars}); an environment has no reason to print")
+            raise Rejected(
+                "budget",
+                f"printed {self.output_chars} characters to stdout/stderr "
+                f"(budget {cfg.budget_output_chars}); an environment has no reason to print",
+            )
 
 
-def judge(env: EnvFile, cfg: ValidateConfig, pool: SandboxPool, fresh: SandboxPool,
-          static_name: str | None) -> Verdict:
+def judge(env: EnvFile, cfg: ValidateConfig, pool: SandboxPool, fresh: SandboxPool, static_name: str | None) -> Verdict:
     started = time.perf_counter()
     checker = Checker(env, cfg, pool, fresh)
     try:
@@ -492,11 +594,18 @@ def judge(env: EnvFile, cfg: ValidateConfig, pool: SandboxPool, fresh: SandboxPo
     return Verdict(env.path.name, env.env_id, static_name, admitted, stage, reason, checker.m)
 
 
-def run(library: artifacts.EnvLibrary, cfg: ValidateConfig, runtime: RuntimeConfig, out: Path,
-        on_verdict: Callable[[Verdict], None] | None = None, session: Runtime | None = None) -> Summary:
+def run(
+    library: artifacts.EnvLibrary,
+    cfg: ValidateConfig,
+    runtime: RuntimeConfig,
+    out: Path,
+    on_verdict: Callable[[Verdict], None] | None = None,
+    session: Runtime | None = None,
+) -> Summary:
     """Judge every file of `library` into `out` (already prepared), resuming what is final;
     on `session`'s pools when given (left open), else on pools of its own."""
     with AdmissionLog(out, library.files) as log:
+
         def finish(verdict: Verdict) -> None:
             log.add(verdict)
             if on_verdict:
@@ -510,8 +619,16 @@ def run(library: artifacts.EnvLibrary, cfg: ValidateConfig, runtime: RuntimeConf
             if not report.ok:
                 finish(Verdict(env.path.name, env.env_id, report.name, False, "static", report.reason))
             elif report.name in names and names[report.name] != env.path.name:
-                finish(Verdict(env.path.name, env.env_id, report.name, False, "load",
-                               f"NAME {report.name!r} is already used by {names[report.name]}"))
+                finish(
+                    Verdict(
+                        env.path.name,
+                        env.env_id,
+                        report.name,
+                        False,
+                        "load",
+                        f"NAME {report.name!r} is already used by {names[report.name]}",
+                    )
+                )
             else:
                 names[report.name] = env.path.name
                 todo.append((env, report.name))
@@ -523,5 +640,6 @@ def run(library: artifacts.EnvLibrary, cfg: ValidateConfig, runtime: RuntimeConf
                     finish(f.result())
         # order_free is a fact about the environment that composition needs: at the top level
         order_free = {f: {"order_free": bool(r.get("order_free"))} for f, r in log.done.items() if r["admitted"]}
-        return log.finish("validate", STAGES, library,
-                          {"validate": to_dict(cfg), "runtime": to_dict(runtime)}, index_extra=order_free)
+        return log.finish(
+            "validate", STAGES, library, {"validate": to_dict(cfg), "runtime": to_dict(runtime)}, index_extra=order_free
+        )

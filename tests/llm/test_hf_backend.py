@@ -14,8 +14,10 @@ from evoenv_cli.llm import BackendError, SamplingConfig, make_backend  # noqa: E
 
 PROMPTS = [
     [{"role": "user", "content": "What is 2 + 2?"}],
-    [{"role": "system", "content": "You write Python."},
-     {"role": "user", "content": "Write a function that returns the longest increasing subsequence."}],
+    [
+        {"role": "system", "content": "You write Python."},
+        {"role": "user", "content": "Write a function that returns the longest increasing subsequence."},
+    ],
     [{"role": "user", "content": "Hi"}],
 ]
 

@@ -21,30 +21,41 @@ from evoenv_cli.llm.base import normalize_finish_reason
 
 
 def test_importing_the_cli_and_every_backend_module_loads_no_torch():
-    code = ("import sys, evoenv_cli.cli, evoenv_cli.llm, evoenv_cli.llm.hf, evoenv_cli.llm.openai_compat, "
-            "evoenv_cli.llm.vllm_backend, evoenv_cli.llm.tiny; "
-            "heavy = [m for m in ('torch', 'transformers', 'vllm') if m in sys.modules]; "
-            "assert not heavy, heavy")
+    code = (
+        "import sys, evoenv_cli.cli, evoenv_cli.llm, evoenv_cli.llm.hf, evoenv_cli.llm.openai_compat, "
+        "evoenv_cli.llm.vllm_backend, evoenv_cli.llm.tiny; "
+        "heavy = [m for m in ('torch', 'transformers', 'vllm') if m in sys.modules]; "
+        "assert not heavy, heavy"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-
 
 
 def test_importing_a_backend_loads_neither_the_sandbox_pool_nor_the_artifacts_layer():
     """The records have their own modules (errors.InputError, envfile.EnvFile), so a backend,
     which raises InputError, does not drag the sandbox runtime in with it."""
-    code = ("import sys, evoenv_cli.llm, evoenv_cli.llm.hf, evoenv_cli.llm.openai_compat, "
-            "evoenv_cli.llm.vllm_backend, evoenv_cli.llm.starter; "
-            "loaded = [m for m in ('evoenv_cli.runtime.pool', 'evoenv_cli.runtime.sandbox', 'evoenv_cli.artifacts') "
-            "if m in sys.modules]; assert not loaded, loaded")
+    code = (
+        "import sys, evoenv_cli.llm, evoenv_cli.llm.hf, evoenv_cli.llm.openai_compat, "
+        "evoenv_cli.llm.vllm_backend, evoenv_cli.llm.starter; "
+        "loaded = [m for m in ('evoenv_cli.runtime.pool', 'evoenv_cli.runtime.sandbox', 'evoenv_cli.artifacts') "
+        "if m in sys.modules]; assert not loaded, loaded"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
 
-@pytest.mark.parametrize("kwargs, needle", [
-    ({"n": 0}, "n must be"), ({"temperature": -0.1}, "temperature"), ({"top_p": 0}, "top_p"),
-    ({"top_p": 1.5}, "top_p"), ({"max_tokens": 0}, "max_tokens"), ({"seed": 1.5}, "seed"),
-    ({"temperature": float("nan")}, "temperature"),
-])
+
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({"n": 0}, "n must be"),
+        ({"temperature": -0.1}, "temperature"),
+        ({"top_p": 0}, "top_p"),
+        ({"top_p": 1.5}, "top_p"),
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"seed": 1.5}, "seed"),
+        ({"temperature": float("nan")}, "temperature"),
+    ],
+)
 def test_sampling_config_refuses_nonsense(kwargs, needle):
     with pytest.raises(BackendError, match=needle):
         SamplingConfig(**kwargs)
@@ -59,8 +70,14 @@ def test_request_seeds_are_stable_distinct_and_in_range():
 
 
 def test_finish_reasons_are_normalized():
-    assert [normalize_finish_reason(r) for r in ("stop", "length", "eos", None, "tool_calls", "max_tokens")] == \
-        ["stop", "length", "stop", "stop", "stop", "length"]
+    assert [normalize_finish_reason(r) for r in ("stop", "length", "eos", None, "tool_calls", "max_tokens")] == [
+        "stop",
+        "length",
+        "stop",
+        "stop",
+        "stop",
+        "length",
+    ]
 
 
 def test_make_backend_names_the_problem():
@@ -75,11 +92,17 @@ def test_make_backend_names_the_problem():
 
 def test_backend_from_the_recipe_section_with_flags_over_it():
     assert Recipe().backend == BackendConfig()
-    cfg = BackendConfig(kind="openai", model="policy", base_url="http://127.0.0.1:9/v1",
-                        concurrency=3, options={"backoff_s": 0.5})
+    cfg = BackendConfig(
+        kind="openai", model="policy", base_url="http://127.0.0.1:9/v1", concurrency=3, options={"backoff_s": 0.5}
+    )
     b = backend_from_config(cfg, base_url="http://127.0.0.1:10", model=None)
-    assert (b.name, b.model, b.base_url, b.concurrency, b.backoff_s) == \
-        ("openai", "policy", "http://127.0.0.1:10/v1", 3, 0.5)
+    assert (b.name, b.model, b.base_url, b.concurrency, b.backoff_s) == (
+        "openai",
+        "policy",
+        "http://127.0.0.1:10/v1",
+        3,
+        0.5,
+    )
     with pytest.raises(BackendError, match="needs a model"):
         backend_from_config(BackendConfig())
     with pytest.raises(BackendError, match="unknown backend"):

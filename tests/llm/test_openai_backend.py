@@ -82,11 +82,18 @@ def test_real_server_greedy_and_a_refused_model_name(served, model_dir):
 # -- a scripted local server -----------------------------------------------------------------------
 def completion_json(texts, completion_tokens=6, prompt_tokens=9, finish="stop"):
     return {
-        "id": "cmpl-1", "object": "chat.completion", "model": "m",
-        "choices": [{"index": k, "message": {"role": "assistant", "content": t}, "finish_reason": finish}
-                    for k, t in enumerate(texts)],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "total_tokens": prompt_tokens + completion_tokens},
+        "id": "cmpl-1",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [
+            {"index": k, "message": {"role": "assistant", "content": t}, "finish_reason": finish}
+            for k, t in enumerate(texts)
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
     }
 
 
@@ -104,8 +111,7 @@ class Scripted:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with outer.lock:
-                    outer.requests.append({"path": self.path, "body": body,
-                                           "auth": self.headers.get("Authorization")})
+                    outer.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
                     count = len(outer.requests)
                 status, payload, delay, headers = outer.respond(body, count)
                 time.sleep(delay)
@@ -124,8 +130,7 @@ class Scripted:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
-                                       daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     def __enter__(self):
         self.thread.start()
@@ -191,8 +196,12 @@ def test_a_400_is_final_and_a_slow_server_times_out():
 def test_a_server_that_honours_n_gets_one_request_per_prompt():
     def respond(body, count):
         k = body.get("n", 1)
-        return 200, completion_json([f"a{j}" * (j + 1) for j in range(k)], completion_tokens=10,
-                                    finish="length"), 0, None
+        return (
+            200,
+            completion_json([f"a{j}" * (j + 1) for j in range(k)], completion_tokens=10, finish="length"),
+            0,
+            None,
+        )
 
     with Scripted(respond) as srv:
         backend = fast(srv.url)

@@ -45,11 +45,11 @@ def test_the_chat_template_renders_chatml(tmp_path):
     tok = tiny.build_tokenizer()
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}]
     assert tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) == (
-        "<|im_start|>system\nBe brief.<|im_end|>\n"
-        "<|im_start|>user\n2+2?<|im_end|>\n"
-        "<|im_start|>assistant\n")
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert tok.apply_chat_template(messages[1:], tokenize=False, add_generation_prompt=False) == (
-        "<|im_start|>user\n2+2?<|im_end|>\n")
+        "<|im_start|>user\n2+2?<|im_end|>\n"
+    )
 
 
 def _weights(path):

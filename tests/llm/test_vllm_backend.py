@@ -37,8 +37,7 @@ def test_real_vllm_on_the_tiny_model(tmp_path):
     from evoenv_cli.llm.tiny import build_tiny_model
 
     build_tiny_model(tmp_path / "tiny", head_dim=64)
-    backend = make_backend("vllm", str(tmp_path / "tiny"), dtype="float32", max_model_len=512,
-                           enforce_eager=True)
+    backend = make_backend("vllm", str(tmp_path / "tiny"), dtype="float32", max_model_len=512, enforce_eager=True)
     try:
         sampling = SamplingConfig(n=2, temperature=1.0, max_tokens=8, seed=4)
         gens = backend.generate(PROMPTS, sampling)

@@ -38,7 +38,13 @@ ATTACKS = HERE / "attacks"
 PROJECT = HERE.parents[1]
 
 LIMITS = Limits(
-    generate_s=1, prompt_s=1, solve_s=1, score_s=1, grace_s=0.5, import_s=3, memory_mb=512,
+    generate_s=1,
+    prompt_s=1,
+    solve_s=1,
+    score_s=1,
+    grace_s=0.5,
+    import_s=3,
+    memory_mb=512,
 )
 DEADLINE = LIMITS.score_s + LIMITS.grace_s
 NORMAL = {"n": 7}  # a normal instance of every attack environment: answer "7" scores 1.0
@@ -53,11 +59,13 @@ def _plan(mode: str) -> sandbox.LaunchPlan | None:
 
 
 BWRAP = pytest.param(
-    "bwrap", id="bwrap",
+    "bwrap",
+    id="bwrap",
     marks=pytest.mark.skipif(_plan("bwrap") is None, reason="bubblewrap jail unavailable here"),
 )
 PROCESS = pytest.param(
-    "process", id="process",
+    "process",
+    id="process",
     marks=pytest.mark.skipif(_plan("process") is None, reason="process sandbox unavailable here"),
 )
 # The process mode keeps the host's file permissions out of the worker only when it drops to
@@ -67,9 +75,11 @@ _PROCESS_DROPS = (_plan("process") or sandbox.LaunchPlan("process", "", "", None
 # nowhere, and cannot reach (ptrace, /proc/<pid>/mem, signal) a process outside its domain.
 _PROCESS_LANDLOCK = bool((_plan("process") or sandbox.LaunchPlan("process", "", "", None, None)).landlock_abi)
 LANDLOCK = pytest.param(
-    "process", id="process",
-    marks=pytest.mark.skipif(not _PROCESS_LANDLOCK, reason="Landlock unavailable: the process mode "
-                             "does not stop this here (see sandbox.py)"),
+    "process",
+    id="process",
+    marks=pytest.mark.skipif(
+        not _PROCESS_LANDLOCK, reason="Landlock unavailable: the process mode does not stop this here (see sandbox.py)"
+    ),
 )
 
 
@@ -183,10 +193,14 @@ def test_starting_a_program_is_refused(pool, answer):
 _WRITE_TARGETS = ["project", "above_project", "home", "pytest_tmp"]
 _WRITE_CASES = (
     [pytest.param(BWRAP.values[0], t, id=f"bwrap-{t}", marks=BWRAP.marks) for t in _WRITE_TARGETS + ["host_tmp"]]
-    + [pytest.param(PROCESS.values[0], t, id=f"process-{t}", marks=PROCESS.marks)
-       for t in (_WRITE_TARGETS if _PROCESS_DROPS else [])]
-    + [pytest.param(LANDLOCK.values[0], t, id=f"process-landlock-{t}", marks=LANDLOCK.marks)
-       for t in _WRITE_TARGETS + ["host_tmp"]]
+    + [
+        pytest.param(PROCESS.values[0], t, id=f"process-{t}", marks=PROCESS.marks)
+        for t in (_WRITE_TARGETS if _PROCESS_DROPS else [])
+    ]
+    + [
+        pytest.param(LANDLOCK.values[0], t, id=f"process-landlock-{t}", marks=LANDLOCK.marks)
+        for t in _WRITE_TARGETS + ["host_tmp"]
+    ]
 )
 
 
@@ -342,10 +356,14 @@ def test_loopback_connection_is_refused(pool, answer):
 _SECRET_SOURCES = ["environ", "parent_environ", "other_process_environ", "proc_scan", "file_pytest_tmp", "file_home"]
 _SECRET_CASES = (
     [pytest.param(BWRAP.values[0], s, id=f"bwrap-{s}", marks=BWRAP.marks) for s in _SECRET_SOURCES + ["file_project"]]
-    + [pytest.param(PROCESS.values[0], s, id=f"process-{s}", marks=PROCESS.marks)
-       for s in (_SECRET_SOURCES if _PROCESS_DROPS else ["environ"])]
-    + [pytest.param(LANDLOCK.values[0], s, id=f"process-landlock-{s}", marks=LANDLOCK.marks)
-       for s in _SECRET_SOURCES + ["file_project"]]
+    + [
+        pytest.param(PROCESS.values[0], s, id=f"process-{s}", marks=PROCESS.marks)
+        for s in (_SECRET_SOURCES if _PROCESS_DROPS else ["environ"])
+    ]
+    + [
+        pytest.param(LANDLOCK.values[0], s, id=f"process-landlock-{s}", marks=LANDLOCK.marks)
+        for s in _SECRET_SOURCES + ["file_project"]
+    ]
 )
 
 
@@ -560,9 +578,24 @@ def test_import_time_loop_is_a_load_error(mode):
 
 # 18 ------------------------------------------------------------------------------------------
 ODD_SCORES = [
-    "float_subclass", "lying_float", "always_equal", "nan", "inf", "minus_inf", "negative",
-    "above_one", "bool_true", "bool_false", "string", "none", "decimal", "fraction",
-    "int_subclass", "complex", "list", "bytes",
+    "float_subclass",
+    "lying_float",
+    "always_equal",
+    "nan",
+    "inf",
+    "minus_inf",
+    "negative",
+    "above_one",
+    "bool_true",
+    "bool_false",
+    "string",
+    "none",
+    "decimal",
+    "fraction",
+    "int_subclass",
+    "complex",
+    "list",
+    "bytes",
 ]
 
 
@@ -588,8 +621,14 @@ def test_huge_int_score_is_invalid_not_a_parent_crash(pool):
 
 
 ODD_INSTANCES = {
-    1: "a list", 2: "a str", 3: "None", 4: "a dict holding a set", 5: "a dict holding NaN",
-    6: "a 100 KB dict", 7: "an OrderedDict", 8: "a dict with a tuple key",
+    1: "a list",
+    2: "a str",
+    3: "None",
+    4: "a dict holding a set",
+    5: "a dict holding NaN",
+    6: "a 100 KB dict",
+    7: "an OrderedDict",
+    8: "a dict with a tuple key",
     9: "a dict holding an object",
 }
 
@@ -604,9 +643,19 @@ def test_odd_instances_are_invalid(pool, seed):
 
 # forged replies ------------------------------------------------------------------------------
 FORGERIES = [
-    "not_json", "not_object", "nested_list", "nested_value", "big_int_value", "big_int_seconds",
-    "big_float_value", "wrong_type_tag", "error_not_str", "nested_900", "nested_900_list",
-    "surrogate_error", "invalid_utf8",
+    "not_json",
+    "not_object",
+    "nested_list",
+    "nested_value",
+    "big_int_value",
+    "big_int_seconds",
+    "big_float_value",
+    "wrong_type_tag",
+    "error_not_str",
+    "nested_900",
+    "nested_900_list",
+    "surrogate_error",
+    "invalid_utf8",
 ]
 
 
@@ -782,8 +831,16 @@ def _utf8(text) -> bool:
 
 def test_lone_surrogates_come_back_as_valid_text(pool):
     odd = env("odd_text")
-    results = pool.run(odd, [Call.generate(1, 1), Call.prompt({"n": 1}), Call.solve({"n": 1}),
-                             Call.score(NORMAL, "surrogate"), Call.score(NORMAL, "7")])
+    results = pool.run(
+        odd,
+        [
+            Call.generate(1, 1),
+            Call.prompt({"n": 1}),
+            Call.solve({"n": 1}),
+            Call.score(NORMAL, "surrogate"),
+            Call.score(NORMAL, "7"),
+        ],
+    )
     assert [r.status for r in results] == ["ok", "ok", "ok", "error", "ok"], results
     for r in results:
         assert _utf8(r.value) and _utf8(r.error), r

@@ -96,8 +96,11 @@ def test_ordinary_code_still_passes(name):
 
 
 def test_declared_metadata_is_read_from_the_source_bounded():
-    source = ('"""Doc \\ud800 line."""\nNAME = "ok_env"\nTAGS = ["a", "b\\udcff", 3, "' + "t" * 100
-              + '"]\nANSWER_TYPE = "int"\nINPUT_TYPE = "dict"\nNAME = "n" * 10\n').encode()
+    source = (
+        '"""Doc \\ud800 line."""\nNAME = "ok_env"\nTAGS = ["a", "b\\udcff", 3, "'
+        + "t" * 100
+        + '"]\nANSWER_TYPE = "int"\nINPUT_TYPE = "dict"\nNAME = "n" * 10\n'
+    ).encode()
     got = declared(source)
     assert got.name == "ok_env" and got.problem is None
     assert got.tags == ["a", "b\ufffd"]  # only short strings, valid UTF-8
@@ -105,10 +108,15 @@ def test_declared_metadata_is_read_from_the_source_bounded():
     assert got.doc == "Doc \ufffd line."
 
 
-@pytest.mark.parametrize("line,problem", [
-    ('NAME = ["a", "list"]', True), ("NAME = 'Not Snake'", True), ("NAME = 'x' * 3", True),
-    ("X = 1", False),
-])
+@pytest.mark.parametrize(
+    "line,problem",
+    [
+        ('NAME = ["a", "list"]', True),
+        ("NAME = 'Not Snake'", True),
+        ("NAME = 'x' * 3", True),
+        ("X = 1", False),
+    ],
+)
 def test_declared_name_that_cannot_be_used(line, problem):
     got = declared(f"{line}\n".encode())
     assert got.name is None
@@ -134,11 +142,22 @@ def test_every_parse_in_evoenv_goes_through_the_locked_helper():
     import re
 
     root = pathlib.Path(__file__).resolve().parents[2] / "evoenv_cli"
-    calls = [(p.relative_to(root).as_posix(), n + 1) for p in sorted(root.rglob("*.py"))
-             for n, line in enumerate(p.read_text().splitlines()) if re.search(r"\bast\.parse\(", line)]
-    assert calls == [("runtime/contract.py", next(
-        n + 1 for n, line in enumerate((root / "runtime/contract.py").read_text().splitlines())
-        if "return ast.parse(text, filename=filename)" in line))]
+    calls = [
+        (p.relative_to(root).as_posix(), n + 1)
+        for p in sorted(root.rglob("*.py"))
+        for n, line in enumerate(p.read_text().splitlines())
+        if re.search(r"\bast\.parse\(", line)
+    ]
+    assert calls == [
+        (
+            "runtime/contract.py",
+            next(
+                n + 1
+                for n, line in enumerate((root / "runtime/contract.py").read_text().splitlines())
+                if "return ast.parse(text, filename=filename)" in line
+            ),
+        )
+    ]
 
 
 def test_parse_python_from_many_threads_gives_every_thread_the_same_tree():
@@ -147,8 +166,9 @@ def test_parse_python_from_many_threads_gives_every_thread_the_same_tree():
 
     from evoenv_cli.runtime.contract import parse_python
 
-    source = BASE + "\n".join(f"def f{i}(x):\n    return [[x + {i} for _ in range(2)] for _ in range(3)]\n"
-                              for i in range(60))
+    source = BASE + "\n".join(
+        f"def f{i}(x):\n    return [[x + {i} for _ in range(2)] for _ in range(3)]\n" for i in range(60)
+    )
     want = ast.dump(ast.parse(source))
     got, errors = [], []
 

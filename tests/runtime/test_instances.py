@@ -112,6 +112,9 @@ def test_a_failed_generate_reads_the_same_in_every_stage(broken):
 
 def test_no_stage_makes_instances_around_the_one_path():
     package = ROOT / "evoenv_cli"
-    asking = {str(p.relative_to(package)) for p in package.rglob("*.py")
-              if p.parent.name != "runtime" and re.search(r"\bCall\.(generate|prompt)\(", p.read_text())}
+    asking = {
+        str(p.relative_to(package))
+        for p in package.rglob("*.py")
+        if p.parent.name != "runtime" and re.search(r"\bCall\.(generate|prompt)\(", p.read_text())
+    }
     assert asking == GOES_AROUND, "make instances with runtime.instances.make_instances"

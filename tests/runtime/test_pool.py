@@ -31,7 +31,13 @@ SEEDS = sorted(p for p in (HERE.parents[1] / "seeds").glob("*.py") if not p.name
 GOOD = EnvFile.from_path(HERE / "attacks" / "good_env.py")
 
 LIMITS = Limits(
-    generate_s=1, prompt_s=1, solve_s=1, score_s=1, grace_s=0.5, import_s=3, memory_mb=512,
+    generate_s=1,
+    prompt_s=1,
+    solve_s=1,
+    score_s=1,
+    grace_s=0.5,
+    import_s=3,
+    memory_mb=512,
     batch_size=16,
 )
 
@@ -145,21 +151,21 @@ def score(instance: dict, answer: str) -> float:
     return 0.5
 '''
 
-SYNTAX_ERROR = '''NAME = "broken"
+SYNTAX_ERROR = """NAME = "broken"
 
 def generate(seed, difficulty):
     return {"n": seed
-'''
+"""
 
-IMPORT_RAISES = '''NAME = "raises"
+IMPORT_RAISES = """NAME = "raises"
 1 / 0
-'''
+"""
 
-MISSING_SCORE = '''NAME = "no_score"
+MISSING_SCORE = """NAME = "no_score"
 
 def generate(seed, difficulty):
     return {"n": seed}
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -427,10 +433,17 @@ def ok(value, tag, **extra) -> dict:
     return {"ok": True, "value": value, "type": tag, "t": 0.25, "out": 3, **extra}
 
 
-@pytest.mark.parametrize("value,tag,expected", [
-    (0.5, "float", 0.5), (0.0, "float", 0.0), (1.0, "float", 1.0), (-0.0, "float", 0.0),
-    (1, "int", 1.0), (0, "int", 0.0),
-])
+@pytest.mark.parametrize(
+    "value,tag,expected",
+    [
+        (0.5, "float", 0.5),
+        (0.0, "float", 0.0),
+        (1.0, "float", 1.0),
+        (-0.0, "float", 0.0),
+        (1, "int", 1.0),
+        (0, "int", 0.0),
+    ],
+)
 def test_check_value_accepts_scores_in_range(value, tag, expected):
     r = check_value("score", ok(value, tag), SMALL)
     assert (r.status, r.value, r.error) == ("ok", expected, None)
@@ -438,21 +451,41 @@ def test_check_value_accepts_scores_in_range(value, tag, expected):
     assert (r.seconds, r.output_chars) == (0.25, 3)
 
 
-@pytest.mark.parametrize("value,tag", [
-    (1.5, "float"), (-0.5, "float"), (2, "int"), (-1, "int"),
-    (float("nan"), "float"), (float("inf"), "float"), (float("-inf"), "float"),
-    ("nan", "float"), ("inf", "float"), ("1.0", "float"), ("1.0", "str"),
-    (True, "int"), (False, "float"), (True, "bool"), (None, "float"), ([1.0], "float"),
-    ({"v": 1.0}, "float"), (1.0, None), (1.0, "dict"), (1.0, "str"), (0.5, "complex"),
-])
+@pytest.mark.parametrize(
+    "value,tag",
+    [
+        (1.5, "float"),
+        (-0.5, "float"),
+        (2, "int"),
+        (-1, "int"),
+        (float("nan"), "float"),
+        (float("inf"), "float"),
+        (float("-inf"), "float"),
+        ("nan", "float"),
+        ("inf", "float"),
+        ("1.0", "float"),
+        ("1.0", "str"),
+        (True, "int"),
+        (False, "float"),
+        (True, "bool"),
+        (None, "float"),
+        ([1.0], "float"),
+        ({"v": 1.0}, "float"),
+        (1.0, None),
+        (1.0, "dict"),
+        (1.0, "str"),
+        (0.5, "complex"),
+    ],
+)
 def test_check_value_rejects_bad_scores(value, tag):
     r = check_value("score", ok(value, tag), SMALL)
     assert r.status == "invalid", r
     assert r.value is None and r.error
 
 
-@pytest.mark.parametrize("value,tag", [(10**400, "int"), (-(10**400), "int"), (10**20, "int")],
-                         ids=["10**400", "-10**400", "10**20"])
+@pytest.mark.parametrize(
+    "value,tag", [(10**400, "int"), (-(10**400), "int"), (10**20, "int")], ids=["10**400", "-10**400", "10**20"]
+)
 def test_check_value_rejects_huge_int_scores_without_raising(value, tag):
     """A JSON reply may carry an int of hundreds of digits; math.isfinite(10**400) raises
     OverflowError, which must become 'invalid', not an exception in the parent."""
@@ -499,10 +532,21 @@ def test_check_value_error_replies():
         r = check_value("score", {"ok": flag, "value": 1.0, "type": "float"}, SMALL)
         assert r.status == "error" and r.value is None, flag
     # the worker's own value rejections are 'invalid', other ValueErrors are 'error'
-    assert check_value("score", {"ok": False, "error": "ValueError: score returned bool, expected float"}, SMALL).status == "invalid"
-    assert check_value("generate", {"ok": False, "error": "ValueError: instance is 99999 bytes, over 65536"}, SMALL).status == "invalid"
-    assert check_value("solve", {"ok": False, "error": "ValueError: solve returned 9 characters, over 5"}, SMALL).status == "invalid"
-    assert check_value("score", {"ok": False, "error": "ValueError: invalid literal for int()"}, SMALL).status == "error"
+    assert (
+        check_value("score", {"ok": False, "error": "ValueError: score returned bool, expected float"}, SMALL).status
+        == "invalid"
+    )
+    assert (
+        check_value("generate", {"ok": False, "error": "ValueError: instance is 99999 bytes, over 65536"}, SMALL).status
+        == "invalid"
+    )
+    assert (
+        check_value("solve", {"ok": False, "error": "ValueError: solve returned 9 characters, over 5"}, SMALL).status
+        == "invalid"
+    )
+    assert (
+        check_value("score", {"ok": False, "error": "ValueError: invalid literal for int()"}, SMALL).status == "error"
+    )
 
 
 def test_check_value_sanitises_timing_and_output_fields():

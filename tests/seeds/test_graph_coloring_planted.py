@@ -24,11 +24,7 @@ TINY = {
 
 
 def test_tiny_instance_accepts_exactly_the_proper_colorings():
-    accepted = {
-        colors
-        for colors in product(range(3), repeat=4)
-        if env.score(TINY, " ".join(map(str, colors))) == 1.0
-    }
+    accepted = {colors for colors in product(range(3), repeat=4) if env.score(TINY, " ".join(map(str, colors))) == 1.0}
     assert len(accepted) == 6
     assert all(c[0] != c[2] and c[1] == c[3] and c[1] not in (c[0], c[2]) for c in accepted)
 
@@ -67,9 +63,7 @@ def test_invalid_answers_score_zero(answer):
     assert type(result) is float
 
 
-@pytest.mark.parametrize(
-    "answer", ["0 1 2 " + "1" * 5000, "0 1 2 1 " * 200_000], ids=["long", "huge"]
-)
+@pytest.mark.parametrize("answer", ["0 1 2 " + "1" * 5000, "0 1 2 1 " * 200_000], ids=["long", "huge"])
 def test_oversized_answers_score_zero(answer):
     assert env.score(TINY, answer) == 0.0
 

@@ -107,9 +107,7 @@ def test_generate_from_cuts_a_long_value_to_the_difficulty_length():
     assert env.solve(instance) == str(len(sequence))
 
 
-@pytest.mark.parametrize(
-    "value", [[], [0], [True, False], [10**5000, -(10**5000), 3], [-(2**64)] * 300]
-)
+@pytest.mark.parametrize("value", [[], [0], [True, False], [10**5000, -(10**5000), 3], [-(2**64)] * 300])
 @pytest.mark.parametrize("difficulty", [1, 10])
 def test_generate_from_builds_a_valid_instance_from_any_list(value, difficulty):
     instance = env.generate_from(value, 5, difficulty)

@@ -22,15 +22,11 @@ TINY = {
 
 
 def _satisfies(bits: str, clauses: list[list[int]]) -> bool:
-    return all(
-        any((bits[abs(lit) - 1] == "1") == (lit > 0) for lit in clause) for clause in clauses
-    )
+    return all(any((bits[abs(lit) - 1] == "1") == (lit > 0) for lit in clause) for clause in clauses)
 
 
 def test_tiny_instance_accepts_exactly_the_satisfying_assignments():
-    accepted = {
-        "".join(bits) for bits in product("01", repeat=3) if env.score(TINY, "".join(bits)) == 1.0
-    }
+    accepted = {"".join(bits) for bits in product("01", repeat=3) if env.score(TINY, "".join(bits)) == 1.0}
     assert accepted == {"001", "010", "100", "111"}
 
 
@@ -134,11 +130,7 @@ def test_level_one_is_tiny_and_formulas_grow_to_level_ten():
         # Three variables and all six clauses the planted assignment allows: only it and its
         # complement satisfy them.
         assert instance["variables"] == 3 and len(instance["clauses"]) == 6
-        accepted = {
-            "".join(bits)
-            for bits in product("01", repeat=3)
-            if env.score(instance, "".join(bits)) == 1.0
-        }
+        accepted = {"".join(bits) for bits in product("01", repeat=3) if env.score(instance, "".join(bits)) == 1.0}
         planted = instance["planted"]
         assert accepted == {planted, "".join("10"[int(bit)] for bit in planted)}
     formulas = [env.generate(0, d) for d in range(1, 11)]
