@@ -46,15 +46,12 @@ class AnswerConfig:
     instruction is the tag, so a new tag changes every instruction with it; an instruction
     written out in full must name the tag (`<tag>` and `</tag>`), so the two cannot disagree."""
 
-    tag: str = (
-        "answer"  # the last <tag>...</tag> block after the reasoning is the final answer ("": the whole response)
-    )
-    instruction: str = field(
-        default=DEFAULT_ANSWER_INSTRUCTION, metadata={"names_tag": "tag"}
-    )  # after each environment task ("": none)
-    bench_instruction: str = field(
-        default=DEFAULT_BENCH_INSTRUCTION, metadata={"names_tag": "tag"}
-    )  # after each benchmark question
+    # the last <tag>...</tag> block after the reasoning is the final answer ("": the whole response)
+    tag: str = "answer"
+    # after each environment task ("": none)
+    instruction: str = field(default=DEFAULT_ANSWER_INSTRUCTION, metadata={"names_tag": "tag"})
+    # after each benchmark question
+    bench_instruction: str = field(default=DEFAULT_BENCH_INSTRUCTION, metadata={"names_tag": "tag"})
 
     @property
     def task_text(self) -> str:
@@ -84,16 +81,13 @@ class RuntimeConfig:
 class SampleConfig:
     per_env: int = field(default=16, metadata={"min": 1})
     seed: int = 0
-    difficulty: int | None = field(
-        default=None, metadata={"min": 1, "max": 10}
-    )  # fixed level; None spreads rows over 1..10
-    difficulty_from: str | None = field(
-        default=None, metadata={"choices": ("index",)}
-    )  # "index": calibrated levels from the library's index
+    # fixed level; None spreads rows over 1..10
+    difficulty: int | None = field(default=None, metadata={"min": 1, "max": 10})
+    # "index": calibrated levels from the library's index
+    difficulty_from: str | None = field(default=None, metadata={"choices": ("index",)})
     format: str = field(default="trl", metadata={"choices": ("trl", "verl", "openrlhf")})  # trl | verl | openrlhf
-    split: str = field(
-        default="train", metadata={"choices": ("train", "heldout")}
-    )  # train (seeds below 2**31) | heldout (bit 31 set: val/eval rows)
+    # train (seeds below 2**31) | heldout (bit 31 set: val/eval rows)
+    split: str = field(default="train", metadata={"choices": ("train", "heldout")})
     system_prompt: str | None = None
     # Demonstration turns before the task: another instance of the same environment and level,
     # answered by the oracle in the answer tags (how a weak policy learns the format).
@@ -104,9 +98,8 @@ class SampleConfig:
 class ValidateConfig:
     """The execution contract: how much evidence each check gathers and what it tolerates."""
 
-    seeds_per_level: int = field(
-        default=3, metadata={"min": 1}
-    )  # run/reference/probes: this many seeds per level, drawn from the training range
+    # run/reference/probes: this many seeds per level, drawn from the training range
+    seeds_per_level: int = field(default=3, metadata={"min": 1})
     levels: list[int] = field(
         default_factory=lambda: list(range(1, 11)), metadata={"min_len": 1, "items": {"min": 1, "max": 10}}
     )
@@ -116,38 +109,30 @@ class ValidateConfig:
         default_factory=lambda: [1, 5, 10], metadata={"min_len": 1, "items": {"min": 1, "max": 10}}
     )
     min_distinct_share: float = field(default=0.5, metadata={"min": 0, "max": 1})
-    max_probe_accept_share: float = field(
-        default=0.1, metadata={"min": 0, "max": 1}
-    )  # fixed probes: empty, garbage, "0", "true", ...
-    max_near_miss_accept_share: float = field(
-        default=0.25, metadata={"min": 0, "max": 1}
-    )  # near misses, other instances' answers, random answers of the shape
-    max_probe_mean_score: float = field(
-        default=0.3, metadata={"min": 0, "max": 1}
-    )  # mean score of answers no valid one can be (partial credit for junk)
-    magic_probe_instances: int = field(
-        default=8, metadata={"min": 1}
-    )  # instances each constant score compares against is tried on
-    order_free_share: float = field(
-        default=0.5, metadata={"min": 0, "max": 1}
-    )  # accepting reordered items this often makes the answer order-free
-    score_determinism_pairs: int = field(
-        default=8, metadata={"min": 1}
-    )  # instances whose 4 (instance, answer) pairs are scored again (8: one batch)
+    # fixed probes: empty, garbage, "0", "true", ...
+    max_probe_accept_share: float = field(default=0.1, metadata={"min": 0, "max": 1})
+    # near misses, other instances' answers, random answers of the shape
+    max_near_miss_accept_share: float = field(default=0.25, metadata={"min": 0, "max": 1})
+    # mean score of answers no valid one can be (partial credit for junk)
+    max_probe_mean_score: float = field(default=0.3, metadata={"min": 0, "max": 1})
+    # instances each constant score compares against is tried on
+    magic_probe_instances: int = field(default=8, metadata={"min": 1})
+    # accepting reordered items this often makes the answer order-free
+    order_free_share: float = field(default=0.5, metadata={"min": 0, "max": 1})
+    # instances whose 4 (instance, answer) pairs are scored again (8: one batch)
+    score_determinism_pairs: int = field(default=8, metadata={"min": 1})
     max_constant_share: float = field(default=0.5, metadata={"min": 0, "max": 1})
     max_leak_share: float = field(default=0.5, metadata={"min": 0, "max": 1})
-    min_leak_excess: float = field(
-        default=0.25, metadata={"min": 0, "max": 1}
-    )  # over how often other instances' answers appear in a prompt
+    # over how often other instances' answers appear in a prompt
+    min_leak_excess: float = field(default=0.25, metadata={"min": 0, "max": 1})
     huge_probe_chars: int = field(default=1_000_000, metadata={"min": 0})
     huge_probe_instances: int = field(default=2, metadata={"min": 0})
     budget_generate_s: float = field(default=0.5, metadata={"gt": 0})
     budget_prompt_s: float = field(default=0.5, metadata={"gt": 0})
     budget_solve_s: float = field(default=1.0, metadata={"gt": 0})
     budget_score_s: float = field(default=0.5, metadata={"gt": 0})
-    budget_import_s: float = field(
-        default=5.0, metadata={"gt": 0}
-    )  # a worker imports the file again every time it is replaced (an imported reasoning-gym task takes ~2 s)
+    # a worker imports the file again every time it is replaced (an imported reasoning-gym task takes ~2 s)
+    budget_import_s: float = field(default=5.0, metadata={"gt": 0})
     budget_instance_bytes: int = field(default=32768, metadata={"min": 1})
     budget_output_chars: int = field(default=10_000, metadata={"min": 0})
     max_source_bytes: int = field(default=contract.MAX_SOURCE_BYTES, metadata={"min": 1})
@@ -169,17 +154,14 @@ class DedupeConfig:
     num_perm: int = 128  # MinHash permutations: the estimate's error is about 0.5/sqrt(num_perm)
     lsh_weights: list[float] = field(default_factory=lambda: [0.2, 0.8])  # false positive, negative
     discount_scaffold: bool = True  # leave out of the code the shingles distinct environments share
-    scaffold_share: float = field(
-        default=0.25, metadata={"gt": 0, "max": 1}
-    )  # ... those in at least this share of a pool's files (and of the seeds)
+    # ... those in at least this share of a pool's files (and of the seeds)
+    scaffold_share: float = field(default=0.25, metadata={"gt": 0, "max": 1})
     scaffold_min_files: int = field(default=3, metadata={"min": 2})  # ... and in at least this many of them
     solve_signature: bool = True  # also compare by running solve on other environments' instances
-    solve_match_share: float = field(
-        default=0.9, metadata={"gt": 0, "max": 1}
-    )  # ... agreeing on this share of them makes a duplicate
-    solve_members: int = field(
-        default=64, metadata={"min": 1}
-    )  # ... compared against at most this many members of the same instance shape
+    # ... agreeing on this share of them makes a duplicate
+    solve_match_share: float = field(default=0.9, metadata={"gt": 0, "max": 1})
+    # ... compared against at most this many members of the same instance shape
+    solve_members: int = field(default=64, metadata={"min": 1})
     save_index: bool = False  # write OUT/dedupe-index.bin for the next round's --against
 
 
@@ -201,17 +183,15 @@ class BackendConfig:
     """The policy model and how to reach it; one section shared by every LLM stage (synthesize,
     review, calibrate, evaluate), so one policy plays every role unless a flag says otherwise."""
 
-    kind: str = field(
-        default="hf", metadata={"choices": ("hf", "openai", "vllm")}
-    )  # hf (transformers, in-process) | openai (an OpenAI-compatible server) | vllm
+    # hf (transformers, in-process) | openai (an OpenAI-compatible server) | vllm
+    kind: str = field(default="hf", metadata={"choices": ("hf", "openai", "vllm")})
     model: str | None = None  # a checkpoint folder or hub name; for openai, the served name
     base_url: str | None = None  # openai: e.g. http://127.0.0.1:8000/v1
     api_key_env: str = "OPENAI_API_KEY"  # openai: the variable holding the key (may be unset)
     concurrency: int = field(default=8, metadata={"min": 1})  # openai: requests in flight
     timeout_s: float = field(default=120.0, metadata={"gt": 0})  # openai: per request
-    max_retries: int = field(
-        default=4, metadata={"min": 0}
-    )  # openai: on 429/5xx/timeouts/connection errors, with backoff
+    # openai: on 429/5xx/timeouts/connection errors, with backoff
+    max_retries: int = field(default=4, metadata={"min": 0})
     tensor_parallel_size: int = field(default=1, metadata={"min": 1})  # vllm
     device: str = "auto"  # hf: auto | cpu | cuda | cuda:1 ...
     dtype: str = "auto"  # hf, vllm: auto | float32 | bfloat16 | float16
@@ -223,14 +203,12 @@ class BackendConfig:
 class SynthesizeConfig:
     """The policy as generator: how many candidates, what each request shows it."""
 
-    n: int = field(
-        default=32, metadata={"min": 0}
-    )  # candidates wanted (responses with usable code); 0: none (a loop round without synthesis)
+    # candidates wanted (responses with usable code); 0: none (a loop round without synthesis)
+    n: int = field(default=32, metadata={"min": 0})
     max_requests: int = field(default=0, metadata={"min": 0})  # give up after this many requests (0: 4 x n)
     batch: int = field(default=64, metadata={"min": 1})  # requests sent to the backend at once
-    examples: int = field(
-        default=2, metadata={"min": 0}
-    )  # example environments shown per request, drawn from seeds and pool
+    # example environments shown per request, drawn from seeds and pool
+    examples: int = field(default=2, metadata={"min": 0})
     max_avoid: int = field(default=60, metadata={"min": 0})  # pool names listed to steer away from
     topics: list[str] = field(default_factory=list)  # empty: prompts/topics.txt
     topics_file: str | None = None
@@ -253,9 +231,8 @@ class ReviewConfig:
         default_factory=lambda: [1, 5, 10], metadata={"min_len": 1, "items": {"min": 1, "max": 10}}
     )
     max_source_chars: int = field(default=12_000, metadata={"min": 1})
-    chunk: int = field(
-        default=32, metadata={"min": 1}
-    )  # candidates per backend call (a verdict is final after its chunk)
+    # candidates per backend call (a verdict is final after its chunk)
+    chunk: int = field(default=32, metadata={"min": 1})
     seed: int = 0
 
 
@@ -276,19 +253,15 @@ class CalibrateConfig:
     temperature: float = field(default=1.0, metadata={"min": 0})
     top_p: float = field(default=1.0, metadata={"gt": 0, "max": 1})
     max_tokens: int = field(default=2048, metadata={"min": 1})
-    flat_tolerance: float = field(
-        default=0.15, metadata={"min": 0, "max": 1}
-    )  # a curve whose range is under this does not respond to difficulty
-    margin: float = field(
-        default=0.05, metadata={"min": 0, "max": 1}
-    )  # pool rotation: the band widened by this before a miss counts
-    retire_after: int = field(
-        default=2, metadata={"min": 1}
-    )  # pool rotation: consecutive misses that retire an environment
+    # a curve whose range is under this does not respond to difficulty
+    flat_tolerance: float = field(default=0.15, metadata={"min": 0, "max": 1})
+    # pool rotation: the band widened by this before a miss counts
+    margin: float = field(default=0.05, metadata={"min": 0, "max": 1})
+    # pool rotation: consecutive misses that retire an environment
+    retire_after: int = field(default=2, metadata={"min": 1})
     chunk: int = field(default=512, metadata={"min": 1})  # environments per sweep (each sweep is one backend batch)
-    on_no_answers: str = field(
-        default="reject", metadata={"choices": ("reject", "admit")}
-    )  # reject | admit (uncalibrated, all levels: a solver that never answers, e.g. the CPU demo's tiny model)
+    # reject | admit (uncalibrated, all levels: a solver that never answers, e.g. the CPU demo's tiny model)
+    on_no_answers: str = field(default="reject", metadata={"choices": ("reject", "admit")})
     seed: int = 0
 
 
@@ -302,22 +275,17 @@ class ArenaConfig:
     # The judge. model null: the policy itself, the model being trained, with its current weights,
     # in-process (kind hf); otherwise any backend: a checkpoint (e.g. the starting one), a server.
     judge: BackendConfig = field(default_factory=BackendConfig)
-    comparisons: int = field(
-        default=2, metadata={"min": 1}
-    )  # k: games each new trace starts (a step costs at most groups x size x k games)
-    both_orders: bool = (
-        True  # ask each game twice, the traces swapped; a winner must win both (else a tie): position bias cancels
-    )
+    # k: games each new trace starts (a step costs at most groups x size x k games)
+    comparisons: int = field(default=2, metadata={"min": 1})
+    # ask each game twice, the traces swapped; a winner must win both (else a tie): position bias cancels
+    both_orders: bool = True
     anchors: int = field(default=4, metadata={"min": 0})  # earlier traces kept per prompt (env_id, seed, difficulty)
-    max_prompts: int = field(
-        default=4096, metadata={"min": 1}
-    )  # prompts whose anchors are kept (least recently judged dropped)
-    weight: float = field(
-        default=0.01, metadata={"gt": 0, "lt": 0.5}
-    )  # the largest judge reward (shrunk below half the smallest gap between the verifier's rewards)
-    prior: float = field(
-        default=1.0, metadata={"gt": 0}
-    )  # Bradley-Terry prior: virtual games of each trace against an average one
+    # prompts whose anchors are kept (least recently judged dropped)
+    max_prompts: int = field(default=4096, metadata={"min": 1})
+    # the largest judge reward (shrunk below half the smallest gap between the verifier's rewards)
+    weight: float = field(default=0.01, metadata={"gt": 0, "lt": 0.5})
+    # Bradley-Terry prior: virtual games of each trace against an average one
+    prior: float = field(default=1.0, metadata={"gt": 0})
     max_iterations: int = field(default=500, metadata={"min": 1})  # of the Bradley-Terry MM fit
     tolerance: float = field(default=1e-6, metadata={"gt": 0})  # the fit stops when no score moves more than this
     temperature: float = field(default=0.0, metadata={"min": 0})  # the judge's sampling (0: greedy)
@@ -333,9 +301,8 @@ class TrainConfig:
     learning_rate: float = field(default=1e-6, metadata={"min": 0})
     beta: float = field(default=0.0, metadata={"min": 0})  # KL coefficient
     num_generations: int = field(default=8, metadata={"min": 2})
-    per_device_train_batch_size: int = field(
-        default=8, metadata={"min": 1}
-    )  # completions per device per step; a multiple of num_generations
+    # completions per device per step; a multiple of num_generations
+    per_device_train_batch_size: int = field(default=8, metadata={"min": 1})
     gradient_accumulation_steps: int = field(default=1, metadata={"min": 1})
     max_completion_length: int = field(default=2048, metadata={"min": 1})
     temperature: float = field(default=1.0, metadata={"gt": 0})
@@ -347,18 +314,15 @@ class TrainConfig:
     logging_steps: int = field(default=1, metadata={"min": 1})
     save_steps: int = field(default=50, metadata={"min": 1})
     save_total_limit: int = field(default=2, metadata={"min": 1})
-    eval_steps: int | None = field(
-        default=None, metadata={"min": 1}
-    )  # with --eval-data: evaluate every N steps (None: save_steps)
-    per_device_eval_batch_size: int | None = field(
-        default=None, metadata={"min": 1}
-    )  # None: per_device_train_batch_size
+    # with --eval-data: evaluate every N steps (None: save_steps)
+    eval_steps: int | None = field(default=None, metadata={"min": 1})
+    # None: per_device_train_batch_size
+    per_device_eval_batch_size: int | None = field(default=None, metadata={"min": 1})
     num_generations_eval: int | None = field(default=None, metadata={"min": 1})  # None: num_generations
     gradient_checkpointing: bool = True
     max_grad_norm: float = field(default=1.0, metadata={"min": 0})
-    warmup_steps: float = field(
-        default=0.0, metadata={"min": 0}
-    )  # a count, or a fraction of the run below 1 (transformers 5)
+    # a count, or a fraction of the run below 1 (transformers 5)
+    warmup_steps: float = field(default=0.0, metadata={"min": 0})
     bf16: bool | None = None  # None: on GPUs only
     use_cpu: bool = False
     report_to: str = "none"
@@ -370,9 +334,8 @@ class TrainConfig:
     lora_target_modules: str = "all-linear"
     merge_lora: bool = False  # also write a merged full model to OUT/merged
     use_vllm: bool = False
-    vllm_mode: str = field(
-        default="colocate", metadata={"choices": ("colocate", "server")}
-    )  # colocate | server (`trl vllm-serve` on other GPUs)
+    # colocate | server (`trl vllm-serve` on other GPUs)
+    vllm_mode: str = field(default="colocate", metadata={"choices": ("colocate", "server")})
     vllm_server_base_url: str | None = None
     vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"gt": 0, "max": 1})
     vllm_tensor_parallel_size: int = field(default=1, metadata={"min": 1})
@@ -388,17 +351,15 @@ class EvaluateConfig:
     """Held-out evaluation: environment instances at held-out seeds (bit 31 set, so never a
     training seed) and benchmark files of {question, answer} rows; pass@1 over `samples`."""
 
-    instances: int = field(
-        default=16, metadata={"min": 1}
-    )  # held-out instances per environment, spread over its levels
+    # held-out instances per environment, spread over its levels
+    instances: int = field(default=16, metadata={"min": 1})
     samples: int = field(default=4, metadata={"min": 1})  # n: responses per item; pass@1 is their mean correctness
     temperature: float = field(default=0.6, metadata={"min": 0})
     top_p: float = field(default=0.95, metadata={"gt": 0, "max": 1})
     max_tokens: int = field(default=2048, metadata={"min": 1})
     seed: int = 0  # base of the held-out instance seeds and of the sampling seeds
-    verify_timeout_s: int = field(
-        default=5, metadata={"min": 1}
-    )  # math-verify: seconds per comparison before it counts as wrong
+    # math-verify: seconds per comparison before it counts as wrong
+    verify_timeout_s: int = field(default=5, metadata={"min": 1})
 
 
 @dataclass
@@ -421,9 +382,8 @@ class RewardConfig:
     then the environment's score."""
 
     format_weight: float = field(default=0.0, metadata={"min": 0, "max": 1})
-    recheck_share: float = field(
-        default=0.02, metadata={"min": 0, "max": 1}
-    )  # rewards scored again in a fresh worker; a disagreement quarantines the environment
+    # rewards scored again in a fresh worker; a disagreement quarantines the environment
+    recheck_share: float = field(default=0.02, metadata={"min": 0, "max": 1})
 
 
 @dataclass

@@ -173,7 +173,7 @@ def test_eval_data_and_the_format_reward_are_logged_apart(tiny_model, rows, tmp_
     assert all(json.loads(x)["seed"] >= 2**31 for x in lines)
     recipe = tmp_path / "eval.yaml"
     recipe.write_text(
-        RECIPE.replace("  save_steps: 2\n", "  save_steps: 2\n  eval_steps: 1\n") + "  format_weight: 0.25\n"
+        RECIPE.replace("  save_steps: 2\n", "  save_steps: 2\n  eval_steps: 1\n") + "reward:\n  format_weight: 0.25\n"
     )
     out = tmp_path / "ckpt"
     r = evoenv(
