@@ -94,6 +94,16 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)  # one message, one 
 state = {"verbose": False}
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Recipe YAML; flags override it.")]
+# an admission command's input and output (validate, compose, dedupe, review)
+CandidatesArg = Annotated[
+    Path, typer.Argument(help="Candidates: a folder of .py files or a previous stage's output folder.")
+]
+AdmissionOutOpt = Annotated[
+    Path,
+    typer.Option(
+        "--out", "-o", help="Output folder (envs/, verdicts.jsonl, index.jsonl, manifest.json, summary.json)."
+    ),
+]
 SandboxOpt = Annotated[
     str | None,
     typer.Option(
@@ -373,15 +383,8 @@ def sample(
 @app.command()
 @stage_command
 def validate(
-    library: Annotated[
-        Path, typer.Argument(help="Candidates: a folder of .py files or a previous stage's output folder.")
-    ],
-    out: Annotated[
-        Path,
-        typer.Option(
-            "--out", "-o", help="Output folder (envs/, verdicts.jsonl, index.jsonl, manifest.json, summary.json)."
-        ),
-    ],
+    library: CandidatesArg,
+    out: AdmissionOutOpt,
     config: ConfigOpt = None,
     resume: ResumeOpt = False,
     clean: CleanOpt = False,
@@ -545,12 +548,7 @@ def compose(
     library: Annotated[
         Path, typer.Argument(help="Environments to compose: a folder of .py files or a stage's output folder.")
     ],
-    out: Annotated[
-        Path,
-        typer.Option(
-            "--out", "-o", help="Output folder (envs/, verdicts.jsonl, index.jsonl, manifest.json, summary.json)."
-        ),
-    ],
+    out: AdmissionOutOpt,
     ops: Annotated[
         str | None, typer.Option("--ops", help=f"Comma-separated operators: {', '.join(OPERATORS)}.")
     ] = None,
@@ -597,15 +595,8 @@ def compose(
 @app.command()
 @stage_command
 def dedupe(
-    library: Annotated[
-        Path, typer.Argument(help="Candidates: a folder of .py files or a previous stage's output folder.")
-    ],
-    out: Annotated[
-        Path,
-        typer.Option(
-            "--out", "-o", help="Output folder (envs/, verdicts.jsonl, index.jsonl, manifest.json, summary.json)."
-        ),
-    ],
+    library: CandidatesArg,
+    out: AdmissionOutOpt,
     against: Annotated[
         list[Path] | None,
         typer.Option(
@@ -768,9 +759,7 @@ def synthesize(
 @app.command()
 @stage_command
 def review(
-    library: Annotated[
-        Path, typer.Argument(help="Candidates: a folder of .py files or a previous stage's output folder.")
-    ],
+    library: CandidatesArg,
     out: Annotated[
         Path,
         typer.Option(

@@ -22,18 +22,12 @@ import types
 from dataclasses import dataclass, field
 
 # The environment contract: this module is its one home. The synthesis prompt is rendered from
-# these values (stages/synthesize.contract_text), the pool, sample, compose and dedupe read
+# these values (evoenv_cli.prompts.contract_text), the pool, sample, compose and dedupe read
 # them from here, and a test checks the prompt and the checker agree.
 ANSWER_TYPES = ("int", "float", "str", "list[int]", "list[str]")
 REQUIRED_FUNCTIONS = {"generate": 2, "prompt": 1, "solve": 1, "score": 2}
 OPTIONAL_FUNCTIONS = {"generate_from": 3}  # a composite's later part: (seed, difficulty, value)
-CALLS = (
-    "generate",
-    "generate_from",
-    "prompt",
-    "solve",
-    "score",
-)  # what a worker may run (compose embeds in this order)
+CALLS = ("generate", "generate_from", "prompt", "solve", "score")  # what a worker may run, in compose's order
 assert set(CALLS) == set(REQUIRED_FUNCTIONS) | set(OPTIONAL_FUNCTIONS)
 LEVELS = tuple(range(1, 11))  # difficulty 1 (easiest) to 10
 # What the contract asks of every call and instance (the prompt states these, the seeds are
@@ -41,124 +35,37 @@ LEVELS = tuple(range(1, 11))  # difficulty 1 (easiest) to 10
 ASKED_CALL_SECONDS = 0.1
 ASKED_INSTANCE_BYTES = 20_000
 ASKED_PROMPT_CHARS = 4_000
-ALLOWED_IMPORTS = frozenset(
-    {
-        "__future__",
-        "random",
-        "math",
-        "cmath",
-        "itertools",
-        "functools",
-        "collections",
-        "heapq",
-        "bisect",
-        "fractions",
-        "decimal",
-        "string",
-        "re",
-        "json",
-        "statistics",
-        "dataclasses",
-        "typing",
-        "operator",
-        "copy",
-        "enum",
-        "abc",
-        "numbers",
-        "array",
-        "textwrap",
-        "unicodedata",
-        "hashlib",
-    }
-)
-FORBIDDEN_NAMES = frozenset(
-    {
-        "eval",
-        "exec",
-        "compile",
-        "__import__",
-        "open",
-        "input",
-        "breakpoint",
-        "globals",
-        "locals",
-        "vars",
-        "getattr",
-        "setattr",
-        "delattr",
-        "__builtins__",
-        "__loader__",
-        "__spec__",
-        "memoryview",
-        "exit",
-        "quit",
-        "help",
-        "attrgetter",
-        "methodcaller",
-        "Formatter",
-        "get_type_hints",
-        "singledispatch",
-        "singledispatchmethod",
-    }
-)
+# the lists packed, as a reader scans them
+# fmt: off
+ALLOWED_IMPORTS = frozenset({
+    "__future__", "random", "math", "cmath", "itertools", "functools", "collections",
+    "heapq", "bisect", "fractions", "decimal", "string", "re", "json", "statistics",
+    "dataclasses", "typing", "operator", "copy", "enum", "abc", "numbers", "array",
+    "textwrap", "unicodedata", "hashlib",
+})
+FORBIDDEN_NAMES = frozenset({
+    "eval", "exec", "compile", "__import__", "open", "input", "breakpoint", "globals",
+    "locals", "vars", "getattr", "setattr", "delattr", "__builtins__", "__loader__", "__spec__",
+    "memoryview", "exit", "quit", "help", "attrgetter", "methodcaller", "Formatter",
+    "get_type_hints", "singledispatch", "singledispatchmethod",
+})
 # Names that reach objects by a string (getattr-likes) or evaluate strings as code: refused as
 # attributes too (`operator.attrgetter`, `string.Formatter`, `typing.get_type_hints`, which
 # evaluates string annotations, `builtins.eval` reached through another module).
-FORBIDDEN_ATTRIBUTES = frozenset(
-    {
-        "eval",
-        "exec",
-        "open",
-        "breakpoint",
-        "globals",
-        "locals",
-        "vars",
-        "getattr",
-        "setattr",
-        "delattr",
-        "attrgetter",
-        "methodcaller",
-        "Formatter",
-        "get_field",
-        "get_type_hints",
-        "singledispatch",
-        "singledispatchmethod",
-    }
-)
+FORBIDDEN_ATTRIBUTES = frozenset({
+    "eval", "exec", "open", "breakpoint", "globals", "locals", "vars", "getattr",
+    "setattr", "delattr", "attrgetter", "methodcaller", "Formatter", "get_field",
+    "get_type_hints", "singledispatch", "singledispatchmethod",
+})
 # Frames, code, generators, coroutines and tracebacks lead to globals and builtins.
-FRAME_ATTRIBUTES = frozenset(
-    {
-        "f_back",
-        "f_builtins",
-        "f_code",
-        "f_globals",
-        "f_lasti",
-        "f_lineno",
-        "f_locals",
-        "f_trace",
-        "f_trace_lines",
-        "f_trace_opcodes",
-        "gi_code",
-        "gi_frame",
-        "gi_running",
-        "gi_suspended",
-        "gi_yieldfrom",
-        "ag_await",
-        "ag_code",
-        "ag_frame",
-        "ag_running",
-        "cr_await",
-        "cr_code",
-        "cr_frame",
-        "cr_origin",
-        "cr_running",
-        "cr_suspended",
-        "tb_frame",
-        "tb_lasti",
-        "tb_lineno",
-        "tb_next",
-    }
-)
+FRAME_ATTRIBUTES = frozenset({
+    "f_back", "f_builtins", "f_code", "f_globals", "f_lasti", "f_lineno", "f_locals", "f_trace",
+    "f_trace_lines", "f_trace_opcodes", "gi_code", "gi_frame", "gi_running", "gi_suspended",
+    "gi_yieldfrom", "ag_await", "ag_code", "ag_frame", "ag_running", "cr_await", "cr_code",
+    "cr_frame", "cr_origin", "cr_running", "cr_suspended", "tb_frame", "tb_lasti", "tb_lineno",
+    "tb_next",
+})
+# fmt: on
 # Underscore attributes that give no new reach (a type's name, a class's constructor).
 ALLOWED_UNDERSCORE_ATTRIBUTES = frozenset({"__name__", "__qualname__", "__doc__", "__init__"})
 CONTRACT_CONSTANTS = ("NAME", "ANSWER_TYPE", "INPUT_TYPE", "TAGS")
