@@ -3,7 +3,7 @@ Flags given on the command line override the recipe; the resolved config goes in
 
 Every value is checked when the recipe loads, before any work: against its field's type
 annotation, and against the rules in the field's metadata (`min`, `max`, `gt`, `lt`,
-`choices`, `len`, `min_len`, `ascending` for a list, and `items` for each element of a list;
+`choices`, `len`, `min_len`, `ascending` and `sum` for a list, and `items` for each element of a list;
 `names_tag` for a text that must ask for the answer in the tag another field of its section
 holds). A bad value is an InputError naming `file: section.key` and the problem (exit 2). One
 mechanism: a field states its own rules, `check_values` reads them, for a recipe's values and
@@ -36,6 +36,9 @@ DEFAULT_ANSWER_INSTRUCTION = (
 DEFAULT_BENCH_INSTRUCTION = (
     "Reason step by step, then give your final answer between <{tag}> and </{tag}> at the very end of your response."
 )
+
+ROW_FORMATS = ("trl", "verl", "openrlhf")  # the trainers `sample` writes rows for
+SPLITS = ("train", "heldout")  # training seeds below 2**31, held-out seeds with bit 31 set
 
 
 @dataclass
@@ -85,9 +88,9 @@ class SampleConfig:
     difficulty: int | None = field(default=None, metadata={"min": 1, "max": 10})
     # "index": calibrated levels from the library's index
     difficulty_from: str | None = field(default=None, metadata={"choices": ("index",)})
-    format: str = field(default="trl", metadata={"choices": ("trl", "verl", "openrlhf")})  # trl | verl | openrlhf
+    format: str = field(default="trl", metadata={"choices": ROW_FORMATS})  # trl | verl | openrlhf
     # train (seeds below 2**31) | heldout (bit 31 set: val/eval rows)
-    split: str = field(default="train", metadata={"choices": ("train", "heldout")})
+    split: str = field(default="train", metadata={"choices": SPLITS})
     system_prompt: str | None = None
     # Demonstration turns before the task: another instance of the same environment and level,
     # answered by the oracle in the answer tags (how a weak policy learns the format).
@@ -143,16 +146,21 @@ class DedupeConfig:
     """The novelty contract: near-duplicates by MinHash (estimated Jaccard) over two signatures,
     the normalized code and the text of sampled prompts; either over its threshold rejects."""
 
-    code_threshold: float = 0.4  # estimated Jaccard of code shingle sets (scaffold left out) that makes a duplicate
-    behaviour_threshold: float = 0.5  # the same for prompt shingle sets
-    code_shingle: int = 5  # normalized tokens per code shingle
-    behaviour_shingle: int = 3  # words per prompt shingle
-    behaviour_seeds: int = 3  # prompts at seeds 0..n-1 ...
+    # estimated Jaccard of code shingle sets (scaffold left out) that makes a duplicate
+    code_threshold: float = field(default=0.4, metadata={"gt": 0, "max": 1})
+    behaviour_threshold: float = field(default=0.5, metadata={"gt": 0, "max": 1})  # the same for prompt shingle sets
+    code_shingle: int = field(default=5, metadata={"min": 1, "max": 4096})  # normalized tokens per code shingle
+    behaviour_shingle: int = field(default=3, metadata={"min": 1, "max": 4096})  # words per prompt shingle
+    behaviour_seeds: int = field(default=3, metadata={"min": 1, "max": 4096})  # prompts at seeds 0..n-1 ...
     behaviour_levels: list[int] = field(
         default_factory=lambda: [1, 4, 7, 10], metadata={"min_len": 1, "items": {"min": 1, "max": 10}}
     )  # ... at these levels
-    num_perm: int = 128  # MinHash permutations: the estimate's error is about 0.5/sqrt(num_perm)
-    lsh_weights: list[float] = field(default_factory=lambda: [0.2, 0.8])  # false positive, negative
+    # MinHash permutations: the estimate's error is about 0.5/sqrt(num_perm)
+    num_perm: int = field(default=128, metadata={"min": 16, "max": 4096})
+    # false positive, negative
+    lsh_weights: list[float] = field(
+        default_factory=lambda: [0.2, 0.8], metadata={"len": 2, "sum": 1.0, "items": {"min": 0}}
+    )
     discount_scaffold: bool = True  # leave out of the code the shingles distinct environments share
     # ... those in at least this share of a pool's files (and of the seeds)
     scaffold_share: float = field(default=0.25, metadata={"gt": 0, "max": 1})
@@ -482,6 +490,8 @@ def _rule_problem(value: Any, rules: dict, section: Any = None) -> str | None:
         numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
         if rules.get("ascending") and numbers and any(b < a for a, b in zip(value, value[1:])):
             return "must be in ascending order (low first, then high)"
+        if "sum" in rules and numbers and abs(sum(value) - rules["sum"]) > 1e-9:
+            return f"must sum to {rules['sum']}"
         for k, v in enumerate(value):
             problem = _rule_problem(v, rules.get("items", {}))
             if problem:

@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from evoenv_cli import artifacts
-from evoenv_cli.config import DedupeConfig, RuntimeConfig, to_dict
+from evoenv_cli.config import DedupeConfig, RuntimeConfig, check_values, to_dict
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.contract import MAX_SOURCE_BYTES
@@ -888,47 +888,9 @@ def load_index(
 
 # -- the stage -------------------------------------------------------------------------------------
 def check_config(cfg: DedupeConfig) -> None:
-    """Settings that cannot work are an InputError (exit 2), before anything runs."""
-    problems = []
-    for name in ("code_threshold", "behaviour_threshold"):
-        v = getattr(cfg, name)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 < v <= 1.0:
-            problems.append(f"{name} must be a number in (0, 1], not {v!r}")
-    for name, low in (("code_shingle", 1), ("behaviour_shingle", 1), ("behaviour_seeds", 1), ("num_perm", 16)):
-        v = getattr(cfg, name)
-        if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= 4096:
-            problems.append(f"{name} must be an integer from {low} to 4096, not {v!r}")
-    match = cfg.solve_match_share
-    if isinstance(match, bool) or not isinstance(match, (int, float)) or not 0.0 < match <= 1.0:
-        problems.append(f"solve_match_share must be a number in (0, 1], not {match!r}")
-    if isinstance(cfg.solve_members, bool) or not isinstance(cfg.solve_members, int) or cfg.solve_members < 1:
-        problems.append(f"solve_members must be a positive integer, not {cfg.solve_members!r}")
-    share = cfg.scaffold_share
-    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < share <= 1.0:
-        problems.append(f"scaffold_share must be a number in (0, 1], not {share!r}")
-    if (
-        isinstance(cfg.scaffold_min_files, bool)
-        or not isinstance(cfg.scaffold_min_files, int)
-        or cfg.scaffold_min_files < 2
-    ):
-        problems.append(f"scaffold_min_files must be an integer of at least 2, not {cfg.scaffold_min_files!r}")
-    levels = cfg.behaviour_levels
-    if (
-        not isinstance(levels, list)
-        or not levels
-        or any(isinstance(d, bool) or not isinstance(d, int) or not 1 <= d <= 10 for d in levels)
-    ):
-        problems.append(f"behaviour_levels must be a non-empty list of difficulties 1..10, not {levels!r}")
-    w = cfg.lsh_weights
-    if (
-        not isinstance(w, (list, tuple))
-        or len(w) != 2
-        or any(isinstance(x, bool) or not isinstance(x, (int, float)) or x < 0 for x in w)
-        or abs(sum(w) - 1.0) > 1e-9
-    ):
-        problems.append(f"lsh_weights must be two non-negative numbers that sum to 1, not {w!r}")
-    if problems:
-        raise artifacts.InputError(f"dedupe config: {problems[0]}")
+    """Settings that cannot work are an InputError (exit 2), before anything runs: the field
+    rules of config.DedupeConfig, the one mechanism recipes and flags are checked by."""
+    check_values(cfg, "dedupe")
 
 
 def _sample_many(envs: list[EnvFile], pools: Runtime, cfg: DedupeConfig) -> dict[str, Sampled]:

@@ -47,7 +47,7 @@ from typing import Any
 from evoenv_cli import artifacts
 from evoenv_cli import reasoning_gym_tasks as rg
 from evoenv_cli.artifacts import EnvLibrary
-from evoenv_cli.config import AnswerConfig, EvaluateConfig, RuntimeConfig, SampleConfig, to_dict
+from evoenv_cli.config import AnswerConfig, EvaluateConfig, RuntimeConfig, SampleConfig, check_values, to_dict
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.errors import InputError
 from evoenv_cli.llm.base import Backend, SamplingConfig
@@ -538,11 +538,9 @@ def table_rows(metrics: dict) -> list[tuple[str, float | None, float | None, flo
 
 # -- the stage -------------------------------------------------------------------------------------
 def check_config(cfg: EvaluateConfig) -> None:
-    if not isinstance(cfg.instances, int) or cfg.instances < 1:
-        raise InputError(f"evaluate.instances must be an integer >= 1 (got {cfg.instances!r})")
+    """The field rules of config.EvaluateConfig, then the sampling settings as a backend takes them."""
+    check_values(cfg, "evaluate")
     sampling_of(cfg)  # a BackendError (exit 2) for a bad n, temperature, top_p or max_tokens
-    if not isinstance(cfg.verify_timeout_s, int) or cfg.verify_timeout_s < 1:
-        raise InputError(f"evaluate.verify_timeout_s must be an integer >= 1 (got {cfg.verify_timeout_s!r})")
 
 
 def _file_hash(p: Path) -> str:

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 
 from evoenv_cli.artifacts import EnvLibrary
-from evoenv_cli.config import AnswerConfig, SampleConfig
+from evoenv_cli.config import ROW_FORMATS, AnswerConfig, SampleConfig, check_values
 from evoenv_cli.errors import InputError
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.instances import instance_seed
@@ -34,8 +34,7 @@ __all__ = [
     "to_format",
 ]
 
-FORMATS = ("trl", "verl", "openrlhf")
-SPLITS = ("train", "heldout")
+FORMATS = ROW_FORMATS
 LEVELS = contract.LEVELS
 REQUIRED = tuple(contract.REQUIRED_FUNCTIONS)
 
@@ -48,18 +47,11 @@ class SampleReport:
 
 
 def check_config(cfg: SampleConfig, library: EnvLibrary) -> None:
-    if cfg.per_env < 1:
-        raise InputError(f"--per-env must be at least 1 (got {cfg.per_env})")
-    if cfg.format not in FORMATS:
-        raise InputError(f"--format must be one of {', '.join(FORMATS)} (got {cfg.format!r})")
-    if cfg.split not in SPLITS:
-        raise InputError(f"--split must be one of {', '.join(SPLITS)} (got {cfg.split!r})")
+    """The field rules of config.SampleConfig (as a recipe or a flag is checked), then what
+    they cannot say alone: two settings that exclude each other, and the index a setting needs."""
+    check_values(cfg, "sample")
     if cfg.difficulty is not None and cfg.difficulty_from is not None:
         raise InputError("--difficulty and --difficulty-from exclude each other: pass one")
-    if cfg.difficulty is not None and not 1 <= cfg.difficulty <= 10:
-        raise InputError(f"--difficulty must be 1..10 (got {cfg.difficulty})")
-    if cfg.difficulty_from not in (None, "index"):
-        raise InputError(f"--difficulty-from takes 'index' (got {cfg.difficulty_from!r})")
     if cfg.difficulty_from == "index" and not (library.root / "index.jsonl").is_file():
         raise InputError(f"{library.root}: no index.jsonl to take calibrated difficulties from")
 
