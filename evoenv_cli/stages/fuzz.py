@@ -42,7 +42,7 @@ SHAPE_FREE = ("alternatives", "range", "echo", "literal")  # wrong whatever the 
 RANDOM_PER_INSTANCE = 8
 MAX_LITERALS = 48
 MAX_ECHO_CHARS = 4000
-FLOAT_OFF = (0.05, 0.1, 0.25)  # relative distances no task's tolerance needs
+FLOAT_OFF = (0.05, 0.1, 0.25)  # distances (relative, and at least as much absolute) no tolerance needs
 _ONES = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split()
 _TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
 
@@ -193,7 +193,7 @@ def _int_mutants(n: int, ref: str) -> dict[str, list[str]]:
 
 
 def _float_mutants(x: float, ref: str) -> dict[str, list[str]]:
-    far = [x * (1 + s * d) if x else s * d for d in FLOAT_OFF for s in (1, -1)]
+    far = [x + s * max(d * abs(x), d) for d in FLOAT_OFF for s in (1, -1)]  # far in both senses
     return {
         "alternatives": [f"{far[0]!r}|{ref}|{far[1]!r}"],
         "range": [f"{x - abs(x) * 0.2 - 1:.4f}-{x + abs(x) * 0.2 + 1:.4f}", f"[{x - 1:.4f}, {x + 1:.4f}]"],
@@ -245,7 +245,8 @@ def _random_shape(ref: str, rng: random.Random, instance_values: list[str], k: i
             )
         elif shape.kind == "float":
             x = float(ref)
-            cand = repr(round(x * (1 + rng.choice((-1, 1)) * rng.uniform(0.05, 0.5)) if x else rng.uniform(0.05, 1), 6))
+            d = rng.uniform(0.05, 0.5)
+            cand = repr(round(x + rng.choice((-1, 1)) * max(d * abs(x), d), 6))
         elif shape.kind == "list":
             numeric = all(INT.fullmatch(t) for t in shape.tokens)
             pool = [v for v in instance_values if INT.fullmatch(v)] if numeric else list(shape.tokens)
