@@ -1,5 +1,6 @@
-"""Defect: generate() spends about 0.8 s at difficulty 5 only, while the top level is fast."""
+"""Defect: generate() spends about 0.8 s at difficulty 5 only (budget 0.5 s), while the top level is fast."""
 
+import hashlib
 import random
 import re
 
@@ -19,9 +20,9 @@ def generate(seed: int, difficulty: int) -> dict:
     level = max(1, min(10, int(difficulty)))
     rng = random.Random(f"{NAME}:{seed}:{level}")
     if level == 5:
-        x = 0
-        for i in range(6_000_000):
-            x ^= i
+        # A bounded busy loop in C (OpenSSL), so its time hardly depends on the interpreter:
+        # about 0.8 s, over the 0.5 s budget and under the 1 s limit.
+        rng.seed(hashlib.pbkdf2_hmac("sha256", str(seed).encode(), b"pad", 1_000_000))
     return {"numbers": [rng.randint(10, 99) for _ in range(3 + level)], "level": level}
 
 

@@ -1,5 +1,6 @@
-"""Defect: solve() spends about 0.6 s at difficulty 3 only, while the top level is fast."""
+"""Defect: solve() spends about 1 s at difficulty 3 only (the corpus budget is 0.25 s), while the top level is fast."""
 
+import hashlib
 import random
 import re
 
@@ -31,9 +32,10 @@ def prompt(instance: dict) -> str:
 
 def solve(instance: dict) -> str:
     if instance["level"] == 3:
-        x = 0
-        for i in range(4_000_000):
-            x ^= i
+        # A bounded busy loop in C (OpenSSL): about 1 s, over the corpus recipe's 0.25 s
+        # budget and under the 2 s limit.
+        digest = hashlib.pbkdf2_hmac("sha256", repr(instance["numbers"]).encode(), b"pad", 1_200_000)
+        return str(_value(instance["numbers"])) if digest else ""
     return str(_value(instance["numbers"]))
 
 
