@@ -1,4 +1,4 @@
-"""Defect: generate() spends about 0.8 s at difficulty 5 only (budget 0.5 s), while the top level is fast."""
+"""Defect: generate() spends about 0.2 s at difficulty 5 only (the corpus budget is 0.1 s), while the top level is fast."""
 
 import hashlib
 import random
@@ -21,8 +21,8 @@ def generate(seed: int, difficulty: int) -> dict:
     rng = random.Random(f"{NAME}:{seed}:{level}")
     if level == 5:
         # A bounded busy loop in C (OpenSSL), so its time hardly depends on the interpreter:
-        # about 0.8 s, over the 0.5 s budget and under the 1 s limit.
-        rng.seed(hashlib.pbkdf2_hmac("sha256", str(seed).encode(), b"pad", 1_000_000))
+        # about 0.2 s quiet (0.5-1 s loaded), over the corpus recipe's 0.1 s budget and under the 1 s limit.
+        rng.seed(hashlib.pbkdf2_hmac("sha256", str(seed).encode(), b"pad", 500_000))
     return {"numbers": [rng.randint(10, 99) for _ in range(3 + level)], "level": level}
 
 
