@@ -2,7 +2,11 @@
 which answers count as formats of the reference, and when a solver beats its chance rate. The
 sandboxed end-to-end checks are in test_validate_corpus.py."""
 
+import json
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 from evoenv_cli.stages import fuzz, leak_solvers
 
@@ -18,7 +22,9 @@ def test_every_kind_is_planned_for_a_unique_int_answer_and_none_is_the_reference
     assert {"alternatives", "range", "random_shape", "permutation", "number_format", "sign", "neighbour"} <= kinds
     assert {"echo", "formula"} <= kinds
     assert all(leak_solvers.normalize(m.answer) != "4118" for m in mutants)
-    assert "４１１９" in {m.answer for m in mutants} and "four thousand one hundred nineteen" in {m.answer for m in mutants}
+    assert "４１１９" in {m.answer for m in mutants} and "four thousand one hundred nineteen" in {
+        m.answer for m in mutants
+    }
     shaped = [m.answer for m in mutants if m.kind == "random_shape"]
     assert len(shaped) == fuzz.RANDOM_PER_INSTANCE and all(len(a) == 4 and a.isdigit() for a in shaped)
 
@@ -74,3 +80,84 @@ def test_a_prompt_full_of_numbers_is_judged_against_its_chance_rate():
     leaked = [f"{p} (check: one more than {int(ref) - 1})" for p, ref in zip(prompts, references)]
     neighbour = {r.name: r for r in leak_solvers.rates(leaked, references)}["neighbour"]
     assert neighbour.share == 1.0
+
+
+PART_ONE = '''"""Sum a list of three-digit numbers."""
+import random
+import re
+
+NAME = "NAME_HERE"
+ANSWER_TYPE = "int"
+
+
+def generate(seed, difficulty):
+    rng = random.Random(f"{NAME}:{seed}:{difficulty}")
+    return {"numbers": [rng.randint(300, 999) for _ in range(4 + difficulty)]}
+
+
+def prompt(instance):
+    return "Add up: " + ", ".join(map(str, instance["numbers"])) + ". Give the sum."
+
+
+def solve(instance):
+    return str(sum(instance["numbers"]))
+
+
+def score(instance, answer):
+    ok = isinstance(answer, str) and re.fullmatch(r"\\s*[0-9]{1,9}\\s*", answer) is not None
+    return 1.0 if ok and int(answer) == sum(instance["numbers"]) else 0.0
+'''
+
+PART_TWO = '''"""A number modulo another."""
+import random
+import re
+
+NAME = "NAME_HERE"
+ANSWER_TYPE = "int"
+INPUT_TYPE = "int"
+
+
+def generate_from(value, seed, difficulty):
+    rng = random.Random(f"{NAME}:{seed}:{difficulty}")
+    return {"x": int(value), "k": rng.randint(3, 50)}
+
+
+def generate(seed, difficulty):
+    return generate_from(random.Random(f"{NAME}:x:{seed}").randint(1000, 9000), seed, difficulty)
+
+
+def prompt(instance):
+    return f"Let n = {instance['x']}.EXTRA_HERE Give the remainder of n divided by {instance['k']}."
+
+
+def solve(instance):
+    return str(instance["x"] % instance["k"])
+
+
+def score(instance, answer):
+    ok = isinstance(answer, str) and re.fullmatch(r"\\s*[0-9]{1,9}\\s*", answer) is not None
+    return 1.0 if ok and int(answer) == instance["x"] % instance["k"] else 0.0
+'''
+
+
+def _compose_pair(tmp_path, extra: str) -> dict:
+    lib = tmp_path / "lib"
+    lib.mkdir(parents=True)
+    (lib / "adder.py").write_text(PART_ONE.replace("NAME_HERE", "adder"))
+    (lib / "modulo.py").write_text(PART_TWO.replace("NAME_HERE", "modulo").replace("EXTRA_HERE", extra))
+    exe = Path(sys.executable).with_name("evoenv")
+    out = tmp_path / "out"
+    args = [str(exe), "compose", str(lib), "--out", str(out), "--n", "1", "--ops", "sequential", "--json"]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    (verdict,) = [json.loads(x) for x in (out / "verdicts.jsonl").read_text().splitlines() if x.strip()]
+    return verdict
+
+
+def test_a_sequential_composite_whose_part_two_shows_x_in_another_form_is_a_leak(tmp_path):
+    """Part 2 writes n plainly (masked as X by compose) and again with thousands separators:
+    the composite gives part 1's answer away, so it is part 2 alone."""
+    verdict = _compose_pair(tmp_path, " (In words of digits: {instance['x']:,}.)")
+    assert verdict["stage"] == "leak" and verdict["probe"] == "leak_part_one_thousands", verdict["reason"]
+    clean = _compose_pair(tmp_path / "clean", "")
+    assert clean["admitted"], clean["reason"]
