@@ -1,7 +1,6 @@
 """Defect: score() compares the letters of the answer as a multiset, so any anagram of the word passes (probe: fuzz_permutation)."""
 
 import random
-import re
 
 NAME = "bad_discrimination_accepts_anagram_of_word"
 TAGS = ["strings", "test-corpus"]

@@ -1,7 +1,6 @@
 """Defect: the prompt carries the answer word in rot13 as a "catalogue code" (probe: leak_solver_cipher)."""
 
 import random
-import re
 
 NAME = "bad_leak_rot13_word_answer"
 TAGS = ["strings", "test-corpus"]
