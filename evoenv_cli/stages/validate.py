@@ -11,7 +11,10 @@ may be gamed on purpose: instance seeds come from the whole training range (not 
 is re-run (twice in one worker, in a fresh one, and after as many calls as a reward worker
 serves before it is replaced), and the probes include floods, random answers of the
 reference's shape, the constants score compares against and the reference hidden in simple
-encodings. Probes are answers no valid response can be; whether any order of a list is
+encodings. Beyond those fixed lists, a scorer fuzzer (stages/fuzz.py) searches mutations of
+the reference, prompt-only solvers (stages/leak_solvers.py) read the prompt as a policy would,
+and one worker is fed what training feeds it (stages/training_shape.py). Probes are answers no
+valid response can be; whether any order of a list is
 accepted is measured apart (`order_free`) and never rejects.
 """
 
