@@ -4,10 +4,15 @@ re-skins, all valid) with the corpus's recipe (the defaults but tighter solve an
 which the slow-solve and slow-import defects are sized to) on 2 workers. Prints the median wall time per
 admitted environment, what the defective ones cost, the false-rejection rate on every group
 of valid environments (it must be 0) and how many defective files were caught by the check
-their name gives."""
+their name gives.
+
+Then validate's time per good environment with the issue-29 checks (the scorer fuzzer, the
+hash-seed sample and the training-shaped burst) on and off, measured side by side in this one
+run on the seeds and the corpus goods: "off" is today's validate, "on" what the checks cost."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import statistics
 import tempfile
@@ -63,5 +68,32 @@ def main() -> None:
     )
 
 
+def side_by_side() -> None:
+    files = GOOD_GROUPS["seeds"] + GOOD_GROUPS["corpus_goods"]
+    base = load_recipe(CORPUS / "recipe.yaml").validate
+    off = dataclasses.replace(base, fuzz_instances=0, hash_seed_samples=0, burst_distinct_instances=0)
+    per_env = {}
+    with tempfile.TemporaryDirectory(prefix="evoenv-bench-") as tmp:
+        lib = Path(tmp) / "lib"
+        lib.mkdir()
+        for f in files:
+            shutil.copy(f, lib / f.name)
+        for label, cfg in (("off", off), ("on", base), ("off_again", off)):
+            out = prepare_out_dir(Path(tmp) / f"out-{label}", resume=False, clean=False)
+            validate.run(EnvLibrary.open(lib), cfg, RuntimeConfig(workers=2), out)
+            records = list(read_jsonl(out / "verdicts.jsonl"))
+            per_env[label] = statistics.median(r["wall_s"] for r in records if r["admitted"])
+            if label == "on":
+                calls = statistics.median(r.get("fuzz_calls", 0) for r in records if r["admitted"])
+                admitted = sum(r["admitted"] for r in records)
+    today = min(per_env["off"], per_env["off_again"])
+    print(
+        f"bench validate fuzzer: envs={len(files)} admitted_with_checks={admitted}/{len(files)} "
+        f"per_good_env_s today={today:.2f} with_fuzzer={per_env['on']:.2f} "
+        f"ratio={per_env['on'] / today:.2f} fuzz_calls_per_env={calls:.0f}"
+    )
+
+
 if __name__ == "__main__":
     main()
+    side_by_side()

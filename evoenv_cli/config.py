@@ -125,6 +125,15 @@ class ValidateConfig:
     # instances whose 4 (instance, answer) pairs are scored again (8: one batch)
     score_determinism_pairs: int = field(default=8, metadata={"min": 1})
     max_constant_share: float = field(default=0.5, metadata={"min": 0, "max": 1})
+    # scorer fuzzer (stages/fuzz.py): instances mutated, score calls at most, and on how many
+    # instances one kind of mutant must be accepted to be more than noise
+    fuzz_instances: int = field(default=10, metadata={"min": 0})
+    fuzz_max_calls: int = field(default=600, metadata={"min": 0})
+    fuzz_min_accepts: int = field(default=2, metadata={"min": 1})
+    # seeds whose generate is compared between two workers with different PYTHONHASHSEED
+    hash_seed_samples: int = field(default=128, metadata={"min": 0})
+    # distinct instances a worker scores in the training-shaped burst (GRPO groups first)
+    burst_distinct_instances: int = field(default=120, metadata={"min": 0})
     max_leak_share: float = field(default=0.5, metadata={"min": 0, "max": 1})
     # over how often other instances' answers appear in a prompt
     min_leak_excess: float = field(default=0.25, metadata={"min": 0, "max": 1})

@@ -32,6 +32,7 @@ from evoenv_cli.runtime.pool import Call, EnvLoadError, SandboxPool
 from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.stages import probes, validate
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
+from evoenv_cli.stages.composite_leaks import part_one_leak
 from evoenv_cli.stages.operators import COMMON, OPERATORS, REGISTRY, Operator, Part, Plan
 
 EXPORTS = (*contract.CONTRACT_CONSTANTS, *contract.CALLS)  # what a part's embedded module hands back
@@ -265,6 +266,15 @@ def _judge(batch: list[Plan], docs, cfg, vcfg, pool, fresh, log: AdmissionLog, o
     def one(item):
         plan, env = item
         verdict = validate.judge(env, vcfg, pool, fresh, plan.name())
+        leak = part_one_leak(plan, env, pool, vcfg) if verdict.admitted else None
+        if leak is not None:
+            verdict.admitted, verdict.stage = False, "leak"
+            verdict.reason = (
+                f"the prompt-only solver {leak.solver} reads part 1's answer (X) out of the prompt on "
+                f"{leak.share:.0%} of instances, against a chance rate of {leak.baseline:.0%}: the composite "
+                f"is part 2 alone [probe leak_part_one_{leak.solver}]"
+            )
+            verdict.measurements["probe"] = f"leak_part_one_{leak.solver}"
         verdict.measurements = {
             "operator": plan.operator,
             "depth": plan.depth,

@@ -11,7 +11,10 @@ may be gamed on purpose: instance seeds come from the whole training range (not 
 is re-run (twice in one worker, in a fresh one, and after as many calls as a reward worker
 serves before it is replaced), and the probes include floods, random answers of the
 reference's shape, the constants score compares against and the reference hidden in simple
-encodings. Probes are answers no valid response can be; whether any order of a list is
+encodings. Beyond those fixed lists, a scorer fuzzer (stages/fuzz.py) searches mutations of
+the reference, prompt-only solvers (stages/leak_solvers.py) read the prompt as a policy would,
+and one worker is fed what training feeds it (stages/training_shape.py). Probes are answers no
+valid response can be; whether any order of a list is
 accepted is measured apart (`order_free`) and never rejects.
 """
 
@@ -42,7 +45,7 @@ from evoenv_cli.runtime.pool import (
     describe_failure,
 )
 from evoenv_cli.runtime.session import Runtime, shared
-from evoenv_cli.stages import probes
+from evoenv_cli.stages import fuzz, leak_solvers, probes, training_shape
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
 from evoenv_cli.stages.probes import Context
 
@@ -135,9 +138,10 @@ class Checker:
         self.env, self.cfg, self.pool, self.fresh = env, cfg, pool, fresh
         self.m: dict = {}
         self.output_chars = 0
-        self.times: dict[str, list[float]] = {}  # seconds per call kind at the top level tested
+        self.times: dict[tuple[str, int], list[float]] = {}  # seconds per (call kind, level), every level
         self.rng = random.Random(f"evoenv-validate-probes:{env.env_id}")
         self.answer_type: str | None = None
+        self.tags: list[str] | None = None
         self.diversity_pairs: dict[int, list[int]] = {}
 
     def call(
@@ -146,22 +150,20 @@ class Checker:
         """Every check rejects on the first failed call, so the rest of a batch after one is
         skipped rather than paid for (a looping solve costs one time limit, not thirty)."""
         results = (pool or self.pool).run(self.env, calls, stop_on_failure)
-        top = max(self.cfg.levels)
         for c, r in zip(calls, results):
             self.output_chars += r.output_chars
-            if r.ok and c.fn == "generate" and c.args[1] == top:
-                self.times.setdefault("generate", []).append(r.seconds)
+            if r.ok and c.fn == "generate":
+                self.times.setdefault(("generate", c.args[1]), []).append(r.seconds)
         return results
 
     def make(self, orders: list[Order]) -> list[list[Made]]:
         """Instances through the one path every stage makes them by, counted like `call`."""
         made = make_instances(self.pool, orders, stop_on_failure=True)
-        top = max(self.cfg.levels)
         for m in (m for ms in made for m in ms):
             self.output_chars += sum(r.output_chars for r in m.results.values())
             r = m.results["generate"]
-            if r.ok and m.difficulty == top:
-                self.times.setdefault("generate", []).append(r.seconds)
+            if r.ok:
+                self.times.setdefault(("generate", m.difficulty), []).append(r.seconds)
         return made
 
     def run(self) -> None:
@@ -172,6 +174,7 @@ class Checker:
         except EnvLoadError as exc:
             raise Rejected("load", str(exc)) from None
         self.answer_type = meta.get("ANSWER_TYPE")
+        self.tags = meta.get("TAGS")
         self.m["import_seconds"] = round(meta.get("import_seconds", 0.0), 4)
         self.output_chars += meta.get("import_output_chars", 0)
         if self.m["import_seconds"] > cfg.budget_import_s:
@@ -196,13 +199,11 @@ class Checker:
                 raise Rejected("run", why)
         by_pair = {(m.seed, m.difficulty): m.instance for m in made + extra_made}
         insts = [Instance(m.seed, m.difficulty, m.instance) for m in made]
-        top = max(cfg.levels)
         for m, inst in zip(made, insts):
             if why := m.failure(ASKED):
                 raise Rejected("run", why)
-            if inst.difficulty == top:
-                for fn in ASKED:
-                    self.times.setdefault(fn, []).append(m.results[fn].seconds)
+            for fn in ASKED:
+                self.times.setdefault((fn, inst.difficulty), []).append(m.results[fn].seconds)
             inst.text, inst.reference = m.task, m.answer
             inst.context = Context.of(inst.instance, inst.text, inst.reference)
             if not inst.text.strip():
@@ -212,8 +213,7 @@ class Checker:
         for c, r, inst in zip(ref_calls, ref_scores, insts):
             if not r.ok:
                 raise Rejected("run", describe_failure(c.fn, r, inst.seed, inst.difficulty))
-            if inst.difficulty == top:
-                self.times.setdefault("score", []).append(r.seconds)
+            self.times.setdefault(("score", inst.difficulty), []).append(r.seconds)
         self.m["instances"] = len(insts)
 
         self.check_determinism(insts)
@@ -231,6 +231,7 @@ class Checker:
             )
         self.check_discrimination(insts)
         self.check_magic_constants(insts)
+        self.check_fuzz(insts)
         self.check_constant(insts)
         self.check_leak(insts)
         self.check_budget(insts)
@@ -281,6 +282,37 @@ class Checker:
                             f"{fn}_{how}",
                         )
         self.m["determinism_pairs"] = len(chosen)
+        self._hash_seed_sample()
+
+    def _hash_seed_sample(self) -> None:
+        """generate at many more seeds, compared between the two pools (PYTHONHASHSEED 0 and
+        1): a generate that hashes a str for a few seeds in many slips past a few pairs. The
+        fresh pool's import time counts against the import budget too (every worker pays it)."""
+        levels = sorted(self.cfg.levels)[:3]  # the cheap ones: many seeds matter, not many levels
+        seeds = training_seeds(self.env.env_id, "hash-seed", self.cfg.hash_seed_samples)
+        calls = [Call.generate(s, levels[k % len(levels)]) for k, s in enumerate(seeds)]
+        here, there = self.call(calls), self.call(calls, pool=self.fresh)
+        for c, a, b in zip(calls, here, there):
+            if not (a.ok and b.ok):
+                r = a if not a.ok else b
+                raise Rejected("run", describe_failure("generate", r, *c.args))
+            if a.value != b.value:
+                raise Rejected(
+                    "determinism",
+                    f"generate(seed={c.args[0]}, difficulty={c.args[1]}) differs between two workers "
+                    f"with different PYTHONHASHSEED ({len(calls)} seeds compared)",
+                    "generate_hash_seed",
+                )
+        self.m["hash_seed_samples"] = len(calls)
+        fresh_import = self.fresh.describe(self.env).get("import_seconds", 0.0)
+        self.m["import_seconds_fresh_worker"] = round(fresh_import, 4)
+        if fresh_import > self.cfg.budget_import_s:
+            raise Rejected(
+                "load",
+                f"importing the file takes {fresh_import:.2f} s in a worker with another hash seed "
+                f"(budget {self.cfg.budget_import_s} s); every new worker pays it again",
+                "import_budget",
+            )
 
     def _score_pairs(self, insts: list[Instance]) -> list[tuple[Instance, str, str]]:
         """(instance, probe kind, answer) triples whose score must not change: each chosen
@@ -339,27 +371,49 @@ class Checker:
 
         compare(twice[len(calls) :], "score_repeat", "when asked again in the same worker")
         compare(self.call(calls, pool=self.fresh), "score_fresh_worker", "in a fresh worker with another hash seed")
+        self.m["score_determinism_pairs"] = len(calls)
         bound = self.pool.limits.max_calls_per_worker
         if bound > 0:
-            cheap = [c for (inst, _, _), c in zip(triples, calls) if inst.difficulty <= 4] or calls
-            compare(
-                self._aged_scores(calls, cheap, bound),
-                "score_after_many_calls",
-                f"after the worker had served {bound} calls",
-            )
-        self.m["score_determinism_pairs"] = len(calls)
+            known = [(c, r.value, kind, a) for (_, kind, a), c, r in zip(triples, calls, first)]
+            self._training_shape(known, insts, bound)
 
-    def _aged_scores(self, calls: list[Call], filler: list[Call], bound: int) -> list[CallResult]:
-        """`calls` scored by one new worker right after it has served `bound` calls, repeats of
-        `filler` (calls that have already succeeded, so any failure is the score changing with
-        the count); the worker's own replacement is off."""
-        need = max(0, bound - len(calls))
-        burst = (filler * (need // len(filler) + 1))[:need] + calls
+    def _training_shape(self, known: list, insts: list[Instance], bound: int) -> None:
+        """One new worker (its replacement off) fed what training feeds a reward worker
+        (stages/training_shape.py): GRPO groups, many distinct instances, then `bound` calls in
+        all; the known scores must not change, nor the instances generate gives at the end."""
         limits = dataclasses.replace(self.pool.limits, max_calls_per_worker=0)
         mode = self.pool.plan.requested or self.pool.plan.mode  # the same jail, asked for the same way
+        seeds = training_seeds(self.env.env_id, "burst", self.cfg.burst_distinct_instances)
+        low = sorted(self.cfg.levels)[:3]
+        new_calls = [Call.generate(s, low[k % len(low)]) for k, s in enumerate(seeds)]
+        cheap = [i for i in insts if i.difficulty <= 4] or insts
+        filler = [c for c, _, kind, _ in known if kind != "reference"] + [
+            Call.generate(i.seed, i.difficulty) for i in cheap
+        ]
+        regenerate = [(Call.generate(i.seed, i.difficulty), i.instance) for i in self._spread(insts, 8)]
         with SandboxPool(limits, mode, workers=1, hash_seed=self.pool.hash_seed) as one:
-            results = self.call(burst, pool=one)
-        return results[need:]
+            made = self.call(new_calls, pool=one)
+            new = [r.value for r in made if r.ok]
+            phases = [
+                training_shape.groups(known),
+                training_shape.distinct(new, known, FIXED_PROBES["garbage"]),
+            ]
+            served = len(new_calls) + sum(len(p.calls) for p in phases)
+            need = bound - served - len(known)
+            phases += training_shape.aged(known, filler, regenerate, need, bound)
+            for phase in phases:
+                mismatch = phase.first_mismatch(self.call(phase.calls, pool=one))
+                if mismatch is None:
+                    continue
+                k, r = mismatch
+                shown = phase.shown[k] if len(phase.shown[k]) <= 30 else phase.shown[k][:27] + "..."
+                if phase.calls[k].fn == "generate":
+                    what = f"generate{phase.calls[k].args} gave another instance"
+                else:
+                    got = r.value if r.ok else f"a failed call ({r.status})"
+                    what = f"score of the answer {shown!r} changed from {phase.expected[k]} to {got}"
+                raise Rejected("determinism", f"{what} {phase.label} in one worker", phase.probe)
+        self.m["training_shape_calls"] = served + need + len(known) + len(regenerate)
 
     def check_diversity(self, by_pair: dict) -> None:
         shares = {}
@@ -496,6 +550,47 @@ class Checker:
                     "magic_constant",
                 )
 
+    def check_fuzz(self, insts: list[Instance]) -> None:
+        """The scorer fuzzer (stages/fuzz.py): structured mutations of the reference, each kind
+        accepted on fuzz_min_accepts instances or more (and again by a fresh worker) is a
+        reward hack. A planted or order-free environment gets only the mutations its declared
+        rule forbids whatever the answer, and the verdict says it was judged by that rule."""
+        cfg = self.cfg
+        unique = "planted" not in (self.tags or []) and not self.m.get("order_free")
+        chosen = self._spread(insts, cfg.fuzz_instances) if cfg.fuzz_instances else []
+        mutants = fuzz.plan(
+            [(i.instance, i.text, i.reference) for i in chosen], self.env.source, unique, self.rng, cfg.fuzz_max_calls
+        )
+        results = self.call([Call.score(chosen[m.instance].instance, m.answer) for m in mutants], stop_on_failure=False)
+        accepted = [r.ok and r.value >= 1.0 for r in results]
+        if any(accepted):  # the environment's own check again, in another worker and hash seed
+            again = iter(
+                self.call(
+                    [Call.score(chosen[m.instance].instance, m.answer) for m, a in zip(mutants, accepted) if a],
+                    pool=self.fresh,
+                    stop_on_failure=False,
+                )
+            )
+            accepted = [a and (r := next(again)).ok and r.value >= 1.0 for a in accepted]
+        counts, found = fuzz.judge(mutants, accepted, cfg.fuzz_min_accepts)
+        self.m["fuzz_calls"] = len(mutants)
+        self.m["fuzz_unique_answer"] = unique
+        self.m["fuzz_accepted"] = counts
+        if found is not None:
+            shown = found.answer if len(found.answer) <= 40 else found.answer[:37] + "..."
+            rule = (
+                ""
+                if unique
+                else f" (judged by the declared rule: {self.answer_type or 'one answer'}, "
+                "one answer of the reference's shape; other valid answers are not counted)"
+            )
+            raise Rejected(
+                "discrimination",
+                f"score accepts the {found.kind} mutation of the reference, e.g. {shown!r}, on "
+                f"{found.instances} instances ({found.tried} such mutants tried){rule}",
+                f"fuzz_{found.kind}",
+            )
+
     def check_constant(self, insts: list[Instance]) -> None:
         common = [a for a, _ in Counter(i.reference for i in insts).most_common(3)]
         calls = [Call.score(i.instance, a) for a in common for i in insts]
@@ -554,22 +649,45 @@ class Checker:
                     f"{baselines[kind]:.0%} for other instances' answers",
                     f"leak_{kind}",
                 )
+        solved = leak_solvers.rates([i.text for i in insts], [i.reference for i in insts])
+        self.m["leak_solver_share"] = {r.name: [round(r.share, 4), round(r.baseline, 4)] for r in solved}
+        for r in solved:
+            if r.share > self.cfg.max_leak_share and r.share - r.baseline > self.cfg.min_leak_excess:
+                raise Rejected(
+                    "leak",
+                    f"the prompt-only solver {r.name} finds the answer from the prompt alone on "
+                    f"{r.share:.0%} of instances (at most {self.cfg.max_leak_share:.0%} allowed), against "
+                    f"a chance rate of {r.baseline:.0%} (other instances' answers)",
+                    f"leak_solver_{r.name}",
+                )
 
     def check_budget(self, insts: list[Instance]) -> None:
+        """Call time (the median per level) and instance size at every level sampled, not only
+        the top one: a level that is slow or huge is trained on as often as any other."""
         cfg = self.cfg
-        medians = {fn: statistics.median(v) for fn, v in self.times.items() if v}
-        self.m["seconds_at_top_level"] = {fn: round(v, 5) for fn, v in medians.items()}
+        medians = {key: statistics.median(v) for key, v in self.times.items() if v}
         top = max(cfg.levels)
-        size = max((len(json.dumps(i.instance)) for i in insts if i.difficulty == top), default=0)
-        self.m["instance_bytes_at_top_level"] = size
+        self.m["seconds_at_top_level"] = {fn: round(v, 5) for (fn, d), v in medians.items() if d == top}
+        worst: dict[str, tuple[float, int]] = {}
+        for (fn, d), v in medians.items():
+            if v > worst.get(fn, (-1.0, 0))[0]:
+                worst[fn] = (v, d)
+        self.m["seconds_by_level"] = {fn: {"worst": round(v, 5), "level": d} for fn, (v, d) in worst.items()}
+        sizes = {}
+        for i in insts:
+            sizes[i.difficulty] = max(sizes.get(i.difficulty, 0), len(json.dumps(i.instance)))
+        self.m["instance_bytes_at_top_level"] = sizes.get(top, 0)
+        big = max(sizes, key=sizes.get, default=top)
+        self.m["instance_bytes_max"] = sizes.get(big, 0)
         self.m["output_chars"] = self.output_chars
         for fn in ("generate", "prompt", "solve", "score"):
             budget = getattr(cfg, f"budget_{fn}_s")
-            if medians.get(fn, 0.0) > budget:
-                raise Rejected("budget", f"{fn} takes {medians[fn]:.2f} s at difficulty {top} (budget {budget} s)")
-        if size > cfg.budget_instance_bytes:
+            v, d = worst.get(fn, (0.0, top))
+            if v > budget:
+                raise Rejected("budget", f"{fn} takes {v:.2f} s at difficulty {d} (median; budget {budget} s)")
+        if sizes.get(big, 0) > cfg.budget_instance_bytes:
             raise Rejected(
-                "budget", f"instance is {size} bytes at difficulty {top} (budget {cfg.budget_instance_bytes})"
+                "budget", f"instance is {sizes[big]} bytes at difficulty {big} (budget {cfg.budget_instance_bytes})"
             )
         if self.output_chars > cfg.budget_output_chars:
             raise Rejected(

@@ -1,0 +1,163 @@
+"""The scorer fuzzer's and the prompt-only leak solvers' pure parts: which mutants are planned,
+which answers count as formats of the reference, and when a solver beats its chance rate. The
+sandboxed end-to-end checks are in test_validate_corpus.py."""
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+from evoenv_cli.stages import fuzz, leak_solvers
+
+
+def _plan(reference: str, unique: bool = True, source: str = "NAME = 'x'\n") -> list[fuzz.Mutant]:
+    instance = {"numbers": [12, 40, 7]}
+    return fuzz.plan([(instance, "Numbers: 12, 40, 7.", reference)], source, unique, random.Random(0), 10_000)
+
+
+def test_every_kind_is_planned_for_a_unique_int_answer_and_none_is_the_reference():
+    mutants = _plan("4118")
+    kinds = {m.kind for m in mutants}
+    assert {"alternatives", "range", "random_shape", "permutation", "number_format", "sign", "neighbour"} <= kinds
+    assert {"echo", "formula"} <= kinds
+    assert all(leak_solvers.normalize(m.answer) != "4118" for m in mutants)
+    assert "４１１９" in {m.answer for m in mutants} and "four thousand one hundred nineteen" in {
+        m.answer for m in mutants
+    }
+    shaped = [m.answer for m in mutants if m.kind == "random_shape"]
+    assert len(shaped) == fuzz.RANDOM_PER_INSTANCE and all(len(a) == 4 and a.isdigit() for a in shaped)
+
+
+def test_a_planted_answer_gets_only_the_kinds_its_declared_rule_forbids():
+    source = "NAME = 'x'\nLIMIT = 50\nCODE = 'open-sesame'\n"
+    mutants = _plan("3 9 14", unique=False, source=source)
+    assert {m.kind for m in mutants} <= set(fuzz.SHAPE_FREE)
+    literals = {m.answer for m in mutants if m.kind == "literal"}
+    assert "open-sesame" in literals and "50" in literals  # scalars, not a list like the reference
+
+
+def test_literals_include_negatives_dict_keys_and_values_folded_at_import():
+    source = (
+        '"""doc"""\nNAME = "x"\n_OVERRIDES = {"override-7": 1.0}\n_KEY = str(2**20 + 4321)\n'
+        "def score(instance, answer):\n    return 1.0 if int(answer) == -73313 else 0.0\n"
+    )
+    found = fuzz.literals(source)
+    assert {"override-7", "-73313", "1052897"} <= set(found)
+    assert "doc" not in found and "73313" not in found  # docstrings left out, a negative kept as written
+
+
+def test_judge_needs_the_same_kind_on_enough_instances():
+    mutants = [fuzz.Mutant("range", 0, "1-9"), fuzz.Mutant("range", 1, "2-9"), fuzz.Mutant("sign", 0, "-4")]
+    counts, found = fuzz.judge(mutants, [True, False, True], min_instances=2)
+    assert counts == {"range": 1, "sign": 1} and found is None
+    counts, found = fuzz.judge(mutants, [True, True, False], min_instances=2)
+    assert found is not None and found.kind == "range" and found.instances == 2
+
+
+def test_each_leak_solver_reads_its_form():
+    cases = {
+        "fullwidth": ("code ４１１８ here", "4118"),
+        "number_words": ("expect four thousand one hundred eighteen.", "4118"),
+        "thousands": ("someone got 4,118 here", "4118"),
+        "think_block": ("<think>3000 and 1118, add them</think>", "4118"),
+        "split_digits": ("It starts with 41. Then 18.", "4118"),
+        "cipher": ("code: nopqr", "abcde"),
+        "neighbour": ("one more than 4,117.", "4118"),
+        "arithmetic": ("plus 21 should be 4139", "4118"),
+    }
+    solvers = {s.name: s for s in leak_solvers.SOLVERS}
+    for name, (prompt, reference) in cases.items():
+        assert reference in solvers[name].candidates(prompt), name
+
+
+def test_a_prompt_full_of_numbers_is_judged_against_its_chance_rate():
+    rng = random.Random(1)
+    prompts = [" ".join(str(rng.randint(1, 60)) for _ in range(30)) for _ in range(20)]
+    references = [str(rng.randint(1, 120)) for _ in prompts]  # answers of the prompts' own size, unrelated
+    for r in leak_solvers.rates(prompts, references):
+        assert r.share - r.baseline < 0.25, r
+    leaked = [f"{p} (check: one more than {int(ref) - 1})" for p, ref in zip(prompts, references)]
+    neighbour = {r.name: r for r in leak_solvers.rates(leaked, references)}["neighbour"]
+    assert neighbour.share == 1.0
+
+
+PART_ONE = '''"""Sum a list of three-digit numbers."""
+import random
+import re
+
+NAME = "NAME_HERE"
+ANSWER_TYPE = "int"
+
+
+def generate(seed, difficulty):
+    rng = random.Random(f"{NAME}:{seed}:{difficulty}")
+    return {"numbers": [rng.randint(300, 999) for _ in range(4 + difficulty)]}
+
+
+def prompt(instance):
+    return "Add up: " + ", ".join(map(str, instance["numbers"])) + ". Give the sum."
+
+
+def solve(instance):
+    return str(sum(instance["numbers"]))
+
+
+def score(instance, answer):
+    ok = isinstance(answer, str) and re.fullmatch(r"\\s*[0-9]{1,9}\\s*", answer) is not None
+    return 1.0 if ok and int(answer) == sum(instance["numbers"]) else 0.0
+'''
+
+PART_TWO = '''"""A number modulo another."""
+import random
+import re
+
+NAME = "NAME_HERE"
+ANSWER_TYPE = "int"
+INPUT_TYPE = "int"
+
+
+def generate_from(value, seed, difficulty):
+    rng = random.Random(f"{NAME}:{seed}:{difficulty}")
+    return {"x": int(value), "k": rng.randint(3, 50)}
+
+
+def generate(seed, difficulty):
+    return generate_from(random.Random(f"{NAME}:x:{seed}").randint(1000, 9000), seed, difficulty)
+
+
+def prompt(instance):
+    return f"Let n = {instance['x']}.EXTRA_HERE Give the remainder of n divided by {instance['k']}."
+
+
+def solve(instance):
+    return str(instance["x"] % instance["k"])
+
+
+def score(instance, answer):
+    ok = isinstance(answer, str) and re.fullmatch(r"\\s*[0-9]{1,9}\\s*", answer) is not None
+    return 1.0 if ok and int(answer) == instance["x"] % instance["k"] else 0.0
+'''
+
+
+def _compose_pair(tmp_path, extra: str) -> dict:
+    lib = tmp_path / "lib"
+    lib.mkdir(parents=True)
+    (lib / "adder.py").write_text(PART_ONE.replace("NAME_HERE", "adder"))
+    (lib / "modulo.py").write_text(PART_TWO.replace("NAME_HERE", "modulo").replace("EXTRA_HERE", extra))
+    exe = Path(sys.executable).with_name("evoenv")
+    out = tmp_path / "out"
+    args = [str(exe), "compose", str(lib), "--out", str(out), "--n", "1", "--ops", "sequential", "--json"]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    (verdict,) = [json.loads(x) for x in (out / "verdicts.jsonl").read_text().splitlines() if x.strip()]
+    return verdict
+
+
+def test_a_sequential_composite_whose_part_two_shows_x_in_another_form_is_a_leak(tmp_path):
+    """Part 2 writes n plainly (masked as X by compose) and again with thousands separators:
+    the composite gives part 1's answer away, so it is part 2 alone."""
+    verdict = _compose_pair(tmp_path, " (In words of digits: {instance['x']:,}.)")
+    assert verdict["stage"] == "leak" and verdict["probe"] == "leak_part_one_thousands", verdict["reason"]
+    clean = _compose_pair(tmp_path / "clean", "")
+    assert clean["admitted"], clean["reason"]
