@@ -148,6 +148,12 @@ class DedupeConfig:
 
     # estimated Jaccard of code shingle sets (scaffold left out) that makes a duplicate
     code_threshold: float = field(default=0.4, metadata={"gt": 0, "max": 1})
+    # ... which alone only rejects from this one up; below it, code this near must be
+    # corroborated by behaviour (the prompts, or the solve signature), since shared
+    # scaffolding can make unrelated programs look alike
+    code_sure_threshold: float = field(default=0.85, metadata={"gt": 0, "max": 1})
+    # estimated Jaccard of the prompts of the code-nearest pair that corroborates a code match
+    code_corroboration: float = field(default=0.2, metadata={"gt": 0, "max": 1})
     behaviour_threshold: float = field(default=0.5, metadata={"gt": 0, "max": 1})  # the same for prompt shingle sets
     code_shingle: int = field(default=5, metadata={"min": 1, "max": 4096})  # normalized tokens per code shingle
     behaviour_shingle: int = field(default=3, metadata={"min": 1, "max": 4096})  # words per prompt shingle
