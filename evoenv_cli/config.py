@@ -134,8 +134,9 @@ class ValidateConfig:
     budget_prompt_s: float = field(default=0.5, metadata={"gt": 0})
     budget_solve_s: float = field(default=1.0, metadata={"gt": 0})
     budget_score_s: float = field(default=0.5, metadata={"gt": 0})
-    # a worker imports the file again every time it is replaced (an imported reasoning-gym task takes ~2 s)
-    budget_import_s: float = field(default=5.0, metadata={"gt": 0})
+    # the file's own import (timed from just before it, granted packages already imported): a
+    # worker imports the file again every time it is started, a re-check's fresh one included
+    max_import_seconds: float = field(default=contract.MAX_IMPORT_SECONDS, metadata={"gt": 0})
     budget_instance_bytes: int = field(default=32768, metadata={"min": 1})
     budget_output_chars: int = field(default=10_000, metadata={"min": 0})
     max_source_bytes: int = field(default=contract.MAX_SOURCE_BYTES, metadata={"min": 1})

@@ -22,7 +22,7 @@ from evoenv_cli.runtime.pool import Call, Limits, SandboxPool
 QUARANTINE_FILE = "quarantine.jsonl"
 # A fresh worker that raised or returned a bad value where the long-lived one scored is a
 # disagreement too; one that timed out or crashed may just have met a loaded host.
-DISAGREEING_FAILURES = ("error", "invalid")
+DISAGREEING_FAILURES = ("error", "escaped", "invalid")
 
 
 class RewardAudit:

@@ -1,7 +1,6 @@
 """A festival books acts; each fan club's wish is "at least one of these three happens"; find a booking granting every wish (re-skin of sat_planted)."""
 
 import random
-import re
 
 NAME = "festival_booking_wishes"
 TAGS = ["logic", "planted", "test-corpus"]
