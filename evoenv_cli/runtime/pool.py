@@ -619,6 +619,15 @@ class SandboxPool:
             self._release(self._acquire(env), env)
         return dict(self._meta[env.env_id])
 
+    def discard(self, env: EnvFile) -> None:
+        """Kill `env`'s idle workers, so that its next call meets a process with no history."""
+        with self._cond:
+            workers = self._slots.idle.pop(env.env_id, [])
+            self._slots.total -= len(workers)
+            self._cond.notify_all()
+        for worker in workers:
+            worker.kill()
+
     def load_error(self, env: EnvFile) -> str | None:
         try:
             self.describe(env)
