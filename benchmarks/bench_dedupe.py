@@ -10,7 +10,10 @@ signed with the stage's own `code_signature` (on two worker processes) and judge
 order with the stage's own `decide` + `NoveltyIndex` (query the LSH, insert when kept).
 
 Only the code signature is measured: the behaviour signature samples prompts in the sandbox
-(about 0.1 s per environment), far too slow for 100k; its LSH path is the same code.
+(about 0.1 s per environment), far too slow for 100k; its LSH path is the same code. Code alone
+rejects only from `code_sure_threshold` up; a planted copy between `code_threshold` and that is
+counted apart (`left_to_prompts`): the stage rejects it when the same member's prompts agree,
+which a renamed copy's always do, but this bench has no prompts, so here it is kept.
 
 Each size runs in a fresh process so its peak memory (ru_maxrss of the parent plus that of
 its largest worker, times the number of workers) is its own.
@@ -264,7 +267,15 @@ def _measure(folder: str, batches, kinds: list[str], sizes: list[list[int]]) -> 
         index.add(
             dedupe.Member(path.name, "seeds", "", None, True), dedupe.code_signature(path.read_bytes(), CFG), None
         )
-    counts = {"kept": 0, "caught": 0, "planted": 0, "novel_rejected": 0, "novel": 0, "bytes": sum(map(sum, sizes))}
+    counts = {
+        "kept": 0,
+        "caught": 0,
+        "left_to_prompts": 0,
+        "planted": 0,
+        "novel_rejected": 0,
+        "novel": 0,
+        "bytes": sum(map(sum, sizes)),
+    }
     cpu0 = _cpu_seconds()
     started = time.perf_counter()
     marks = []  # wall time at every tenth of the stream: the per-tenth cost shows the growth
@@ -280,6 +291,8 @@ def _measure(folder: str, batches, kinds: list[str], sizes: list[list[int]]) -> 
                 else:
                     counts["planted"] += 1
                     counts["caught"] += decision.stage == "duplicate_code"
+                    near = decision.measurements.get("nearest_code") or {}
+                    counts["left_to_prompts"] += decision.admitted and near.get("jaccard", 0) >= CFG.code_threshold
                 if decision.admitted:
                     counts["kept"] += 1
                     index.add(dedupe.Member(f"env_{start + k}.py", "synthetic", "", None, False), values, None)
@@ -314,6 +327,7 @@ def child_main(n: int) -> None:
         f"bench dedupe: envs={r['n']} wall_s={r['wall']:.1f} peak_mb={r['peak_mb']:.0f} cpu_s={r['cpu']:.1f} "
         f"(parent {r['own_mb']:.0f} MB + {PROCESSES} workers x {r['worker_mb']:.0f} MB) "
         f"kept={r['kept']} planted_duplicates_caught={r['caught']}/{r['planted']} "
+        f"left_to_prompts={r['left_to_prompts']} "
         f"new_rejected={r['novel_rejected']}/{r['novel']} mean_source_bytes={r['bytes'] // r['n']} "
         f"wall_s_per_tenth={','.join(f'{t:.1f}' for t in r['tenths'])}",
         flush=True,

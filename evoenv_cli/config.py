@@ -143,8 +143,9 @@ class ValidateConfig:
     budget_prompt_s: float = field(default=0.5, metadata={"gt": 0})
     budget_solve_s: float = field(default=1.0, metadata={"gt": 0})
     budget_score_s: float = field(default=0.5, metadata={"gt": 0})
-    # a worker imports the file again every time it is replaced (an imported reasoning-gym task takes ~2 s)
-    budget_import_s: float = field(default=5.0, metadata={"gt": 0})
+    # the file's own import (timed from just before it, granted packages already imported): a
+    # worker imports the file again every time it is started, a re-check's fresh one included
+    max_import_seconds: float = field(default=contract.MAX_IMPORT_SECONDS, metadata={"gt": 0})
     budget_instance_bytes: int = field(default=32768, metadata={"min": 1})
     budget_output_chars: int = field(default=10_000, metadata={"min": 0})
     max_source_bytes: int = field(default=contract.MAX_SOURCE_BYTES, metadata={"min": 1})
@@ -157,6 +158,12 @@ class DedupeConfig:
 
     # estimated Jaccard of code shingle sets (scaffold left out) that makes a duplicate
     code_threshold: float = field(default=0.4, metadata={"gt": 0, "max": 1})
+    # ... which alone only rejects from this one up; below it, code this near must be
+    # corroborated by behaviour (the prompts, or the solve signature), since shared
+    # scaffolding can make unrelated programs look alike
+    code_sure_threshold: float = field(default=0.85, metadata={"gt": 0, "max": 1})
+    # estimated Jaccard of the prompts of the code-nearest pair that corroborates a code match
+    code_corroboration: float = field(default=0.2, metadata={"gt": 0, "max": 1})
     behaviour_threshold: float = field(default=0.5, metadata={"gt": 0, "max": 1})  # the same for prompt shingle sets
     code_shingle: int = field(default=5, metadata={"min": 1, "max": 4096})  # normalized tokens per code shingle
     behaviour_shingle: int = field(default=3, metadata={"min": 1, "max": 4096})  # words per prompt shingle

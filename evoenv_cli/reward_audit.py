@@ -2,7 +2,11 @@
 and a worker lives for many calls, so a score can behave in validate and turn lenient later
 (after N calls, on some state it keeps). Workers are replaced after a bounded number of calls
 (`Limits.max_calls_per_worker`); on top of that a small random share of the rewards is scored
-again, each in a worker that has served no call before. A disagreement quarantines the
+again in a worker that has served no call before. The share is drawn by environment chunk: of
+one request's scored items, each environment's are re-checked together (with probability
+`share`, so the expected share of items is unchanged), in one fresh worker started for them
+and killed after, which serves those re-checks and nothing else. One start per chunk instead
+of one per item: starting a worker is most of a re-check's cost. A disagreement quarantines the
 environment: it is logged, its rewards are 0 from then on, and `evoenv iterate` drops it from
 the pool at the next round.
 """
@@ -22,7 +26,7 @@ from evoenv_cli.runtime.pool import Call, Limits, SandboxPool
 QUARANTINE_FILE = "quarantine.jsonl"
 # A fresh worker that raised or returned a bad value where the long-lived one scored is a
 # disagreement too; one that timed out or crashed may just have met a loaded host.
-DISAGREEING_FAILURES = ("error", "invalid")
+DISAGREEING_FAILURES = ("error", "escaped", "invalid")
 
 
 class RewardAudit:
@@ -43,14 +47,15 @@ class RewardAudit:
             raise ValueError(f"recheck share must be in [0, 1], not {share}")
         self.share = share
         self.rng = random.Random(f"evoenv-reward-audit:{seed}")
-        # one call per worker: every re-check meets a process that has no history
-        self.limits = dataclasses.replace(limits or Limits(), max_calls_per_worker=1)
+        # never replaced by count: a chunk's worker is discarded when its chunk is done
+        self.limits = dataclasses.replace(limits or Limits(), max_calls_per_worker=0)
         self.sandbox, self.hash_seed, self.log = sandbox, hash_seed, log
         self.quarantined: dict[str, dict] = quarantined_ids([log]) if log is not None else {}  # a resumed run keeps it
         self.checked = 0
         self.failed = 0  # re-checks that could not run (timeouts, crashes): not disagreements
         self._pool: SandboxPool | None = None
         self._lock = threading.Lock()
+        self._running = threading.Lock()  # one chunk at a time: no worker outlives its chunk
 
     @property
     def pool(self) -> SandboxPool:
@@ -64,40 +69,62 @@ class RewardAudit:
             self._pool = None
 
     def pick(self, n: int) -> list[int]:
-        """Which of n scored items to re-check (each with probability `share`)."""
+        """Which of n chunks to re-check (each with probability `share`)."""
         with self._lock:
             return [i for i in range(n) if self.rng.random() < self.share]
 
+    def sample(self, items: list[tuple[EnvFile, dict, str, float]]) -> list[tuple[EnvFile, dict, str, float]]:
+        """The scored (env, instance, answer, score paid) of one request to re-check: every
+        item of the picked environments' chunks."""
+        chunks: dict[str, list] = {}
+        for item in items:
+            chunks.setdefault(item[0].env_id, []).append(item)
+        groups = list(chunks.values())
+        return [item for k in self.pick(len(groups)) for item in groups[k]]
+
     def recheck(self, items: list[tuple[EnvFile, dict, str, float]]) -> list[dict]:
-        """Score each (env, instance, answer, score paid) again in a fresh worker; returns the
-        quarantine records this added."""
+        """Score each (env, instance, answer, score paid) again, each environment's items in
+        one fresh worker of their own; returns the quarantine records this added."""
+        chunks: dict[str, list] = {}
+        for item in items:
+            if item[0].env_id not in self.quarantined:
+                chunks.setdefault(item[0].env_id, []).append(item)
         added = []
-        for env, instance, answer, paid in items:
-            if env.env_id in self.quarantined:
-                continue
-            r = self.pool.run(env, [Call.score(instance, answer)])[0]
-            with self._lock:
-                self.checked += 1
-                if r.ok and abs(r.value - paid) <= 1e-9:
-                    continue
-                if not r.ok and r.status not in DISAGREEING_FAILURES:
-                    self.failed += 1
-                    continue
-                again = r.value if r.ok else f"{r.status}: {r.error}"
-                record = {
-                    "env_id": env.env_id,
-                    "file": env.path.name,
-                    "at_check": self.checked,
-                    "reason": f"score paid {paid} but gave {again} for the same (instance, answer) in a fresh worker",
-                    "instance": json.dumps(instance)[:2000],
-                    "answer": answer[:500],
-                }
-                self.quarantined[env.env_id] = record
-                added.append(record)
-            if self.log is not None:
-                with artifacts.JsonlAppender(self.log) as out:
-                    out.append(record)
+        for chunk in chunks.values():
+            env = chunk[0][0]
+            with self._running:
+                self.pool.discard(env)  # a worker of another chunk never serves this one
+                results = self.pool.run(env, [Call.score(instance, answer) for _, instance, answer, _ in chunk])
+                self.pool.discard(env)
+            for (_, instance, answer, paid), r in zip(chunk, results):
+                record = self._judge(env, instance, answer, paid, r)
+                if record is not None:
+                    added.append(record)
         return added
+
+    def _judge(self, env: EnvFile, instance: dict, answer: str, paid: float, r) -> dict | None:
+        """The quarantine record when the re-check `r` disagrees with the score paid."""
+        with self._lock:
+            self.checked += 1
+            if env.env_id in self.quarantined or (r.ok and abs(r.value - paid) <= 1e-9):
+                return None
+            if not r.ok and r.status not in DISAGREEING_FAILURES:
+                self.failed += 1
+                return None
+            again = r.value if r.ok else f"{r.status}: {r.error}"
+            record = {
+                "env_id": env.env_id,
+                "file": env.path.name,
+                "at_check": self.checked,
+                "reason": f"score paid {paid} but gave {again} for the same (instance, answer) in a fresh worker",
+                "instance": json.dumps(instance)[:2000],
+                "answer": answer[:500],
+            }
+            self.quarantined[env.env_id] = record
+        if self.log is not None:
+            with artifacts.JsonlAppender(self.log) as out:
+                out.append(record)
+        return record
 
 
 def quarantined_ids(paths: list[Path]) -> dict[str, dict]:

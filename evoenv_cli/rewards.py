@@ -205,8 +205,8 @@ class EnvReward:
                 statuses[i] = "scored" if r.ok else f"score_{r.status}"
                 if r.ok:
                     scored.append((i, env, c.args[0], c.args[1], r.value))
-        picked = [scored[k] for k in self.audit.pick(len(scored))]
-        if self.audit.recheck([(env, inst, ans, s) for _, env, inst, ans, s in picked]):
+        picked = self.audit.sample([(env, inst, ans, s) for _, env, inst, ans, s in scored])
+        if self.audit.recheck(picked):
             for i, (eid, ans) in enumerate(zip(env_id, answers)):  # this batch's rewards from it too
                 if (
                     ans is not None

@@ -40,6 +40,7 @@ def contract_text() -> str:
             lowest=contract.LEVELS[0],
             highest=contract.LEVELS[-1],
             call_seconds=f"{contract.ASKED_CALL_SECONDS:g}",
+            import_seconds=f"{contract.MAX_IMPORT_SECONDS:g}",
             instance_kb=contract.ASKED_INSTANCE_BYTES // 1000,
         )
         .strip()

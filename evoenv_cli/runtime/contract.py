@@ -35,6 +35,9 @@ LEVELS = tuple(range(1, 11))  # difficulty 1 (easiest) to 10
 ASKED_CALL_SECONDS = 0.1
 ASKED_INSTANCE_BYTES = 20_000
 ASKED_PROMPT_CHARS = 4_000
+# Importing the file (its top-level code) must take under this: every worker started pays it.
+# validate enforces it as is (validate.max_import_seconds) at its load check.
+MAX_IMPORT_SECONDS = 1.0
 # the lists packed, as a reader scans them
 # fmt: off
 ALLOWED_IMPORTS = frozenset({

@@ -99,7 +99,9 @@ class Call:
 
 @dataclass
 class CallResult:
-    """status: ok | error (raised) | invalid (bad value) | timeout | crash | skipped."""
+    """status: ok | error (raised) | escaped (raised a BaseException that is not an
+    Exception: KeyboardInterrupt, SystemExit, GeneratorExit...) | invalid (bad value) |
+    timeout | crash | skipped."""
 
     status: str
     value: Any = None
@@ -122,6 +124,7 @@ STATUS_WORDS = {
     "crash": "crashed",
     "invalid": "returned a bad value",
     "error": "raised",
+    "escaped": "let a BaseException escape",
     "skipped": "was skipped",
 }
 MAX_FAILURE_CHARS = 400
@@ -217,7 +220,10 @@ def check_value(fn: str, reply: dict, limits: Limits) -> CallResult:
     if reply.get("ok") is not True:
         err = reply.get("error")
         err = err if isinstance(err, str) else "malformed error reply"
-        status = "invalid" if _is_value_error(fn, err) else "error"
+        # No environment has a reason to raise what stops a program rather than reports an
+        # error: the worker says so (a lie only hurts the file that tells it), and it is a
+        # status of its own so that no stage takes it for an ordinary failure to contain.
+        status = "escaped" if reply.get("escaped") is True else "invalid" if _is_value_error(fn, err) else "error"
         return CallResult(status, None, err[:MAX_ERROR_CHARS], float(seconds), out)
     value, tag = reply.get("value"), reply.get("type")
 
@@ -266,10 +272,17 @@ class Worker:
     """One sandboxed process with one environment imported."""
 
     def __init__(
-        self, plan: sandbox.LaunchPlan, workdir: Path, limits: Limits, hash_seed: int, packages: tuple[Path, ...] = ()
+        self,
+        plan: sandbox.LaunchPlan,
+        workdir: Path,
+        limits: Limits,
+        hash_seed: int,
+        packages: tuple[Path, ...] = (),
+        preload: tuple[str, ...] = (),
     ):
         self.limits = limits
         config = {
+            "preload": list(preload),  # a granted package's modules, imported before the file
             "env_path": sandbox.env_path_in_worker(plan, workdir),
             "calls": list(CALLS),  # the worker imports nothing of evoenv: it is told the contract's calls
             "packages_path": sandbox.packages_path_in_worker(plan, workdir) if packages else None,
@@ -306,6 +319,9 @@ class Worker:
         self.started = time.monotonic()
         try:
             ready = self._read_reply(self.started + limits.import_s)
+            importing_from = self._arrived
+            if ready.get("importing") is True:  # the file's import starts now
+                ready = self._read_reply(self.started + limits.import_s)
         except _Dead as dead:
             self.kill()
             raise EnvLoadError(dead.error + self._stderr_tail()) from None
@@ -313,8 +329,9 @@ class Worker:
             self.kill()
             error = ready.get("error")
             raise EnvLoadError(error[:MAX_ERROR_CHARS] if isinstance(error, str) else "worker failed to start")
-        # measured here: from the start of the process (interpreter start included) to its ready line
-        self.import_seconds = self._arrived - self.started
+        # measured here: from the line the worker sends just before it imports the file to its
+        # ready line (the interpreter's start and the granted packages' imports not included)
+        self.import_seconds = self._arrived - importing_from
         meta = ready.get("meta") if isinstance(ready.get("meta"), dict) else {}
         callables = meta.get("callables") if isinstance(meta.get("callables"), list) else []
         self.callables = sorted(c for c in CALLS if c in callables)
@@ -459,21 +476,24 @@ class Worker:
         return left
 
 
-def _granted_packages(env: EnvFile, plan: sandbox.LaunchPlan, workdir: Path) -> tuple[Path, ...]:
-    """The packages an imported environment's worker sees (runtime/packages.py); none for any
-    other source. A grant that cannot be honoured here is that environment's load error."""
+def _granted_packages(
+    env: EnvFile, plan: sandbox.LaunchPlan, workdir: Path
+) -> tuple[tuple[Path, ...], tuple[str, ...]]:
+    """The packages an imported environment's worker sees (runtime/packages.py) and the
+    modules it may import from them; none for any other source. A grant that cannot be
+    honoured here is that environment's load error."""
     from evoenv_cli.runtime import packages
 
     grant = packages.grant_for(env.source)
     if grant is None:
-        return ()
+        return (), ()
     try:
         entries = grant.entries
     except LookupError as exc:
         raise EnvLoadError(f"declared packages unavailable: {exc}") from None
     if plan.mode != "bwrap":
         packages.symlink_farm(workdir / "packages", grant)
-    return entries
+    return entries, tuple(sorted(grant.modules))
 
 
 @dataclass
@@ -529,8 +549,10 @@ class SandboxPool:
             raise EnvLoadError(self._load_errors[env.env_id])
         workdir = sandbox.prepare_workdir(self._root, env.env_id, env.source)
         try:
-            entries = _granted_packages(env, self.plan, workdir)
-            worker = self._spawner.submit(Worker, self.plan, workdir, self.limits, self.hash_seed, entries).result()
+            entries, preload = _granted_packages(env, self.plan, workdir)
+            worker = self._spawner.submit(
+                Worker, self.plan, workdir, self.limits, self.hash_seed, entries, preload
+            ).result()
         except EnvLoadError as exc:
             self._load_errors[env.env_id] = str(exc)
             raise
@@ -596,6 +618,15 @@ class SandboxPool:
         if env.env_id not in self._meta:
             self._release(self._acquire(env), env)
         return dict(self._meta[env.env_id])
+
+    def discard(self, env: EnvFile) -> None:
+        """Kill `env`'s idle workers, so that its next call meets a process with no history."""
+        with self._cond:
+            workers = self._slots.idle.pop(env.env_id, [])
+            self._slots.total -= len(workers)
+            self._cond.notify_all()
+        for worker in workers:
+            worker.kill()
 
     def load_error(self, env: EnvFile) -> str | None:
         try:

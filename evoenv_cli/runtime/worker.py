@@ -325,6 +325,7 @@ def main():
     except Exception as exc:  # a sandbox that cannot confine itself must not run anything
         send({"ready": False, "error": "confinement failed: " + _one_line(exc)})
         return
+    import importlib
     import importlib.util
 
     if config.get("packages_path"):  # an imported environment's granted, read-only packages
@@ -333,6 +334,14 @@ def main():
         )
         sys.path.insert(0, config["packages_path"])
     sys.setrecursionlimit(config.get("recursion_limit", 10000))
+    for name in config.get("preload") or ():  # granted packages: their import is not the file's
+        try:
+            importlib.import_module(name)
+        except BaseException:
+            pass  # the file's own import of it fails the same way, and says so
+    # The parent times the file's import from this line's arrival to the ready line's: nothing
+    # of the file has run yet, so neither its start nor a slow interpreter start counts.
+    send({"importing": True})
     started = time.perf_counter()
     try:
         spec = importlib.util.spec_from_file_location("evoenv_environment", config["env_path"])
@@ -363,6 +372,8 @@ def main():
             except BaseException as exc:
                 elapsed = time.perf_counter() - t0
                 reply = {"ok": False, "error": _one_line(exc)}
+                if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit, GeneratorExit...
+                    reply["escaped"] = True
             reply["t"] = elapsed
             reply["out"] = sink.chars
             reply["cpu"] = time.process_time()

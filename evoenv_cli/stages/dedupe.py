@@ -8,6 +8,11 @@ one template by rejecting near-duplicates, found with MinHash + LSH over two sig
 - behaviour: the words of prompts sampled in the sandbox at fixed seeds and difficulties
   (numbers bucketed), shingled k words at a time, so the same task posed by other code is caught.
 
+Code similarity alone rejects only when it is very high (`code_sure_threshold`): from
+`code_threshold` up it must be corroborated by behaviour (the same member's prompts, or the
+solve signature), because programs written in one template share scaffolding that can outweigh
+what they compute.
+
 Streaming and index-based: each environment queries the LSH indexes and, when kept, is inserted;
 nothing compares all pairs. The pool (`--against`) goes in first, then the candidates in the
 library's order, so of two colliding environments the earlier one is kept. A pool's index
@@ -541,6 +546,7 @@ class NoveltyIndex:
         self.structures: dict[tuple, int] = {}  # a composite's (operator, parents) -> its row
         self.solved: dict[int, solve_signature.Sample] = {}  # row -> instances and answers
         self.buckets: dict[tuple, list[int]] = {}  # instance shape -> rows (solve signature)
+        self.layouts: dict[tuple, list[int]] = {}  # informative column shapes -> rows (by layout)
         self.members: list[Member] = []
         self.has: dict[str, list[bool]] = {k: [] for k in KINDS}
         self.sigs = {k: _Signatures(cfg.num_perm) for k in KINDS}
@@ -591,6 +597,9 @@ class NoveltyIndex:
         if solved is not None:
             self.solved[row] = solved
             self.buckets.setdefault(solved.bucket, []).append(row)
+            key = solve_signature.layout_key(solved)
+            if key is not None:
+                self.layouts.setdefault(key, []).append(row)
         for kind, values in (("code", code), ("behaviour", behaviour)):
             self.has[kind].append(values is not None)
             if values is not None:
@@ -602,16 +611,32 @@ class NoveltyIndex:
     def values(self, kind: str, row: int) -> np.ndarray | None:
         return self.sigs[kind].values[row] if self.has[kind][row] else None
 
-    def solves_like(self, pool: SandboxPool, sample: solve_signature.Sample | None) -> tuple[int, float] | None:
+    def solves_like(self, pool: SandboxPool, sample: solve_signature.Sample | None) -> tuple[int, float, str] | None:
         """The first member (of at most `solve_members` with instances of the same shape) on
-        whose instances `sample`'s solve agrees best, with the share; None if none compared."""
+        whose instances `sample`'s solve agrees best, with the share and the signature that
+        found it: "solve", or "solve_layout" when no member of the same shape agreed and one
+        whose varying fields `sample`'s layout can hold (records zipped or unzipped, story
+        fields around them) did; None if none compared."""
         if sample is None:
             return None
         best = None
-        for row in self.buckets.get(sample.bucket, [])[: self.cfg.solve_members]:
+        same_shape = self.buckets.get(sample.bucket, [])[: self.cfg.solve_members]
+        for row in same_shape:
             share = solve_signature.agreement(pool, sample, self.solved[row])
             if best is None or share > best[1]:
-                best = (row, share)
+                best = (row, share, "solve")
+            if share >= 1.0:
+                return best
+        if best is not None and best[1] >= self.cfg.solve_match_share:
+            return best
+        done = set(same_shape)
+        rows = sorted(
+            {r for key in solve_signature.sub_keys(sample) for r in self.layouts.get(key, ()) if r not in done}
+        )
+        for row in rows[: self.cfg.solve_members]:
+            share = solve_signature.layout_agreement(pool, sample, self.solved[row])
+            if best is None or share > best[1]:
+                best = (row, share, "solve_layout")
             if share >= 1.0:
                 break
         return best
@@ -634,7 +659,7 @@ def decide(
     behaviour: np.ndarray | None,
     failure: str | None = None,
     structure: tuple | None = None,
-    solves_like: Callable[[], tuple[int, float] | None] | None = None,
+    solves_like: Callable[[], tuple[int, float, str] | None] | None = None,
 ) -> Decision:
     """The verdict on one environment against everything kept before it: code first (no
     execution needed), then whether its prompts could be sampled, then behaviour. A composite
@@ -654,19 +679,16 @@ def decide(
         if same is not None:
             return same
         return Decision("admitted", "a composite whose operator and parents no other has", m)
+    cfg = index.cfg
     near_code = index.nearest("code", code)
     m["nearest_code"] = index.members[near_code[0]].ref(near_code[1]) if near_code else None
-    if near_code and near_code[1] >= index.cfg.code_threshold:
-        kept = index.members[near_code[0]]
-        m["duplicate_of"] = kept.ref(near_code[1])
-        return Decision(
-            "duplicate_code",
-            f"its code is a near-duplicate of {_where(kept)}: estimated "
-            f"Jaccard {near_code[1]:.2f} >= {index.cfg.code_threshold}",
-            m,
-        )
+    if near_code and near_code[1] >= sure_code_threshold(cfg):
+        return _code_duplicate(index, near_code, m, f">= {sure_code_threshold(cfg)}")
     if failure is not None:
         return Decision("run", f"its prompts could not be sampled: {failure}", m)
+    corroborated = _corroborated_code(index, near_code, behaviour, m)
+    if corroborated is not None:
+        return corroborated
     near_beh = index.nearest("behaviour", behaviour)
     m["nearest_behaviour"] = index.members[near_beh[0]].ref(near_beh[1]) if near_beh else None
     if near_beh and near_beh[1] >= index.cfg.behaviour_threshold:
@@ -681,27 +703,77 @@ def decide(
     same = _solves_the_same(index, solves_like, m)
     if same is not None:
         return same
+    if near_code and near_code[1] >= cfg.code_threshold:
+        return Decision(
+            "admitted",
+            f"its code resembles {_where(index.members[near_code[0]])} (estimated Jaccard "
+            f"{near_code[1]:.2f}), but its behaviour does not: shared scaffolding, another task",
+            m,
+        )
     return Decision("admitted", "no near-duplicate in the pool or earlier in the batch", m)
 
 
+def sure_code_threshold(cfg: DedupeConfig) -> float:
+    """The code similarity that rejects on its own (never below `code_threshold`, which a
+    `--threshold` flag may raise above it)."""
+    return max(cfg.code_sure_threshold, cfg.code_threshold)
+
+
+def _corroborated_code(
+    index: NoveltyIndex, near_code: tuple[int, float] | None, behaviour: np.ndarray | None, m: dict
+) -> Decision | None:
+    """duplicate_code when the code is over `code_threshold` and the same member's prompts
+    corroborate it (estimated Jaccard >= `code_corroboration`); None otherwise. Code alone in
+    that band is shared scaffolding as often as a copy: two unrelated computations written in
+    one template reach it, and a renamed copy poses the very same prompts. A copy that also
+    re-words its prompts is left to the solve signature, which runs next."""
+    cfg = index.cfg
+    if not near_code or near_code[1] < cfg.code_threshold:
+        return None
+    theirs = index.values("behaviour", near_code[0])
+    prompts = (
+        None if theirs is None or behaviour is None else float(np.count_nonzero(theirs == behaviour)) / len(theirs)
+    )
+    m["code_corroboration"] = None if prompts is None else round(prompts, 4)
+    if prompts is None or prompts < cfg.code_corroboration:
+        return None
+    return _code_duplicate(
+        index,
+        near_code,
+        m,
+        f">= {cfg.code_threshold}, and their prompts agree ({prompts:.2f} >= {cfg.code_corroboration})",
+    )
+
+
+def _code_duplicate(index: NoveltyIndex, near_code: tuple[int, float], m: dict, why: str) -> Decision:
+    kept = index.members[near_code[0]]
+    m["duplicate_of"] = kept.ref(near_code[1])
+    return Decision(
+        "duplicate_code",
+        f"its code is a near-duplicate of {_where(kept)}: estimated Jaccard {near_code[1]:.2f} {why}",
+        m,
+    )
+
+
 def _solves_the_same(
-    index: NoveltyIndex, solves_like: Callable[[], tuple[int, float] | None] | None, m: dict
+    index: NoveltyIndex, solves_like: Callable[[], tuple[int, float, str] | None] | None, m: dict
 ) -> Decision | None:
     """duplicate_behaviour when the environment's solve gives a kept one's answers on that
     one's own instances (recast) and its score accepts them; None otherwise."""
     near_solve = solves_like() if solves_like is not None else None
     if near_solve is None:
         return None
-    m["nearest_solve"] = index.members[near_solve[0]].ref(near_solve[1])
-    if near_solve[1] < index.cfg.solve_match_share:
+    row, share, signature = near_solve
+    m["nearest_solve"] = {**index.members[row].ref(share), "signature": signature}
+    if share < index.cfg.solve_match_share:
         return None
-    kept = index.members[near_solve[0]]
-    m["duplicate_of"] = {**kept.ref(near_solve[1]), "signature": "solve"}
+    kept = index.members[row]
+    m["duplicate_of"] = {**kept.ref(share), "signature": signature}
+    how = "recast into its layout" if signature == "solve" else "their varying fields moved into its layout"
     return Decision(
         "duplicate_behaviour",
-        f"its solve gives the answers of {_where(kept)} on "
-        f"{near_solve[1]:.0%} of that one's own instances (recast into its layout), "
-        "and its score accepts them: the same task in another story",
+        f"its solve gives the answers of {_where(kept)} on {share:.0%} of that one's own "
+        f"instances ({how}), and its score accepts them: the same task in another story",
         m,
     )
 
@@ -1045,7 +1117,7 @@ def run(
                             need.append(env)
                         continue
                     near = index.nearest("code", codes[env.path.name])
-                    if not (near and near[1] >= cfg.code_threshold):  # a sure duplicate needs no run
+                    if not (near and near[1] >= sure_code_threshold(cfg)):  # a sure duplicate needs no run
                         need.append(env)
                 sampled = _sample_many(need, pools, cfg)
                 for env in chunk:

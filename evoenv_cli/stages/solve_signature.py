@@ -14,6 +14,7 @@ in the sandbox; recasting is pure data work in this process.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from evoenv_cli.envfile import EnvFile
@@ -181,3 +182,214 @@ def agreement(pool: SandboxPool, candidate: Sample, member: Sample) -> float:
         if best == 1.0:
             break
     return best
+
+
+# -- layouts: the same values under other keys, zipped or unzipped, with story fields around ----
+MAX_LAYOUT_MAPPINGS = 6  # column pairings tried per member
+LAYOUT_SCREEN = 2  # instances a pairing must agree on before it is tried on all of them
+MAX_COLUMNS = 10  # an instance with more columns than this is not compared by layout
+
+
+def _scalar(value) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def _records(value) -> list | None:
+    """The field names (a dict record) or the width (a tuple-like list of 2-4 scalars) shared
+    by every item of a non-empty list of records; None when `value` is not one."""
+    if not isinstance(value, list) or not value:
+        return None
+    first = value[0]
+    if isinstance(first, dict) and first:
+        keys = list(first)
+        if all(isinstance(x, dict) and list(x) == keys and all(map(_scalar, x.values())) for x in value):
+            return keys
+        return None
+    if isinstance(first, list) and 2 <= len(first) <= 4:
+        if all(isinstance(x, list) and len(x) == len(first) and all(map(_scalar, x)) for x in value):
+            return [len(first)]
+    return None
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How an instance's top-level fields split into columns: a list of records is unzipped
+    into one column per record field, anything else is one column."""
+
+    slots: tuple[tuple[str, tuple | None], ...]  # (key, record fields or (width,)) per field
+
+    def groups(self) -> list[int]:
+        """The slot each column belongs to (the columns of one list of records share one)."""
+        return [g for g, (_, fields) in enumerate(self.slots) for _ in range(_span(fields))]
+
+    @property
+    def width(self) -> int:
+        return sum(_span(fields) for _, fields in self.slots)
+
+    def build(self, columns: list) -> dict:
+        """An instance in this layout from its columns (zipped lists must have one length)."""
+        out, k = {}, 0
+        for key, fields in self.slots:
+            if fields is None:
+                out[key] = columns[k]
+                k += 1
+                continue
+            n = fields[0] if isinstance(fields[0], int) else len(fields)
+            cols = columns[k : k + n]
+            k += n
+            if any(not isinstance(c, list) or len(c) != len(cols[0]) for c in cols):
+                raise Mismatch("zipped columns of different lengths")
+            rows = zip(*cols)
+            out[key] = [list(r) for r in rows] if isinstance(fields[0], int) else [dict(zip(fields, r)) for r in rows]
+        return out
+
+
+def _span(fields: tuple | None) -> int:
+    return 1 if fields is None else (fields[0] if isinstance(fields[0], int) else len(fields))
+
+
+def columns(instance: dict) -> tuple[Layout, list]:
+    """An instance's layout and its columns (see Layout)."""
+    slots, cols = [], []
+    for key, value in instance.items():
+        fields = _records(value)
+        if fields is None:
+            slots.append((key, None))
+            cols.append(value)
+        elif isinstance(value[0], dict):
+            slots.append((key, tuple(fields)))
+            cols += [[x[f] for x in value] for f in fields]
+        else:
+            slots.append((key, (fields[0],)))
+            cols += [[x[i] for x in value] for i in range(fields[0])]
+    return Layout(tuple(slots)), cols
+
+
+def column_shape(value) -> str:
+    """coarse(), except that a list of scalars of mixed kinds (registers and constants) is one shape."""
+    if isinstance(value, list) and value and all(map(_scalar, value)):
+        kinds = {coarse(x) for x in value}
+        if len(kinds) > 1:
+            return "L(*)"
+    return coarse(value)
+
+
+def _recast_column(template, value):
+    if column_shape(template) == "L(*)":
+        if isinstance(value, list) and all(map(_scalar, value)):
+            return list(value)
+        raise Mismatch("mixed column")
+    return recast(template, value)
+
+
+def _fill(template, length: int | None):
+    """A template column kept for a field the member lacks (a story field): as it is, or,
+    when it counts 0.., 1.. along records of another number, counted again."""
+    if length is None or not isinstance(template, list) or len(template) == length:
+        return template
+    if template and all(type(x) is int for x in template):
+        start = template[0]
+        if template == list(range(start, start + len(template))):
+            return list(range(start, start + length))
+    return template
+
+
+def informative(sample: Sample) -> list[int] | None:
+    """The member's columns that vary over its instances (a constant one, a unit or a fixed
+    label, says nothing about the task and may be dropped); None when its instances do not
+    all have one layout or have too many columns."""
+    split = [columns(i) for i in sample.instances]
+    layout = split[0][0]
+    if any(lay != layout for lay, _ in split) or layout.width > MAX_COLUMNS:
+        return None
+    return [c for c in range(layout.width) if any(cols[c] != split[0][1][c] for _, cols in split)]
+
+
+def layout_key(sample: Sample) -> tuple[str, ...] | None:
+    """The sorted shapes of a member's informative columns: what a candidate must have among its own."""
+    keep = informative(sample)
+    if not keep:
+        return None
+    cols = columns(sample.instances[0])[1]
+    return tuple(sorted(column_shape(cols[c]) for c in keep))
+
+
+def sub_keys(sample: Sample) -> set[tuple[str, ...]]:
+    """Every sorted sub-multiset of a candidate's column shapes: the layout keys of the members
+    whose informative columns it could take."""
+    lay, cols = columns(sample.instances[0])
+    if lay.width > MAX_COLUMNS:
+        return set()
+    shapes = [column_shape(c) for c in cols]
+    return {
+        tuple(sorted(shapes[i] for i in chosen))
+        for r in range(1, len(shapes) + 1)
+        for chosen in itertools.combinations(range(len(shapes)), r)
+    }
+
+
+def _pairings(template_cols: list, member_cols: list, keep: list[int]) -> Iterator[tuple[int, ...]]:
+    """Injective maps of the member's informative columns onto template columns of the same
+    shape, as a tuple giving, per template column, the member column or -1 (a story field)."""
+    shapes_t = [column_shape(c) for c in template_cols]
+    shapes_m = {c: column_shape(member_cols[c]) for c in keep}
+    for spots in itertools.permutations(range(len(template_cols)), len(keep)):
+        if all(shapes_t[t] == shapes_m[m] for t, m in zip(spots, keep)):
+            order = [-1] * len(template_cols)
+            for t, m in zip(spots, keep):
+                order[t] = m
+            yield tuple(order)
+
+
+def recast_layout(template: dict, instance: dict, order: tuple[int, ...]) -> dict:
+    """`instance` in `template`'s layout, its columns placed by `order`; story fields from the template."""
+    lay, tcols = columns(template)
+    mcols = columns(instance)[1]
+    placed = [None if m < 0 else _recast_column(t, mcols[m]) for t, m in zip(tcols, order)]
+    groups = lay.groups()
+    length = {g: len(c) for g, c, m in zip(groups, placed, order) if m >= 0 and isinstance(c, list)}
+    filled = [c if m >= 0 else _fill(t, length.get(g)) for c, t, m, g in zip(placed, tcols, order, groups)]
+    return lay.build(filled)
+
+
+def layout_agreement(pool: SandboxPool, candidate: Sample, member: Sample) -> float:
+    """`agreement` across layouts: the member's informative columns paired with the
+    candidate's columns of the same shape in any order, records zipped or unzipped as the
+    candidate keeps them, the candidate's other fields (its story) kept from its own instance
+    at the same seed and level. The same guard holds: its solve must give the member's answer
+    and its score accept it."""
+    keep = informative(member)
+    if not keep or not candidate.instances or not member.answers:
+        return 0.0
+    matched = len(candidate.instances) == len(member.instances)
+    templates = [candidate.instances[k if matched else 0] for k in range(len(member.instances))]
+    template_cols = columns(templates[0])[1]
+    if len(template_cols) > MAX_COLUMNS:
+        return 0.0
+    best, tried = 0.0, 0
+    for order in _pairings(template_cols, columns(member.instances[0])[1], keep):
+        try:
+            recast = [recast_layout(t, inst, order) for t, inst in zip(templates, member.instances)]
+        except (Mismatch, IndexError):
+            continue
+        tried += 1
+        if _agree(pool, candidate, recast[:LAYOUT_SCREEN], member.answers[:LAYOUT_SCREEN]) == LAYOUT_SCREEN:
+            same = _agree(pool, candidate, recast, member.answers)
+            best = max(best, same / len(member.answers))
+        if best == 1.0 or tried >= MAX_LAYOUT_MAPPINGS:
+            break
+    return best
+
+
+def _agree(pool: SandboxPool, candidate: Sample, instances: list[dict], answers: list[str]) -> int:
+    """On how many of `instances` the candidate's solve gives `answers` and its score accepts them."""
+    calls = [c for inst, a in zip(instances, answers) for c in (Call.solve(inst), Call.score(inst, a))]
+    results = pool.run(candidate.env, calls, stop_on_failure=False)
+    return sum(
+        1
+        for k, a in enumerate(answers)
+        if results[2 * k].ok
+        and results[2 * k].value.strip() == a
+        and results[2 * k + 1].ok
+        and results[2 * k + 1].value >= 1.0
+    )

@@ -27,7 +27,7 @@ import re
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,6 +102,21 @@ class Rejected(Exception):
         self.probe = probe
 
 
+def reject_escapes(done: Iterable[tuple[Call, CallResult]]) -> None:
+    """Rejected (run, probe base_exception) at the first call that let a BaseException that is
+    not an Exception escape (KeyboardInterrupt, SystemExit, GeneratorExit...): the sandbox
+    contains it like any error, but no environment has a reason to raise what stops a
+    program, and every check that tolerates a failed call would otherwise pass it in silence."""
+    for call, r in done:
+        if r.status == "escaped":
+            raise Rejected(
+                "run",
+                f"{call.fn} let a BaseException escape ({r.error}); environment code must raise "
+                "an Exception, or return, never stop the program",
+                "base_exception",
+            )
+
+
 @dataclass
 class Instance:
     seed: int
@@ -150,6 +165,7 @@ class Checker:
         """Every check rejects on the first failed call, so the rest of a batch after one is
         skipped rather than paid for (a looping solve costs one time limit, not thirty)."""
         results = (pool or self.pool).run(self.env, calls, stop_on_failure)
+        reject_escapes(zip(calls, results))
         for c, r in zip(calls, results):
             self.output_chars += r.output_chars
             if r.ok and c.fn == "generate":
@@ -159,6 +175,7 @@ class Checker:
     def make(self, orders: list[Order]) -> list[list[Made]]:
         """Instances through the one path every stage makes them by, counted like `call`."""
         made = make_instances(self.pool, orders, stop_on_failure=True)
+        reject_escapes((Call(fn, (m.seed, m.difficulty)), r) for ms in made for m in ms for fn, r in m.results.items())
         for m in (m for ms in made for m in ms):
             self.output_chars += sum(r.output_chars for r in m.results.values())
             r = m.results["generate"]
@@ -177,11 +194,11 @@ class Checker:
         self.tags = meta.get("TAGS")
         self.m["import_seconds"] = round(meta.get("import_seconds", 0.0), 4)
         self.output_chars += meta.get("import_output_chars", 0)
-        if self.m["import_seconds"] > cfg.budget_import_s:
+        if self.m["import_seconds"] > cfg.max_import_seconds:
             raise Rejected(
                 "load",
-                f"importing the file takes {self.m['import_seconds']:.2f} s (budget "
-                f"{cfg.budget_import_s} s); every new worker pays it again",
+                f"importing the file takes {self.m['import_seconds']:.2f} s (at most "
+                f"{cfg.max_import_seconds} s); every new worker pays it again",
                 "import_budget",
             )
 
@@ -306,11 +323,11 @@ class Checker:
         self.m["hash_seed_samples"] = len(calls)
         fresh_import = self.fresh.describe(self.env).get("import_seconds", 0.0)
         self.m["import_seconds_fresh_worker"] = round(fresh_import, 4)
-        if fresh_import > self.cfg.budget_import_s:
+        if fresh_import > self.cfg.max_import_seconds:
             raise Rejected(
                 "load",
                 f"importing the file takes {fresh_import:.2f} s in a worker with another hash seed "
-                f"(budget {self.cfg.budget_import_s} s); every new worker pays it again",
+                f"(at most {self.cfg.max_import_seconds} s); every new worker pays it again",
                 "import_budget",
             )
 
