@@ -191,8 +191,9 @@ class BackendConfig:
     """The policy model and how to reach it; one section shared by every LLM stage (synthesize,
     review, calibrate, evaluate), so one policy plays every role unless a flag says otherwise."""
 
-    # hf (transformers, in-process) | openai (an OpenAI-compatible server) | vllm
-    kind: str = field(default="hf", metadata={"choices": ("hf", "openai", "vllm")})
+    # hf (transformers, in-process) | openai (an OpenAI-compatible server) | vllm | vllm_server
+    # (a server the loop starts on each policy and stops before training: llm/served.py)
+    kind: str = field(default="hf", metadata={"choices": ("hf", "openai", "vllm", "vllm_server")})
     model: str | None = None  # a checkpoint folder or hub name; for openai, the served name
     base_url: str | None = None  # openai: e.g. http://127.0.0.1:8000/v1
     api_key_env: str = "OPENAI_API_KEY"  # openai: the variable holding the key (may be unset)
@@ -205,6 +206,12 @@ class BackendConfig:
     dtype: str = "auto"  # hf, vllm: auto | float32 | bfloat16 | float16
     chat_template_kwargs: dict[str, Any] | None = None  # e.g. {enable_thinking: false}
     options: dict[str, Any] = field(default_factory=dict)  # more keyword arguments for the backend
+    # vllm_server: the start command, a template ("": vllm serve with these settings; see llm/served.py)
+    serve_command: str = ""
+    # vllm_server: the GPUs it serves on (CUDA_VISIBLE_DEVICES), data-parallel over them ([]: as visible, one engine)
+    gpus: list[int] = field(default_factory=list, metadata={"items": {"min": 0}})
+    port: int = field(default=0, metadata={"min": 0, "max": 65535})  # vllm_server: 0 picks a free one
+    startup_timeout_s: float = field(default=1800.0, metadata={"gt": 0})  # vllm_server: until /health answers
 
 
 @dataclass

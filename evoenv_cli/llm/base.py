@@ -282,7 +282,7 @@ def check_backend(kind: str, model: str | None) -> None:
         from evoenv_cli.llm.vllm_backend import NEEDS_VLLM
 
         raise BackendUnavailable(NEEDS_VLLM)
-    if kind in ("hf", "vllm"):  # an openai backend's model is the name the server serves
+    if kind in ("hf", "vllm", "vllm_server"):  # an openai backend's model is the name the server serves
         resolve_model(model)
 
 
@@ -290,6 +290,7 @@ BACKENDS = {
     "hf": ("evoenv_cli.llm.hf", "HFBackend"),
     "openai": ("evoenv_cli.llm.openai_compat", "OpenAIBackend"),
     "vllm": ("evoenv_cli.llm.vllm_backend", "VLLMBackend"),
+    "vllm_server": ("evoenv_cli.llm.served", "ServedBackend"),
 }
 
 
@@ -316,6 +317,10 @@ _CONFIG_FIELDS = {
     "hf": ("device", "dtype"),
     "openai": ("base_url", "api_key_env", "concurrency", "timeout_s", "max_retries"),
     "vllm": ("tensor_parallel_size", "dtype"),
+    "vllm_server": (
+        *("serve_command", "gpus", "port", "startup_timeout_s", "tensor_parallel_size", "dtype"),
+        *("gpu_memory_utilization", "max_model_len", "api_key_env", "concurrency", "timeout_s", "max_retries"),
+    ),
 }
 
 

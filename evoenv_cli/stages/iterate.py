@@ -15,7 +15,9 @@ Every stage but train runs in this process, through the same `run()` its command
 loaded: round r's policy serves synthesize, review, calibrate and rotate, the trained one
 serves evaluate and, still loaded, the next round's synthesize. Train is a child process (it
 may need `accelerate launch` and a clean GPU); the policy is closed before it starts, and its
-output streams to the terminal and to round-NN/train/log.txt.
+output streams to the terminal and to round-NN/train/log.txt. With `backend.kind: vllm_server`
+the policy is a server the loop started (llm/served.py): closing it stops the server, so the
+GPUs are free for training, and the trained checkpoint gets a server of its own.
 
 Evaluation compares across rounds: RUN/eval-set/ is the starting pool, fixed at round 1 (its
 environments at their starting levels), plus the recipe's benchmark files; the baseline (the
@@ -37,6 +39,7 @@ run (a partly done stage refuses to resume under settings of its own that change
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -157,7 +160,10 @@ class Loop:
     def _make_backend(self, model: str):
         from evoenv_cli.llm import backend_from_config
 
-        return backend_from_config(self.spec.backend, model=model)
+        cfg = self.spec.backend
+        if cfg.kind == "vllm_server":  # a server per policy (llm/served.py): its log beside the rounds
+            cfg = dataclasses.replace(cfg, options={"log_dir": str(self.run_dir / "serve"), **cfg.options})
+        return backend_from_config(cfg, model=model)
 
     # -- folders ------------------------------------------------------------------------------------
     @property
