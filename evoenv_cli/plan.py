@@ -356,6 +356,7 @@ class Plan:
     disk_notes: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    prompt_tokens: int = PROMPT_TOKENS  # the prompt length every budget is planned with
 
     @property
     def fits(self) -> bool:
@@ -423,7 +424,7 @@ def _setting(section: Any, *names: str, default: Any = None) -> Any:
     return default
 
 
-def backend_context(b: Any, m: ModelShape, budgets: dict[str, int]) -> int:
+def backend_context(b: Any, m: ModelShape, budgets: dict[str, int], prompt_tokens: int = PROMPT_TOKENS) -> int:
     """The context the LLM stages' engine is built with: backend.max_model_len (or the
     `max_model_len` option); unset, an evoenv whose backend sizes it per call (room for the
     call's prompt + max_tokens) needs the longest stage's, and one that does not leaves vLLM
@@ -432,11 +433,11 @@ def backend_context(b: Any, m: ModelShape, budgets: dict[str, int]) -> int:
     if given:
         return int(given)
     if _has(b, "max_model_len"):
-        return min(m.max_position, PROMPT_TOKENS + max(v for k, v in budgets.items() if not k.startswith("train")))
+        return min(m.max_position, prompt_tokens + max(v for k, v in budgets.items() if not k.startswith("train")))
     return m.max_position
 
 
-def colocated_context(t: Any, m: ModelShape) -> int:
+def colocated_context(t: Any, m: ModelShape, prompt_tokens: int = PROMPT_TOKENS) -> int:
     """The colocated engine's context: train.vllm_max_model_length; unset, an evoenv that
     passes TRL the rows' longest prompt + max_completion_length, and one that passes nothing
     leaves vLLM the model's whole context."""
@@ -444,7 +445,7 @@ def colocated_context(t: Any, m: ModelShape) -> int:
     if given:
         return int(given)
     if _has(t, "vllm_max_model_length"):
-        return min(m.max_position, PROMPT_TOKENS + t.max_completion_length)
+        return min(m.max_position, prompt_tokens + t.max_completion_length)
     return m.max_position
 
 
@@ -500,8 +501,11 @@ def plan(recipe_path: str | Path, model: str | None = None, gpus: int | None = N
     return plan_recipe(recipe, str(recipe_path), model_shape(name), gpus, usable_gib(gpu_gb))
 
 
-def plan_recipe(recipe, label: str, m: ModelShape, gpus: int, gpu_gib: float) -> Plan:
-    p = Plan(label, m.name, m.source, m.params, gpus, gpu_gib)
+def plan_recipe(
+    recipe, label: str, m: ModelShape, gpus: int, gpu_gib: float, prompt_tokens: int = PROMPT_TOKENS
+) -> Plan:
+    """The plan of a loaded recipe for `gpus` x `gpu_gib` (usable GiB each)."""
+    p = Plan(label, m.name, m.source, m.params, gpus, gpu_gib, prompt_tokens=prompt_tokens)
     _llm_phase(p, recipe, m)
     _train_phase(p, recipe, m)
     _contexts(p, recipe, m)
@@ -563,13 +567,13 @@ def _llm_phase(p: Plan, recipe, m: ModelShape) -> None:
     dtype_b = DTYPE_BYTES.get(b.dtype, 2)
     if kind == "hf":
         batch = max(recipe.synthesize.batch, recipe.review.chunk)
-        longest = PROMPT_TOKENS + max(_stage_budgets(recipe).values())
+        longest = p.prompt_tokens + max(_stage_budgets(recipe).values())
         phase.add("weights", m.params * DTYPE_BYTES.get(b.dtype, 4))
         phase.add("kv cache", m.kv_bytes_per_token(dtype_b) * longest * batch, f"{batch} sequences of {longest}")
         p.phases.append(phase)
         return
     util = float(_setting(b, "gpu_memory_utilization", default=opts.get("gpu_memory_utilization", 0.9)))
-    max_len = backend_context(b, m, _stage_budgets(recipe))
+    max_len = backend_context(b, m, _stage_budgets(recipe), p.prompt_tokens)
     tp = b.tensor_parallel_size
     _engine(phase, p, "backend", m, util, tp, max_len, dtype_b)
     if kind == "vllm_server":
@@ -615,7 +619,7 @@ def _train_phase(p: Plan, recipe, m: ModelShape) -> None:
         )
     shape = TrainShape(
         micro_batch=t.per_device_train_batch_size,
-        prompt_tokens=PROMPT_TOKENS,
+        prompt_tokens=p.prompt_tokens,
         completion_tokens=t.max_completion_length,
         compute_bytes=compute,
         gradient_checkpointing=t.gradient_checkpointing,
@@ -632,11 +636,11 @@ def _train_phase(p: Plan, recipe, m: ModelShape) -> None:
         gen = Phase("train generation (transformers)", p.gpu_gib)
         gen.terms = [x for x in phase.terms if x.name not in ("activations", "logits")]
         local = t.per_device_train_batch_size * t.gradient_accumulation_steps
-        seq = PROMPT_TOKENS + t.max_completion_length
+        seq = p.prompt_tokens + t.max_completion_length
         gen.add("generation kv cache", local * seq * m.kv_bytes_per_token(compute), f"{local} sequences of {seq}")
         p.phases.append(gen)
     if t.use_vllm and t.vllm_mode == "colocate":
-        max_len = colocated_context(t, m)
+        max_len = colocated_context(t, m, p.prompt_tokens)
         if max_len == m.max_position and not _has(t, "vllm_max_model_length"):
             p.notes.append(f"this evoenv passes TRL no vllm_max_model_length: the colocated engine takes {max_len}")
         util = t.vllm_gpu_memory_utilization
@@ -672,10 +676,12 @@ def _stage_budgets(recipe) -> dict[str, int]:
 def _contexts(p: Plan, recipe, m: ModelShape) -> None:
     """Every stage's output budget plus a prompt fits the model and the engine that serves it."""
     b = recipe.backend
-    engine = backend_context(b, m, _stage_budgets(recipe)) if b.kind in ("vllm", "vllm_server") else None
-    colocated = colocated_context(recipe.train, m)
+    engine = (
+        backend_context(b, m, _stage_budgets(recipe), p.prompt_tokens) if b.kind in ("vllm", "vllm_server") else None
+    )
+    colocated = colocated_context(recipe.train, m, p.prompt_tokens)
     for key, budget in _stage_budgets(recipe).items():
-        need = budget + PROMPT_TOKENS
+        need = budget + p.prompt_tokens
         limits = [("the model's context", m.max_position)]
         if key.startswith("train") and recipe.train.use_vllm and colocated:
             limits.append(("train.vllm_max_model_length", int(colocated)))
@@ -686,7 +692,7 @@ def _contexts(p: Plan, recipe, m: ModelShape) -> None:
                 p.problems.append(
                     Problem(
                         key,
-                        f"{budget} output tokens + a {PROMPT_TOKENS}-token prompt exceed {what} ({limit})",
+                        f"{budget} output tokens + a {p.prompt_tokens}-token prompt exceed {what} ({limit})",
                     )
                 )
                 break  # the tightest is enough to name
