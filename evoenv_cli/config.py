@@ -201,6 +201,10 @@ class BackendConfig:
     # openai: on 429/5xx/timeouts/connection errors, with backoff
     max_retries: int = field(default=4, metadata={"min": 0})
     tensor_parallel_size: int = field(default=1, metadata={"min": 1})  # vllm
+    # vllm: the share of each GPU's memory the engine may take (weights, then KV cache)
+    gpu_memory_utilization: float = field(default=0.9, metadata={"gt": 0, "max": 1})
+    # vllm: the engine's context; None: room for each call's longest prompt + max_tokens
+    max_model_len: int | None = field(default=None, metadata={"min": 1})
     device: str = "auto"  # hf: auto | cpu | cuda | cuda:1 ...
     dtype: str = "auto"  # hf, vllm: auto | float32 | bfloat16 | float16
     chat_template_kwargs: dict[str, Any] | None = None  # e.g. {enable_thinking: false}
