@@ -34,25 +34,27 @@ from typing import Any
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.reward_audit import RewardAudit
 from evoenv_cli.runtime.pool import Call, Limits, SandboxPool
-from evoenv_cli.thinking import cut_at_length, final_text
+from evoenv_cli.thinking import answer_part, cut_at_length
 
 _PATTERNS: dict[str, re.Pattern] = {}
 
 
-def extract_answer(text: Any, tag: str = "answer", *, opened: bool = False, truncated: bool = False) -> str | None:
+def extract_answer(
+    text: Any, tag: str = "answer", *, opened: bool | None = False, truncated: bool = False
+) -> str | None:
     """The content of the last <tag>...</tag> block after the reasoning, stripped; None when
-    there is none. The thinking rule is `thinking.final_text`'s: only the part after the last
-    `</think>` counts, and a response whose `<think>` never closes (in it, or in the prompt when
-    `opened`) has no answer. A response cut at the length limit (`truncated`) keeps an answer
-    block it closed before the cut, nothing else. An empty tag takes the whole final part (for
-    models trained without answer tags), which a cut response has not finished."""
+    there is none. The thinking rule is `thinking.answer_part`'s: only the part after the last
+    `</think>` counts; a response whose `<think>` never closes (in it, or in the prompt when
+    `opened`) has no answer, nor has a response cut at the length limit (`truncated`) by a model
+    whose template is unknown (`opened` None) before any `</think>`. An empty tag takes the
+    whole final part (for models trained without answer tags)."""
     if not isinstance(text, str):
         return None
-    text = final_text(text, opened=opened)
+    text = answer_part(text, opened=opened, truncated=truncated)
     if text is None:
         return None
     if not tag:
-        return None if truncated else text.strip()
+        return text.strip()
     pattern = _PATTERNS.get(tag)
     if pattern is None:
         t = re.escape(tag)
@@ -134,7 +136,7 @@ class EnvReward:
         # the thinking rule's inputs, set by a trainer that knows its tokenizer: whether the chat
         # template opens <think> in the prompt, and the ids that end a completion (so one that
         # stops without them was cut at the length limit)
-        self.opens_think = False
+        self.opens_think: bool | None = None  # None: not known (a trainer outside evoenv)
         self.end_ids: Collection[int] | None = None
         self._pool_args = dict(limits=limits, sandbox_mode=sandbox, workers=workers)
         self._pool: SandboxPool | None = pool
@@ -274,7 +276,7 @@ class FormatReward:
 
     def __init__(self, answer_tag: str = "answer"):
         self.answer_tag = answer_tag
-        self.opens_think = False  # as EnvReward's
+        self.opens_think: bool | None = None  # as EnvReward's
         self.end_ids: Collection[int] | None = None
 
     def __call__(

@@ -9,7 +9,9 @@ answer in one place and refused in another.
   (Qwen3-Thinking's template ends the prompt with `<think>`, so the response holds only the
   closing tag, and a response cut by the token limit holds no tag at all).
 - A response cut at the length limit keeps only what it finished: an answer block it closed
-  before the cut (see `rewards.extract_answer`), never an unfinished one.
+  before the cut (see `rewards.extract_answer`), never an unfinished one. When the template is
+  not known (a server's), a cut response with no `</think>` has no final part: whether the cut
+  fell in a thought or after an answer cannot be told.
 
 Truncation is read from what the generator says: a finish reason of "length" from a backend,
 or, in TRL's reward functions, `completion_ids` whose last id is not an end token (the test
@@ -41,9 +43,21 @@ def final_text(text: str | None, *, opened: bool = False) -> str | None:
     return text
 
 
-def strip_thinking(text: str | None, *, opened: bool = False) -> str:
-    """A response without its reasoning (what a stage should parse); "" when it never ended."""
-    return final_text(text, opened=opened) or ""
+def answer_part(text: str | None, *, opened: bool | None = False, truncated: bool = False) -> str | None:
+    """The part of a response that may hold its answer (`final_text`), or None. `opened` None
+    means the chat template is not known (a server's): then a response cut at the length limit
+    (`truncated`) before any `</think>` has none, since a cut thought and a cut answer look the
+    same; a known template decides by itself."""
+    text = text or ""
+    if opened is None and truncated and not THINK_CLOSE.search(text):
+        return None
+    return final_text(text, opened=bool(opened))
+
+
+def strip_thinking(text: str | None, *, opened: bool | None = False, truncated: bool = False) -> str:
+    """A response without its reasoning (what a stage should parse); "" when it has no final
+    part (see `answer_part`)."""
+    return answer_part(text, opened=opened, truncated=truncated) or ""
 
 
 def template_opens_think(tokenizer: Any, chat_template_kwargs: dict | None = None) -> bool:
@@ -74,4 +88,12 @@ def cut_at_length(completion_ids: Sequence[Any] | None, end_ids: Collection[int]
     return last not in end_ids
 
 
-__all__ = ["THINK_CLOSE", "THINK_OPEN", "cut_at_length", "final_text", "strip_thinking", "template_opens_think"]
+__all__ = [
+    "THINK_CLOSE",
+    "THINK_OPEN",
+    "answer_part",
+    "cut_at_length",
+    "final_text",
+    "strip_thinking",
+    "template_opens_think",
+]

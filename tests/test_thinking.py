@@ -51,7 +51,13 @@ def test_a_response_to_a_thinking_prompt_has_an_answer_only_after_its_reasoning_
     assert extract_answer(DRAFT) == "5"  # a model that does not think: the text is its answer
     assert extract_answer(FINISHED, opened=True) == "4"
     assert final_text("a</think> b <think> c", opened=False) is None  # opened again, never closed
-    assert extract_answer("no tags, cut", tag="", truncated=True) is None
+    assert extract_answer("cut mid-thought", tag="", opened=True, truncated=True) is None
+    # a template not known (a server's): cut before any </think>, a thought and an answer look
+    # the same, so there is none; a known non-thinking template keeps the closed block
+    assert extract_answer(DRAFT, opened=None, truncated=True) is None
+    assert extract_answer(DRAFT, opened=None) == "5"
+    assert extract_answer(DRAFT, opened=False, truncated=True) == "5"
+    assert extract_answer(FINISHED, opened=None, truncated=True) == "4"
     assert extract_answer("done</think> 4", tag="", opened=True) == "4"
     # cut at the length limit: an answer block closed before the cut counts, an open one not
     assert extract_answer("</think><answer>4</answer> and more", opened=True, truncated=True) == "4"
@@ -136,3 +142,5 @@ def test_review_synthesize_and_the_judge_read_only_the_final_part():
     assert extract_code(f"maybe {code}", opened=True) == (None, "no_code")
     assert parse_verdict("VERDICT: A", opened=True) is None
     assert parse_verdict("hmm</think>\nVERDICT: A", opened=True) == "A"
+    assert parse_vote(f"drafting {vote}", opened=None, truncated=True)[0] is None
+    assert extract_code(f"maybe {code}", opened=None, truncated=True) == (None, "no_code")

@@ -131,8 +131,8 @@ class BaseBackend:
     progress: Callable[[int, int], None] | None = None
     generated_tokens = 0  # over the backend's life, for run statistics
     # the chat template opens `<think>` in the prompt (see `thinking`): set by backends that
-    # render the template themselves; a server's template is not known here
-    opens_think = False
+    # render the template themselves; None: not known (a server's template)
+    opens_think: bool | None = None
 
     def _report(self, done: int, total: int) -> None:
         if self.progress is not None:
@@ -185,6 +185,16 @@ def request_seed(seed: int | None, prompt_id: int, j: int) -> int | None:
         return None
     digest = hashlib.sha256(f"evoenv:{seed}:{prompt_id}:{j}".encode()).digest()
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def prompt_tokens(tokenizer: Any, prompt: Messages | str, chat_template_kwargs: dict | None = None) -> int:
+    """How many tokens a prompt is once the model sees it: chat messages rendered by the chat
+    template with the assistant turn opened, text as it is."""
+    if not isinstance(prompt, str):
+        prompt = tokenizer.apply_chat_template(
+            list(prompt), tokenize=False, add_generation_prompt=True, **(chat_template_kwargs or {})
+        )
+    return len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
 
 
 def one_line(exc: BaseException) -> str:
@@ -330,6 +340,7 @@ __all__ = [
     "make_backend",
     "normalize_finish_reason",
     "one_line",
+    "prompt_tokens",
     "request_seed",
     "resolve_model",
     "strip_thinking",

@@ -34,6 +34,7 @@ from evoenv_cli.llm.base import (
     SamplingConfig,
     normalize_finish_reason,
     one_line,
+    prompt_tokens,
     resolve_model,
 )
 from evoenv_cli.thinking import template_opens_think
@@ -116,16 +117,10 @@ class VLLMBackend(BaseBackend):
         """An engine whose context holds the longest of `convs` plus `max_tokens`."""
         if self.fixed_len is not None:
             return
-        longest = max(self.prompt_tokens(c) for c in convs)
+        longest = max(prompt_tokens(self.tokenizer, c, self.chat_template_kwargs) for c in convs)
         need = context_for(longest + max_tokens, self.model_context)
         if self.max_model_len is None or need > self.max_model_len:
             self._build(need)
-
-    def prompt_tokens(self, conversation: Messages) -> int:
-        text = self.tokenizer.apply_chat_template(
-            list(conversation), tokenize=False, add_generation_prompt=True, **self.chat_template_kwargs
-        )
-        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def _params(self, sampling: SamplingConfig, n: int):
         return self._SamplingParams(

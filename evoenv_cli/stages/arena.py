@@ -65,7 +65,7 @@ MIN_WIDTH = 1e-6  # judge rewards narrower than this would not survive float32: 
 
 
 # -- the judge's prompt and verdict --------------------------------------------------------------
-def parse_verdict(text: str | None, opened: bool = False) -> str | None:
+def parse_verdict(text: str | None, opened: bool | None = False) -> str | None:
     """ "A", "B" or "tie" from a judge response, or None when it does not parse. Strict: after
     any thinking, the last non-empty line is `VERDICT: A`, `VERDICT: B` or `VERDICT: TIE` and
     no other line names a verdict, or the whole answer is just `A`, `B` or `TIE` (what a small
@@ -421,7 +421,7 @@ class Arena:
         self.owned = owned  # a judge backend built for this arena, closed with it
         self.group_size = group_size
         self.judge = judge
-        self.judge_opens_think = False
+        self.judge_opens_think: bool | None = None
         self.procs = procs or SingleProcess()
         self.pool = AnchorPool(cfg.anchors, cfg.max_prompts)
         self.log = artifacts.JsonlAppender(log_path) if log_path is not None and self.procs.rank == 0 else None
@@ -703,7 +703,7 @@ class Arena:
             )
             try:
                 with self.judge() as backend:
-                    self.judge_opens_think = getattr(backend, "opens_think", False)  # the thinking rule's input
+                    self.judge_opens_think = getattr(backend, "opens_think", None)  # the thinking rule's input
                     gens = (
                         backend.generate(conversations, sampling, prompt_ids=[step * 1_000_000 + i for i in mine])
                         if mine

@@ -163,7 +163,7 @@ def sweep(
                 s.curve[p.difficulty].errors += 1
                 continue
             extracted = extract_answer(
-                c.text, answer.tag, opened=getattr(backend, "opens_think", False), truncated=c.finish_reason == "length"
+                c.text, answer.tag, opened=getattr(backend, "opens_think", None), truncated=c.finish_reason == "length"
             )
             row["answer"] = extracted
             if extracted is None:

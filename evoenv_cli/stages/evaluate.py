@@ -392,7 +392,7 @@ def ask(
             cut = c.finish_reason == "length"
             if it.kind == "bench" and not error and it.rg_items is not None:
                 answer = extract_answer(
-                    c.text, reward.answer_tag, opened=getattr(backend, "opens_think", False), truncated=cut
+                    c.text, reward.answer_tag, opened=getattr(backend, "opens_think", None), truncated=cut
                 )
                 raw, problem = it.rg_items.score(answer, it.index) if answer is not None else (0.0, None)
                 rec.update(
@@ -405,7 +405,7 @@ def ask(
                     rec["error"] = problem
             elif it.kind == "bench" and not error:
                 answer = extract_answer(
-                    c.text, reward.answer_tag, opened=getattr(backend, "opens_think", False), truncated=cut
+                    c.text, reward.answer_tag, opened=getattr(backend, "opens_think", None), truncated=cut
                 )
                 ok, method = checker.check(answer, it.reference)
                 rec.update(answer=answer, score=1.0 if ok else 0.0, status=method)
@@ -420,7 +420,7 @@ def ask(
     if texts:  # the training reward's own path: extraction, then score() in the sandbox
         for k, d in zip(
             env_at,
-            reward.details(texts, env_ids, instances, names, cuts=cuts, opened=getattr(backend, "opens_think", False)),
+            reward.details(texts, env_ids, instances, names, cuts=cuts, opened=getattr(backend, "opens_think", None)),
         ):
             records[k].update(answer=d["answer"], score=float(d["score"]), status=d["status"])
     return records

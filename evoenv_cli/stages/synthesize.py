@@ -78,11 +78,11 @@ def build_prompt(
     return text, [e.name for e in shown], topic
 
 
-def extract_code(response: str, opened: bool = False) -> tuple[str | None, str]:
+def extract_code(response: str, opened: bool | None = False, truncated: bool = False) -> tuple[str | None, str]:
     """(code, outcome): the last fenced block that parses and defines the contract's functions;
     thinking text and several blocks are expected. Outcomes: ok, no_code, syntax_error,
     missing_functions."""
-    text = strip_thinking(response, opened=opened)
+    text = strip_thinking(response, opened=opened, truncated=truncated)
     blocks = [body for lang, body in _FENCE.findall(text) if lang.lower() in ("", "python", "py", "python3")]
     if not blocks:
         return None, "no_code"
@@ -140,7 +140,9 @@ def run(
                 code, outcome = (
                     (None, "error")
                     if completion.finish_reason == "error"
-                    else extract_code(completion.text, getattr(backend, "opens_think", False))
+                    else extract_code(
+                        completion.text, getattr(backend, "opens_think", None), completion.finish_reason == "length"
+                    )
                 )
                 file = None
                 if code is not None:
