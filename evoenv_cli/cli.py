@@ -1004,6 +1004,8 @@ def train(
         eval_data=eval_data,
         answer=recipe.answer,
     )
+    if not stage.is_main_rank():  # the other ranks of a launch: rank 0 reports for all
+        return
     if as_json:
         emit(json.dumps(summary))
     else:
