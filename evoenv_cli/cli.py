@@ -913,6 +913,12 @@ def train(
     max_completion_length: Annotated[
         int | None, typer.Option("--max-completion-length", help="Tokens per completion.", min=1)
     ] = None,
+    merge_lora: Annotated[
+        bool | None,
+        typer.Option(
+            "--merge-lora", help="With LoRA, also write the merged full model to OUT/merged (train.merge_lora)."
+        ),
+    ] = None,
     lora: Annotated[
         bool | None, typer.Option("--lora/--full", help="Train a LoRA adapter (peft) or all weights.")
     ] = None,
@@ -954,6 +960,7 @@ def train(
         per_device_train_batch_size=batch_size,
         max_completion_length=max_completion_length,
         lora=lora,
+        merge_lora=merge_lora,
         use_vllm=use_vllm,
         seed=seed,
         zero_variance=zero_variance,
@@ -970,21 +977,22 @@ def train(
         raise artifacts.InputError(f"{config}: {exc}" if config is not None else str(exc)) from None
     # --resume may raise max_steps to train on: not in the settings
     wanted = {k: v for k, v in cfgmod.to_dict(cfg).items() if k != "max_steps"}
-    artifacts.prepare_out_dir(
-        out,
-        resume,
-        clean,
-        envs=False,
-        resumable=True,
-        settings=_settings(
-            train=wanted,
-            reward=recipe.reward,
-            answer=recipe.answer,
-            limits=recipe.runtime.limits,
-            model=model,
-            data=data,
-        ),
-    )
+    if stage.is_main_rank():  # under accelerate launch every rank runs this command; one prepares OUT
+        artifacts.prepare_out_dir(
+            out,
+            resume,
+            clean,
+            envs=False,
+            resumable=True,
+            settings=_settings(
+                train=wanted,
+                reward=recipe.reward,
+                answer=recipe.answer,
+                limits=recipe.runtime.limits,
+                model=model,
+                data=data,
+            ),
+        )
     summary = stage.run(
         data,
         lib,
@@ -997,6 +1005,8 @@ def train(
         eval_data=eval_data,
         answer=recipe.answer,
     )
+    if not stage.is_main_rank():  # the other ranks of a launch: rank 0 reports for all
+        return
     if as_json:
         emit(json.dumps(summary))
     else:
@@ -1236,6 +1246,7 @@ def iterate(
         log=lambda m: err.print(m, markup=False, soft_wrap=True),
         progress=_progress,
     )
+    loop.train_launch()  # the launcher and its accelerate config, checked before the first stage
     try:
         stage.run(loop, rounds)
     except stage.StageFailed as exc:

@@ -202,6 +202,10 @@ class BackendConfig:
     # openai: on 429/5xx/timeouts/connection errors, with backoff
     max_retries: int = field(default=4, metadata={"min": 0})
     tensor_parallel_size: int = field(default=1, metadata={"min": 1})  # vllm
+    # vllm: the share of each GPU's memory the engine may take (weights, then KV cache)
+    gpu_memory_utilization: float = field(default=0.9, metadata={"gt": 0, "max": 1})
+    # vllm: the engine's context; None: room for each call's longest prompt + max_tokens
+    max_model_len: int | None = field(default=None, metadata={"min": 1})
     device: str = "auto"  # hf: auto | cpu | cuda | cuda:1 ...
     dtype: str = "auto"  # hf, vllm: auto | float32 | bfloat16 | float16
     chat_template_kwargs: dict[str, Any] | None = None  # e.g. {enable_thinking: false}
@@ -328,7 +332,8 @@ class TrainConfig:
     scale_rewards: str = "group"
     logging_steps: int = field(default=1, metadata={"min": 1})
     save_steps: int = field(default=50, metadata={"min": 1})
-    save_total_limit: int = field(default=2, metadata={"min": 1})
+    # checkpoints kept (each with optimizer state); resuming needs only the latest
+    save_total_limit: int = field(default=1, metadata={"min": 1})
     # with --eval-data: evaluate every N steps (None: save_steps)
     eval_steps: int | None = field(default=None, metadata={"min": 1})
     # None: per_device_train_batch_size
@@ -354,6 +359,14 @@ class TrainConfig:
     vllm_server_base_url: str | None = None
     vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"gt": 0, "max": 1})
     vllm_tensor_parallel_size: int = field(default=1, metadata={"min": 1})
+    # colocated vLLM's context (TRL's vllm_max_model_length); None: the longest prompt of the
+    # rows + max_completion_length (left to vLLM, it would take the model's whole context)
+    vllm_max_model_length: int | None = field(default=None, metadata={"min": 1})
+    # leave completions cut at max_completion_length out of the loss (TRL's flag)
+    mask_truncated_completions: bool = True
+    # `accelerate launch --config_file` for iterate's train_launch: zero2 | zero3 | fsdp (shipped
+    # in evoenv_cli/accelerate_configs/) or a YAML file; "": accelerate's default (plain DDP)
+    accelerate_config: str = ""
     chat_template_kwargs: dict | None = None
     # Groups whose completions all got the same reward: "skip" (GRPO's zero advantage, no gradient)
     # or "judge" (Reasoning Arena: ranked by a judge, see the arena section).

@@ -427,12 +427,12 @@ def _setting(section: Any, *names: str, default: Any = None) -> Any:
 def backend_context(b: Any, m: ModelShape, budgets: dict[str, int], prompt_tokens: int = PROMPT_TOKENS) -> int:
     """The context the LLM stages' engine is built with: backend.max_model_len (or the
     `max_model_len` option); unset, an evoenv whose backend sizes it per call (room for the
-    call's prompt + max_tokens) needs the longest stage's, and one that does not leaves vLLM
-    the model's whole context."""
+    call's prompt + max_tokens) needs the longest stage's, and one that does not (or a
+    vllm_server, started once per policy) leaves vLLM the model's whole context."""
     given = _setting(b, "max_model_len", default=(b.options or {}).get("max_model_len"))
     if given:
         return int(given)
-    if _has(b, "max_model_len"):
+    if _has(b, "max_model_len") and b.kind == "vllm":  # a server is started once per policy: no resizing
         return min(m.max_position, prompt_tokens + max(v for k, v in budgets.items() if not k.startswith("train")))
     return m.max_position
 
