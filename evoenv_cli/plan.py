@@ -352,7 +352,7 @@ class Plan:
     gpus: int
     gpu_gib: float
     phases: list[Phase] = field(default_factory=list)
-    disk_gib_per_round: float = 0.0
+    disk_gb_per_round: float = 0.0
     disk_notes: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -378,7 +378,7 @@ class Plan:
             mark = "ok" if p.total_gib <= p.limit_gib else "OVER"
             out.append(f"  {p.name}: {p.total_gib:.1f} of {p.limit_gib:.1f} GiB per GPU [{mark}]")
             out += [f"    {t.name:<28} {t.gib:8.2f} GiB  {t.note}".rstrip() for t in p.terms]
-        out.append(f"  disk per round: {self.disk_gib_per_round:.1f} GB  ({'; '.join(self.disk_notes)})")
+        out.append(f"  disk per round: {self.disk_gb_per_round:.1f} GB  ({'; '.join(self.disk_notes)})")
         out += [f"  note: {n}" for n in self.notes]
         if self.fits:
             out.append("plan: fits")
@@ -712,11 +712,13 @@ def _disk(p: Plan, recipe, m: ModelShape) -> None:
             final += m.params * 2
         p.disk_notes.append(f"{kept} adapter checkpoints of {ckpt / 1e9:.2f} GB")
     else:
-        ckpt = m.params * (w + 2 * 4)  # weights + fp32 AdamW moments
+        sharded = _stage_of(_sharding_of_file(str(_setting(t, "accelerate_config", default=""))) or "none")
+        # weights + AdamW's two moments; DeepSpeed and FSDP keep fp32 master weights beside them
+        ckpt = m.params * (w + (12 if sharded else 8))
         final = m.params * w
         p.disk_notes.append(f"{kept} checkpoints of {ckpt / 1e9:.1f} GB (weights + optimizer)")
     p.disk_notes.append(f"final model {final / 1e9:.1f} GB")
-    p.disk_gib_per_round = (kept * ckpt + final) / 1e9
+    p.disk_gb_per_round = (kept * ckpt + final) / 1e9
 
 
 __all__ = [

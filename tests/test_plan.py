@@ -7,11 +7,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from evoenv_cli import plan as P
+from evoenv_cli.config import load_recipe
 from evoenv_cli.errors import InputError
 
 EXE = Path(sys.executable).with_name("evoenv")
+GPU_RECIPES = ["single-gpu", "single-gpu-24gb", "paper-8xgpu"]
 
 
 # -- the formulas against published figures ------------------------------------------------------
@@ -161,3 +164,27 @@ def test_cli_plan_exits_2_naming_the_term_and_prints_json(tmp_path):
     assert "model states" in run.stderr.splitlines()[-1] and "Traceback" not in run.stderr
     bare = subprocess.run([str(EXE), "plan", str(p)], capture_output=True, text=True)
     assert bare.returncode == 2 and "no '# hardware: N x GB GB' line" in bare.stderr
+
+
+# -- the shipped GPU recipes -------------------------------------------------------------------------
+@pytest.mark.parametrize("name", GPU_RECIPES)
+def test_shipped_gpu_recipes_fit_the_hardware_their_header_states(name):
+    path = ROOT / "recipes" / f"{name}.yaml"
+    load_recipe(path)
+    stated = P.stated_hardware(path)
+    assert stated is not None, f"{path} has no '# hardware:' line"
+    result = P.plan(path)
+    assert result.fits, "\n".join(result.lines())
+    # and the LLM stages get the token budget the model card asks for
+    assert load_recipe(path).synthesize.max_tokens >= 32768
+
+
+def test_the_recipes_before_this_change_did_not_fit():
+    """The 8-GPU recipe as it shipped before the plan: fp32 weights under plain DDP, 16,384-token
+    completings 8 to a forward, and a colocated engine with the model's whole context."""
+    old = load_recipe(ROOT / "recipes" / "paper-8xgpu.yaml")
+    old.train.accelerate_config, old.train.bf16 = "", False
+    old.train.per_device_train_batch_size, old.train.gradient_accumulation_steps = 8, 4
+    old.train.max_completion_length = 16384
+    result = P.plan_recipe(old, "old", P.model_shape("Qwen/Qwen3-4B-Thinking-2507"), 8, P.usable_gib(80))
+    assert not result.fits and result.problems[0].term.startswith("train")
