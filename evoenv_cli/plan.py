@@ -352,7 +352,8 @@ class Plan:
     gpus: int
     gpu_gib: float
     phases: list[Phase] = field(default_factory=list)
-    disk_gb_per_round: float = 0.0
+    disk_gb_per_round: float = 0.0  # what a round keeps: its final model
+    disk_gb_peak: float = 0.0  # while it trains: checkpoints (deleted once the round's train ends) + final model
     disk_notes: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -378,7 +379,10 @@ class Plan:
             mark = "ok" if p.total_gib <= p.limit_gib else "OVER"
             out.append(f"  {p.name}: {p.total_gib:.1f} of {p.limit_gib:.1f} GiB per GPU [{mark}]")
             out += [f"    {t.name:<28} {t.gib:8.2f} GiB  {t.note}".rstrip() for t in p.terms]
-        out.append(f"  disk per round: {self.disk_gb_per_round:.1f} GB  ({'; '.join(self.disk_notes)})")
+        out.append(
+            f"  disk per round: {self.disk_gb_per_round:.1f} GB kept, {self.disk_gb_peak:.1f} GB at most while "
+            f"training ({'; '.join(self.disk_notes)})"
+        )
         out += [f"  note: {n}" for n in self.notes]
         if self.fits:
             out.append("plan: fits")
@@ -700,7 +704,8 @@ def _contexts(p: Plan, recipe, m: ModelShape) -> None:
 
 def _disk(p: Plan, recipe, m: ModelShape) -> None:
     """What one round writes that is large: the trainer's checkpoints (save_total_limit kept,
-    each the weights and, for full fine-tuning, the optimizer state) and the final model."""
+    each the weights and, for full fine-tuning, the optimizer state; the loop deletes them once
+    the round's training is done) and the final model, which stays."""
     t = recipe.train
     w = 4 if t.bf16 is False else 2
     steps = t.max_steps if t.max_steps > 0 else None
@@ -718,7 +723,8 @@ def _disk(p: Plan, recipe, m: ModelShape) -> None:
         final = m.params * w
         p.disk_notes.append(f"{kept} checkpoints of {ckpt / 1e9:.1f} GB (weights + optimizer)")
     p.disk_notes.append(f"final model {final / 1e9:.1f} GB")
-    p.disk_gb_per_round = (kept * ckpt + final) / 1e9
+    p.disk_gb_peak = (kept * ckpt + final) / 1e9
+    p.disk_gb_per_round = final / 1e9
 
 
 __all__ = [
