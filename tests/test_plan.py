@@ -2,6 +2,7 @@
 published sizes, its refusals, and the shipped GPU recipes against the hardware they state."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -188,3 +189,19 @@ def test_the_recipes_before_this_change_did_not_fit():
     old.train.max_completion_length = 16384
     result = P.plan_recipe(old, "old", P.model_shape("Qwen/Qwen3-4B-Thinking-2507"), 8, P.usable_gib(80))
     assert not result.fits and result.problems[0].term.startswith("train")
+
+
+def test_iterate_refuses_a_recipe_that_does_not_fit_before_anything_loads(tmp_path):
+    p = _recipe(
+        tmp_path,
+        "# hardware: 8 x 80 GB\nbackend:\n  kind: hf\n  model: Qwen/Qwen3-8B\n"
+        "train:\n  bf16: false\n  use_vllm: false\n  max_completion_length: 1024\n"
+        "iterate:\n  train_launch: accelerate launch --num_processes 8\n",
+    )
+    argv = [str(EXE), "iterate", "--recipe", str(p), "--run", str(tmp_path / "run"), "--seeds", str(ROOT / "seeds")]
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}  # no nvidia-smi: the recipe's stated hardware
+    done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "model states" in last and "iterate --no-plan skips this check" in last
+    assert not (tmp_path / "run").exists()  # nothing ran
