@@ -1282,10 +1282,12 @@ def plan_command(
     """Whether a recipe fits its GPUs, before anything loads: per-GPU memory of the LLM stages'
     vLLM engine (weights, KV cache at max_model_len) and of training (weights, gradients and
     optimizer state under the dtype, LoRA and ZeRO/FSDP stage; activations and logits at the
-    batch and sequence lengths; the colocated vLLM share), disk per round, every stage's token
-    budget against the model's context, and TRL's batch divisibility. Exits 2 naming the term
-    that does not fit. The model's shape comes from its local config.json or a table of known
-    models; nothing is downloaded. `iterate` runs the same check.
+    batch and sequence lengths; the colocated vLLM share), and disk per round.
+
+    It also checks every stage's token budget against the model's context and TRL's batch
+    divisibility, and exits 2 naming the term that does not fit. The model's shape comes from
+    its local config.json or a table of known models (nothing is downloaded). `iterate` runs
+    the same check.
 
     Example: [bold]evoenv plan recipes/paper-8xgpu.yaml --gpus 8 --gpu-memory 80[/]
     """

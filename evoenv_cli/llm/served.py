@@ -16,8 +16,11 @@ and answers GET /health can stand in: the CPU tests run `transformers serve {mod
 {max_model_len}, {gpu_memory_utilization}, {exe_dir} (the folder of this Python, where its
 `vllm` or `transformers` command is installed). Empty: `vllm serve` with the recipe's settings.
 
-Each start writes `serve-PORT.log` (the server's output) and `server.json` (pid, port, model,
-command; removed at stop) in `log_dir`, so an operator, or a test, can see what is running.
+Each start writes `serve-PORT.log` (the server's output), `server.json` (pid, port, model,
+command; removed at stop) and a line of `servers.jsonl` (every server started there) in
+`log_dir`, so an operator, or a test, can see what runs and what ran. A server a killed loop left
+running (server.json still there, its process still that command) is stopped before the next
+one starts, so a rerun does not train beside it.
 """
 
 from __future__ import annotations
@@ -36,10 +39,12 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from evoenv_cli.artifacts import JsonlAppender, now_iso
 from evoenv_cli.llm.base import BackendError
 from evoenv_cli.llm.openai_compat import OpenAIBackend
 
 STATE_FILE = "server.json"
+HISTORY_FILE = "servers.jsonl"
 
 
 def free_port() -> int:
@@ -130,6 +135,7 @@ class ManagedServer:
         """Start the server and wait for GET /health to answer 200; a server that exits or
         stays unhealthy past the timeout is stopped and reported with its log's tail."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        stop_stale(self.log_dir)
         if port_open(self.port):
             raise BackendError(f"port {self.port} is already in use: cannot start a server for {self.model} there")
         env = dict(os.environ)
@@ -143,8 +149,11 @@ class ManagedServer:
             self.proc = subprocess.Popen(
                 self.argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
             )
-        state = ServerState(self.proc.pid, self.port, self.model, self.argv, self.gpus, str(self.log))
-        (self.log_dir / STATE_FILE).write_text(json.dumps(asdict(state), indent=1))
+        state = asdict(ServerState(self.proc.pid, self.port, self.model, self.argv, self.gpus, str(self.log)))
+        (self.log_dir / STATE_FILE).write_text(json.dumps(state, indent=1))
+        history = JsonlAppender(self.log_dir / HISTORY_FILE)  # every server this folder has seen
+        history.append({**state, "started": now_iso()})
+        history.close()
         deadline = time.monotonic() + self.startup_timeout_s
         while True:
             if self.proc.poll() is not None:
@@ -203,6 +212,41 @@ class ManagedServer:
         (self.log_dir / STATE_FILE).unlink(missing_ok=True)
 
 
+def running(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie, exited but not yet reaped, holds no GPU and
+    no port: not running)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def stop_stale(log_dir: Path) -> None:
+    """Stop a server a killed loop left running (its server.json still there, its process
+    still the command it recorded): it would hold its GPUs through the rerun's training."""
+    path = log_dir / STATE_FILE
+    try:
+        state = json.loads(path.read_text())
+        cmdline = Path(f"/proc/{int(state['pid'])}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError, KeyError, TypeError):
+        path.unlink(missing_ok=True)
+        return
+    # a console script (vllm, transformers) shows as [python, script, ...]: either may be it
+    if state.get("argv") and state["argv"][0] in [c.decode(errors="replace") for c in cmdline[:2]]:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(int(state["pid"]), sig)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + 30
+            while running(int(state["pid"])) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if not running(int(state["pid"])):
+                break
+    path.unlink(missing_ok=True)
+
+
 class ServedBackend(OpenAIBackend):
     """The openai backend over a server it started itself on `model`; close() stops it."""
 
@@ -242,4 +286,13 @@ class ServedBackend(OpenAIBackend):
         self.server.stop()
 
 
-__all__ = ["ManagedServer", "ServedBackend", "ServerState", "default_command", "free_port", "port_open"]
+__all__ = [
+    "ManagedServer",
+    "ServedBackend",
+    "ServerState",
+    "default_command",
+    "free_port",
+    "port_open",
+    "running",
+    "stop_stale",
+]
