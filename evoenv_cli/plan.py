@@ -453,23 +453,24 @@ def colocated_context(t: Any, m: ModelShape, prompt_tokens: int = PROMPT_TOKENS)
     return m.max_position
 
 
-def launch_settings(train_launch: str) -> tuple[int, str]:
+def launch_settings(train_launch: str) -> tuple[int | None, str]:
     """(processes, sharding) from `iterate.train_launch` ("accelerate launch --num_processes 8
-    --use_deepspeed --zero_stage 3 ..."): sharding is none | zero1 | zero2 | zero3 | fsdp."""
+    --use_deepspeed --zero_stage 3 ..."): processes as the loop counts them (None: the
+    launcher's choice, every visible GPU), sharding none | zero1 | zero2 | zero3 | fsdp."""
+    from evoenv_cli.stages.iterate import launch_processes
+
     words = shlex.split(train_launch or "")
-    procs, sharding = 1, "none"
+    sharding = "none"
     for i, w in enumerate(words):
         key, _, inline = w.partition("=")
         value = inline or (words[i + 1] if i + 1 < len(words) else "")
-        if key in ("--num_processes", "--num-processes", "--nproc_per_node", "--nproc-per-node"):
-            procs = int(value) if value.isdigit() else procs
-        elif key in ("--zero_stage", "--zero-stage") and value.isdigit():
+        if key in ("--zero_stage", "--zero-stage") and value.isdigit():
             sharding = f"zero{value}"
         elif key in ("--use_fsdp", "--use-fsdp"):
             sharding = "fsdp"
         elif key in ("--config_file", "--config-file"):
             sharding = _sharding_of_file(value) or sharding
-    return procs, sharding
+    return launch_processes(train_launch), sharding
 
 
 def _sharding_of_file(name: str) -> str | None:
@@ -591,6 +592,7 @@ def _llm_phase(p: Plan, recipe, m: ModelShape) -> None:
 def _train_phase(p: Plan, recipe, m: ModelShape) -> None:
     t = recipe.train
     procs, sharding = launch_settings(recipe.iterate.train_launch)
+    procs = procs or p.gpus
     sharding = _sharding_of_file(str(_setting(t, "accelerate_config", default=""))) or sharding
     stage = _stage_of(sharding)
     if procs > p.gpus:

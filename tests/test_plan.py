@@ -98,6 +98,7 @@ def test_launch_settings_read_processes_and_sharding():
     assert P.launch_settings("accelerate launch --num_processes=4 --use_deepspeed --zero_stage 3") == (4, "zero3")
     assert P.launch_settings("accelerate launch --config_file cfg/fsdp.yaml --num_processes 2") == (2, "fsdp")
     assert P.launch_settings("") == (1, "none")
+    assert P.launch_settings("accelerate launch --use_fsdp") == (None, "fsdp")  # the launcher's choice: every GPU
 
 
 # -- refusals --------------------------------------------------------------------------------------
