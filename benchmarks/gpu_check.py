@@ -74,6 +74,8 @@ class Skip(Exception):
 
 # -- steps ---------------------------------------------------------------------------------------
 def cuda() -> str:
+    if importlib.util.find_spec("torch") is None:
+        raise Skip(f"no torch in {sys.executable}: run it with the Python that has torch (make gpu-check PYTHON=...)")
     import torch
 
     if not torch.cuda.is_available():
@@ -116,6 +118,8 @@ def wheels(folder: Path) -> str:
 
 
 def need_gpu() -> None:
+    if importlib.util.find_spec("torch") is None:
+        raise Skip("no torch")
     import torch
 
     if not torch.cuda.is_available():
