@@ -135,7 +135,7 @@ BackendOpt = Annotated[
     str | None,
     typer.Option(
         "--backend",
-        help="How to generate: hf (transformers, in-process), openai (an OpenAI-compatible server at --base-url) or vllm (in-process, GPU).",
+        help="How to generate: hf (transformers, in-process), openai (an OpenAI-compatible server at --base-url), vllm (in-process, GPU) or vllm_server (a vllm serve started for the stage and stopped after it).",
     ),
 ]
 BaseUrlOpt = Annotated[
