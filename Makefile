@@ -13,7 +13,7 @@ ROUNDS ?= 2
 RECIPE ?= recipes/cpu-demo.yaml
 MODEL ?=
 
-.PHONY: setup test test-fast test-vllm bench bench-learning bench-generate bench-curves bench-arena demo iterate lint clean
+.PHONY: setup test test-fast test-vllm gpu-wheels gpu-check bench bench-learning bench-generate bench-curves bench-arena demo iterate lint clean
 
 $(BIN)/evoenv: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -83,6 +83,28 @@ test-vllm:
 	-.venv-vllm/bin/pip uninstall -y -q torchvision torchaudio torchcodec
 	.venv-vllm/bin/pip install -q -e '.[dev]'
 	.venv-vllm/bin/python -m pytest -q tests/llm/test_vllm_backend.py
+
+# The GPU check (benchmarks/gpu_check.py, at most ten minutes; docs/gpu.md): on a machine with a
+# CUDA device it runs as is, installing what it lacks --no-deps from GPU_WHEELS (it has no network);
+# without one it says so, a SKIP line per GPU step. `make gpu-wheels` fills GPU_WHEELS here: TRL,
+# datasets and their small dependencies for Python 3.12 on x86-64 Linux, at the versions this venv
+# runs (pyarrow at 24.0.0, the oldest datasets 5.2 takes: 49 MB against 26.0.1's 55), and evoenv
+# itself: about 60 MiB, under the 64 MiB a device run may carry (the target refuses more).
+GPU_WHEELS ?= gpu-wheels
+GPU_PY ?= 3.12
+GPU_WHEEL_PINS ?= trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 xxhash==4.1.0 \
+	pyarrow==24.0.0 pandas==3.1.1 python-dateutil==4.0.0 pytz==2026.6 tzdata==2026.6
+gpu-wheels: setup
+	rm -rf $(GPU_WHEELS) && mkdir -p $(GPU_WHEELS)
+	$(BIN)/pip download -q --no-deps --only-binary=:all: --python-version $(GPU_PY) \
+		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+		-d $(GPU_WHEELS) $(GPU_WHEEL_PINS)
+	$(BIN)/pip wheel -q --no-deps -w $(GPU_WHEELS) .
+	@size=$$(du -sm $(GPU_WHEELS) | cut -f1); echo "$(GPU_WHEELS): $$size MiB"; \
+		test $$size -le 62 || { echo "over the 64 MiB a device run may carry (with the clone)"; exit 1; }
+
+gpu-check:
+	$(PYTHON) benchmarks/gpu_check.py --wheels $(GPU_WHEELS)
 
 lint: setup
 	$(BIN)/ruff check evoenv_cli tests benchmarks seeds

@@ -44,8 +44,12 @@ def display_name(name: str) -> str:
 
 
 def _tmp_path(p: Path) -> Path:
-    """Where `p` is written before it replaces `p`: one fixed name, so a rerun of a killed
-    write truncates and replaces it instead of leaving another one beside it."""
+    """Where `p` is written before it replaces `p`: one fixed name per process, so a rerun of
+    a killed write truncates and replaces it instead of leaving another one beside it. Under a
+    distributed launcher (`accelerate launch`, torchrun: RANK of WORLD_SIZE > 1) the name holds
+    the rank, so two ranks writing one file never share a temp file (each rename is whole)."""
+    if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
+        return p.with_name(f".{p.name}.rank{os.environ.get('RANK', '0')}.tmp")
     return p.with_name(f".{p.name}.tmp")
 
 

@@ -39,6 +39,7 @@ PIPELINE_ORDER = (
     "sample",
     "train",
     "evaluate",
+    "plan",
     "iterate",
     "import",
     "export",
@@ -134,7 +135,7 @@ BackendOpt = Annotated[
     str | None,
     typer.Option(
         "--backend",
-        help="How to generate: hf (transformers, in-process), openai (an OpenAI-compatible server at --base-url) or vllm (in-process, GPU).",
+        help="How to generate: hf (transformers, in-process), openai (an OpenAI-compatible server at --base-url), vllm (in-process, GPU) or vllm_server (a vllm serve started for the stage and stopped after it).",
     ),
 ]
 BaseUrlOpt = Annotated[
@@ -912,6 +913,12 @@ def train(
     max_completion_length: Annotated[
         int | None, typer.Option("--max-completion-length", help="Tokens per completion.", min=1)
     ] = None,
+    merge_lora: Annotated[
+        bool | None,
+        typer.Option(
+            "--merge-lora", help="With LoRA, also write the merged full model to OUT/merged (train.merge_lora)."
+        ),
+    ] = None,
     lora: Annotated[
         bool | None, typer.Option("--lora/--full", help="Train a LoRA adapter (peft) or all weights.")
     ] = None,
@@ -953,6 +960,7 @@ def train(
         per_device_train_batch_size=batch_size,
         max_completion_length=max_completion_length,
         lora=lora,
+        merge_lora=merge_lora,
         use_vllm=use_vllm,
         seed=seed,
         zero_variance=zero_variance,
@@ -969,21 +977,22 @@ def train(
         raise artifacts.InputError(f"{config}: {exc}" if config is not None else str(exc)) from None
     # --resume may raise max_steps to train on: not in the settings
     wanted = {k: v for k, v in cfgmod.to_dict(cfg).items() if k != "max_steps"}
-    artifacts.prepare_out_dir(
-        out,
-        resume,
-        clean,
-        envs=False,
-        resumable=True,
-        settings=_settings(
-            train=wanted,
-            reward=recipe.reward,
-            answer=recipe.answer,
-            limits=recipe.runtime.limits,
-            model=model,
-            data=data,
-        ),
-    )
+    if stage.is_main_rank():  # under accelerate launch every rank runs this command; one prepares OUT
+        artifacts.prepare_out_dir(
+            out,
+            resume,
+            clean,
+            envs=False,
+            resumable=True,
+            settings=_settings(
+                train=wanted,
+                reward=recipe.reward,
+                answer=recipe.answer,
+                limits=recipe.runtime.limits,
+                model=model,
+                data=data,
+            ),
+        )
     summary = stage.run(
         data,
         lib,
@@ -996,6 +1005,8 @@ def train(
         eval_data=eval_data,
         answer=recipe.answer,
     )
+    if not stage.is_main_rank():  # the other ranks of a launch: rank 0 reports for all
+        return
     if as_json:
         emit(json.dumps(summary))
     else:
@@ -1175,6 +1186,10 @@ def iterate(
         "runs/demo"
     ),
     seeds: Annotated[Path, typer.Option("--seeds", help="The seed environments that start the pool.")] = Path("seeds"),
+    no_plan: Annotated[
+        bool,
+        typer.Option("--no-plan", help="Skip the memory plan a recipe with a '# hardware:' line is checked against."),
+    ] = False,
 ) -> None:
     """The self-evolving loop: synthesize, validate, review, compose, dedupe, calibrate, rotate
     the pool, sample, train and evaluate, round after round, in one program (one sandbox
@@ -1197,8 +1212,12 @@ def iterate(
         raise InputError(
             f"{recipe}: backend.kind openai cannot follow the policy: the loop trains a new "
             "checkpoint every round, and a server started beforehand keeps serving the weights "
-            "it loaded; use backend hf or vllm for iterate (openai serves stages run by hand)"
+            "it loaded; use backend vllm_server (the loop starts one per policy), hf or vllm"
         )
+    if not no_plan:
+        from evoenv_cli import plan as planner
+
+        planner.preflight(recipe, policy, note=lambda m: err.print(m, markup=False, soft_wrap=True))
     build = recipe_cfg.iterate.build_model
     if build not in ("", "tiny", "starter"):
         raise InputError(f"{recipe}: iterate.build_model must be '', 'tiny' or 'starter' (got {build!r})")
@@ -1227,6 +1246,7 @@ def iterate(
         log=lambda m: err.print(m, markup=False, soft_wrap=True),
         progress=_progress,
     )
+    loop.train_launch()  # the launcher and its accelerate config, checked before the first stage
     try:
         stage.run(loop, rounds)
     except stage.StageFailed as exc:
@@ -1244,6 +1264,45 @@ def iterate(
         )
         raise typer.Exit(130) from None
     err.print(f"rounds in {run_dir / 'rounds.jsonl'}", markup=False)
+
+
+@app.command("plan")
+@stage_command
+def plan_command(
+    recipe: Annotated[
+        Path, typer.Argument(help="The recipe to check (its '# hardware: N x GB GB' line is the default).")
+    ],
+    gpus: Annotated[int | None, typer.Option("--gpus", help="GPUs on the machine.", min=1)] = None,
+    gpu_memory: Annotated[
+        float | None, typer.Option("--gpu-memory", help="GB per GPU, as the card is sold (80 for an H100).", min=1)
+    ] = None,
+    model: ModelOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Whether a recipe fits its GPUs, before anything loads: per-GPU memory of the LLM stages'
+    vLLM engine (weights, KV cache at max_model_len) and of training (weights, gradients and
+    optimizer state under the dtype, LoRA and ZeRO/FSDP stage; activations and logits at the
+    batch and sequence lengths; the colocated vLLM share), and disk per round.
+
+    It also checks every stage's token budget against the model's context and TRL's batch
+    divisibility, and exits 2 naming the term that does not fit. The model's shape comes from
+    its local config.json or a table of known models (nothing is downloaded). `iterate` runs
+    the same check.
+
+    Example: [bold]evoenv plan recipes/paper-8xgpu.yaml --gpus 8 --gpu-memory 80[/]
+    """
+    import json
+
+    from evoenv_cli import plan as planner
+
+    result = planner.plan(recipe, model, gpus, gpu_memory)
+    if as_json:
+        emit(json.dumps(result.to_json()))
+    else:
+        for line in result.lines():
+            err.print(line, markup=False, soft_wrap=True)
+    if not result.fits:
+        fail(2, result.refusal())
 
 
 @app.command("import")

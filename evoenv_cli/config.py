@@ -207,8 +207,9 @@ class BackendConfig:
     """The policy model and how to reach it; one section shared by every LLM stage (synthesize,
     review, calibrate, evaluate), so one policy plays every role unless a flag says otherwise."""
 
-    # hf (transformers, in-process) | openai (an OpenAI-compatible server) | vllm
-    kind: str = field(default="hf", metadata={"choices": ("hf", "openai", "vllm")})
+    # hf (transformers, in-process) | openai (an OpenAI-compatible server) | vllm | vllm_server
+    # (a server the loop starts on each policy and stops before training: llm/served.py)
+    kind: str = field(default="hf", metadata={"choices": ("hf", "openai", "vllm", "vllm_server")})
     model: str | None = None  # a checkpoint folder or hub name; for openai, the served name
     base_url: str | None = None  # openai: e.g. http://127.0.0.1:8000/v1
     api_key_env: str = "OPENAI_API_KEY"  # openai: the variable holding the key (may be unset)
@@ -217,10 +218,20 @@ class BackendConfig:
     # openai: on 429/5xx/timeouts/connection errors, with backoff
     max_retries: int = field(default=4, metadata={"min": 0})
     tensor_parallel_size: int = field(default=1, metadata={"min": 1})  # vllm
+    # vllm: the share of each GPU's memory the engine may take (weights, then KV cache)
+    gpu_memory_utilization: float = field(default=0.9, metadata={"gt": 0, "max": 1})
+    # vllm: the engine's context; None: room for each call's longest prompt + max_tokens
+    max_model_len: int | None = field(default=None, metadata={"min": 1})
     device: str = "auto"  # hf: auto | cpu | cuda | cuda:1 ...
     dtype: str = "auto"  # hf, vllm: auto | float32 | bfloat16 | float16
     chat_template_kwargs: dict[str, Any] | None = None  # e.g. {enable_thinking: false}
     options: dict[str, Any] = field(default_factory=dict)  # more keyword arguments for the backend
+    # vllm_server: the start command, a template ("": vllm serve with these settings; see llm/served.py)
+    serve_command: str = ""
+    # vllm_server: the GPUs it serves on (CUDA_VISIBLE_DEVICES), data-parallel over them ([]: as visible, one engine)
+    gpus: list[int] = field(default_factory=list, metadata={"items": {"min": 0}})
+    port: int = field(default=0, metadata={"min": 0, "max": 65535})  # vllm_server: 0 picks a free one
+    startup_timeout_s: float = field(default=1800.0, metadata={"gt": 0})  # vllm_server: until /health answers
 
 
 @dataclass
@@ -337,7 +348,8 @@ class TrainConfig:
     scale_rewards: str = "group"
     logging_steps: int = field(default=1, metadata={"min": 1})
     save_steps: int = field(default=50, metadata={"min": 1})
-    save_total_limit: int = field(default=2, metadata={"min": 1})
+    # checkpoints kept (each with optimizer state); resuming needs only the latest
+    save_total_limit: int = field(default=1, metadata={"min": 1})
     # with --eval-data: evaluate every N steps (None: save_steps)
     eval_steps: int | None = field(default=None, metadata={"min": 1})
     # None: per_device_train_batch_size
@@ -363,6 +375,14 @@ class TrainConfig:
     vllm_server_base_url: str | None = None
     vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"gt": 0, "max": 1})
     vllm_tensor_parallel_size: int = field(default=1, metadata={"min": 1})
+    # colocated vLLM's context (TRL's vllm_max_model_length); None: the longest prompt of the
+    # rows + max_completion_length (left to vLLM, it would take the model's whole context)
+    vllm_max_model_length: int | None = field(default=None, metadata={"min": 1})
+    # leave completions cut at max_completion_length out of the loss (TRL's flag)
+    mask_truncated_completions: bool = True
+    # `accelerate launch --config_file` for iterate's train_launch: zero2 | zero3 | fsdp (shipped
+    # in evoenv_cli/accelerate_configs/) or a YAML file; "": accelerate's default (plain DDP)
+    accelerate_config: str = ""
     chat_template_kwargs: dict | None = None
     # Groups whose completions all got the same reward: "skip" (GRPO's zero advantage, no gradient)
     # or "judge" (Reasoning Arena: ranked by a judge, see the arena section).

@@ -27,26 +27,30 @@ import os
 import re
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
 from evoenv_cli.envfile import EnvFile
-from evoenv_cli.llm.base import final_text
 from evoenv_cli.reward_audit import RewardAudit
 from evoenv_cli.runtime.pool import Call, Limits, SandboxPool
+from evoenv_cli.thinking import answer_part, cut_at_length
 
 _PATTERNS: dict[str, re.Pattern] = {}
 
 
-def extract_answer(text: Any, tag: str = "answer") -> str | None:
+def extract_answer(
+    text: Any, tag: str = "answer", *, opened: bool | None = False, truncated: bool = False
+) -> str | None:
     """The content of the last <tag>...</tag> block after the reasoning, stripped; None when
-    there is none. Only the part after the last `</think>` counts (an `<answer>` mentioned
-    while reasoning is not the answer), and a response whose `<think>` never closes has no
-    answer. An empty tag takes the whole final part (for models trained without answer tags)."""
+    there is none. The thinking rule is `thinking.answer_part`'s: only the part after the last
+    `</think>` counts; a response whose `<think>` never closes (in it, or in the prompt when
+    `opened`) has no answer, nor has a response cut at the length limit (`truncated`) by a model
+    whose template is unknown (`opened` None) before any `</think>`. An empty tag takes the
+    whole final part (for models trained without answer tags)."""
     if not isinstance(text, str):
         return None
-    text = final_text(text)
+    text = answer_part(text, opened=opened, truncated=truncated)
     if text is None:
         return None
     if not tag:
@@ -59,6 +63,14 @@ def extract_answer(text: Any, tag: str = "answer") -> str | None:
     for m in pattern.finditer(text):
         last = m
     return None if last is None else last.group(1).strip()
+
+
+def completion_cuts(completions: list[Any], completion_ids: list | None, end_ids: Collection[int] | None) -> list[bool]:
+    """Per completion TRL scored, whether the generator cut it at the length limit (read from
+    `completion_ids` when the reward knows the end tokens; else none is known cut)."""
+    if completion_ids is None or not end_ids:
+        return [False] * len(completions)
+    return [cut_at_length(ids, end_ids) for ids in completion_ids]
 
 
 def row_instance(value: Any) -> dict | None:
@@ -121,6 +133,11 @@ class EnvReward:
         self.by_name = {e.name: e for e in envs}
         self.answer_tag = answer_tag
         self.format_weight = format_weight
+        # the thinking rule's inputs, set by a trainer that knows its tokenizer: whether the chat
+        # template opens <think> in the prompt, and the ids that end a completion (so one that
+        # stops without them was cut at the length limit)
+        self.opens_think: bool | None = None  # None: not known (a trainer outside evoenv)
+        self.end_ids: Collection[int] | None = None
         self._pool_args = dict(limits=limits, sandbox_mode=sandbox, workers=workers)
         self._pool: SandboxPool | None = pool
         self._borrowed = pool is not None
@@ -172,13 +189,26 @@ class EnvReward:
         )
 
     def details(
-        self, completions: list[Any], env_id: list[str], instance: list[Any], env_name: list[str] | None = None
+        self,
+        completions: list[Any],
+        env_id: list[str],
+        instance: list[Any],
+        env_name: list[str] | None = None,
+        completion_ids: list | None = None,
+        *,
+        cuts: list[bool] | None = None,
+        opened: bool | None = None,
     ) -> list[dict]:
         """Per completion: the extracted answer, the environment's score, and the reward. A row
         whose env_id, env_name or instance has the wrong type (or an instance that is not a
-        JSON object) scores 0 with status "bad_row"; an env_id not in the library raises."""
+        JSON object) scores 0 with status "bad_row"; an env_id not in the library raises.
+        Which completions were cut at the length limit: `cuts`, or read from `completion_ids`
+        (TRL's); `opened`: the template opened <think> (default: this reward's setting)."""
         texts = [completion_text(c) for c in completions]
-        answers = [extract_answer(t, self.answer_tag) for t in texts]
+        if cuts is None:
+            cuts = completion_cuts(completions, completion_ids, self.end_ids)
+        opened = self.opens_think if opened is None else opened
+        answers = [extract_answer(t, self.answer_tag, opened=opened, truncated=cut) for t, cut in zip(texts, cuts)]
         jobs: dict[str, tuple[EnvFile, list[Call], list[int]]] = {}
         statuses = ["no_answer" if a is None else "" for a in answers]
         for i, (eid, inst, ans) in enumerate(zip(env_id, instance, answers)):
@@ -233,7 +263,9 @@ class EnvReward:
     ) -> list[float]:
         if completions is None or env_id is None or instance is None:
             raise ValueError("EnvReward needs completions, env_id and instance (columns of evoenv rows)")
-        return [d["reward"] for d in self.details(completions, env_id, instance, env_name)]
+        return [
+            d["reward"] for d in self.details(completions, env_id, instance, env_name, kwargs.get("completion_ids"))
+        ]
 
 
 class FormatReward:
@@ -244,13 +276,21 @@ class FormatReward:
 
     def __init__(self, answer_tag: str = "answer"):
         self.answer_tag = answer_tag
+        self.opens_think: bool | None = None  # as EnvReward's
+        self.end_ids: Collection[int] | None = None
 
     def __call__(
         self, prompts: list[Any] | None = None, completions: list[Any] | None = None, **kwargs: Any
     ) -> list[float]:
         if completions is None:
             raise ValueError("FormatReward needs completions")
-        return [0.0 if extract_answer(completion_text(c), self.answer_tag) is None else 1.0 for c in completions]
+        cuts = completion_cuts(completions, kwargs.get("completion_ids"), self.end_ids)
+        return [
+            0.0
+            if extract_answer(completion_text(c), self.answer_tag, opened=self.opens_think, truncated=cut) is None
+            else 1.0
+            for c, cut in zip(completions, cuts)
+        ]
 
 
 # -- one EnvReward per process, for trainers that import a function by path ---------------------

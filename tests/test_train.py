@@ -17,6 +17,9 @@ RECIPE = """train:
   learning_rate: 0.01
   gradient_checkpointing: false
   save_steps: 2
+  # the random model's completions all run to max_completion_length: masked (the default),
+  # none would count in the loss and no weight would change
+  mask_truncated_completions: false
 answer:
   tag: ""
 """

@@ -11,8 +11,9 @@ when nothing at all could be done (every request failed to connect, the model ca
 Seeds: completion `j` of the prompt with id `p` is sampled with `request_seed(sampling.seed,
 p, j)`. Prompt ids default to positions in the call (0, 1, ...); a stage that generates in
 chunks (or resumes) passes stable ids (`prompt_ids=`) so a prompt gets the same seeds however
-the work is split. Backends honour the seeds where they can: `vllm` per completion, `openai`
-per request (servers differ in how faithfully), `hf` per batch (same call, same output).
+the work is split. Backends honour the seeds where they can: `openai` per request (servers
+differ in how faithfully), `hf` per batch (same call, same output); `vllm` seeds its engine once
+instead (a seed per request would put vLLM's sampler on its slow per-request path).
 
 Heavy libraries (torch, transformers, vllm) are imported only when a backend is built.
 """
@@ -23,13 +24,13 @@ import dataclasses
 import difflib
 import hashlib
 import importlib.util
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from evoenv_cli.errors import InputError
+from evoenv_cli.thinking import final_text, strip_thinking
 
 Messages = list[dict[str, Any]]  # one chat conversation: [{"role": ..., "content": ...}, ...]
 FINISH_REASONS = ("stop", "length", "error")
@@ -129,6 +130,9 @@ class BaseBackend:
     # finished so far in the current `generate` call (0 at its start). Never raises into it.
     progress: Callable[[int, int], None] | None = None
     generated_tokens = 0  # over the backend's life, for run statistics
+    # the chat template opens `<think>` in the prompt (see `thinking`): set by backends that
+    # render the template themselves; None: not known (a server's template)
+    opens_think: bool | None = None
 
     def _report(self, done: int, total: int) -> None:
         if self.progress is not None:
@@ -183,27 +187,14 @@ def request_seed(seed: int | None, prompt_id: int, j: int) -> int | None:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
-_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
-
-
-def final_text(text: str | None) -> str | None:
-    """What a response says after its reasoning: the text after the last `</think>` (a chat
-    template may open `<think>` in the prompt, so the response holds only the closing tag);
-    the whole text when it has no thinking tags; None when a `<think>` never closes (the
-    reasoning did not end, so the response has no final part)."""
-    text = text or ""
-    closes = list(_THINK_CLOSE.finditer(text))
-    if closes:
-        return text[closes[-1].end() :]
-    if _THINK_OPEN.search(text):
-        return None
-    return text
-
-
-def strip_thinking(text: str | None) -> str:
-    """A response without its reasoning (what a stage should parse); "" when it never ended."""
-    return final_text(text) or ""
+def prompt_tokens(tokenizer: Any, prompt: Messages | str, chat_template_kwargs: dict | None = None) -> int:
+    """How many tokens a prompt is once the model sees it: chat messages rendered by the chat
+    template with the assistant turn opened, text as it is."""
+    if not isinstance(prompt, str):
+        prompt = tokenizer.apply_chat_template(
+            list(prompt), tokenize=False, add_generation_prompt=True, **(chat_template_kwargs or {})
+        )
+    return len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
 
 
 def one_line(exc: BaseException) -> str:
@@ -282,7 +273,7 @@ def check_backend(kind: str, model: str | None) -> None:
         from evoenv_cli.llm.vllm_backend import NEEDS_VLLM
 
         raise BackendUnavailable(NEEDS_VLLM)
-    if kind in ("hf", "vllm"):  # an openai backend's model is the name the server serves
+    if kind in ("hf", "vllm", "vllm_server"):  # an openai backend's model is the name the server serves
         resolve_model(model)
 
 
@@ -290,6 +281,7 @@ BACKENDS = {
     "hf": ("evoenv_cli.llm.hf", "HFBackend"),
     "openai": ("evoenv_cli.llm.openai_compat", "OpenAIBackend"),
     "vllm": ("evoenv_cli.llm.vllm_backend", "VLLMBackend"),
+    "vllm_server": ("evoenv_cli.llm.served", "ServedBackend"),
 }
 
 
@@ -315,7 +307,11 @@ def make_backend(kind: str, model: str, **options: Any) -> Backend:
 _CONFIG_FIELDS = {
     "hf": ("device", "dtype"),
     "openai": ("base_url", "api_key_env", "concurrency", "timeout_s", "max_retries"),
-    "vllm": ("tensor_parallel_size", "dtype"),
+    "vllm": ("tensor_parallel_size", "dtype", "gpu_memory_utilization", "max_model_len"),
+    "vllm_server": (
+        *("serve_command", "gpus", "port", "startup_timeout_s", "tensor_parallel_size", "dtype"),
+        *("gpu_memory_utilization", "max_model_len", "api_key_env", "concurrency", "timeout_s", "max_retries"),
+    ),
 }
 
 
@@ -349,6 +345,7 @@ __all__ = [
     "make_backend",
     "normalize_finish_reason",
     "one_line",
+    "prompt_tokens",
     "request_seed",
     "resolve_model",
     "strip_thinking",

@@ -32,6 +32,7 @@ from evoenv_cli.llm.base import (
     one_line,
     resolve_model,
 )
+from evoenv_cli.thinking import template_opens_think
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +132,7 @@ class HFBackend(BaseBackend):
             reminder.addFilter(_GenerateLengthReminder())
         if not getattr(tok, "chat_template", None):
             raise BackendError(f"hf backend: {model!r} has no chat template (a base model?); use a chat/instruct model")
+        self.opens_think = template_opens_think(tok, self.chat_template_kwargs)
         gc = self.lm.generation_config
         eos = gc.eos_token_id if gc.eos_token_id is not None else tok.eos_token_id
         eos_ids = [eos] if isinstance(eos, int) else list(eos or [])

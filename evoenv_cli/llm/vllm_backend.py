@@ -1,10 +1,19 @@
 """The `vllm` backend: an in-process `vllm.LLM` (GPU boxes; `pip install 'evoenv[vllm]'`).
 
 Every request of a `generate` call goes to vLLM as one batch through `LLM.chat` (the model's
-chat template, `add_generation_prompt=True`), one request per completion with `n=1` and its own
-`SamplingParams.seed = request_seed(sampling.seed, prompt_id, j)`: completion `j` of a prompt is
-the same whatever `n` or batch it was asked in. (vLLM's prefix cache shares the prompt between
-the `n` requests; greedy runs send one request per prompt and copy it.)
+chat template, `add_generation_prompt=True`), one request per prompt with `n` completions.
+
+Seeds: the engine is seeded once (`seed=`, the run's seed), and no request carries a seed of
+its own. A per-request seed sends vLLM's sampler down its per-request path (one generator per
+request, sampled in a Python loop) instead of its batched one; determinism is the engine's:
+the same engine seed, prompts and settings give the same completions, but one prompt asked
+alone is not the same draw as in a batch (the `SamplingConfig.seed` is recorded, not sent).
+
+Context: vLLM takes the model's full context when `max_model_len` is not given (262,144
+tokens for Qwen3-4B-Thinking-2507), and refuses to start when that KV cache does not fit its
+`gpu_memory_utilization` share. Left unset here, the engine is built at the first `generate`
+with room for that call's longest prompt plus its `max_tokens` (rounded up, at most the
+model's context), and built again, larger, for a later call that needs more.
 
 If the batch fails as a whole (say one prompt is longer than the context), each prompt is
 retried alone so one bad prompt costs only its own completions (finish reason "error").
@@ -25,9 +34,10 @@ from evoenv_cli.llm.base import (
     SamplingConfig,
     normalize_finish_reason,
     one_line,
-    request_seed,
+    prompt_tokens,
     resolve_model,
 )
+from evoenv_cli.thinking import template_opens_think
 
 NEEDS_VLLM = "the vllm backend needs vLLM: pip install 'evoenv[vllm]' on a GPU machine"
 
@@ -38,6 +48,18 @@ def _import_vllm():
     except ImportError:
         raise BackendUnavailable(NEEDS_VLLM) from None
     return vllm
+
+
+# The engine's context is rounded up to this many tokens, so stages whose needs differ a
+# little share one engine instead of each building its own.
+CONTEXT_STEP = 2048
+
+
+def context_for(need: int, model_context: int | None) -> int:
+    """The `max_model_len` for a call that needs `need` tokens (longest prompt + max_tokens):
+    rounded up to CONTEXT_STEP, never beyond the model's own context."""
+    length = -(-need // CONTEXT_STEP) * CONTEXT_STEP
+    return min(length, model_context) if model_context else length
 
 
 class VLLMBackend(BaseBackend):
@@ -58,10 +80,20 @@ class VLLMBackend(BaseBackend):
     ):
         where = resolve_model(model)
         vllm = _import_vllm()
+        from transformers import AutoConfig, AutoTokenizer
+
         self.model = model
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self._vllm = vllm
         self._SamplingParams = vllm.SamplingParams
-        kwargs = dict(
+        self.tokenizer = AutoTokenizer.from_pretrained(where, trust_remote_code=trust_remote_code)
+        self.opens_think = template_opens_think(self.tokenizer, self.chat_template_kwargs)
+        config = AutoConfig.from_pretrained(where, trust_remote_code=trust_remote_code)
+        self.model_context = getattr(config, "max_position_embeddings", None)
+        self.fixed_len = max_model_len
+        self.max_model_len: int | None = None  # the running engine's
+        self.builds = 0
+        self._engine_kwargs = dict(
             model=where,
             tensor_parallel_size=tensor_parallel_size,
             dtype=dtype,
@@ -71,16 +103,31 @@ class VLLMBackend(BaseBackend):
             trust_remote_code=trust_remote_code,
             **engine_kwargs,
         )
+        self.llm = None
         if max_model_len is not None:
-            kwargs["max_model_len"] = max_model_len
-        self.llm = vllm.LLM(**kwargs)
+            self._build(max_model_len)
 
-    def _params(self, sampling: SamplingConfig, seed: int | None):
+    def _build(self, length: int) -> None:
+        self.close()
+        self.llm = self._vllm.LLM(**self._engine_kwargs, max_model_len=length)
+        self.max_model_len = length
+        self.builds += 1
+
+    def _engine_for(self, convs: list, max_tokens: int) -> None:
+        """An engine whose context holds the longest of `convs` plus `max_tokens`."""
+        if self.fixed_len is not None:
+            return
+        longest = max(prompt_tokens(self.tokenizer, c, self.chat_template_kwargs) for c in convs)
+        need = context_for(longest + max_tokens, self.model_context)
+        if self.max_model_len is None or need > self.max_model_len:
+            self._build(need)
+
+    def _params(self, sampling: SamplingConfig, n: int):
         return self._SamplingParams(
-            n=1, temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens, seed=seed
+            n=n, temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens
         )
 
-    def _chat(self, conversations: list, params: list) -> list:
+    def _chat(self, conversations: list, params) -> list:
         kwargs: dict[str, Any] = {"use_tqdm": self.progress is not None}  # vLLM's own bar
         if self.chat_template_kwargs:
             kwargs["chat_template_kwargs"] = self.chat_template_kwargs
@@ -89,46 +136,41 @@ class VLLMBackend(BaseBackend):
     def generate(
         self, prompts: Sequence[Messages], sampling: SamplingConfig, *, prompt_ids: Sequence[int] | None = None
     ) -> list[Generation]:
-        ids = self._check(prompts, sampling, prompt_ids)
+        self._check(prompts, sampling, prompt_ids)
         if not prompts:
             return []
         per_prompt = 1 if sampling.greedy else sampling.n
-        rows = [(i, j) for i in range(len(prompts)) for j in range(per_prompt)]
-        seeds = [request_seed(sampling.seed, ids[i], j) for i, j in rows]
-        convs = [list(prompts[i]) for i, _ in rows]
-        params = [self._params(sampling, s) for s in seeds]
+        convs = [list(p) for p in prompts]
+        self._engine_for(convs, sampling.max_tokens)
+        params = self._params(sampling, per_prompt)
         errors: dict[int, str] = {}
         try:
             outputs: list = self._chat(convs, params)
         except Exception as batch_exc:  # isolate the prompt(s) that broke the batch
             outputs = []
-            for r in range(len(rows)):
+            for i, conv in enumerate(convs):
                 try:
-                    outputs.extend(self._chat([convs[r]], [params[r]]))
+                    outputs.extend(self._chat([conv], params))
                 except Exception as exc:
                     outputs.append(None)
-                    errors.setdefault(rows[r][0], one_line(exc))
+                    errors[i] = one_line(exc)
             if all(o is None for o in outputs):
                 raise batch_exc
-        comps: dict[tuple[int, int], Completion] = {}
-        prompt_tokens = [0] * len(prompts)
-        for (i, j), seed, out in zip(rows, seeds, outputs):
-            if out is None:
-                comps[(i, j)] = Completion("", 0, "error", seed)
-                continue
-            prompt_tokens[i] = len(out.prompt_token_ids or [])
-            o = out.outputs[0]
-            reason = "error" if o.finish_reason == "abort" else normalize_finish_reason(o.finish_reason)
-            comps[(i, j)] = Completion(o.text, len(o.token_ids), reason, seed)
-            self.generated_tokens += len(o.token_ids)
-            if reason == "error":
-                errors.setdefault(i, "request aborted by vLLM")
         result = []
-        for i in range(len(prompts)):
-            got = [comps[(i, j)] for j in range(per_prompt)]
+        for i, out in enumerate(outputs):
+            if out is None:
+                result.append(Generation([Completion("", 0, "error", sampling.seed)] * sampling.n, 0, errors[i]))
+                continue
+            got = []
+            for o in out.outputs[:per_prompt]:
+                reason = "error" if o.finish_reason == "abort" else normalize_finish_reason(o.finish_reason)
+                got.append(Completion(o.text, len(o.token_ids), reason, sampling.seed))
+                self.generated_tokens += len(o.token_ids)
+                if reason == "error":
+                    errors.setdefault(i, "request aborted by vLLM")
             if per_prompt < sampling.n:
                 got = [dataclasses.replace(got[0]) for _ in range(sampling.n)]
-            result.append(Generation(got, prompt_tokens[i], errors.get(i)))
+            result.append(Generation(got, len(out.prompt_token_ids or []), errors.get(i)))
         return result
 
     def close(self) -> None:

@@ -65,12 +65,12 @@ MIN_WIDTH = 1e-6  # judge rewards narrower than this would not survive float32: 
 
 
 # -- the judge's prompt and verdict --------------------------------------------------------------
-def parse_verdict(text: str | None) -> str | None:
+def parse_verdict(text: str | None, opened: bool | None = False) -> str | None:
     """ "A", "B" or "tie" from a judge response, or None when it does not parse. Strict: after
     any thinking, the last non-empty line is `VERDICT: A`, `VERDICT: B` or `VERDICT: TIE` and
     no other line names a verdict, or the whole answer is just `A`, `B` or `TIE` (what a small
     model says)."""
-    final = strip_thinking(text).strip()
+    final = strip_thinking(text, opened=opened).strip()
     if final.upper() in ("A", "B", "TIE"):
         return "tie" if final.upper() == "TIE" else final.upper()
     lines = [line for line in final.splitlines() if line.strip()]
@@ -421,6 +421,7 @@ class Arena:
         self.owned = owned  # a judge backend built for this arena, closed with it
         self.group_size = group_size
         self.judge = judge
+        self.judge_opens_think: bool | None = None
         self.procs = procs or SingleProcess()
         self.pool = AnchorPool(cfg.anchors, cfg.max_prompts)
         self.log = artifacts.JsonlAppender(log_path) if log_path is not None and self.procs.rank == 0 else None
@@ -651,7 +652,7 @@ class Arena:
                         {"shown_first": "a" if a_first else "b", "status": "error", "winner": None, "error": error}
                     )
                     continue
-                verdict = parse_verdict(text)
+                verdict = parse_verdict(text, self.judge_opens_think)
                 stats.unparseable += verdict is None
                 winner = "tie" if verdict in (None, "tie") else "a" if (verdict == "A") == a_first else "b"
                 asked.append(
@@ -702,6 +703,7 @@ class Arena:
             )
             try:
                 with self.judge() as backend:
+                    self.judge_opens_think = getattr(backend, "opens_think", None)  # the thinking rule's input
                     gens = (
                         backend.generate(conversations, sampling, prompt_ids=[step * 1_000_000 + i for i in mine])
                         if mine

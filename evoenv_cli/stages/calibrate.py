@@ -162,7 +162,9 @@ def sweep(
             if c.finish_reason == "error":
                 s.curve[p.difficulty].errors += 1
                 continue
-            extracted = extract_answer(c.text, answer.tag)
+            extracted = extract_answer(
+                c.text, answer.tag, opened=getattr(backend, "opens_think", None), truncated=c.finish_reason == "length"
+            )
             row["answer"] = extracted
             if extracted is None:
                 s.curve[p.difficulty].no_answer += 1

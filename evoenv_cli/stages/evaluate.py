@@ -368,7 +368,7 @@ def ask(
     generations = backend.generate([it.messages for it in items], sampling_of(cfg))
     records: list[dict] = []
     env_at: list[int] = []  # positions in records of env samples that have text to score
-    texts, env_ids, instances, names = [], [], [], []
+    texts, cuts, env_ids, instances, names = [], [], [], [], []
     for it, gen in zip(items, generations):
         for j, c in enumerate(gen.completions):
             error = c.finish_reason == "error"
@@ -389,8 +389,11 @@ def ask(
                 "status": "backend_error" if error else "",
                 "finish_reason": c.finish_reason,
             }
+            cut = c.finish_reason == "length"
             if it.kind == "bench" and not error and it.rg_items is not None:
-                answer = extract_answer(c.text, reward.answer_tag)
+                answer = extract_answer(
+                    c.text, reward.answer_tag, opened=getattr(backend, "opens_think", None), truncated=cut
+                )
                 raw, problem = it.rg_items.score(answer, it.index) if answer is not None else (0.0, None)
                 rec.update(
                     answer=answer,
@@ -401,18 +404,24 @@ def ask(
                 if problem:
                     rec["error"] = problem
             elif it.kind == "bench" and not error:
-                answer = extract_answer(c.text, reward.answer_tag)
+                answer = extract_answer(
+                    c.text, reward.answer_tag, opened=getattr(backend, "opens_think", None), truncated=cut
+                )
                 ok, method = checker.check(answer, it.reference)
                 rec.update(answer=answer, score=1.0 if ok else 0.0, status=method)
             elif it.kind == "env" and not error:
                 env_at.append(len(records))
                 texts.append(c.text)
+                cuts.append(cut)
                 env_ids.append(it.env.env_id)
                 instances.append(it.instance)
                 names.append(it.source)
             records.append(rec)
     if texts:  # the training reward's own path: extraction, then score() in the sandbox
-        for k, d in zip(env_at, reward.details(texts, env_ids, instances, names)):
+        for k, d in zip(
+            env_at,
+            reward.details(texts, env_ids, instances, names, cuts=cuts, opened=getattr(backend, "opens_think", None)),
+        ):
             records[k].update(answer=d["answer"], score=float(d["score"]), status=d["status"])
     return records
 

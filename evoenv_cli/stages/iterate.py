@@ -15,7 +15,9 @@ Every stage but train runs in this process, through the same `run()` its command
 loaded: round r's policy serves synthesize, review, calibrate and rotate, the trained one
 serves evaluate and, still loaded, the next round's synthesize. Train is a child process (it
 may need `accelerate launch` and a clean GPU); the policy is closed before it starts, and its
-output streams to the terminal and to round-NN/train/log.txt.
+output streams to the terminal and to round-NN/train/log.txt. With `backend.kind: vllm_server`
+the policy is a server the loop started (llm/served.py): closing it stops the server, so the
+GPUs are free for training, and the trained checkpoint gets a server of its own.
 
 Evaluation compares across rounds: RUN/eval-set/ is the starting pool, fixed at round 1 (its
 environments at their starting levels), plus the recipe's benchmark files; the baseline (the
@@ -37,6 +39,7 @@ run (a partly done stage refuses to resume under settings of its own that change
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -157,7 +160,10 @@ class Loop:
     def _make_backend(self, model: str):
         from evoenv_cli.llm import backend_from_config
 
-        return backend_from_config(self.spec.backend, model=model)
+        cfg = self.spec.backend
+        if cfg.kind == "vllm_server":  # a server per policy (llm/served.py): its log beside the rounds
+            cfg = dataclasses.replace(cfg, options={"log_dir": str(self.run_dir / "serve"), **cfg.options})
+        return backend_from_config(cfg, model=model)
 
     # -- folders ------------------------------------------------------------------------------------
     @property
@@ -367,22 +373,41 @@ class Loop:
             "--config",
             str(self.recipe),
             "--resume",
+            # the next round's policy must be a model vLLM and transformers load, not an adapter
+            *(["--merge-lora"] if self.spec.train.lora else []),
         ]  # a folder with no checkpoint yet (log.txt only) starts from the start
         out.mkdir(parents=True, exist_ok=True)
         log_path = out / "log.txt"
         self.log(f"  $ {shlex.join(argv)}  (output also in {log_path})")
         # torch's threads as this process has them: every core unless OMP_NUM_THREADS is set
-        code = stream(argv, log_path, dict(os.environ))
+        code = stream(argv, log_path, self.train_env())
         if code != 0:
             raise StageFailed(f"train failed (exit {code}); its output is in {log_path}")
 
     def train_launch(self) -> list[str]:
         """The train command's prefix: this interpreter, or the recipe's launcher (`accelerate
         launch ...`) taken from beside this interpreter first, where the environment evoenv is
-        installed in keeps it even when that environment is not on PATH."""
+        installed in keeps it even when that environment is not on PATH. With
+        `train.accelerate_config`, accelerate gets that file (`--config_file`)."""
+        config = self.spec.train.accelerate_config
         if not self.cfg.train_launch:
+            if config:
+                raise artifacts.InputError(
+                    f"{self.recipe}: train.accelerate_config needs iterate.train_launch: "
+                    "'accelerate launch --num_processes N' (N: the GPUs to train on)"
+                )
             return [sys.executable]
         words = shlex.split(self.cfg.train_launch)
+        if config:
+            if words[:2] != ["accelerate", "launch"] and Path(words[0]).name != "accelerate":
+                raise artifacts.InputError(
+                    f"{self.recipe}: train.accelerate_config is a config for `accelerate launch`, "
+                    f"but iterate.train_launch runs {words[0]!r}"
+                )
+            from evoenv_cli.accelerate_configs import config_path
+
+            at = words.index("launch") + 1 if "launch" in words else len(words)
+            words[at:at] = ["--config_file", str(config_path(config))]
         if "/" not in words[0] and Path(sys.executable).with_name(words[0]).is_file():
             return [str(Path(sys.executable).with_name(words[0])), *words[1:]]
         if shutil.which(words[0]) is None:
@@ -391,6 +416,16 @@ class Loop:
                 f"{sys.executable} nor on PATH (install it where evoenv is installed)"
             )
         return words
+
+    def train_env(self) -> dict[str, str]:
+        """The train child's environment: this one, pinned to one GPU when training is one
+        process (no launcher, or `--num_processes 1`), so a single-GPU recipe on a box with
+        several cards uses the first visible one instead of spreading the model over all."""
+        env = dict(os.environ)
+        if launch_processes(self.cfg.train_launch) == 1:
+            visible = env.get("CUDA_VISIBLE_DEVICES")
+            env["CUDA_VISIBLE_DEVICES"] = visible.split(",")[0].strip() if visible else "0"
+        return env
 
     def benches(self) -> list:
         from evoenv_cli.stages import evaluate as stage
@@ -576,6 +611,30 @@ class RoundBook:
 
     def write(self) -> None:
         artifacts.write_json_atomic(self.path, {"stages": self.stages, "totals": self.totals()})
+
+
+def launch_processes(train_launch: str) -> int | None:
+    """How many training processes a train_launch prefix starts: 1 for none (a plain child),
+    the `--num_processes` it names, or None when the launcher decides (every visible GPU)."""
+    if not train_launch:
+        return 1
+    words = shlex.split(train_launch)
+    for i, w in enumerate(words):
+        for flag in ("--num_processes", "--num-processes", "--nproc_per_node", "--nproc-per-node"):
+            if w == flag and i + 1 < len(words) and words[i + 1].isdigit():
+                return int(words[i + 1])
+            if w.startswith(flag + "=") and w.split("=", 1)[1].isdigit():
+                return int(w.split("=", 1)[1])
+    return None
+
+
+def drop_checkpoints(train_dir: Path) -> None:
+    """A finished round's trainer checkpoints (weights again, plus optimizer and scheduler
+    state, several times the model's size) go once its final model is written: they serve
+    only to resume that round's training, and the next round starts from the final model."""
+    checkpoints = train_dir / "checkpoints"
+    if (train_dir / MARKERS["train"]).exists() and checkpoints.is_dir():
+        shutil.rmtree(checkpoints)
 
 
 def stream(argv: list[str], log_path: Path, env: dict) -> int:
@@ -774,6 +833,7 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
             started = time.perf_counter()
             loop.train(data, train, policy)
             book.add_child("train", time.perf_counter() - started, read_json(train / MARKERS["train"]))
+        drop_checkpoints(train)
         policy = policy_of(train)
         loop.stage("evaluate", d / "evaluate", book, loop.evaluate, d / "evaluate", policy, baseline)
         book.write()

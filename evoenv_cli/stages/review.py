@@ -36,9 +36,11 @@ QUESTIONS = {
 ASYMMETRIES = ("algorithmic", "planted", "none")
 
 
-def parse_vote(text: str) -> tuple[dict | None, str]:
-    """The last JSON object in a response with every field well typed, or (None, why)."""
-    body = strip_thinking(text)
+def parse_vote(text: str, opened: bool | None = False, truncated: bool = False) -> tuple[dict | None, str]:
+    """The last JSON object in a response's final part (see `thinking`) with every field well
+    typed, or (None, why). `opened`: the chat template opened `<think>` in the prompt (None: not
+    known); `truncated`: the response was cut at the length limit."""
+    body = strip_thinking(text, opened=opened, truncated=truncated)
     decoder = json.JSONDecoder()
     found = None
     for m in re.finditer(r"\{", body):
@@ -92,7 +94,7 @@ def review_prompt(env: EnvFile, samples, cfg: ReviewConfig) -> str:
     return template("review.txt").format(source=source, instances=instances_text(samples))
 
 
-def decide(env: EnvFile, name: str | None, generation, votes_wanted: int) -> Verdict:
+def decide(env: EnvFile, name: str | None, generation, votes_wanted: int, opened: bool | None = False) -> Verdict:
     votes, approvals, reasons = [], 0, []
     errors = [c for c in generation.completions if c.finish_reason == "error"]
     if errors or len(generation.completions) < votes_wanted:
@@ -105,7 +107,7 @@ def decide(env: EnvFile, name: str | None, generation, votes_wanted: int) -> Ver
             f"votes could not be obtained: {generation.error or 'missing completions'}",
         )
     for c in generation.completions:
-        vote, why = parse_vote(c.text)
+        vote, why = parse_vote(c.text, opened, c.finish_reason == "length")
         if vote is None:
             votes.append({"parsed": False, "reason": why, "finish_reason": c.finish_reason, "text": c.text})
             reasons.append(f"unparseable verdict ({why})")
@@ -176,7 +178,7 @@ def run(
                 conversations, sampling, prompt_ids=[order[env.path.name] for env, _, _ in asks]
             )
             for (env, name, _), gen in zip(asks, generations):
-                finish(decide(env, name, gen, cfg.votes))
+                finish(decide(env, name, gen, cfg.votes, getattr(backend, "opens_think", None)))
         return log.finish(
             "review",
             CHECKS,

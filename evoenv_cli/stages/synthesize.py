@@ -78,13 +78,11 @@ def build_prompt(
     return text, [e.name for e in shown], topic
 
 
-def extract_code(response: str) -> tuple[str | None, str]:
+def extract_code(response: str, opened: bool | None = False, truncated: bool = False) -> tuple[str | None, str]:
     """(code, outcome): the last fenced block that parses and defines the contract's functions;
     thinking text and several blocks are expected. Outcomes: ok, no_code, syntax_error,
     missing_functions."""
-    text = strip_thinking(response)
-    if "<think>" in text.lower():  # an unclosed think block: nothing after it is an answer
-        return None, "no_code"
+    text = strip_thinking(response, opened=opened, truncated=truncated)
     blocks = [body for lang, body in _FENCE.findall(text) if lang.lower() in ("", "python", "py", "python3")]
     if not blocks:
         return None, "no_code"
@@ -140,7 +138,11 @@ def run(
             for i, (text, parents, topic), gen in zip(ids, built, generations):
                 completion = gen.completions[0]
                 code, outcome = (
-                    (None, "error") if completion.finish_reason == "error" else extract_code(completion.text)
+                    (None, "error")
+                    if completion.finish_reason == "error"
+                    else extract_code(
+                        completion.text, getattr(backend, "opens_think", None), completion.finish_reason == "length"
+                    )
                 )
                 file = None
                 if code is not None:

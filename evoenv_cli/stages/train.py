@@ -110,7 +110,7 @@ class StepRewards:
         self.window: dict[str, list[tuple[float, float]]] = defaultdict(list)  # name -> (reward, score)
 
     def __call__(self, prompts=None, completions=None, env_id=None, instance=None, env_name=None, **kwargs):
-        details = self.reward.details(completions, env_id, instance, env_name)
+        details = self.reward.details(completions, env_id, instance, env_name, kwargs.get("completion_ids"))
         with self._lock:
             for d, eid, name in zip(details, env_id, env_name or [None] * len(details)):
                 self.window[name or eid].append((d["reward"], d["score"]))
@@ -120,16 +120,23 @@ class StepRewards:
         if self.format_reward is None:
             return self.arena.rescore_columns(rewards, prompts, completions, env_id, instance, kwargs)
         w = self.format_weight
-        formats = self.format_reward(prompts, completions)
+        formats = self.format_reward(prompts, completions, completion_ids=kwargs.get("completion_ids"))
         totals = [(1.0 - w) * r + w * f for r, f in zip(rewards, formats)]
         judged = self.arena.rescore_columns(totals, prompts, completions, env_id, instance, kwargs)
         return [r + (j - t) / (1.0 - w) for r, t, j in zip(rewards, totals, judged)]
 
-    def drain(self) -> dict[str, dict]:
+    def drain(self, gather=None) -> dict[str, dict]:
+        """Per environment: completions, reward mean/std and pass rate since the last drain.
+        `gather` (every rank calls it, as accelerate's `gather_object`) joins the windows of all
+        ranks, each of which scored only its own share of the step's completions."""
         with self._lock:
-            window, self.window = self.window, defaultdict(list)
+            window, self.window = dict(self.window), defaultdict(list)
+        joined: dict[str, list[tuple[float, float]]] = defaultdict(list)
+        for part in gather([window]) if gather is not None else [window]:
+            for name, pairs in part.items():
+                joined[name].extend(pairs)
         out = {}
-        for name, pairs in sorted(window.items()):
+        for name, pairs in sorted(joined.items()):
             rewards = [r for r, _ in pairs]
             out[name] = {
                 "n": len(pairs),
@@ -140,13 +147,21 @@ class StepRewards:
         return out
 
 
-def grpo_args(cfg: TrainConfig, out: Path, evaluating: bool = False, format_weight: float = 0.0) -> dict[str, Any]:
+def grpo_args(
+    cfg: TrainConfig,
+    out: Path,
+    evaluating: bool = False,
+    format_weight: float = 0.0,
+    vllm_max_model_length: int | None = None,
+) -> dict[str, Any]:
     """GRPOConfig keyword arguments, as TRL 1.x names them. With a format weight w the
     environment reward and the format reward are two reward functions weighted 1 - w and w,
-    so TRL logs each apart and their weighted sum is the reward."""
+    so TRL logs each apart and their weighted sum is the reward. `vllm_max_model_length`: the
+    colocated engine's context when the recipe leaves it unset (see `vllm_context`)."""
     import torch
 
     on_gpu = torch.cuda.is_available() and not cfg.use_cpu
+    bf16 = on_gpu if cfg.bf16 is None else cfg.bf16
     args = dict(
         output_dir=str(out / "checkpoints"),
         learning_rate=cfg.learning_rate,
@@ -168,9 +183,11 @@ def grpo_args(cfg: TrainConfig, out: Path, evaluating: bool = False, format_weig
         warmup_steps=cfg.warmup_steps,
         report_to=cfg.report_to,
         use_cpu=not on_gpu,
-        bf16=on_gpu if cfg.bf16 is None else cfg.bf16,
+        bf16=bf16,
         log_completions=cfg.log_completions,
         use_vllm=cfg.use_vllm,
+        mask_truncated_completions=cfg.mask_truncated_completions,
+        model_init_kwargs=model_init_kwargs(on_gpu, bf16),
     )
     if format_weight:
         args["reward_weights"] = [1.0 - format_weight, format_weight]
@@ -188,6 +205,9 @@ def grpo_args(cfg: TrainConfig, out: Path, evaluating: bool = False, format_weig
             vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
             vllm_tensor_parallel_size=cfg.vllm_tensor_parallel_size,
         )
+        length = cfg.vllm_max_model_length or vllm_max_model_length
+        if cfg.vllm_mode == "colocate" and length:
+            args["vllm_max_model_length"] = length
         if cfg.vllm_mode == "server" and cfg.vllm_server_base_url:
             args["vllm_server_base_url"] = cfg.vllm_server_base_url
     if cfg.chat_template_kwargs:
@@ -201,6 +221,45 @@ def grpo_args(cfg: TrainConfig, out: Path, evaluating: bool = False, format_weig
         cfg.gradient_checkpointing
     )
     return args
+
+
+def world_size() -> int:
+    """Processes in this training run, as the launcher (accelerate launch, torchrun) says."""
+    return int(os.environ.get("WORLD_SIZE", "1") or 1)
+
+
+def is_main_rank() -> bool:
+    """Whether this process writes the run's files: rank 0, or the only process. Known before
+    any process group exists (the launcher sets RANK), so output folders are prepared by it."""
+    return int(os.environ.get("RANK", "0") or 0) == 0
+
+
+def model_init_kwargs(on_gpu: bool, bf16: bool) -> dict[str, Any]:
+    """How TRL loads the policy from its path (GRPOTrainer passes these to
+    `create_model_from_path`, whose dtype default is float32): bfloat16 weights on GPUs with
+    bf16 on, float32 on the CPU. One process on a GPU box keeps the whole model on its one
+    device: TRL's default there is device_map="auto", which spreads a model over every visible
+    card (naive pipelining, the other cards' memory taken). Under a launcher each rank's
+    accelerator places it (TRL sets None itself for DDP and DeepSpeed; FSDP needs it too)."""
+    kwargs: dict[str, Any] = {"dtype": "bfloat16" if on_gpu and bf16 else "float32"}
+    kwargs["device_map"] = {"": 0} if on_gpu and world_size() == 1 else None
+    return kwargs
+
+
+def vllm_context(model: str, rows: list[dict], cfg: TrainConfig) -> int | None:
+    """The colocated vLLM engine's context when the recipe leaves `vllm_max_model_length`
+    unset: the longest prompt of the rows (as the chat template renders it) plus
+    max_completion_length. Unset, TRL passes None and vLLM takes the model's whole context,
+    whose KV cache does not fit its memory share."""
+    if not cfg.use_vllm or cfg.vllm_mode != "colocate" or cfg.vllm_max_model_length:
+        return None
+    from transformers import AutoTokenizer
+
+    from evoenv_cli.llm.base import prompt_tokens
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    longest = max(prompt_tokens(tokenizer, row["prompt"], cfg.chat_template_kwargs) for row in rows)
+    return longest + cfg.max_completion_length
 
 
 # TRL toggles checkpointing through the old method names, which transformers 5 deprecates:
@@ -233,7 +292,9 @@ def run(
         raise artifacts.InputError(f"reward.format_weight must be in [0, 1) (got {reward_cfg.format_weight!r})")
     check_settings(cfg)
     started = artifacts.now_iso()
-    out.mkdir(parents=True, exist_ok=True)
+    main = is_main_rank()  # under a launcher every rank runs this; rank 0 alone writes
+    if main:
+        out.mkdir(parents=True, exist_ok=True)
 
     import datasets
     import transformers
@@ -269,9 +330,15 @@ def run(
             task_type="CAUSAL_LM",
         )
     metrics_path = out / "metrics.jsonl"
-    if not resume:
+    if not resume and main:
         metrics_path.unlink(missing_ok=True)
-    args = grpo_args(cfg, out, evaluating=eval_dataset is not None, format_weight=reward_cfg.format_weight)
+    args = grpo_args(
+        cfg,
+        out,
+        evaluating=eval_dataset is not None,
+        format_weight=reward_cfg.format_weight,
+        vllm_max_model_length=vllm_context(model, rows, cfg),
+    )
     loading = time.perf_counter()  # the trainer loads the policy (and its reference) here
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_TRL_CHECKPOINTING_NOISE, category=FutureWarning)
@@ -285,6 +352,7 @@ def run(
             callbacks=[_metrics_callback(metrics_path, step_rewards)],
         )
         load_s = time.perf_counter() - loading
+        thinking_rule(trainer, cfg, [reward, format_reward])
         checkpoint = resume and any((out / "checkpoints").glob("checkpoint-*"))
         arena = None
         if cfg.zero_variance == "judge":
@@ -297,16 +365,9 @@ def run(
             reward.close()
             if arena is not None:
                 arena.close()
-    trainer.save_model(str(out))
-    if trainer.processing_class is not None:
-        trainer.processing_class.save_pretrained(str(out))
-    merged = None
-    if cfg.lora and cfg.merge_lora:
-        merged = out / "merged"
-        trainer.model.merge_and_unload().save_pretrained(str(merged))
-        if trainer.processing_class is not None:
-            trainer.processing_class.save_pretrained(str(merged))
-    artifacts.follow_umask(out)
+    merged = save(trainer, out, cfg)
+    if not main:
+        return {"stage": "train", "rank": int(os.environ.get("RANK", "0")), "steps": trainer.state.global_step}
     summary = {
         "stage": "train",
         "steps": trainer.state.global_step,
@@ -352,6 +413,45 @@ def run(
     return summary
 
 
+def save(trainer, out: Path, cfg: TrainConfig) -> Path | None:
+    """The trained model in `out` (and a merged copy of a LoRA policy in out/merged), written
+    by the main process only; every rank calls this. `save_model` runs on all ranks (DeepSpeed
+    ZeRO-3 and FSDP gather the sharded weights there, and transformers writes on the main one
+    only); the tokenizer, the merge and the permissions are the main process's. The barrier
+    after it means that when the main process writes train-manifest.json, the finished
+    marker, every rank has finished: a rank killed before it stops the run with no marker."""
+    accelerator = trainer.accelerator
+    trainer.save_model(str(out))
+    merged = out / "merged" if cfg.lora and cfg.merge_lora else None
+    if accelerator.is_main_process:
+        if trainer.processing_class is not None:
+            trainer.processing_class.save_pretrained(str(out))
+        if merged is not None:
+            model = accelerator.unwrap_model(trainer.model)
+            model.merge_and_unload().save_pretrained(str(merged))
+            if trainer.processing_class is not None:
+                trainer.processing_class.save_pretrained(str(merged))
+        artifacts.follow_umask(out)
+    accelerator.wait_for_everyone()
+    return merged
+
+
+def thinking_rule(trainer, cfg: TrainConfig, rewards: list) -> None:
+    """Give the rewards what the thinking rule needs from the trainer's tokenizer: whether its
+    chat template opens <think> in the prompt, and the ids that end a completion (TRL's own
+    EOS ids and the pad token, what `mask_truncated_completions` tests), so a completion cut at
+    max_completion_length is known as cut."""
+    from evoenv_cli.thinking import template_opens_think
+
+    tokenizer = trainer.processing_class
+    tokenizer = getattr(tokenizer, "tokenizer", tokenizer)  # a processor wraps its tokenizer
+    end_ids = {*trainer.eos_token_ids, tokenizer.pad_token_id} - {None}
+    opens = template_opens_think(tokenizer, cfg.chat_template_kwargs)
+    for r in rewards:
+        if r is not None:
+            r.end_ids, r.opens_think = end_ids, opens
+
+
 def all_groups_zero_variance(metrics_path: Path) -> bool:
     """Whether every GRPO group of the run scored all its completions the same: then every
     advantage is 0, nothing is learned and the weights did not change. (Each logged record
@@ -377,6 +477,7 @@ def _last_eval_reward(metrics_path: Path) -> float | None:
 
 
 def _metrics_callback(path: Path, step_rewards: StepRewards):
+    from accelerate.utils import gather_object
     from transformers import TrainerCallback
 
     class MetricsLog(TrainerCallback):
@@ -384,17 +485,22 @@ def _metrics_callback(path: Path, step_rewards: StepRewards):
         per evaluation (its `eval_*` numbers; the per-environment window is training's)."""
 
         def on_log(self, args, state, control, logs=None, **kwargs):
-            if not state.is_world_process_zero or not logs:
+            if not logs:
                 return
             training, evaluation = "reward" in logs, "eval_reward" in logs
             if not (training or evaluation):
+                return
+            # every rank logs the same (gathered) numbers, so every rank joins this gather: the
+            # per-environment window covers all ranks' completions, not rank 0's share
+            per_env = step_rewards.drain(gather_object) if training else None
+            if not state.is_world_process_zero:
                 return
             record = {
                 "step": state.global_step,
                 **{k: v for k, v in logs.items() if isinstance(v, (int, float)) and v == v},
             }
             if training:
-                record["per_env"] = step_rewards.drain()
+                record["per_env"] = per_env
             with path.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
                 f.flush()

@@ -3,6 +3,7 @@ backend from the recipe's `backend:` section, and that none of it imports torch.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -87,7 +88,10 @@ def test_make_backend_names_the_problem():
         make_backend("opneai", "m")
     with pytest.raises(BackendError, match="needs a model"):
         make_backend("hf", None)
-    assert set(BACKENDS) == {"hf", "openai", "vllm"}
+    assert set(BACKENDS) == {"hf", "openai", "vllm", "vllm_server"}
+    # a recipe's backend.kind takes exactly the registered backends
+    kind = next(f for f in dataclasses.fields(BackendConfig) if f.name == "kind")
+    assert set(kind.metadata["choices"]) == set(BACKENDS)
 
 
 def test_backend_from_the_recipe_section_with_flags_over_it():

@@ -1,0 +1,298 @@
+"""The `vllm_server` backend: an OpenAI-compatible server this process starts on the policy,
+data-parallel over the GPUs the recipe names, and stops when the backend closes.
+
+Why: the loop's LLM stages (synthesize, review, calibrate, evaluate) are batch generation, and
+on an 8-GPU node one in-process engine leaves seven cards idle. `vllm serve MODEL
+--data-parallel-size 8` uses all eight, but a server started by hand keeps serving the weights
+it loaded, while the loop trains a new policy every round. Here the server's life is the
+backend's: the loop's `Policy` opens it on round r's policy, closes it before `train` (the
+whole process group is stopped and its port seen closed, so the GPUs are free when `accelerate
+launch` starts), and opens it again on the trained checkpoint for evaluate and the next round.
+Requests go through the `openai` backend unchanged.
+
+The command is a template (`backend.serve_command`), so any server that speaks the OpenAI API
+and answers GET /health can stand in: the CPU tests run `transformers serve {model} --host
+127.0.0.1 --port {port} --device cpu`. Placeholders: {model}, {port}, {dp}, {tp}, {dtype},
+{max_model_len}, {gpu_memory_utilization}, {exe_dir} (the folder of this Python, where its
+`vllm` or `transformers` command is installed). Empty: `vllm serve` with the recipe's settings.
+
+Each start writes `serve-PORT.log` (the server's output), `server.json` (pid, port, model,
+command; removed at stop) and a line of `servers.jsonl` (every server started there) in
+`log_dir`, so an operator, or a test, can see what runs and what ran. A server a killed loop left
+running (server.json still there, its process still that command) is stopped before the next
+one starts, so a rerun does not train beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from evoenv_cli.artifacts import JsonlAppender, now_iso
+from evoenv_cli.llm.base import BackendError
+from evoenv_cli.llm.openai_compat import OpenAIBackend
+
+STATE_FILE = "server.json"
+HISTORY_FILE = "servers.jsonl"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def default_command(max_model_len: int | None) -> str:
+    """`vllm serve` from beside this Python (where `pip install 'evoenv[vllm]'` put it)."""
+    cmd = (
+        "{exe_dir}/vllm serve {model} --served-model-name {model} --host 127.0.0.1 --port {port} "
+        "--data-parallel-size {dp} --tensor-parallel-size {tp} --dtype {dtype} "
+        "--gpu-memory-utilization {gpu_memory_utilization}"
+    )
+    return cmd + (" --max-model-len {max_model_len}" if max_model_len else "")
+
+
+@dataclass
+class ServerState:
+    """What server.json says while a managed server runs."""
+
+    pid: int
+    port: int
+    model: str
+    argv: list[str]
+    gpus: list[int]
+    log: str
+
+
+class ManagedServer:
+    """One server process (its own process group), from start to a stop that leaves nothing."""
+
+    def __init__(
+        self,
+        model: str,
+        command: str = "",
+        gpus: list[int] | tuple[int, ...] = (),
+        port: int = 0,
+        tensor_parallel_size: int = 1,
+        dtype: str = "auto",
+        max_model_len: int | None = None,
+        gpu_memory_utilization: float = 0.9,
+        startup_timeout_s: float = 1800.0,
+        log_dir: str | Path | None = None,
+    ):
+        self.model = model
+        self.gpus = [int(g) for g in gpus]
+        self.port = port or free_port()
+        tp = max(1, int(tensor_parallel_size))
+        dp = max(1, len(self.gpus) // tp) if self.gpus else 1
+        values = {
+            "model": model,
+            "port": self.port,
+            "dp": dp,
+            "tp": tp,
+            "dtype": dtype,
+            "max_model_len": max_model_len or "",
+            "gpu_memory_utilization": gpu_memory_utilization,
+            "exe_dir": str(Path(sys.executable).parent),
+        }
+        template = command or default_command(max_model_len)
+        try:
+            self.argv = [w.format(**values) for w in shlex.split(template)]
+        except (KeyError, IndexError, ValueError) as exc:
+            raise BackendError(f"backend.serve_command: unknown placeholder {exc} in {template!r}") from None
+        if not self.argv or (shutil.which(self.argv[0]) is None):
+            raise BackendError(
+                f"backend.serve_command: {self.argv[0] if self.argv else '(empty)'} is not an installed command"
+                + (" (vLLM: pip install 'evoenv[vllm]' on the GPU machine)" if "vllm" in template else "")
+            )
+        self.startup_timeout_s = float(startup_timeout_s)
+        self.log_dir = Path(log_dir) if log_dir else Path(tempfile.gettempdir()) / "evoenv-serve"
+        self.log = self.log_dir / f"serve-{self.port}.log"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> None:
+        """Start the server and wait for GET /health to answer 200; a server that exits or
+        stays unhealthy past the timeout is stopped and reported with its log's tail."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        stop_stale(self.log_dir)
+        if port_open(self.port):
+            raise BackendError(f"port {self.port} is already in use: cannot start a server for {self.model} there")
+        env = dict(os.environ)
+        if self.gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self.gpus))
+        with self.log.open("ab") as out:
+            out.write(f"$ {shlex.join(self.argv)}\n".encode())
+            out.flush()
+            # its own session: stop() signals the whole group (vLLM's data-parallel engines are
+            # child processes that would otherwise outlive it and keep their GPUs)
+            self.proc = subprocess.Popen(
+                self.argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+        state = asdict(ServerState(self.proc.pid, self.port, self.model, self.argv, self.gpus, str(self.log)))
+        (self.log_dir / STATE_FILE).write_text(json.dumps(state, indent=1))
+        history = JsonlAppender(self.log_dir / HISTORY_FILE)  # every server this folder has seen
+        history.append({**state, "started": now_iso()})
+        history.close()
+        deadline = time.monotonic() + self.startup_timeout_s
+        while True:
+            if self.proc.poll() is not None:
+                code = self.proc.returncode
+                self.stop()
+                raise BackendError(f"the server for {self.model} exited with {code} at start: {self._tail()}")
+            if self._healthy():
+                return
+            if time.monotonic() > deadline:
+                self.stop()
+                raise BackendError(
+                    f"the server for {self.model} was not healthy after {self.startup_timeout_s:g} s "
+                    f"(backend.startup_timeout_s): {self._tail()}"
+                )
+            time.sleep(0.5)
+
+    def _healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    def _tail(self) -> str:
+        try:
+            lines = self.log.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return f"(no log at {self.log})"
+        return f"{' | '.join(lines[-3:])} (log: {self.log})"
+
+    def stop(self, grace_s: float = 30.0) -> None:
+        """SIGTERM to the whole process group, SIGKILL after `grace_s`; returns once the
+        process is reaped and its port is closed."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(timeout=wait)
+                # the leader is gone; its group's stragglers (engine workers) go with SIGKILL
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        proc.wait()
+        deadline = time.monotonic() + 10
+        while port_open(self.port) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        (self.log_dir / STATE_FILE).unlink(missing_ok=True)
+
+
+def running(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie, exited but not yet reaped, holds no GPU and
+    no port: not running)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def stop_stale(log_dir: Path) -> None:
+    """Stop a server a killed loop left running (its server.json still there, its process
+    still the command it recorded): it would hold its GPUs through the rerun's training."""
+    path = log_dir / STATE_FILE
+    try:
+        state = json.loads(path.read_text())
+        cmdline = Path(f"/proc/{int(state['pid'])}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError, KeyError, TypeError):
+        path.unlink(missing_ok=True)
+        return
+    # a console script (vllm, transformers) shows as [python, script, ...]: either may be it
+    if state.get("argv") and state["argv"][0] in [c.decode(errors="replace") for c in cmdline[:2]]:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(int(state["pid"]), sig)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + 30
+            while running(int(state["pid"])) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if not running(int(state["pid"])):
+                break
+    path.unlink(missing_ok=True)
+
+
+class ServedBackend(OpenAIBackend):
+    """The openai backend over a server it started itself on `model`; close() stops it."""
+
+    name = "vllm_server"
+
+    def __init__(
+        self,
+        model: str,
+        serve_command: str = "",
+        gpus: list[int] | tuple[int, ...] = (),
+        port: int = 0,
+        startup_timeout_s: float = 1800.0,
+        tensor_parallel_size: int = 1,
+        dtype: str = "auto",
+        max_model_len: int | None = None,
+        gpu_memory_utilization: float = 0.9,
+        log_dir: str | Path | None = None,
+        **openai_options,
+    ):
+        self.server = ManagedServer(
+            model,
+            serve_command,
+            gpus,
+            port,
+            tensor_parallel_size,
+            dtype,
+            max_model_len,
+            gpu_memory_utilization,
+            startup_timeout_s,
+            log_dir,
+        )
+        super().__init__(model, base_url=self.server.base_url, **openai_options)
+        self.server.start()
+
+    def close(self) -> None:
+        super().close()
+        self.server.stop()
+
+
+__all__ = [
+    "ManagedServer",
+    "ServedBackend",
+    "ServerState",
+    "default_command",
+    "free_port",
+    "port_open",
+    "running",
+    "stop_stale",
+]

@@ -1,0 +1,99 @@
+"""The loop's training on two ranks, as far as a CPU shows it: `evoenv iterate` on the tiny
+recipe with `iterate.train_launch: accelerate launch --multi_gpu --num_processes 2` (two
+processes, gloo, on the CPU). tests/rank_probe/sitecustomize.py records each rank's writes and
+when it reaches the post-training writes, and can kill a rank there."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+EXE = Path(sys.executable).with_name("evoenv")
+PROBE = Path(__file__).parent / "rank_probe"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def recipe(tmp_path: Path) -> Path:
+    text = (ROOT / "tests" / "recipes" / "tiny.yaml").read_text()
+    text = text.replace("build_model: tiny", "build_model: ''")
+    text = text.replace("recipes/bench/", str(ROOT / "recipes" / "bench") + "/")
+    launch = f"accelerate launch --multi_gpu --num_processes 2 --main_process_port {free_port()}"
+    # the random model's completions all run to the length limit: masked (the default), none
+    # would count in the loss
+    text = text.replace("iterate:\n", f"iterate:\n  train_launch: '{launch}'\n")
+    text = text.replace("train:\n", "train:\n  mask_truncated_completions: false\n")
+    p = tmp_path / "recipe.yaml"
+    p.write_text(text)
+    return p
+
+
+def iterate(tmp_path: Path, model: Path, run: Path, probe: Path, kill: str | None = None):
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(PROBE), os.environ.get("PYTHONPATH", "")]),
+        "EVOENV_RANK_PROBE": str(probe),
+    }
+    if kill is not None:
+        env["EVOENV_RANK_PROBE_KILL"] = kill
+    argv = [EXE, "iterate", "--rounds", "1", "--recipe", recipe(tmp_path), "--model", model, "--run", run]
+    argv += ["--seeds", ROOT / "seeds"]
+    return subprocess.run(list(map(str, argv)), env=env, cwd=tmp_path, capture_output=True, text=True, timeout=1500)
+
+
+def records(probe: Path, rank: int) -> list[dict]:
+    path = probe / f"rank-{rank}.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.slow
+def test_two_ranks_train_in_the_loop_rank_0_writes_and_a_lost_rank_leaves_no_marker(tiny_model, tmp_path):
+    run, probe = tmp_path / "run", tmp_path / "probe"
+    probe.mkdir()
+    r = iterate(tmp_path, tiny_model, run, probe)
+    assert r.returncode == 0, r.stderr[-4000:]
+    train = run / "round-01" / "train"
+    marker = train / "train-manifest.json"
+    assert marker.is_file() and (train / "model.safetensors").is_file()
+
+    # only rank 0 writes the run's files; rank 1 trained (it reached the post-training writes).
+    # Rank 1's one write is its own RNG state in the trainer's checkpoints (transformers keeps
+    # one per rank, rng_state_1.pth, for an exact resume), gone with the checkpoints.
+    rank0, rank1 = records(probe, 0), records(probe, 1)
+    assert any(x.get("write") == str(marker) for x in rank0)
+    written = [x["write"] for x in rank1 if str(run) in x.get("write", "")]
+    assert all(Path(w).name == "rng_state_1.pth" and str(train / "checkpoints") in w for w in written), written
+    assert [x["event"] for x in rank1 if "event" in x] == ["save_start", "save_end"]
+    # the finished marker came after every rank had finished training
+    assert marker.stat().st_mtime >= max(x["t"] for x in rank1 if x.get("event") == "save_start")
+
+    # per-environment stats cover both ranks' completions: 4 a step on each rank
+    metrics = [json.loads(x) for x in (train / "metrics.jsonl").read_text().splitlines()]
+    assert metrics and all(sum(v["n"] for v in m["per_env"].values()) == 2 * 4 for m in metrics if "per_env" in m)
+    assert not (train / "checkpoints").exists()  # the round finished: its optimizer state went
+
+    # the round's training again, rank 1 killed as it reaches the post-training writes: the
+    # loop fails, and no finished marker says otherwise
+    (run / "rounds.jsonl").unlink()
+    shutil.rmtree(train)
+    shutil.rmtree(run / "round-01" / "evaluate")
+    for f in probe.iterdir():
+        f.unlink()
+    r = iterate(tmp_path, tiny_model, run, probe, kill="1")
+    assert r.returncode == 1 and "train failed" in r.stderr, r.stderr[-4000:]
+    assert [x.get("event") for x in records(probe, 1) if "event" in x] == ["save_start"]
+    assert not marker.exists()
+    assert not list(train.glob(".*.tmp"))

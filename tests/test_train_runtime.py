@@ -1,0 +1,163 @@
+"""What `evoenv train` asks of TRL, accelerate and the loop's launcher on a GPU box, checked
+here without one: the arguments GRPOConfig gets (TRL 1.16 field names), the accelerate configs
+shipped in the package, the launcher line, the per-rank temp files and the checkpoint cleanup.
+The real multi-rank run is in test_train_ranks.py."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT
+
+from evoenv_cli import artifacts
+from evoenv_cli.config import TrainConfig
+from evoenv_cli.errors import InputError
+from evoenv_cli.stages import iterate
+from evoenv_cli.stages import train as stage
+
+
+def fields_of_grpo_config() -> set[str]:
+    from trl import GRPOConfig
+
+    return set(GRPOConfig.__dataclass_fields__)
+
+
+def test_on_the_cpu_the_policy_loads_in_float32_on_one_device(tmp_path):
+    args = stage.grpo_args(TrainConfig(), tmp_path)
+    assert args["model_init_kwargs"] == {"dtype": "float32", "device_map": None}
+    assert args["mask_truncated_completions"] is True
+    assert args["save_total_limit"] == 1
+    assert set(args) <= fields_of_grpo_config()  # every name is one TRL 1.16 knows
+
+
+def test_on_a_gpu_bf16_weights_pinned_to_one_card_unless_launched(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    args = stage.grpo_args(TrainConfig(), tmp_path)
+    assert args["bf16"] is True and args["use_cpu"] is False
+    assert args["model_init_kwargs"] == {"dtype": "bfloat16", "device_map": {"": 0}}
+    assert stage.grpo_args(TrainConfig(bf16=False), tmp_path)["model_init_kwargs"]["dtype"] == "float32"
+    monkeypatch.setenv("WORLD_SIZE", "8")  # under accelerate launch: each rank's accelerator places it
+    assert stage.grpo_args(TrainConfig(), tmp_path)["model_init_kwargs"] == {"dtype": "bfloat16", "device_map": None}
+
+
+def test_colocated_vllm_gets_a_context_from_the_rows(tiny_model, tmp_path):
+    from transformers import AutoTokenizer
+
+    from evoenv_cli.llm.base import prompt_tokens
+
+    rows = [
+        {"prompt": [{"role": "user", "content": "2 + 2?"}]},
+        {"prompt": [{"role": "user", "content": "a much longer question " * 20}]},
+    ]
+    cfg = TrainConfig(use_vllm=True, max_completion_length=300)
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    longest = prompt_tokens(tok, rows[1]["prompt"])
+    derived = stage.vllm_context(str(tiny_model), rows, cfg)
+    assert derived == longest + 300 and longest > prompt_tokens(tok, rows[0]["prompt"])
+    args = stage.grpo_args(cfg, tmp_path, vllm_max_model_length=derived)
+    assert args["vllm_max_model_length"] == derived and "vllm_max_model_length" in fields_of_grpo_config()
+    given = TrainConfig(use_vllm=True, vllm_max_model_length=4096)
+    assert stage.vllm_context(str(tiny_model), rows, given) is None
+    assert stage.grpo_args(given, tmp_path)["vllm_max_model_length"] == 4096
+    server = TrainConfig(use_vllm=True, vllm_mode="server")
+    assert stage.vllm_context(str(tiny_model), rows, server) is None
+    assert "vllm_max_model_length" not in stage.grpo_args(server, tmp_path)
+
+
+def test_step_rewards_drain_joins_every_ranks_window():
+    class Reward:
+        def details(self, completions, env_id, instance, env_name, completion_ids=None):
+            return [{"reward": float(c), "score": float(c)} for c in completions]
+
+    step = stage.StepRewards(Reward())
+    step(completions=[1, 0], env_id=["a", "b"], instance=[{}, {}], env_name=["A", "B"])
+    other_rank = {"A": [(0.0, 0.0), (0.0, 0.0), (1.0, 1.0)]}
+    joined = step.drain(lambda mine: mine + [other_rank])  # as gather_object: a list per rank
+    assert joined["A"] == {"n": 4, "reward_mean": 0.5, "reward_std": 0.5, "pass_rate": 0.5}
+    assert joined["B"]["n"] == 1
+    assert step.drain() == {}
+
+
+@pytest.mark.parametrize("name", ["zero2", "zero3", "fsdp"])
+def test_shipped_accelerate_configs_load_in_accelerate(name):
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    from evoenv_cli.accelerate_configs import config_path
+
+    path = config_path(name)
+    assert path.is_file() and path.parent.name == "accelerate_configs"
+    cfg = load_config_from_file(str(path))
+    assert cfg.num_processes == -1  # train_launch gives it (accelerate refuses to guess)
+    assert cfg.mixed_precision == "bf16"
+    expected = {"zero2": "DEEPSPEED", "zero3": "DEEPSPEED", "fsdp": "FSDP"}[name]
+    assert str(cfg.distributed_type).endswith(expected)
+    trl = Path(__import__("trl").__file__).parent / "accelerate_configs"
+    theirs = yaml.safe_load((trl / f"{'fsdp2' if name == 'fsdp' else name}.yaml").read_text())
+    ours = yaml.safe_load(path.read_text())
+    assert {k: v for k, v in theirs.items() if k != "num_processes"} == ours
+
+
+def loop(tmp_path: Path, train: str = "", launch: str = "") -> iterate.Loop:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"train:\n{train or '  lora: false'}\niterate:\n  train_launch: '{launch}'\n")
+    spec = iterate.cfgmod.load_recipe(recipe)
+    return iterate.Loop(tmp_path / "run", recipe, "m", spec.iterate, ROOT / "seeds")
+
+
+def test_the_loop_launches_accelerate_with_the_chosen_config(tmp_path):
+    words = loop(tmp_path, "  accelerate_config: zero3", "accelerate launch --num_processes 8").train_launch()
+    assert Path(words[0]).name == "accelerate" and words[1:3] == ["launch", "--config_file"]
+    assert Path(words[3]).name == "zero3.yaml" and Path(words[3]).is_file()
+    assert words[4:] == ["--num_processes", "8"]
+    with pytest.raises(InputError, match="needs iterate.train_launch"):
+        loop(tmp_path, "  accelerate_config: zero3").train_launch()
+    with pytest.raises(InputError, match="neither one of zero2, zero3, fsdp"):
+        loop(tmp_path, "  accelerate_config: zero4", "accelerate launch").train_launch()
+    assert loop(tmp_path).train_launch() == [sys.executable]
+
+
+def test_one_training_process_is_pinned_to_one_gpu(tmp_path, monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert loop(tmp_path).train_env()["CUDA_VISIBLE_DEVICES"] == "0"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    assert loop(tmp_path).train_env()["CUDA_VISIBLE_DEVICES"] == "3"
+    assert loop(tmp_path, launch="accelerate launch --num_processes=1").train_env()["CUDA_VISIBLE_DEVICES"] == "3"
+    assert loop(tmp_path, launch="accelerate launch --num_processes 2").train_env()["CUDA_VISIBLE_DEVICES"] == "3,5"
+    assert iterate.launch_processes("accelerate launch") is None  # accelerate takes every GPU
+
+
+def test_a_lora_loop_merges_the_adapter_for_the_next_round(tmp_path, monkeypatch):
+    argv = []
+    monkeypatch.setattr(iterate, "stream", lambda a, log, env: argv.extend(a) or 0)
+    loop(tmp_path, "  lora: true").train(tmp_path / "d.jsonl", tmp_path / "t", "m")
+    assert "--merge-lora" in argv
+    argv.clear()
+    loop(tmp_path).train(tmp_path / "d.jsonl", tmp_path / "t", "m")
+    assert argv and "--merge-lora" not in argv
+
+
+def test_a_finished_rounds_checkpoints_go_an_unfinished_ones_stay(tmp_path):
+    train = tmp_path / "train"
+    (train / "checkpoints" / "checkpoint-2").mkdir(parents=True)
+    iterate.drop_checkpoints(train)
+    assert (train / "checkpoints").is_dir()  # no marker yet: resuming needs them
+    (train / "train-manifest.json").write_text("{}")
+    iterate.drop_checkpoints(train)
+    assert not (train / "checkpoints").exists() and (train / "train-manifest.json").exists()
+
+
+def test_each_rank_writes_its_own_temp_file(tmp_path, monkeypatch):
+    target = tmp_path / "x.json"
+    assert artifacts._tmp_path(target).name == ".x.json.tmp"
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    names = set()
+    for rank in ("0", "1"):
+        monkeypatch.setenv("RANK", rank)
+        names.add(artifacts._tmp_path(target).name)
+        artifacts.write_json_atomic(target, {"rank": rank})
+    assert names == {".x.json.rank0.tmp", ".x.json.rank1.tmp"}
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
