@@ -212,6 +212,7 @@ def make_run(root: Path, calibrate_first: bool = False) -> Path:
                 "reward": 0.25,
                 "reward_std": 0.4,
                 "frac_reward_zero_std": 0.5,
+                "train/zero_variance_share": 1.0,
                 "per_env": {"A": {"n": 4, "pass_rate": 0.5}, "B": {"n": 4, "pass_rate": 0.0}},
             },
             {
@@ -219,6 +220,7 @@ def make_run(root: Path, calibrate_first: bool = False) -> Path:
                 "reward": 0.5,
                 "reward_std": 0.3,
                 "frac_reward_zero_std": 0.25,
+                "train/zero_variance_share": 0.5,
                 "per_env": {"A": {"n": 4, "pass_rate": 0.75}, "g00000_alpha": {"n": 4, "pass_rate": 0.25}},
             },
             {
@@ -429,6 +431,8 @@ def test_training_curves(run):
         (2, 0.5, 0.3, 0.25),
         (3, 0.75, 0.2, 0.0),
     ]
+    # the score's own share beside the weighted sum's (a record from before it was logged: None)
+    assert [s["score_zero_std_share"] for s in tr["steps"]] == [1.0, 0.5, None]
     assert tr["steps"][1]["per_env"]["g00000_alpha"]["pass_rate"] == 0.25
     assert tr["rounds"] == [
         {
@@ -438,6 +442,7 @@ def test_training_curves(run):
             "first_global_step": 1,
             "mean_reward": 0.5,
             "mean_zero_std_share": 0.25,
+            "mean_score_zero_std_share": 0.75,
         }
     ]
     assert tr["env_pass_rate_by_round"] == {"A": {"1": 0.625}, "B": {"1": 0.5}, "g00000_alpha": {"1": 0.25}}

@@ -298,6 +298,7 @@ def training_section(numbers: dict, fig_src) -> str:
             cell(s["step"]),
             cell(s["reward"]),
             cell(s["reward_std"]),
+            cell(s.get("score_zero_std_share")),
             cell(s["zero_std_share"]),
             f"<td>{h(_per_env_text(s['per_env']))}</td>",
         ]
@@ -308,6 +309,7 @@ def training_section(numbers: dict, fig_src) -> str:
             cell(r["round"]),
             cell(r["steps"]),
             cell(r["mean_reward"]),
+            cell(r.get("mean_score_zero_std_share")),
             cell(r["mean_zero_std_share"]),
             f"<td>{'finished' if r['finished'] else 'unfinished'}</td>",
         ]
@@ -321,7 +323,10 @@ def training_section(numbers: dict, fig_src) -> str:
     if not step_rows:
         return f"<div class='row'>{figure(None, '', 'no training step logged yet')}</div>"
     tabs = (
-        table(["round", "steps", "mean reward", "mean zero-variance share", "state"], round_rows)
+        table(
+            ["round", "steps", "mean reward", "zero-variance share (score)", "zero-variance share (sum)", "state"],
+            round_rows,
+        )
         + table(
             ["environment", *[f"round {r}" for r in env_rounds]],
             env_rows,
@@ -329,7 +334,15 @@ def training_section(numbers: dict, fig_src) -> str:
         )
         + "<details><summary>every step</summary>"
         + table(
-            ["round", "step", "reward mean", "reward std", "zero-variance share", "pass rate per environment"],
+            [
+                "round",
+                "step",
+                "reward mean",
+                "reward std",
+                "zero-variance share (score)",
+                "zero-variance share (sum)",
+                "pass rate per environment",
+            ],
             step_rows,
         )
         + "</details>"

@@ -825,6 +825,8 @@ def round_summary(r: int, d: Path, pool_change: dict, config_hash: str | None = 
         "train_steps": train.get("steps"),
         "mean_train_reward": train.get("mean_reward"),
         "train_weights_unchanged": bool(train.get("all_groups_zero_variance")),
+        # "score" | "format only" (every environment score tied) | "none" (the weights did not change)
+        "signal": train.get("signal") or ("none" if train.get("all_groups_zero_variance") else None),
         "evaluation": headline(metrics),
         "config_hash": config_hash,
     }
@@ -848,6 +850,12 @@ def headline(metrics: dict) -> dict:
     return {k: v for k, v in out.items() if v is not None}
 
 
+SIGNAL_PHRASES = {  # the round line's word on what training's rewards carried (round_summary's `signal`)
+    "none": " (weights unchanged: every group zero-variance)",
+    "format only": " (format only: every environment score tied)",
+}
+
+
 def round_line(s: dict, totals: dict | None = None) -> str:
     adm = s["admitted"]
     contracts = " ".join(f"{k}={v if v is not None else '-'}" for k, v in adm.items())
@@ -856,7 +864,7 @@ def round_line(s: dict, totals: dict | None = None) -> str:
     if ci:
         ev += f" ci95=[{ci[0]:.3f},{ci[1]:.3f}] items={s['evaluation'].get('items')}"
     reward = s["mean_train_reward"]
-    unchanged = " (weights unchanged: every group zero-variance)" if s.get("train_weights_unchanged") else ""
+    unchanged = SIGNAL_PHRASES.get(s.get("signal") or ("none" if s.get("train_weights_unchanged") else ""), "")
     cost = ""
     if totals:
         share = totals.get("load_share")
