@@ -258,6 +258,14 @@ class CalibrateConfig:
     )
     instances: int = field(default=8, metadata={"min": 1})  # M fresh instances per level
     samples: int = field(default=8, metadata={"min": 1})  # K answers per instance
+    # a level is in band only when its pass rate beats the measured guess rate (one-sided exact
+    # binomial test at this level)
+    alpha: float = field(default=0.05, metadata={"gt": 0, "lt": 1})
+    # the most responses a level is measured on: while its 95% interval straddles a band edge,
+    # the level's instances are doubled
+    max_samples: int = field(default=64, metadata={"min": 1})
+    # fresh instances per level whose reference answers are the guesses the guess rate is measured by
+    guess_instances: int = field(default=12, metadata={"min": 2})
     temperature: float = field(default=1.0, metadata={"min": 0})
     top_p: float = field(default=1.0, metadata={"gt": 0, "max": 1})
     max_tokens: int = field(default=2048, metadata={"min": 1})

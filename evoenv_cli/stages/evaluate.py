@@ -37,7 +37,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,6 +46,7 @@ from typing import Any
 from evoenv_cli import artifacts
 from evoenv_cli import reasoning_gym_tasks as rg
 from evoenv_cli.artifacts import EnvLibrary
+from evoenv_cli.confidence import wilson_interval
 from evoenv_cli.config import AnswerConfig, EvaluateConfig, RuntimeConfig, SampleConfig, check_values, to_dict
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.errors import InputError
@@ -496,16 +496,6 @@ def _reused_baseline(baseline: dict, mine: dict) -> dict:
             f"({baseline.get('overall', {}).get('items')} vs {mine['overall']['items']})"
         )
     return baseline
-
-
-def wilson_interval(p: float | None, n: int, z: float = 1.96) -> list[float] | None:
-    """A 95% interval for a pass@1 `p` over `n` items (Wilson's score interval: it stays inside
-    [0, 1] and is not empty at 0 or 1, unlike the normal approximation)."""
-    if p is None or n < 1:
-        return None
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return [round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)]
 
 
 def flat(results: dict) -> dict[str, float | None]:
