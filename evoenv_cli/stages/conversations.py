@@ -139,12 +139,23 @@ def pick_demonstrations(instance: dict, answer: str | None, shown: list[tuple], 
 
 
 def levels_for(env: EnvFile, library: EnvLibrary, cfg: SampleConfig) -> list[int]:
+    """The level rule, one for the whole loop (`sample`, `evaluate`, and the rotation that
+    keeps a pool member's levels): `--difficulty` when given; else, with `difficulty_from:
+    index`, the levels calibration measured in band, none at all when it measured the
+    environment and found none (it is not drawn: a level out of reach or at chance teaches
+    nothing), and every level only for an environment never calibrated."""
     if cfg.difficulty is not None:
         return [cfg.difficulty]
     if cfg.difficulty_from == "index":
-        record = library.index.get(env.env_id) or {}
-        levels = (record.get("calibration") or {}).get("levels") or []
-        levels = [lv for lv in levels if type(lv) is int and lv in contract.LEVELS]
-        if levels:
+        calibration = (library.index.get(env.env_id) or {}).get("calibration") or {}
+        levels = [lv for lv in calibration.get("levels") or [] if type(lv) is int and lv in contract.LEVELS]
+        if levels or calibration.get("curve"):
             return sorted(set(levels))
     return list(contract.LEVELS)
+
+
+def draw_levels(levels: list[int], count: int) -> list[int]:
+    """`count` levels drawn from `levels` for rows or items 0..count-1: spread evenly, each
+    level about equally often, low to high, so two draws of any size reach every level that
+    fits (sample and evaluate draw the same way)."""
+    return [levels[i * len(levels) // count] for i in range(count)] if levels else []
