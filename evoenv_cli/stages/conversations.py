@@ -109,6 +109,14 @@ def prepare(
             ]
             picked = pick_demonstrations(m.instance, m.answer, shown, wanted)
             messages = build_messages(m.task, cfg, answer_cfg, [(t, a) for _, _, t, a in picked])
+            if cfg.max_prompt_chars is not None and prompt_chars(messages) > cfg.max_prompt_chars:
+                picked, messages = [], build_messages(m.task, cfg, answer_cfg)
+                if prompt_chars(messages) > cfg.max_prompt_chars:
+                    why = f"prompt of {prompt_chars(messages)} characters > sample.max_prompt_chars"
+                    failed_asked.append(
+                        {"env": p.env.path.name, "seed": m.seed, "difficulty": m.difficulty, "reason": why}
+                    )
+                    continue
             ready.append(
                 Prepared(
                     p.env,
@@ -124,6 +132,15 @@ def prepare(
             )
         out.append(ready)
     return out, failed_generate + failed_asked
+
+
+def prompt_chars(messages: list[dict]) -> int:
+    return sum(len(m["content"]) for m in messages)
+
+
+def without_demonstrations(messages: list[dict]) -> list[dict]:
+    """The conversation asked bare: its system prompt and the last (asked) turn only."""
+    return [m for m in messages[:-1] if m["role"] == "system"] + messages[-1:]
 
 
 def pick_demonstrations(instance: dict, answer: str | None, shown: list[tuple], wanted: int) -> list[tuple]:

@@ -27,6 +27,7 @@ from evoenv_cli import artifacts
 from evoenv_cli.config import AnswerConfig, RewardConfig, RuntimeConfig, TrainConfig, to_dict
 from evoenv_cli.reward_audit import QUARANTINE_FILE
 from evoenv_cli.rewards import EnvReward, FormatReward, row_instance
+from evoenv_cli.stages.conversations import without_demonstrations
 
 ROW_FIELDS = ("prompt", "env_id", "instance")
 
@@ -123,6 +124,19 @@ class StepRewards:
         self.signal = SignalWindow()
 
     def __call__(self, prompts=None, completions=None, env_id=None, instance=None, env_name=None, **kwargs):
+        started = time.perf_counter()
+        try:
+            return self._rewards(prompts, completions, env_id, instance, env_name, kwargs)
+        finally:
+            self.spent(time.perf_counter() - started)
+
+    def spent(self, seconds: float) -> None:
+        """Seconds of the step spent in evoenv's reward path (this column, the format column, the
+        metrics callback): `train/reward_seconds`, against TRL's `step_time`."""
+        with self._lock:
+            self.signal.seconds += seconds
+
+    def _rewards(self, prompts, completions, env_id, instance, env_name, kwargs) -> list[float]:
         details = self.reward.details(completions, env_id, instance, env_name)
         with self._lock:
             for d, eid, name in zip(details, env_id, env_name or [None] * len(details)):
@@ -138,6 +152,22 @@ class StepRewards:
         totals = [(1.0 - w) * r + w * f for r, f in zip(rewards, formats)]
         judged = self.arena.rescore_columns(totals, prompts, completions, env_id, instance, kwargs, ties=rewards)
         return [r + (j - t) / (1.0 - w) for r, t, j in zip(rewards, totals, judged)]
+
+
+class TimedFormat:
+    """The format column as TRL calls it, its seconds booked to the reward path."""
+
+    __name__ = vars(FormatReward)["__name__"]
+
+    def __init__(self, format_reward: FormatReward, step_rewards: StepRewards):
+        self.format_reward, self.step_rewards = format_reward, step_rewards
+
+    def __call__(self, prompts=None, completions=None, **kwargs):
+        started = time.perf_counter()
+        try:
+            return self.format_reward(prompts, completions, **kwargs)
+        finally:
+            self.step_rewards.spent(time.perf_counter() - started)
 
     def drain(self) -> tuple[dict[str, dict], dict[str, Any]]:
         """Per environment its window's numbers, and the window's signal (`SignalWindow.record`)."""
@@ -169,6 +199,7 @@ class SignalWindow:
     completions: int = 0
     score_sum: float = 0.0
     formatted: int = 0
+    seconds: float = 0.0  # in the reward path (StepRewards.spent)
 
     def add(self, details: list[dict], group_size: int) -> None:
         self.completions += len(details)
@@ -185,6 +216,7 @@ class SignalWindow:
             return {}
         groups = max(self.groups, 1)
         return {
+            "train/reward_seconds": round(self.seconds, 4),
             "train/score_mean": round(self.score_sum / self.completions, 4),
             "train/zero_variance_share": round(self.score_ties / groups, 4),
             "train/format_share": round(self.formatted / self.completions, 4),
@@ -195,6 +227,27 @@ class SignalWindow:
                 vars(FormatReward)["__name__"]: round(self.format_ties / groups, 4),
             },
         }
+
+
+class DemonstrationFade:
+    """Demonstration turns that fade once the format is learned: the training rows are read
+    through `transform` (a `datasets` transform, applied as TRL draws each batch), which asks
+    them without their demonstrations from the first logged step whose share of well-formed
+    answers reached `threshold` (the metrics callback calls `observe`)."""
+
+    def __init__(self, threshold: float):
+        self.threshold = threshold
+        self.faded_at: int | None = None
+
+    def observe(self, step: int, format_share: float | None) -> None:
+        if self.faded_at is None and format_share is not None and format_share >= self.threshold:
+            self.faded_at = step
+
+    def transform(self, batch: dict[str, list]) -> dict[str, list]:
+        if self.faded_at is None:
+            return batch
+        prompts = [without_demonstrations(p) if isinstance(p, list) else p for p in batch["prompt"]]
+        return {**batch, "prompt": prompts}
 
 
 def grpo_args(cfg: TrainConfig, out: Path, evaluating: bool = False, format_weight: float = 0.0) -> dict[str, Any]:
@@ -298,6 +351,10 @@ def run(
 
     transformers.set_seed(cfg.seed)
     dataset = datasets.load_dataset("json", data_files=str(data), split="train")
+    fade = None
+    if cfg.fade_demonstrations_at is not None:
+        fade = DemonstrationFade(cfg.fade_demonstrations_at)
+        dataset.set_transform(fade.transform)
     eval_dataset = (
         datasets.load_dataset("json", data_files=str(eval_data), split="train") if eval_data is not None else None
     )
@@ -315,7 +372,7 @@ def run(
     step_rewards = StepRewards(
         reward, format_reward=format_reward, format_weight=reward_cfg.format_weight, group_size=cfg.num_generations
     )
-    reward_funcs: list = [step_rewards, *([format_reward] if format_reward else [])]
+    reward_funcs: list = [step_rewards, *([TimedFormat(format_reward, step_rewards)] if format_reward else [])]
     peft_config = None
     if cfg.lora:
         from peft import LoraConfig
@@ -341,7 +398,7 @@ def run(
             train_dataset=dataset,
             eval_dataset=eval_dataset,
             peft_config=peft_config,
-            callbacks=[_metrics_callback(metrics_path, step_rewards)],
+            callbacks=[_metrics_callback(metrics_path, step_rewards, fade)],
         )
         load_s = time.perf_counter() - loading
         checkpoint = resume and any((out / "checkpoints").glob("checkpoint-*"))
@@ -380,6 +437,8 @@ def run(
         "all_groups_zero_variance": all_groups_zero_variance(metrics_path),
         "score_zero_variance_share": _mean_of(metrics_path, "train/zero_variance_share"),
         "signal": signal_of(metrics_path),
+        "reward_share": reward_share(metrics_path),
+        "demonstrations_faded_at": fade.faded_at if fade is not None else None,
         "rewards_rechecked": reward.audit.checked,
         "quarantined": sorted(reward.audit.quarantined),
         "arena": arena.summary() if arena is not None else None,
@@ -432,6 +491,21 @@ def signal_of(metrics_path: Path) -> str:
     return "format only" if all(s == 1 for s in shares) else "score"
 
 
+def reward_share(metrics_path: Path) -> float | None:
+    """The share of the steps' time (TRL's `step_time`: generation, reward, backward) spent in
+    evoenv's reward path (sandbox calls, re-checks, the format reward, the arena, callbacks)."""
+    total = spent = 0.0
+    last = 0
+    for r in artifacts.read_jsonl_tolerant(metrics_path):
+        if not isinstance(r.get("step_time"), (int, float)) or not isinstance(r.get("step"), int):
+            continue
+        # a record's step_time is its window's mean; its reward seconds are the window's sum
+        total += r["step_time"] * max(1, r["step"] - last)
+        spent += r.get("train/reward_seconds", 0.0)
+        last = r["step"]
+    return round(spent / total, 4) if total > 0 else None
+
+
 def _mean_of(metrics_path: Path, key: str) -> float | None:
     values = [r[key] for r in artifacts.read_jsonl_tolerant(metrics_path) if isinstance(r.get(key), (int, float))]
     return round(statistics.fmean(values), 4) if values else None
@@ -450,7 +524,7 @@ def _last_eval_reward(metrics_path: Path) -> float | None:
     return round(values[-1], 4) if values else None
 
 
-def _metrics_callback(path: Path, step_rewards: StepRewards):
+def _metrics_callback(path: Path, step_rewards: StepRewards, fade: DemonstrationFade | None = None):
     from transformers import TrainerCallback
 
     class MetricsLog(TrainerCallback):
@@ -468,8 +542,14 @@ def _metrics_callback(path: Path, step_rewards: StepRewards):
                 **{k: v for k, v in logs.items() if isinstance(v, (int, float)) and v == v},
             }
             if training:
+                started = time.perf_counter()
                 record["per_env"], signal = step_rewards.drain()
                 record.update(signal)
+                if fade is not None:
+                    fade.observe(state.global_step, signal.get("train/format_share"))
+                    record["demonstrations"] = fade.faded_at is None
+                # this callback's own work is the reward path's too (booked to the next window)
+                step_rewards.spent(time.perf_counter() - started)
             with path.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
                 f.flush()
