@@ -128,7 +128,7 @@ def step_seconds(records: list[dict]) -> float | None:
     return round(sum(times) / len(times), 3) if times else None
 
 
-def bare_train(rows: Path, library: Path, model: Path, out: Path, steps: int | None) -> list[dict]:
+def bare_train(rows: Path, library: Path, model: Path, out: Path, steps: int | None, recipe: Path) -> list[dict]:
     """The bare arm: TRL's GRPOTrainer on `rows` with the recipe's GRPO settings and a plain
     in-process reward (each environment's own `score` on the last answer block, plus the same
     format bonus); returns TRL's log history."""
@@ -139,7 +139,7 @@ def bare_train(rows: Path, library: Path, model: Path, out: Path, steps: int | N
     from evoenv_cli import config as cfgmod
     from evoenv_cli.stages.train import grpo_args
 
-    spec = cfgmod.load_recipe(RECIPE)
+    spec = cfgmod.load_recipe(recipe)
     train = cfgmod.override(spec.train, max_steps=steps) if steps else spec.train
     weight, tag = spec.reward.format_weight, re.escape(spec.answer.tag)
     answer = re.compile(rf"<{tag}>(.*?)</{tag}>", re.DOTALL | re.IGNORECASE)
@@ -185,12 +185,13 @@ def main() -> None:
     ap.add_argument("--model", default=str(ROOT / "runs" / "starter-model"))
     ap.add_argument("--steps", type=int, default=None, help="GRPO steps (default: the recipe's train.max_steps)")
     ap.add_argument("--keep", action="store_true", help="reuse a finished calibration in RUN")
+    ap.add_argument("--recipe", default=str(RECIPE), help="the settings (default: benchmarks/learning.yaml)")
     ap.add_argument("--per-env", type=int, default=None, help="training rows per environment (default: the recipe's)")
     ap.add_argument(
         "--instances", type=int, default=None, help="held-out items per environment (default: the recipe's)"
     )
     args = ap.parse_args()
-    run, model = Path(args.run), Path(args.model)
+    run, model, recipe = Path(args.run), Path(args.model), Path(args.recipe)
     if run.exists() and not args.keep:
         shutil.rmtree(run)
     run.mkdir(parents=True, exist_ok=True)
@@ -205,7 +206,7 @@ def main() -> None:
         seconds["import"] = evoenv("import", "reasoning-gym", *IMPORTED, "--out", library, log=log)
         shutil.rmtree(run / "calibrate", ignore_errors=True)
         seconds["calibrate"] = evoenv(
-            "calibrate", library, "--out", run / "calibrate", "--model", model, "--config", RECIPE, log=log
+            "calibrate", library, "--out", run / "calibrate", "--model", model, "--config", recipe, log=log
         )
     admitted = [json.loads(x) for x in (run / "calibrate" / "index.jsonl").read_text().splitlines() if x.strip()]
     if not admitted:
@@ -220,7 +221,7 @@ def main() -> None:
         "--seed",
         "1",
         "--config",
-        RECIPE,
+        recipe,
         *(["--per-env", str(args.per_env)] if args.per_env else []),
         log=log,
     )
@@ -235,13 +236,13 @@ def main() -> None:
         "--out",
         run / "train",
         "--config",
-        RECIPE,
+        recipe,
         *steps,
         log=log,
     )
     started = time.perf_counter()
     shutil.rmtree(run / "bare", ignore_errors=True)
-    bare_log = bare_train(run / "train.jsonl", run / "calibrate", model, run / "bare", args.steps)
+    bare_log = bare_train(run / "train.jsonl", run / "calibrate", model, run / "bare", args.steps, recipe)
     seconds["bare_train"] = time.perf_counter() - started
     bench = [a for spec in EXTERNAL for a in ("--bench", spec)]
     instances = ["--instances", str(args.instances)] if args.instances else []
@@ -258,7 +259,7 @@ def main() -> None:
         "--out",
         run / "evaluate",
         "--config",
-        RECIPE,
+        recipe,
         log=log,
     )
     seconds["bare_evaluate"] = evoenv(
@@ -272,7 +273,7 @@ def main() -> None:
         "--out",
         run / "evaluate-bare",
         "--config",
-        RECIPE,
+        recipe,
         log=log,
     )
     wall = time.perf_counter() - start
