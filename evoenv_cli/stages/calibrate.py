@@ -360,7 +360,9 @@ def judge(s: Subject, cfg: CalibrateConfig, previous: dict | None) -> Verdict:
         return verdict(False, f"retired_{kind}", f"{why}; missed the band {misses} times in a row", misses=misses)
     if misses >= cfg.retire_after:
         return verdict(False, kind, f"{why}; missed the band {misses} times in a row", misses=misses)
-    kept = [lv for lv in previous.get("levels", []) if type(lv) is int] or sorted(rates)
+    kept = [lv for lv in previous.get("levels", []) if type(lv) is int]
+    if not kept:  # out of band before too: nothing measured in band to keep
+        return verdict(False, kind, f"{why} (miss {misses} of {cfg.retire_after})", misses=misses)
     return verdict(
         True,
         "admitted",

@@ -353,6 +353,11 @@ class Loop:
         stage.check_config(cfg, lib)
         out.mkdir(parents=True, exist_ok=True)
         report = stage.run(lib, cfg, self.runtime.pool, answer=self.spec.answer)
+        if not report.rows:  # no marker file written: a rerun (other settings, a new policy) samples again
+            raise StageFailed(
+                f"sample: no pool environment has a level calibrated in band for this policy "
+                f"({len(report.skipped)} skipped; their calibration is in {self.pool / 'index.jsonl'})"
+            )
         rows = (stage.to_format(row, cfg.format, i, cfg.split) for i, row in enumerate(report.rows))
         n = artifacts.write_jsonl_atomic(out / "train.jsonl", rows)
         self.log(
