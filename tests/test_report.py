@@ -283,7 +283,9 @@ def make_run(root: Path, calibrate_first: bool = False) -> Path:
                 "name": "A",
                 "origin": "seed",
                 "calibration": {
-                    "curve": curve(0.95, 0.8, 0.5, 0.2),
+                    "curve": {
+                        lv: {**m, "guess_rate": 0.25} for lv, m in curve(0.95, 0.8, 0.5, 0.2).items()
+                    },  # as calibrate writes it now
                     "levels": [4, 7],
                     "band": [0.15, 0.85],
                     "misses": 0,
@@ -418,6 +420,7 @@ def test_calibration_curves_of_the_pool(run):
     assert cal["after_round"] == 1 and cal["band"] == [0.15, 0.85]
     by = {e["name"]: e for e in cal["environments"]}
     assert [(c["level"], c["pass_rate"]) for c in by["A"]["curve"]] == [(1, 0.95), (4, 0.8), (7, 0.5), (10, 0.2)]
+    assert [c["guess_rate"] for c in by["A"]["curve"]] == [0.25] * 4  # beside each pass rate
     assert by["A"]["levels"] == [4, 7] and by["A"]["measured"]
     assert not by["B"]["measured"] and by["B"]["levels"] == list(range(1, 11))
     assert by["D"]["curve"] == [] and by["D"]["band"] is None  # missing fields are missing, not a crash

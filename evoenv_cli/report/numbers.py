@@ -492,6 +492,7 @@ def calibration(run: RunFiles) -> dict:
                     "pass_rate": number(m.get("pass_rate")),
                     "n": m.get("n"),
                     "no_answer_share": number(m.get("no_answer_share")),
+                    "guess_rate": number(m.get("guess_rate")),  # what guessing scores at the level
                 }
             )
         curve.sort(key=lambda c: c["level"])

@@ -252,6 +252,13 @@ def pool_section(numbers: dict, links: Links, fig_src) -> str:
     )
 
 
+def _level_cell(c: dict) -> str:
+    """A level's pass rate, and (when calibration measured them) its guess rate and sample size."""
+    if c["pass_rate"] is None or c.get("guess_rate") is None:
+        return cell(c["pass_rate"])
+    return f'<td class="n">{c["pass_rate"]:.3f} <small>guess {c["guess_rate"]:.2f} n={h(str(c["n"]))}</small></td>'
+
+
 def calibration_section(numbers: dict, fig_src) -> str:
     cal = numbers["calibration"]
     levels = sorted({c["level"] for e in cal["environments"] for c in e["curve"]})
@@ -265,7 +272,7 @@ def calibration_section(numbers: dict, fig_src) -> str:
                 f"<td>{h(e['origin'])}</td>",
                 cell(band),
                 f"<td>{h(_levels_text(e['levels']))}</td>" if e["levels"] else cell(None),
-                *[cell(by[lv]["pass_rate"]) if lv in by else cell(None) for lv in levels],
+                *[_level_cell(by[lv]) if lv in by else cell(None) for lv in levels],
                 cell(e["no_answer_share"]),
             ]
         )
@@ -273,7 +280,8 @@ def calibration_section(numbers: dict, fig_src) -> str:
         table(
             ["environment", "origin", "band", "calibrated levels", *[f"L{lv}" for lv in levels], "no-answer share"],
             rows,
-            "pass rate per measured level (— : no response had an answer at that level)",
+            "pass rate per measured level, with the guess rate beside it and n "
+            "(— : no response had an answer at that level)",
         )
         if rows
         else "<p class='missing'>no pool yet</p>"
