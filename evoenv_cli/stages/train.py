@@ -153,22 +153,6 @@ class StepRewards:
         judged = self.arena.rescore_columns(totals, prompts, completions, env_id, instance, kwargs, ties=rewards)
         return [r + (j - t) / (1.0 - w) for r, t, j in zip(rewards, totals, judged)]
 
-
-class TimedFormat:
-    """The format column as TRL calls it, its seconds booked to the reward path."""
-
-    __name__ = vars(FormatReward)["__name__"]
-
-    def __init__(self, format_reward: FormatReward, step_rewards: StepRewards):
-        self.format_reward, self.step_rewards = format_reward, step_rewards
-
-    def __call__(self, prompts=None, completions=None, **kwargs):
-        started = time.perf_counter()
-        try:
-            return self.format_reward(prompts, completions, **kwargs)
-        finally:
-            self.step_rewards.spent(time.perf_counter() - started)
-
     def drain(self) -> tuple[dict[str, dict], dict[str, Any]]:
         """Per environment its window's numbers, and the window's signal (`SignalWindow.record`)."""
         with self._lock:
@@ -184,6 +168,22 @@ class TimedFormat:
                 "pass_rate": round(sum(s >= 1.0 for _, s in pairs) / len(pairs), 4),
             }
         return out, signal.record()
+
+
+class TimedFormat:
+    """The format column as TRL calls it, its seconds booked to the reward path."""
+
+    __name__ = vars(FormatReward)["__name__"]
+
+    def __init__(self, format_reward: FormatReward, step_rewards: StepRewards):
+        self.format_reward, self.step_rewards = format_reward, step_rewards
+
+    def __call__(self, prompts=None, completions=None, **kwargs):
+        started = time.perf_counter()
+        try:
+            return self.format_reward(prompts, completions, **kwargs)
+        finally:
+            self.step_rewards.spent(time.perf_counter() - started)
 
 
 @dataclass
