@@ -60,9 +60,12 @@ EXTERNAL = [
 ]
 
 
-def evoenv(*args, log: Path) -> float:
-    """Run one evoenv command (its output to the terminal and to a log); returns its seconds."""
+def evoenv(*args, log: Path, profile: Path | None = None) -> float:
+    """Run one evoenv command (its output to the terminal and to a log); returns its seconds.
+    With `profile`, under cProfile, its statistics written there."""
     argv = [str(EXE), *map(str, args)]
+    if profile is not None:
+        argv = [sys.executable, "-m", "cProfile", "-o", str(profile), "-m", "evoenv_cli", *map(str, args)]
     print("$ evoenv " + " ".join(map(str, args)), file=sys.stderr, flush=True)
     start = time.perf_counter()
     with log.open("a") as f:
@@ -100,6 +103,16 @@ def unseen_pass(run: Path) -> dict:
         "unseen_items": len(items - overlap),
         "env_items": len(items),
     }
+
+
+def profile_summary(profile: Path, out: Path, top: int = 25) -> None:
+    """The profile's functions by cumulative time, the `top` first, as text beside it."""
+    import io
+    import pstats
+
+    text = io.StringIO()
+    pstats.Stats(str(profile), stream=text).sort_stats("cumulative").print_stats(top)
+    out.write_text(text.getvalue())
 
 
 def item_scores(evaluate_dir: Path, role: str = "model") -> dict[str, float]:
@@ -186,6 +199,11 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=None, help="GRPO steps (default: the recipe's train.max_steps)")
     ap.add_argument("--keep", action="store_true", help="reuse a finished calibration in RUN")
     ap.add_argument("--recipe", default=str(RECIPE), help="the settings (default: benchmarks/learning.yaml)")
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="run evoenv's train under cProfile (RUN/train.prof, top functions in RUN/train-profile.txt)",
+    )
     ap.add_argument("--per-env", type=int, default=None, help="training rows per environment (default: the recipe's)")
     ap.add_argument(
         "--instances", type=int, default=None, help="held-out items per environment (default: the recipe's)"
@@ -239,7 +257,10 @@ def main() -> None:
         recipe,
         *steps,
         log=log,
+        profile=run / "train.prof" if args.profile else None,
     )
+    if args.profile:
+        profile_summary(run / "train.prof", run / "train-profile.txt")
     started = time.perf_counter()
     shutil.rmtree(run / "bare", ignore_errors=True)
     bare_log = bare_train(run / "train.jsonl", run / "calibrate", model, run / "bare", args.steps, recipe)
