@@ -80,7 +80,7 @@ def test_search_finds_the_band_and_refines_between_coarse_levels(tmp_path, key):
     # a level whose interval straddles a band edge (0.83 beside 0.85) grew to the cap, whole
     # instances rounding it up; one whose interval lies inside the band stayed at M x K
     assert rm["curve"]["2"]["n"] >= CFG.max_samples and rm["curve"]["5"]["n"] == CFG.instances * CFG.samples
-    assert rm["curve"]["5"]["ci95"] == [0.2903, 0.7097] and 0 < rm["curve"]["5"]["guess_rate"] < 0.2
+    assert rm["curve"]["5"]["ci95"] == [0.2903, 0.7097] and 0 <= rm["curve"]["5"]["guess_rate"] < 0.2
     assert rm["curve"]["5"]["p_value"] < CFG.alpha
     assert v["grid_shortest_path"]["stage"] == "too_easy"
     # one batch per sweep (coarse, refine, then one per growth pass), over all environments

@@ -15,9 +15,9 @@ in `responses.jsonl` (raw text, extracted answer, score), so a calibration can b
 
 Chance and sample size. A level is in band only when its pass rate also beats guessing: each
 level's guess rate is measured, not assumed. `guess_instances` fresh instances are made at the
-level, their reference answers are the guesses (answers of the reference's type and shape; for
-label answers, such as a SELECT composite's, that is the label set, so the rate is an exact
-count: 1/k for k labels), and every instance scores every distinct guess in the sandbox. The
+level, and each scores the other instances' distinct reference answers as guesses (answers of
+the reference's type and shape; for label answers, such as a SELECT composite's, that is the
+label set, so the rate is an exact count: 1/k for k labels) in the sandbox. The
 pass rate must beat that rate in a one-sided exact binomial test at `alpha`. While a level's
 95% interval (Wilson) straddles a band edge, its instances are doubled, up to `max_samples`
 responses; a pass rate of exactly 0 or 1 is decided at once (no group there has variance to
@@ -147,8 +147,8 @@ def decided(m: Level, cfg: CalibrateConfig) -> bool:
 
 def measure_guesses(subjects: list[Subject], cfg: CalibrateConfig, pool: SandboxPool) -> None:
     """The guess rate of every measured level that has none yet: `guess_instances` fresh
-    instances at the level, whose distinct reference answers (at most 16) are the guesses;
-    every instance scores every guess in the sandbox, and the rate is the mean score."""
+    instances at the level; each scores, in the sandbox, the distinct reference answers of the
+    others (at most 16) as guesses, and the rate is the mean score."""
     wanted = [
         (s, lv) for s in subjects if not s.error for lv, m in sorted(s.curve.items()) if m.guess is None and m.asked
     ]
@@ -167,8 +167,13 @@ def measure_guesses(subjects: list[Subject], cfg: CalibrateConfig, pool: Sandbox
     spans: list[tuple[Subject, int, int]] = []
     for (s, lv), ms in zip(wanted, made):
         ok = [m for m in ms if m.failure() is None]
-        guesses = list(dict.fromkeys(m.answer for m in ok))[:16]
-        calls = [Call.score(m.instance, g) for m in ok for g in guesses]
+        # each instance against the *other* instances' answers: its own reference among the
+        # guesses would make any task look guessable at 1 / (distinct answers)
+        calls = [
+            Call.score(m.instance, g)
+            for i, m in enumerate(ok)
+            for g in list(dict.fromkeys(o.answer for j, o in enumerate(ok) if j != i))[:16]
+        ]
         spans.append((s, lv, len(calls)))
         jobs.append((s.env, calls))
     for (s, lv, n), results in zip(spans, pool.run_many(jobs)):
