@@ -141,26 +141,15 @@ def step_seconds(records: list[dict]) -> float | None:
     return round(sum(times) / len(times), 3) if times else None
 
 
-def bare_train(rows: Path, library: Path, model: Path, out: Path, steps: int | None, recipe: Path) -> list[dict]:
-    """The bare arm: TRL's GRPOTrainer on `rows` with the recipe's GRPO settings and a plain
-    in-process reward (each environment's own `score` on the last answer block, plus the same
-    format bonus); returns TRL's log history."""
-    import datasets
-    import transformers
-    from trl import GRPOConfig, GRPOTrainer
-
-    from evoenv_cli import config as cfgmod
-    from evoenv_cli.stages.train import grpo_args
-
-    spec = cfgmod.load_recipe(recipe)
-    train = cfgmod.override(spec.train, max_steps=steps) if steps else spec.train
-    weight, tag = spec.reward.format_weight, re.escape(spec.answer.tag)
-    answer = re.compile(rf"<{tag}>(.*?)</{tag}>", re.DOTALL | re.IGNORECASE)
+def bare_rewards(library: Path, tag: str):
+    """The bare arm's reward functions, plain Python in this process: each environment's own
+    `score` on the last answer block of a completion (0 without one), and the format bonus."""
+    answer = re.compile(rf"<{re.escape(tag)}>(.*?)</{re.escape(tag)}>", re.DOTALL | re.IGNORECASE)
     modules = {}
     for path in sorted((library / "envs").glob("*.py")):
-        spec_ = importlib.util.spec_from_file_location(f"bare_{path.stem}", path)
-        module = importlib.util.module_from_spec(spec_)
-        spec_.loader.exec_module(module)
+        spec = importlib.util.spec_from_file_location(f"bare_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
         modules[getattr(module, "NAME", path.stem)] = module
 
     def last_answer(completion) -> str | None:
@@ -177,6 +166,25 @@ def bare_train(rows: Path, library: Path, model: Path, out: Path, steps: int | N
 
     def answer_format(completions, **kwargs):
         return [0.0 if last_answer(c) is None else 1.0 for c in completions]
+
+    return env_score, answer_format
+
+
+def bare_train(rows: Path, library: Path, model: Path, out: Path, steps: int | None, recipe: Path) -> list[dict]:
+    """The bare arm: TRL's GRPOTrainer on `rows` with the recipe's GRPO settings and a plain
+    in-process reward (each environment's own `score` on the last answer block, plus the same
+    format bonus); returns TRL's log history."""
+    import datasets
+    import transformers
+    from trl import GRPOConfig, GRPOTrainer
+
+    from evoenv_cli import config as cfgmod
+    from evoenv_cli.stages.train import grpo_args
+
+    spec = cfgmod.load_recipe(recipe)
+    train = cfgmod.override(spec.train, max_steps=steps) if steps else spec.train
+    weight = spec.reward.format_weight
+    env_score, answer_format = bare_rewards(library, spec.answer.tag)
 
     transformers.set_seed(train.seed)
     dataset = datasets.load_dataset("json", data_files=str(rows), split="train")
