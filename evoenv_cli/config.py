@@ -95,6 +95,10 @@ class SampleConfig:
     # Demonstration turns before the task: another instance of the same environment and level,
     # answered by the oracle in the answer tags (how a weak policy learns the format).
     demonstrations: int = 0
+    # A conversation longer than this many characters is asked without its demonstration turns,
+    # and an instance whose task alone is longer is skipped: long prompts (a composite's reach
+    # ~1300 tokens with a demonstration) must not dominate a step. None: no cap.
+    max_prompt_chars: int | None = field(default=None, metadata={"min": 1})
 
 
 @dataclass
@@ -285,6 +289,14 @@ class CalibrateConfig:
     )
     instances: int = field(default=8, metadata={"min": 1})  # M fresh instances per level
     samples: int = field(default=8, metadata={"min": 1})  # K answers per instance
+    # a level is in band only when its pass rate beats the measured guess rate (one-sided exact
+    # binomial test at this level)
+    alpha: float = field(default=0.05, metadata={"gt": 0, "lt": 1})
+    # the most responses a level is measured on: while its 95% interval straddles a band edge,
+    # the level's instances are doubled
+    max_samples: int = field(default=64, metadata={"min": 1})
+    # fresh instances per level whose reference answers are the guesses the guess rate is measured by
+    guess_instances: int = field(default=12, metadata={"min": 2})
     temperature: float = field(default=1.0, metadata={"min": 0})
     top_p: float = field(default=1.0, metadata={"gt": 0, "max": 1})
     max_tokens: int = field(default=2048, metadata={"min": 1})
@@ -343,6 +355,10 @@ class TrainConfig:
     temperature: float = field(default=1.0, metadata={"gt": 0})
     epochs: float = field(default=1.0, metadata={"gt": 0})
     max_steps: int = -1  # > 0 overrides epochs
+    # Demonstrations fade: once a logged step's share of completions with a well-formed answer
+    # (train/format_share) reaches this, the steps after it are asked without the rows'
+    # demonstration turns (half the prompt tokens). None: kept throughout.
+    fade_demonstrations_at: float | None = field(default=None, metadata={"gt": 0, "max": 1})
     seed: int = 0
     loss_type: str = "dapo"
     scale_rewards: str = "group"

@@ -203,63 +203,117 @@ def test_the_verifier_order_is_never_overturned():
 
 
 class FixedScores:
-    """An EnvReward stand-in: every completion scores what its `score X` line says."""
+    """An EnvReward stand-in: every completion scores what its `score X` line says, and has an
+    answer when it has the answer tags."""
 
-    def details(self, completions, env_id, instance, env_name=None):
+    def details(self, completions, env_id, instance, env_name=None, completion_ids=None):
+        from evoenv_cli.rewards import extract_answer
+
         return [
-            {"reward": s, "score": s} for s in (float(re.search(r"score ([0-9.]+)", c).group(1)) for c in completions)
+            {"reward": s, "score": s, "answer": extract_answer(c)}
+            for c, s in ((c, float(re.search(r"score ([0-9.]+)", c).group(1))) for c in completions)
         ]
 
 
-def test_with_a_format_weight_the_arena_ranks_on_the_weighted_sum_trl_adds():
-    """TRL's reward is (1 - w) x the environment column + w x the format column: a group whose
-    scores tie but whose formats differ is not zero variance (left alone), a group tied on both
-    is judged, and in the sum TRL forms no two traces the verifier separates swap."""
-    from evoenv_cli.rewards import FormatReward
-    from evoenv_cli.stages.train import StepRewards
-
-    w = 0.1
+def step_batch(groups):
+    """Completions of `groups` [(score, tagged?), ...] of 4, each saying its quality (rising
+    along a group), and the columns TRL hands a reward function."""
     tagged = "<answer>7</answer>"
-    groups = [  # (score, tagged?) per completion
-        [(0.0, True), (0.0, False), (0.0, True), (0.0, False)],  # scores tie, formats do not
-        [(0.0, True)] * 4,  # both tie: the judge's
-        [(0.5, False)] * 4,  # both tie: the judge's
-        [(1.0, True), (0.0, True), (0.5, True), (1.0, True)],  # the verifier separates them
-    ]
     completions = [
         f"quality {q}\nscore {s}\n{tagged if t else 'no tags'}"
         for gi, g in enumerate(groups)
         for q, (s, t) in enumerate(g, start=gi)
     ]
     n = len(completions)
+    columns = dict(env_id=[f"env{i // 4}" for i in range(n)], instance=[{}] * n, seed=[i // 4 for i in range(n)])
+    return completions, columns
+
+
+def test_with_a_format_weight_the_arena_judges_score_ties_inside_the_weighted_sum_trl_adds():
+    """TRL's reward is (1 - w) x the environment column + w x the format column. A group whose
+    scores tie is judged even when its formats differ (it taught nothing about the task), a
+    group the verifier's scores separate is left alone, and in the sum TRL forms no two traces
+    the verifier or the format separates swap."""
+    from evoenv_cli.rewards import FormatReward
+    from evoenv_cli.stages.train import StepRewards
+
+    w = 0.1
+    groups = [  # (score, tagged?) per completion
+        [(0.0, True), (0.0, False), (0.0, True), (0.0, False)],  # scores tie, formats do not: judged
+        [(0.0, True)] * 4,  # both tie: the judge's
+        [(0.5, False)] * 4,  # both tie: the judge's
+        [(1.0, True), (0.0, True), (0.5, True), (1.0, True)],  # the verifier separates them
+    ]
+    completions, columns = step_batch(groups)
+    n = len(completions)
     judge = QualityJudge()
     arena = Arena(ArenaConfig(weight=0.49), 4, backend_judge(judge))
     fmt = FormatReward()
-    step = StepRewards(FixedScores(), arena, fmt, w)
-    ids = [f"env{i // 4}" for i in range(n)]
-    column = step(
-        prompts=["the task"] * n,
-        completions=completions,
-        env_id=ids,
-        instance=[{}] * n,
-        seed=[i // 4 for i in range(n)],
-    )
+    step = StepRewards(FixedScores(), arena, fmt, w, group_size=4)
+    column = step(prompts=["the task"] * n, completions=completions, **columns)
     formats = fmt(completions=completions)
     scores = [s for g in groups for s, _ in g]
     verifier = [(1 - w) * s + w * f for s, f in zip(scores, formats)]
     trl = [(1 - w) * c + w * f for c, f in zip(column, formats)]  # what TRL adds up
-    assert arena.last.zero_variance == arena.last.rescued == 2 and judge.calls > 0
-    assert column[:4] == scores[:4] and column[12:] == scores[12:]  # groups with variance untouched
-    for g in (1, 2):
+    assert arena.last.zero_variance == arena.last.rescued == 3 and judge.calls > 0
+    assert column[12:] == scores[12:]  # the group with score variance untouched
+    for g in (0, 1, 2):
         part, was = trl[g * 4 : (g + 1) * 4], verifier[g * 4 : (g + 1) * 4]
-        assert len(set(part)) == 4 and sum(part) / 4 == pytest.approx(was[0])
-        assert part == sorted(part)  # quality rises along each group, and so do the judge's rewards
+        assert sum(part) / 4 == pytest.approx(sum(was) / 4)  # the group's mean is kept
+    for g in (1, 2):
+        part = trl[g * 4 : (g + 1) * 4]
+        assert len(set(part)) == 4 and part == sorted(part)  # quality rises, and so do the judge's rewards
+    assert trl[0] < trl[2] and trl[1] < trl[3]  # inside the mixed group the judge ranks the tagged pair and the other
     for i in range(n):
         for j in range(n):
             if verifier[i] < verifier[j]:
                 assert trl[i] < trl[j], (i, j, verifier[i], verifier[j], trl[i], trl[j])
+    _, signal = step.drain()
+    assert signal["train/zero_variance_share"] == 0.75 and signal["train/format_share"] == 0.625
+    assert signal["zero_variance_by_reward"] == {"evoenv_env_reward": 0.75, "evoenv_format_reward": 0.75}
     # without an arena the column is the environment's score, whatever the format weight
-    assert StepRewards(FixedScores(), None, fmt, w)(completions=completions, env_id=ids, instance=[{}] * n) == scores
+    assert StepRewards(FixedScores(), None, fmt, w)(completions=completions, **columns) == scores
+
+
+def test_format_only_signal_score_ties_everywhere_the_arena_judges_and_the_round_line_says_so(tmp_path):
+    """The format bonus varies but every environment score ties: the score's zero-variance
+    share is 1.0 (TRL's share on the weighted sum is not), the arena judges every group, and
+    the round's `signal` is "format only", which its line says."""
+    from evoenv_cli.rewards import FormatReward
+    from evoenv_cli.stages.iterate import round_line
+    from evoenv_cli.stages.train import StepRewards, signal_of
+
+    groups = [[(0.0, True), (0.0, False), (0.0, False), (0.0, True)], [(0.0, False), (0.0, True)] * 2]
+    completions, columns = step_batch(groups)
+    n = len(completions)
+    arena = Arena(ArenaConfig(), 4, backend_judge(QualityJudge()))
+    fmt = FormatReward()
+    step = StepRewards(FixedScores(), arena, fmt, 0.1, group_size=4)
+    step(prompts=["the task"] * n, completions=completions, **columns)
+    assert arena.last.zero_variance == arena.last.groups == 2 and arena.last.rescued == 2
+    _, signal = step.drain()
+    assert signal["train/zero_variance_share"] == 1.0 and signal["train/score_mean"] == 0.0
+    assert signal["train/format_share"] == 0.5
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text(json.dumps({"step": 1, "reward": 0.05, "frac_reward_zero_std": 0.0, **signal}) + "\n")
+    assert signal_of(metrics) == "format only"
+    metrics.write_text(json.dumps({"step": 1, "frac_reward_zero_std": 1.0, **signal}) + "\n")
+    assert signal_of(metrics) == "none"
+    metrics.write_text(json.dumps({"step": 1, "frac_reward_zero_std": 0.5, "train/zero_variance_share": 0.5}) + "\n")
+    assert signal_of(metrics) == "score"
+    summary = {
+        "round": 1,
+        "candidates": 0,
+        "admitted": {},
+        "pool_size": 3,
+        "joined": 0,
+        "retired": 0,
+        "mean_train_reward": 0.05,
+        "evaluation": {},
+        "signal": "format only",
+    }
+    assert "(format only: every environment score tied)" in round_line(summary)
+    assert "weights unchanged" in round_line({**summary, "signal": "none"})
 
 
 def test_judge_rewards_lie_inside_the_width_and_sum_to_zero():

@@ -1,6 +1,7 @@
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,7 +33,7 @@ def answer_key(names=ENVS, cfg=CFG) -> dict[str, tuple[str, str, int]]:
     for name in names:
         m = load(name)
         for level in range(1, 11):
-            for i in range(cfg.instances):
+            for i in range(2 * -(-cfg.max_samples // cfg.samples)):  # every instance a grown level may ask
                 inst = json.loads(json.dumps(m.generate(calibrate.calibration_seed(cfg.seed, name, level, i), level)))
                 key[m.prompt(inst)] = (name, m.solve(inst), level)
     return key
@@ -75,9 +76,15 @@ def test_search_finds_the_band_and_refines_between_coarse_levels(tmp_path, key):
     rm = v["register_machine"]
     assert rm["admitted"] and rm["levels"] == [2, 3, 4, 5, 6, 7, 8, 9]
     assert rm["curve"]["1"]["pass_rate"] == 1.0 and rm["curve"]["10"]["pass_rate"] == 0.0
-    assert rm["curve"]["4"]["n"] == CFG.instances * CFG.samples and rm["no_answer_share"] == 0.0
+    assert rm["curve"]["1"]["n"] == CFG.instances * CFG.samples and rm["no_answer_share"] == 0.0
+    # a level whose interval straddles a band edge (0.83 beside 0.85) grew to the cap, whole
+    # instances rounding it up; one whose interval lies inside the band stayed at M x K
+    assert rm["curve"]["2"]["n"] >= CFG.max_samples and rm["curve"]["5"]["n"] == CFG.instances * CFG.samples
+    assert rm["curve"]["5"]["ci95"] == [0.2903, 0.7097] and 0 <= rm["curve"]["5"]["guess_rate"] < 0.2
+    assert rm["curve"]["5"]["p_value"] < CFG.alpha
     assert v["grid_shortest_path"]["stage"] == "too_easy"
-    assert len(backend.calls) == 2  # one batch per sweep (coarse, refine), over all environments
+    # one batch per sweep (coarse, refine, then one per growth pass), over all environments
+    assert len(backend.calls) == 4
     index = [json.loads(x) for x in (tmp_path / "out" / "index.jsonl").read_text().splitlines()]
     assert index[0]["calibration"]["levels"] == rm["levels"]
     out = tmp_path / "rows.jsonl"
@@ -133,7 +140,9 @@ def test_every_response_is_kept_with_its_score_and_prompt_ids_are_stable(tmp_pat
     assert len(rows) == sum(lv["n"] for lv in v["curve"].values())
     assert all(r["response"].startswith("thinking...") and r["score"] in (0.0, 1.0) for r in rows)
     seeds = {
-        calibrate.calibration_seed(0, "register_machine", int(lv), i) for lv in v["curve"] for i in range(CFG.instances)
+        calibrate.calibration_seed(0, "register_machine", int(lv), i)
+        for lv, c in v["curve"].items()
+        for i in range(c["n"] // CFG.samples)  # a grown level asked more instances, in the same sequence
     }
     assert {r["seed"] for r in rows} == seeds
     # a prompt's id (so its sampling seeds) is its instance seed, however the work is chunked
@@ -144,7 +153,7 @@ def test_a_band_whose_low_edge_minus_margin_is_zero_still_retires(tmp_path, key)
     cfg = CalibrateConfig(instances=3, samples=6, band=(0.05, 0.95), margin=0.05)
     lib = library(tmp_path, ("register_machine",))
     hard = ScriptedBackend(solver(lambda n, lv: 0.0, key))
-    previous = {"levels": [1, 2], "misses": 1}
+    previous = {"levels": [1, 2], "misses": 1, "curve": {"1": {"pass_rate": 0.5}}}  # measured once before
     subject = calibrate.Subject(lib.files[0], "register_machine")
     with SandboxPool() as pool:
         calibrate.sweep([subject], lambda s: [1, 4, 7, 10], cfg, SampleConfig(), pool, hard)
@@ -239,3 +248,81 @@ def test_real_tiny_model_through_openai_against_transformers_serve(tiny_model, s
         level["n"] == 2 and level["pass_rate"] == 0.0 and level["no_answer_share"] == 1.0
         for level in v["curve"].values()
     )
+
+
+# A crafted SELECT-like environment: k labelled numbers, the answer is the label of the
+# largest, so its answer is one of k labels and guessing scores 1/k.
+LABELLED = '''"""Which of K labelled numbers is the largest: the answer is one of K labels."""
+import random
+
+NAME = "select{k}_crafted"
+LABELS = "ABCDEFGH"[:{k}]
+
+
+def generate(seed, difficulty):
+    rng = random.Random(seed)
+    values = rng.sample(range(1, 20 + 10 * difficulty), {k})
+    return {{"values": values}}
+
+
+def prompt(instance):
+    shown = ", ".join(f"{{label}}: {{v}}" for label, v in zip(LABELS, instance["values"]))
+    return f"Which of these labelled numbers is the largest? {{shown}}. Give its label only."
+
+
+def solve(instance):
+    values = instance["values"]
+    return LABELS[values.index(max(values))]
+
+
+def score(instance, answer):
+    return 1.0 if str(answer).strip() == solve(instance) else 0.0
+'''
+
+
+def label_solver(name, accuracy):
+    """Of the K samples of an instance at level lv (known from its prompt id, the instance
+    seed), the first round(accuracy(lv) * K) name the largest number's label, the others the
+    next label."""
+    level_of = {calibrate.calibration_seed(0, name, lv, i): lv for lv in range(1, 11) for i in range(64)}
+
+    def reply(text, pid, j):
+        pairs = re.findall(r"([A-H]): (\d+)", text)
+        labels = [a for a, _ in pairs]
+        best = max(pairs, key=lambda p: int(p[1]))[0]
+        right = j < round(accuracy(level_of[pid]) * 6)
+        return f"<answer>{best if right else labels[(labels.index(best) + 1) % len(labels)]}</answer>"
+
+    return reply
+
+
+@pytest.mark.parametrize(
+    "k, accuracy, admitted",
+    [
+        (3, lambda lv: 2 / 6 if lv < 5 else 1 / 6 if lv < 8 else 0.0, False),  # about chance (1/3): not admitted
+        (4, lambda lv: 3 / 6 if lv < 5 else 2 / 6 if lv < 8 else 0.0, True),  # 0.5 against 1/4: admitted
+    ],
+)
+def test_a_label_answer_at_chance_is_not_admitted_and_one_well_above_is(tmp_path, k, accuracy, admitted):
+    """The guess rate of a k-label answer is measured (the label set: 1/k); a level whose pass
+    rate is in the band but does not beat that rate in the one-sided test is not in band."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / f"select{k}_crafted.py").write_text(LABELLED.format(k=k))
+    cfg = CalibrateConfig(instances=4, samples=6, guess_instances=24, band=[0.15, 0.85], coarse_levels=[1, 4, 7, 10])
+    out = tmp_path / "out"
+    backend = ScriptedBackend(label_solver(f"select{k}_crafted", accuracy))
+    calibrate.run(
+        EnvLibrary.open(lib), cfg, SampleConfig(), RuntimeConfig(), backend, prepare_out_dir(out, False, False), "m"
+    )
+    v = json.loads((out / "verdicts.jsonl").read_text())
+    guesses = {c["guess_rate"] for c in v["curve"].values()}
+    assert guesses == {round(1 / k, 4)}  # every level: the exact count over k labels
+    assert v["admitted"] is admitted
+    if admitted:
+        assert v["levels"] and all(v["curve"][str(lv)]["pass_rate"] == 0.5 for lv in v["levels"])
+        assert all(v["curve"][str(lv)]["p_value"] < cfg.alpha for lv in v["levels"])
+    else:
+        # without the chance test levels 1-4 (0.33, in the band) would have been admitted
+        assert v["stage"] == "at_chance" and "guessing 0.33" in v["reason"]
+        assert v["curve"]["1"]["pass_rate"] == pytest.approx(1 / 3, abs=1e-3)

@@ -212,6 +212,7 @@ def make_run(root: Path, calibrate_first: bool = False) -> Path:
                 "reward": 0.25,
                 "reward_std": 0.4,
                 "frac_reward_zero_std": 0.5,
+                "train/zero_variance_share": 1.0,
                 "per_env": {"A": {"n": 4, "pass_rate": 0.5}, "B": {"n": 4, "pass_rate": 0.0}},
             },
             {
@@ -219,6 +220,7 @@ def make_run(root: Path, calibrate_first: bool = False) -> Path:
                 "reward": 0.5,
                 "reward_std": 0.3,
                 "frac_reward_zero_std": 0.25,
+                "train/zero_variance_share": 0.5,
                 "per_env": {"A": {"n": 4, "pass_rate": 0.75}, "g00000_alpha": {"n": 4, "pass_rate": 0.25}},
             },
             {
@@ -281,7 +283,9 @@ def make_run(root: Path, calibrate_first: bool = False) -> Path:
                 "name": "A",
                 "origin": "seed",
                 "calibration": {
-                    "curve": curve(0.95, 0.8, 0.5, 0.2),
+                    "curve": {
+                        lv: {**m, "guess_rate": 0.25} for lv, m in curve(0.95, 0.8, 0.5, 0.2).items()
+                    },  # as calibrate writes it now
                     "levels": [4, 7],
                     "band": [0.15, 0.85],
                     "misses": 0,
@@ -416,6 +420,7 @@ def test_calibration_curves_of_the_pool(run):
     assert cal["after_round"] == 1 and cal["band"] == [0.15, 0.85]
     by = {e["name"]: e for e in cal["environments"]}
     assert [(c["level"], c["pass_rate"]) for c in by["A"]["curve"]] == [(1, 0.95), (4, 0.8), (7, 0.5), (10, 0.2)]
+    assert [c["guess_rate"] for c in by["A"]["curve"]] == [0.25] * 4  # beside each pass rate
     assert by["A"]["levels"] == [4, 7] and by["A"]["measured"]
     assert not by["B"]["measured"] and by["B"]["levels"] == list(range(1, 11))
     assert by["D"]["curve"] == [] and by["D"]["band"] is None  # missing fields are missing, not a crash
@@ -429,6 +434,8 @@ def test_training_curves(run):
         (2, 0.5, 0.3, 0.25),
         (3, 0.75, 0.2, 0.0),
     ]
+    # the score's own share beside the weighted sum's (a record from before it was logged: None)
+    assert [s["score_zero_std_share"] for s in tr["steps"]] == [1.0, 0.5, None]
     assert tr["steps"][1]["per_env"]["g00000_alpha"]["pass_rate"] == 0.25
     assert tr["rounds"] == [
         {
@@ -438,6 +445,7 @@ def test_training_curves(run):
             "first_global_step": 1,
             "mean_reward": 0.5,
             "mean_zero_std_share": 0.25,
+            "mean_score_zero_std_share": 0.75,
         }
     ]
     assert tr["env_pass_rate_by_round"] == {"A": {"1": 0.625}, "B": {"1": 0.5}, "g00000_alpha": {"1": 0.25}}

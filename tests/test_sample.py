@@ -48,6 +48,21 @@ def test_a_demonstration_turn_shows_another_instance_answered_in_tags():
     assert differ == len(shown)  # copying the demonstration never scores on the seeds
 
 
+def test_a_prompt_cap_drops_demonstrations_first_then_skips_the_task():
+    """Over `max_prompt_chars` a conversation loses its demonstration turns; a task longer than
+    the cap alone is skipped with its reason."""
+    lib = EnvLibrary.open(SEEDS)
+    with SandboxPool() as pool:
+        shown = sample.run(lib, SampleConfig(per_env=4, seed=3, demonstrations=1), pool).rows
+        tasks = sorted(len(r["prompt"][-1]["content"]) for r in shown)
+        cap = tasks[len(tasks) // 2]  # half the tasks fit alone, none with its demonstration
+        capped = sample.run(lib, SampleConfig(per_env=4, seed=3, demonstrations=1, max_prompt_chars=cap), pool)
+    assert all(sum(len(m["content"]) for m in r["prompt"]) > cap for r in shown)
+    assert capped.rows and all(len(r["prompt"]) == 1 and len(r["prompt"][0]["content"]) <= cap for r in capped.rows)
+    assert len(capped.rows) + len(capped.skipped) == len(shown)
+    assert all("sample.max_prompt_chars" in s["reason"] for s in capped.skipped)
+
+
 def test_heldout_seeds_never_meet_training_seeds():
     train = {sample.instance_seed(s, "x", i) for s in range(3) for i in range(2000)}
     held = {sample.instance_seed(s, "x", i, split="heldout") for s in range(3) for i in range(2000)}

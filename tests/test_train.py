@@ -48,6 +48,29 @@ def rows(tmp_path_factory):
     return out
 
 
+def test_demonstrations_fade_once_the_format_share_reaches_the_threshold():
+    """Rows are read through the fade's transform: with their demonstration turns until a
+    logged step's format share reaches the threshold, without them (system prompt kept) after."""
+    import datasets
+
+    from evoenv_cli.stages.train import DemonstrationFade
+
+    prompt = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "demo task"},
+        {"role": "assistant", "content": "<answer>1</answer>"},
+        {"role": "user", "content": "the task"},
+    ]
+    data = datasets.Dataset.from_list([{"prompt": prompt, "env_id": "x"}] * 2)
+    fade = DemonstrationFade(0.8)
+    data.set_transform(fade.transform)
+    fade.observe(1, 0.5)
+    assert data[0]["prompt"] == prompt and fade.faded_at is None
+    fade.observe(2, 0.85)
+    fade.observe(3, 0.1)  # once faded, stays faded
+    assert fade.faded_at == 2 and data[1]["prompt"] == [prompt[0], prompt[-1]] and data[1]["env_id"] == "x"
+
+
 def weights(path: Path):
     from safetensors.torch import load_file
 
@@ -89,8 +112,15 @@ def test_grpo_steps_change_weights_and_log_rewards(tiny_model, rows, tmp_path):
         assert m["per_env"] and all(
             {"reward_mean", "reward_std", "pass_rate", "n"} <= set(v) for v in m["per_env"].values()
         )
+        # the task's own signal: the score's zero-variance share (the sum's is TRL's), per reward
+        # function, and the time spent in the reward path against TRL's step_time
+        assert 0 <= m["train/zero_variance_share"] <= 1 and 0 <= m["train/score_mean"] <= 1
+        assert m["train/format_share"] == 1.0  # an empty answer tag: every completion is its answer
+        assert set(m["zero_variance_by_reward"]) == {"evoenv_env_reward", "evoenv_format_reward"}
+        assert 0 < m["train/reward_seconds"] < m["step_time"]
     manifest = json.loads((out / "train-manifest.json").read_text())
     assert manifest["summary"]["steps"] == 2 and manifest["config"]["train"]["num_generations"] == 2
+    assert manifest["summary"]["signal"] in ("score", "none") and 0 < manifest["summary"]["reward_share"] < 1
     # resume from the last checkpoint runs the remaining steps only
     r = evoenv(
         "train",

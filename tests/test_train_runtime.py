@@ -71,15 +71,18 @@ def test_colocated_vllm_gets_a_context_from_the_rows(tiny_model, tmp_path):
 def test_step_rewards_drain_joins_every_ranks_window():
     class Reward:
         def details(self, completions, env_id, instance, env_name, completion_ids=None):
-            return [{"reward": float(c), "score": float(c)} for c in completions]
+            return [{"reward": float(c), "score": float(c), "answer": str(c)} for c in completions]
 
     step = stage.StepRewards(Reward())
     step(completions=[1, 0], env_id=["a", "b"], instance=[{}, {}], env_name=["A", "B"])
-    other_rank = {"A": [(0.0, 0.0), (0.0, 0.0), (1.0, 1.0)]}
-    joined = step.drain(lambda mine: mine + [other_rank])  # as gather_object: a list per rank
+    other_window = stage.SignalWindow(groups=3, completions=3, score_sum=1.0, formatted=3)
+    other_rank = ({"A": [(0.0, 0.0), (0.0, 0.0), (1.0, 1.0)]}, other_window)
+    joined, signal = step.drain(lambda mine: mine + [other_rank])  # as gather_object: a list per rank
     assert joined["A"] == {"n": 4, "reward_mean": 0.5, "reward_std": 0.5, "pass_rate": 0.5}
     assert joined["B"]["n"] == 1
-    assert step.drain() == {}
+    # the signal covers both ranks' completions too: 2 here, 3 there, 2 of 5 scored 1.0
+    assert signal["train/score_mean"] == 0.4
+    assert step.drain() == ({}, {})
 
 
 @pytest.mark.parametrize("name", ["zero2", "zero3", "fsdp"])

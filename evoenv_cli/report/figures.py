@@ -173,10 +173,20 @@ def training(tr: dict, path: Path) -> bool:
     ax1.set_title("training, step by step (dashed: a new round)", fontsize=10)
     ax2.plot(
         x,
-        [math.nan if s["zero_std_share"] is None else s["zero_std_share"] for s in steps],
+        [math.nan if s.get("score_zero_std_share") is None else s["score_zero_std_share"] for s in steps],
         marker=".",
         color="#C44E52",
+        label="environment score",
     )
+    ax2.plot(
+        x,
+        [math.nan if s["zero_std_share"] is None else s["zero_std_share"] for s in steps],
+        marker=".",
+        linestyle=":",
+        color="#8C8C8C",
+        label="reward sum (format bonus included)",
+    )
+    ax2.legend(fontsize=7, loc="upper left")
     ax2.set_ylim(-0.05, 1.05)
     ax2.set_ylabel("zero-variance\ngroups", fontsize=8)
     names = sorted({n for s in steps for n in s["per_env"]})

@@ -492,6 +492,7 @@ def calibration(run: RunFiles) -> dict:
                     "pass_rate": number(m.get("pass_rate")),
                     "n": m.get("n"),
                     "no_answer_share": number(m.get("no_answer_share")),
+                    "guess_rate": number(m.get("guess_rate")),  # what guessing scores at the level
                 }
             )
         curve.sort(key=lambda c: c["level"])
@@ -553,6 +554,8 @@ def training(run: RunFiles) -> dict:
                     "reward": number(rec.get("reward")),
                     "reward_std": number(rec.get("reward_std")),
                     "zero_std_share": number(rec.get("frac_reward_zero_std")),
+                    # the same share judged on the environment's score alone (a format bonus hides it)
+                    "score_zero_std_share": number(rec.get("train/zero_variance_share")),
                     "kl": number(rec.get("kl")),
                     "per_env": per_env,
                 }
@@ -569,6 +572,7 @@ def training(run: RunFiles) -> dict:
                     "first_global_step": offset + 1,
                     "mean_reward": mean([s["reward"] for s in rs]),
                     "mean_zero_std_share": mean([s["zero_std_share"] for s in rs]),
+                    "mean_score_zero_std_share": mean([s["score_zero_std_share"] for s in rs]),
                 }
             )
         offset += summary.get("steps") if isinstance(summary.get("steps"), int) else last

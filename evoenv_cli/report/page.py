@@ -252,6 +252,13 @@ def pool_section(numbers: dict, links: Links, fig_src) -> str:
     )
 
 
+def _level_cell(c: dict) -> str:
+    """A level's pass rate, and (when calibration measured them) its guess rate and sample size."""
+    if c["pass_rate"] is None or c.get("guess_rate") is None:
+        return cell(c["pass_rate"])
+    return f'<td class="n">{c["pass_rate"]:.3f} <small>guess {c["guess_rate"]:.2f} n={h(str(c["n"]))}</small></td>'
+
+
 def calibration_section(numbers: dict, fig_src) -> str:
     cal = numbers["calibration"]
     levels = sorted({c["level"] for e in cal["environments"] for c in e["curve"]})
@@ -265,7 +272,7 @@ def calibration_section(numbers: dict, fig_src) -> str:
                 f"<td>{h(e['origin'])}</td>",
                 cell(band),
                 f"<td>{h(_levels_text(e['levels']))}</td>" if e["levels"] else cell(None),
-                *[cell(by[lv]["pass_rate"]) if lv in by else cell(None) for lv in levels],
+                *[_level_cell(by[lv]) if lv in by else cell(None) for lv in levels],
                 cell(e["no_answer_share"]),
             ]
         )
@@ -273,7 +280,8 @@ def calibration_section(numbers: dict, fig_src) -> str:
         table(
             ["environment", "origin", "band", "calibrated levels", *[f"L{lv}" for lv in levels], "no-answer share"],
             rows,
-            "pass rate per measured level (— : no response had an answer at that level)",
+            "pass rate per measured level, with the guess rate beside it and n "
+            "(— : no response had an answer at that level)",
         )
         if rows
         else "<p class='missing'>no pool yet</p>"
@@ -298,6 +306,7 @@ def training_section(numbers: dict, fig_src) -> str:
             cell(s["step"]),
             cell(s["reward"]),
             cell(s["reward_std"]),
+            cell(s.get("score_zero_std_share")),
             cell(s["zero_std_share"]),
             f"<td>{h(_per_env_text(s['per_env']))}</td>",
         ]
@@ -308,6 +317,7 @@ def training_section(numbers: dict, fig_src) -> str:
             cell(r["round"]),
             cell(r["steps"]),
             cell(r["mean_reward"]),
+            cell(r.get("mean_score_zero_std_share")),
             cell(r["mean_zero_std_share"]),
             f"<td>{'finished' if r['finished'] else 'unfinished'}</td>",
         ]
@@ -321,7 +331,10 @@ def training_section(numbers: dict, fig_src) -> str:
     if not step_rows:
         return f"<div class='row'>{figure(None, '', 'no training step logged yet')}</div>"
     tabs = (
-        table(["round", "steps", "mean reward", "mean zero-variance share", "state"], round_rows)
+        table(
+            ["round", "steps", "mean reward", "zero-variance share (score)", "zero-variance share (sum)", "state"],
+            round_rows,
+        )
         + table(
             ["environment", *[f"round {r}" for r in env_rounds]],
             env_rows,
@@ -329,7 +342,15 @@ def training_section(numbers: dict, fig_src) -> str:
         )
         + "<details><summary>every step</summary>"
         + table(
-            ["round", "step", "reward mean", "reward std", "zero-variance share", "pass rate per environment"],
+            [
+                "round",
+                "step",
+                "reward mean",
+                "reward std",
+                "zero-variance share (score)",
+                "zero-variance share (sum)",
+                "pass rate per environment",
+            ],
             step_rows,
         )
         + "</details>"

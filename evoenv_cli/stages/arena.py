@@ -397,11 +397,11 @@ def prompt_key(env_id: Any, seed: Any, difficulty: Any, instance: Any) -> str:
     return f"{env_id}:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 
-def pool_key(items: list[tuple[str, str, str, float]], group: list[int]) -> str:
+def pool_key(items: list[tuple[str, str, str, float, float]], group: list[int]) -> str:
     """Whose anchors a zero-variance group meets: earlier traces of the same prompt that the
     verifier scored the same (so the judge's prompt can say both got the same score)."""
-    key, *_, reward = items[group[0]]
-    return f"{key}@{reward!r}"
+    key, _, _, tie, _ = items[group[0]]
+    return f"{key}@{tie!r}"
 
 
 class Arena:
@@ -439,6 +439,7 @@ class Arena:
         env_id: Sequence[Any],
         instance: Sequence[Any],
         columns: dict[str, Any],
+        ties: list[float] | None = None,
     ) -> list[float]:
         """`rescore` from what TRL hands a reward function: the rows' columns (`seed`,
         `difficulty`), `trainer_state` (the step) and `log_metric` (into metrics.jsonl)."""
@@ -449,7 +450,13 @@ class Arena:
         state = columns.get("trainer_state")
         step = state.global_step + 1 if state is not None else self.calls + 1
         return self.rescore(
-            rewards, prompts if prompts is not None else [""] * n, completions, keys, step, columns.get("log_metric")
+            rewards,
+            prompts if prompts is not None else [""] * n,
+            completions,
+            keys,
+            step,
+            columns.get("log_metric"),
+            ties,
         )
 
     def rescore(
@@ -460,15 +467,20 @@ class Arena:
         keys: Sequence[str],
         step: int,
         log_metric: Callable[[str, float], None] | None = None,
+        ties: Sequence[float] | None = None,
     ) -> list[float]:
         """`rewards` (the verifier's, for this process's completions, in TRL's order: groups of
         `group_size` consecutive completions of one prompt over all processes) with the judge's
-        rewards added inside zero-variance groups."""
+        rewards added inside zero-variance groups. `ties`: the values whose ties make a group
+        zero-variance (default `rewards`): the environment's score, where `rewards` is the sum
+        TRL forms with a format bonus, so a group that learned nothing about the task is judged
+        even when its format varied, and the judge's rewards never reorder that sum."""
         from evoenv_cli.rewards import completion_text
 
+        ties = rewards if ties is None else ties
         local = [
-            (key, task_text(p), completion_text(c), float(r))
-            for key, p, c, r in zip(keys, prompts, completions, rewards, strict=True)
+            (key, task_text(p), completion_text(c), float(t), float(r))
+            for key, p, c, t, r in zip(keys, prompts, completions, ties, rewards, strict=True)
         ]
         parts = self.procs.gather(local)
         start = sum(len(p) for p in parts[: self.procs.rank])
@@ -483,7 +495,9 @@ class Arena:
                 log_metric(name, value)
         return new[start : start + len(local)]
 
-    def _rescore_all(self, items: list[tuple[str, str, str, float]], step: int) -> tuple[list[float], ArenaStats]:
+    def _rescore_all(
+        self, items: list[tuple[str, str, str, float, float]], step: int
+    ) -> tuple[list[float], ArenaStats]:
         rewards = [r for *_, r in items]
         stats = ArenaStats()
         g = self.group_size
@@ -492,7 +506,7 @@ class Arena:
             return rewards, stats
         groups = [list(range(s, s + g)) for s in range(0, len(items), g)]
         stats.groups = len(groups)
-        zero = [idx for idx in groups if len({rewards[i] for i in idx}) == 1]
+        zero = [idx for idx in groups if len({items[i][3] for i in idx}) == 1]
         stats.zero_variance = len(zero)
         mixed = [idx for idx in zero if len({items[i][0] for i in idx}) > 1]
         if mixed:  # TRL's groups are consecutive completions of one prompt; anything else is not judged
@@ -522,7 +536,7 @@ class Arena:
                     "step": step,
                     "group": gi,
                     "key": items[idx[0]][0],
-                    "reward": rewards[idx[0]],
+                    "reward": items[idx[0]][3],
                     "rescued": rescued,
                     "width": width,
                     "traces": [

@@ -13,6 +13,17 @@ at all had an answer is the verdict `no_answers` (a format problem, not a diffic
 A pass rate of exactly 0 or 1 is never in the band, whatever its edges. Every response is kept
 in `responses.jsonl` (raw text, extracted answer, score), so a calibration can be audited.
 
+Chance and sample size. A level is in band only when its pass rate also beats guessing: each
+level's guess rate is measured, not assumed. `guess_instances` fresh instances are made at the
+level, and each scores the other instances' distinct reference answers as guesses (answers of
+the reference's type and shape; for label answers, such as a SELECT composite's, that is the
+label set, so the rate is an exact count: 1/k for k labels) in the sandbox. The
+pass rate must beat that rate in a one-sided exact binomial test at `alpha`. While a level's
+95% interval (Wilson) straddles a band edge, its instances are doubled, up to `max_samples`
+responses; a pass rate of exactly 0 or 1 is decided at once (no group there has variance to
+learn from). Each level's record carries n, its interval, the guess rate and the test's
+p-value beside the pass rate.
+
 Run on a pool that was calibrated before (its index.jsonl carries `calibration`), the same
 command is pool rotation: an environment that misses the band (widened by a margin) on
 `retire_after` consecutive calibrations retires as retired_too_easy / retired_too_hard.
@@ -26,10 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evoenv_cli import artifacts
+from evoenv_cli.confidence import above_chance_p_value, wilson_interval
 from evoenv_cli.config import AnswerConfig, CalibrateConfig, RuntimeConfig, SampleConfig, to_dict
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.llm.base import Backend, SamplingConfig
 from evoenv_cli.rewards import extract_answer
+from evoenv_cli.runtime.instances import Order, make_instances
 from evoenv_cli.runtime.pool import Call, EnvLoadError, SandboxPool
 from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
@@ -42,16 +55,18 @@ CHECKS = (
     "too_easy",
     "too_hard",
     "flat",
+    "at_chance",
     "missed_band",
     "retired_too_easy",
     "retired_too_hard",
 )
+GROWTH_PASSES = 8  # doublings of a level's instances at most (max_samples stops them first)
 
 
-def calibration_seed(base: int, env_name: str, level: int, i: int) -> int:
+def calibration_seed(base: int, env_name: str, level: int, i: int, kind: str = "calibrate") -> int:
     """Instance seeds of calibration: stable per (base, env, level, i), salted apart from the
-    seeds `sample` and `evaluate` use."""
-    digest = hashlib.sha256(f"calibrate:{base}:{env_name}:{level}:{i}".encode()).digest()
+    seeds `sample` and `evaluate` use (and, with `kind="guess"`, from the asked ones)."""
+    digest = hashlib.sha256(f"{kind}:{base}:{env_name}:{level}:{i}".encode()).digest()
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
@@ -65,6 +80,9 @@ class Level:
     no_answer: int = 0
     errors: int = 0  # completions the backend failed to return
     failed: int = 0  # instances that could not be made in the sandbox
+    asked: int = 0  # instances asked so far (a grown level continues the same seed sequence)
+    guess: float | None = None  # the measured guess rate (None: not measured, taken as 0)
+    guesses: int = 0  # (instance, guess) pairs it was measured on
 
     @property
     def responses(self) -> int:
@@ -74,11 +92,21 @@ class Level:
     def pass_rate(self) -> float | None:
         return sum(self.scores) / len(self.scores) if self.scores else None
 
+    @property
+    def p_value(self) -> float | None:
+        """One-sided: how likely guessing scores this well (partial credit summed into successes)."""
+        if not self.scores:
+            return None
+        return above_chance_p_value(round(sum(self.scores)), len(self.scores), self.guess or 0.0)
+
     def record(self) -> dict:
-        p = self.pass_rate
+        p, pv = self.pass_rate, self.p_value
         return {
             "pass_rate": None if p is None else round(p, 4),
             "n": len(self.scores),
+            "ci95": wilson_interval(p, len(self.scores)),
+            "guess_rate": None if self.guess is None else round(self.guess, 4),
+            "p_value": None if pv is None else round(pv, 6),
             "no_answer_share": round(self.no_answer / self.responses, 4) if self.responses else None,
         }
 
@@ -97,6 +125,63 @@ def in_band(p: float, lo: float, hi: float) -> bool:
     return lo <= p <= hi and 0.0 < p < 1.0
 
 
+def level_in_band(m: Level, lo: float, hi: float, cfg: CalibrateConfig) -> bool:
+    """The level rule: in the band, and above chance by a margin its sample size supports."""
+    p, pv = m.pass_rate, m.p_value
+    return p is not None and in_band(p, lo, hi) and pv is not None and pv < cfg.alpha
+
+
+def decided(m: Level, cfg: CalibrateConfig) -> bool:
+    """Whether a level's verdict stands: its interval lies inside the band (and it beats
+    guessing) or outside it, it cannot beat guessing, its rate is exactly 0 or 1, or it was
+    measured on `max_samples` responses already."""
+    p = m.pass_rate
+    if p is None or p in (0.0, 1.0) or m.responses >= cfg.max_samples or m.asked == 0:
+        return True
+    lo, hi = cfg.band
+    a, b = wilson_interval(p, m.responses)
+    if b < lo or a > hi or b <= (m.guess or 0.0):
+        return True
+    return lo <= a and b <= hi and level_in_band(m, lo, hi, cfg)
+
+
+def measure_guesses(subjects: list[Subject], cfg: CalibrateConfig, pool: SandboxPool) -> None:
+    """The guess rate of every measured level that has none yet: `guess_instances` fresh
+    instances at the level; each scores, in the sandbox, the distinct reference answers of the
+    others (at most 16) as guesses, and the rate is the mean score."""
+    wanted = [
+        (s, lv) for s in subjects if not s.error for lv, m in sorted(s.curve.items()) if m.guess is None and m.asked
+    ]
+    if not wanted:
+        return
+    orders = [
+        Order(
+            s.env,
+            [(calibration_seed(cfg.seed, s.name, lv, i, "guess"), lv) for i in range(cfg.guess_instances)],
+            ask=("solve",),
+        )
+        for s, lv in wanted
+    ]
+    made = make_instances(pool, orders)
+    jobs: list[tuple[EnvFile, list[Call]]] = []
+    spans: list[tuple[Subject, int, int]] = []
+    for (s, lv), ms in zip(wanted, made):
+        ok = [m for m in ms if m.failure() is None]
+        # each instance against the *other* instances' answers: its own reference among the
+        # guesses would make any task look guessable at 1 / (distinct answers)
+        calls = [
+            Call.score(m.instance, g)
+            for i, m in enumerate(ok)
+            for g in list(dict.fromkeys(o.answer for j, o in enumerate(ok) if j != i))[:16]
+        ]
+        spans.append((s, lv, len(calls)))
+        jobs.append((s.env, calls))
+    for (s, lv, n), results in zip(spans, pool.run_many(jobs)):
+        values = [r.value if r.ok else 0.0 for r in results]
+        s.curve[lv].guesses = n
+        s.curve[lv].guess = sum(values) / n if n else 0.0
+
+
 def sweep(
     subjects: list[Subject],
     levels_of: Callable[[Subject], list[int]],
@@ -106,18 +191,29 @@ def sweep(
     backend: Backend,
     responses: artifacts.JsonlAppender | None = None,
     answer: AnswerConfig | None = None,
+    grow: bool = False,
 ) -> None:
     """Measure the given levels of every subject: instances in the sandbox (prompts built as
     for training), one backend batch for all of them, answers scored in the sandbox. Every
-    response is appended to `responses` (the raw text, the extracted answer and its score)."""
+    response is appended to `responses` (the raw text, the extracted answer and its score).
+    With `grow`, levels already measured are asked as many new instances again (up to
+    `max_samples` responses); otherwise only levels not measured yet are asked."""
     plans, levels_asked = [], []
     for s in subjects:
         if s.error:
             continue
-        levels = [lv for lv in levels_of(s) if lv not in s.curve]
-        for lv in levels:
-            s.curve[lv] = Level()
-        pairs = [(calibration_seed(cfg.seed, s.name, lv, i), lv) for lv in levels for i in range(cfg.instances)]
+        pairs = []
+        for lv in levels_of(s):
+            m = s.curve.get(lv)
+            if m is None:
+                m = s.curve[lv] = Level()
+                count = cfg.instances
+            elif grow:  # double the instances, up to max_samples responses
+                count = min(m.asked, -(-(cfg.max_samples - m.responses) // cfg.samples))
+            else:
+                continue
+            pairs += [(calibration_seed(cfg.seed, s.name, lv, i), lv) for i in range(m.asked, m.asked + count)]
+            m.asked += max(count, 0)
         if pairs:
             plans.append(Plan(s.env, s.name, pairs))
             levels_asked.append(s)
@@ -185,6 +281,11 @@ def sweep(
             responses.append(row)
 
 
+def undecided(s: Subject, cfg: CalibrateConfig) -> list[int]:
+    """The measured levels whose verdict is not yet supported by their sample size."""
+    return [] if s.error else [lv for lv, m in sorted(s.curve.items()) if not decided(m, cfg)]
+
+
 def refine_levels(s: Subject, cfg: CalibrateConfig) -> list[int]:
     """Levels between coarse neighbours whose pass rates bracket or touch the band."""
     lo, hi = cfg.band
@@ -227,7 +328,8 @@ def judge(s: Subject, cfg: CalibrateConfig, previous: dict | None) -> Verdict:
             )
         return verdict(False, "no_answers", why)
     lo, hi = cfg.band
-    chosen = sorted(lv for lv, p in rates.items() if in_band(p, lo, hi))
+    chosen = sorted(lv for lv in rates if level_in_band(s.curve[lv], lo, hi, cfg))
+    chance = sorted(lv for lv, p in rates.items() if in_band(p, lo, hi) and lv not in chosen)
     low_level, high_level = min(rates), max(rates)
     spread = max(rates.values()) - min(rates.values())
     if all(p > hi or p >= 1.0 for p in rates.values()):
@@ -240,13 +342,22 @@ def judge(s: Subject, cfg: CalibrateConfig, previous: dict | None) -> Verdict:
             (f"the pass rate does not respond to difficulty (it spans {spread:.2f} over levels {sorted(rates)})"),
         )
     elif chosen:
-        return verdict(True, "admitted", f"pass rate in [{lo}, {hi}] at levels {chosen}", levels=chosen, misses=0)
+        return verdict(
+            True, "admitted", f"pass rate in [{lo}, {hi}] above chance at levels {chosen}", levels=chosen, misses=0
+        )
+    elif chance:
+        shown = ", ".join(
+            f"{rates[lv]:.2f} vs guessing {s.curve[lv].guess or 0.0:.2f} at level {lv} "
+            f"(n={s.curve[lv].responses}, p={s.curve[lv].p_value:.2g})"
+            for lv in chance[:3]
+        )
+        kind, why = "at_chance", f"the pass rate does not beat guessing where it is in the band: {shown}"
     else:
         kind, why = "missed_band", "the pass rate jumps over the band between adjacent levels"
-    if previous is None:
-        return verdict(False, kind, why)
+    if previous is None or not previous.get("curve"):  # never measured before: no hysteresis to give
+        return verdict(False, kind, why, misses=int((previous or {}).get("misses", 0) or 0) + 1)
     # pool rotation: an environment already in the pool gets hysteresis
-    wide = [lv for lv, p in rates.items() if in_band(p, lo - cfg.margin, hi + cfg.margin)]
+    wide = [lv for lv in rates if level_in_band(s.curve[lv], lo - cfg.margin, hi + cfg.margin, cfg)]
     if wide:
         return verdict(
             True, "admitted", f"within the band's margin at levels {sorted(wide)}", levels=sorted(wide), misses=0
@@ -256,7 +367,9 @@ def judge(s: Subject, cfg: CalibrateConfig, previous: dict | None) -> Verdict:
         return verdict(False, f"retired_{kind}", f"{why}; missed the band {misses} times in a row", misses=misses)
     if misses >= cfg.retire_after:
         return verdict(False, kind, f"{why}; missed the band {misses} times in a row", misses=misses)
-    kept = [lv for lv in previous.get("levels", []) if type(lv) is int] or sorted(rates)
+    kept = [lv for lv in previous.get("levels", []) if type(lv) is int]
+    if not kept:  # out of band before too: nothing measured in band to keep
+        return verdict(False, kind, f"{why} (miss {misses} of {cfg.retire_after})", misses=misses)
     return verdict(
         True,
         "admitted",
@@ -292,7 +405,14 @@ def run(
         for start in range(0, len(subjects), cfg.chunk):
             group = subjects[start : start + cfg.chunk]
             sweep(group, lambda s: list(cfg.coarse_levels), cfg, sample_cfg, pool, backend, responses, answer)
+            measure_guesses(group, cfg, pool)
             sweep(group, lambda s: refine_levels(s, cfg), cfg, sample_cfg, pool, backend, responses, answer)
+            measure_guesses(group, cfg, pool)
+            # each pass doubles the undecided levels' instances; bounded, for responses that never come back
+            for _ in range(GROWTH_PASSES):
+                if not any(undecided(s, cfg) for s in group):
+                    break
+                sweep(group, lambda s: undecided(s, cfg), cfg, sample_cfg, pool, backend, responses, answer, grow=True)
             for s in group:
                 previous = (library.index.get(s.env.env_id) or {}).get("calibration")
                 v = judge(s, cfg, previous if isinstance(previous, dict) else None)

@@ -109,6 +109,14 @@ def prepare(
             ]
             picked = pick_demonstrations(m.instance, m.answer, shown, wanted)
             messages = build_messages(m.task, cfg, answer_cfg, [(t, a) for _, _, t, a in picked])
+            if cfg.max_prompt_chars is not None and prompt_chars(messages) > cfg.max_prompt_chars:
+                picked, messages = [], build_messages(m.task, cfg, answer_cfg)
+                if prompt_chars(messages) > cfg.max_prompt_chars:
+                    why = f"prompt of {prompt_chars(messages)} characters > sample.max_prompt_chars"
+                    failed_asked.append(
+                        {"env": p.env.path.name, "seed": m.seed, "difficulty": m.difficulty, "reason": why}
+                    )
+                    continue
             ready.append(
                 Prepared(
                     p.env,
@@ -126,6 +134,15 @@ def prepare(
     return out, failed_generate + failed_asked
 
 
+def prompt_chars(messages: list[dict]) -> int:
+    return sum(len(m["content"]) for m in messages)
+
+
+def without_demonstrations(messages: list[dict]) -> list[dict]:
+    """The conversation asked bare: its system prompt and the last (asked) turn only."""
+    return [m for m in messages[:-1] if m["role"] == "system"] + messages[-1:]
+
+
 def pick_demonstrations(instance: dict, answer: str | None, shown: list[tuple], wanted: int) -> list[tuple]:
     """Up to `wanted` candidates (seed, instance, task, answer): never the asked instance, and
     first those whose answer differs from the asked one."""
@@ -139,12 +156,23 @@ def pick_demonstrations(instance: dict, answer: str | None, shown: list[tuple], 
 
 
 def levels_for(env: EnvFile, library: EnvLibrary, cfg: SampleConfig) -> list[int]:
+    """The level rule, one for the whole loop (`sample`, `evaluate`, and the rotation that
+    keeps a pool member's levels): `--difficulty` when given; else, with `difficulty_from:
+    index`, the levels calibration measured in band, none at all when it measured the
+    environment and found none (it is not drawn: a level out of reach or at chance teaches
+    nothing), and every level only for an environment never calibrated."""
     if cfg.difficulty is not None:
         return [cfg.difficulty]
     if cfg.difficulty_from == "index":
-        record = library.index.get(env.env_id) or {}
-        levels = (record.get("calibration") or {}).get("levels") or []
-        levels = [lv for lv in levels if type(lv) is int and lv in contract.LEVELS]
-        if levels:
+        calibration = (library.index.get(env.env_id) or {}).get("calibration") or {}
+        levels = [lv for lv in calibration.get("levels") or [] if type(lv) is int and lv in contract.LEVELS]
+        if levels or calibration.get("curve"):
             return sorted(set(levels))
     return list(contract.LEVELS)
+
+
+def draw_levels(levels: list[int], count: int) -> list[int]:
+    """`count` levels drawn from `levels` for rows or items 0..count-1: spread evenly, each
+    level about equally often, low to high, so two draws of any size reach every level that
+    fits (sample and evaluate draw the same way)."""
+    return [levels[i * len(levels) // count] for i in range(count)] if levels else []

@@ -6,7 +6,8 @@ Two kinds of items, asked in ONE backend batch:
   `instance_seed(cfg.seed, NAME, i, split="heldout")`. Those set bit 31 (>= 2**31) while every
   seed `sample` gives training (and every `calibrate` seed) is below 2**31, so no training or
   calibration instance seed is ever a held-out one, whatever base seeds the runs used. Levels:
-  the library's calibrated levels (index.jsonl) when it has them, else 1..10, spread evenly.
+  the library's calibrated levels (index.jsonl; an environment calibrated with no level in
+  band is left out), else 1..10, drawn as `sample` draws them (`conversations.draw_levels`).
   Prompts are built exactly as for training (`conversations.prepare`); answers are scored by
   the environment in the sandbox through `rewards.EnvReward` (the training reward's own path).
 - Benchmark files of {"question", "answer"} rows: the question plus an instruction to answer in
@@ -37,7 +38,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,6 +47,7 @@ from typing import Any
 from evoenv_cli import artifacts
 from evoenv_cli import reasoning_gym_tasks as rg
 from evoenv_cli.artifacts import EnvLibrary
+from evoenv_cli.confidence import wilson_interval
 from evoenv_cli.config import AnswerConfig, EvaluateConfig, RuntimeConfig, SampleConfig, check_values, to_dict
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.errors import InputError
@@ -58,6 +59,7 @@ from evoenv_cli.runtime.pool import SandboxPool
 from evoenv_cli.runtime.session import Runtime
 from evoenv_cli.stages.conversations import (
     Plan,
+    draw_levels,
     levels_for,
     prepare,
     user_turn,
@@ -263,11 +265,6 @@ class ModelSpec:
         return self.factory()
 
 
-def spread_levels(levels: Sequence[int], count: int) -> list[int]:
-    """`count` levels spread evenly over `levels` (each about equally often, low to high)."""
-    return [levels[i * len(levels) // count] for i in range(count)]
-
-
 def env_items(
     library: EnvLibrary,
     cfg: EvaluateConfig,
@@ -298,7 +295,12 @@ def env_items(
             )
             continue
         name = meta.get("NAME") or env.name
-        levels = spread_levels(levels_for(env, library, index_cfg), cfg.instances)
+        levels = draw_levels(levels_for(env, library, index_cfg), cfg.instances)
+        if not levels:
+            skipped.append(
+                {"env": env.path.name, "seed": None, "difficulty": None, "reason": "calibrated: no level in band"}
+            )
+            continue
         pairs = [(instance_seed(cfg.seed, name, i, split="heldout"), lv) for i, lv in enumerate(levels)]
         plans.append(Plan(env, name, pairs))
     prepared, more = prepare(pool, plans, sample_cfg, answer or AnswerConfig(), need_answer=False)
@@ -507,16 +509,6 @@ def _reused_baseline(baseline: dict, mine: dict) -> dict:
     return baseline
 
 
-def wilson_interval(p: float | None, n: int, z: float = 1.96) -> list[float] | None:
-    """A 95% interval for a pass@1 `p` over `n` items (Wilson's score interval: it stays inside
-    [0, 1] and is not empty at 0 or 1, unlike the normal approximation)."""
-    if p is None or n < 1:
-        return None
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return [round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)]
-
-
 def flat(results: dict) -> dict[str, float | None]:
     """The numbers a comparison shows, in table order: name -> value."""
     o = results["overall"]
@@ -680,7 +672,6 @@ __all__ = [
     "load_rg_bench",
     "normalize",
     "run",
-    "spread_levels",
     "summarize",
     "table_rows",
 ]

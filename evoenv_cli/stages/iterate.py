@@ -19,9 +19,15 @@ output streams to the terminal and to round-NN/train/log.txt. With `backend.kind
 the policy is a server the loop started (llm/served.py): closing it stops the server, so the
 GPUs are free for training, and the trained checkpoint gets a server of its own.
 
-Evaluation compares across rounds: RUN/eval-set/ is the starting pool, fixed at round 1 (its
-environments at their starting levels), plus the recipe's benchmark files; the baseline (the
-starting model) is measured once on it into RUN/baseline/ and reused by every round.
+Evaluation compares across rounds: RUN/eval-set/ is the starting pool, fixed at round 1 after
+its calibration (its environments at the levels calibrated in band for the starting model;
+one with none is left out), plus the recipe's benchmark files; the baseline (the starting
+model) is measured once on it into RUN/baseline/ and reused by every round.
+
+One level rule: a pool member never calibrated (every seed, at round 1) is due for rotation
+at once, so it is calibrated before it trains; `sample`, `evaluate` and the rotation's kept
+levels all read the calibrated levels through `conversations.levels_for`, and a member
+measured with no level in band stays in the pool (until it retires) but is not drawn.
 
 A stage is finished when its marker file exists (summary.json, metrics.json, ...). Killed at
 any point and run again, the loop skips finished stages and resumes the one it was in, so
@@ -175,12 +181,9 @@ class Loop:
         return self.run_dir / "eval-set"
 
     def init_pool(self) -> None:
-        """RUN/pool/ as the last applied plan left it; from the seeds on a new run. The
-        evaluation set is the starting pool, kept apart so that every round is measured on it."""
+        """RUN/pool/ as the last applied plan left it; from the seeds on a new run."""
         recover(self.pool)
         recover(self.eval_set)
-        if not (self.eval_set / "index.jsonl").exists():
-            write_pool(self.eval_set, seed_members(self.seeds))
         if (self.pool / "index.jsonl").exists():
             return
         plans = sorted(self.run_dir.glob("round-*/pool-next/index.jsonl"))
@@ -188,6 +191,14 @@ class Loop:
             write_pool(self.pool, library_members(plans[-1].parent))
             return
         write_pool(self.pool, seed_members(self.seeds))
+
+    def freeze_eval_set(self) -> None:
+        """RUN/eval-set/: the starting pool (the seeds) at the levels round 1 calibrated them
+        to, kept apart so that every round is measured on the same items (written once)."""
+        if (self.eval_set / "index.jsonl").exists():
+            return
+        seeds = {e.env_id for e, _ in seed_members(self.seeds)}
+        write_pool(self.eval_set, [(e, rec) for e, rec in library_members(self.pool) if e.env_id in seeds])
 
     # -- one stage -----------------------------------------------------------------------------------
     def stage(self, name: str, out: Path, book: RoundBook, body: Callable[..., Any], *args: Any) -> Path:
@@ -348,6 +359,11 @@ class Loop:
         stage.check_config(cfg, lib)
         out.mkdir(parents=True, exist_ok=True)
         report = stage.run(lib, cfg, self.runtime.pool, answer=self.spec.answer)
+        if not report.rows:  # no marker file written: a rerun (other settings, a new policy) samples again
+            raise StageFailed(
+                f"sample: no pool environment has a level calibrated in band for this policy "
+                f"({len(report.skipped)} skipped; their calibration is in {self.pool / 'index.jsonl'})"
+            )
         rows = (stage.to_format(row, cfg.format, i, cfg.split) for i, row in enumerate(report.rows))
         n = artifacts.write_jsonl_atomic(out / "train.jsonl", rows)
         self.log(
@@ -511,6 +527,9 @@ class Loop:
             record = old.index.get(env.env_id, {})
             if env.env_id in rot_index:
                 record = dict(rot_index[env.env_id], measured_round=r)
+            elif v.get("curve"):  # measured out of band, not retired yet: kept, but not drawn (no level)
+                calibration = {"curve": v["curve"], "levels": [], "band": v.get("band"), "misses": v.get("misses", 1)}
+                record = dict(record, calibration=calibration, measured_round=r)
             # a member the solver could not be measured on (no answers, a failed call) stays as it was
             members.append((env, record))
         new = artifacts.EnvLibrary.open(admitted, allow_empty=True)
@@ -537,8 +556,9 @@ class Loop:
         write_pool(self.pool, library_members(planned))
 
     def rotation_due(self, d: Path, r: int) -> Path | None:
-        """The pool members whose last measurement is `iterate.rotate_every` rounds old or
-        more, as a library (round-NN/rotate-due/); None when none is due."""
+        """The pool members never calibrated (the seeds, at round 1) and those whose last
+        measurement is `iterate.rotate_every` rounds old or more, as a library
+        (round-NN/rotate-due/); None when none is due."""
         out = d / "rotate-due"
         if (out / "index.jsonl").exists():
             return out if artifacts.EnvLibrary.open(out, allow_empty=True).files else None
@@ -547,7 +567,8 @@ class Loop:
         due = [
             (e, lib.index.get(e.env_id, {}))
             for e in lib.files
-            if r - int(lib.index.get(e.env_id, {}).get("measured_round", 0)) >= every
+            if not calibrated(lib.index.get(e.env_id, {}))  # never calibrated: before it trains
+            or r - int(lib.index.get(e.env_id, {}).get("measured_round", 0)) >= every
         ]
         write_pool(out, due)
         return out if due else None
@@ -697,6 +718,11 @@ def write_pool(pool: Path, members: list[tuple[EnvFile, dict]]) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def calibrated(record: dict) -> bool:
+    """Whether a pool member's levels were measured (its calibration has a curve)."""
+    return bool((record.get("calibration") or {}).get("curve"))
+
+
 def library_members(lib_dir: Path) -> list[tuple[EnvFile, dict]]:
     lib = artifacts.EnvLibrary.open(lib_dir, allow_empty=True)
     return [(e, lib.index.get(e.env_id, {})) for e in lib.files]
@@ -712,7 +738,6 @@ def seed_members(seeds: Path) -> list[tuple[EnvFile, dict]]:
                 "env_id": e.env_id,
                 "name": e.name,
                 "origin": "seed",
-                "calibration": {"levels": list(range(1, 11)), "misses": 0},
             },
         )
         for e in lib.files
@@ -799,7 +824,6 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
         loop.log(f"round {r}: policy {policy}")
         book = RoundBook.open(d, f"round {r}")
         d.mkdir(parents=True, exist_ok=True)
-        baseline = loop.baseline(book)
         syn = loop.stage("synthesize", d / "synthesize", book, loop.synthesize, d / "synthesize", policy, r)
         val = loop.stage("validate", d / "validate", book, loop.validate, syn, d / "validate")
         rev = loop.stage("review", d / "review", book, loop.review, val, d / "review", policy)
@@ -822,6 +846,8 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
             f"-{len(pool_change['retired'])}{f', {dropped} quarantined dropped' if dropped else ''}) "
             f"-> {loop.pool}"
         )
+        loop.freeze_eval_set()  # round 1: the seeds are calibrated now
+        baseline = loop.baseline(book)
         data = d / "sample" / "train.jsonl"
         loop.stage("sample", d / "sample", book, loop.sample, d / "sample", r)
         train = d / "train"
@@ -885,6 +911,8 @@ def round_summary(r: int, d: Path, pool_change: dict, config_hash: str | None = 
         "train_steps": train.get("steps"),
         "mean_train_reward": train.get("mean_reward"),
         "train_weights_unchanged": bool(train.get("all_groups_zero_variance")),
+        # "score" | "format only" (every environment score tied) | "none" (the weights did not change)
+        "signal": train.get("signal") or ("none" if train.get("all_groups_zero_variance") else None),
         "evaluation": headline(metrics),
         "config_hash": config_hash,
     }
@@ -908,6 +936,12 @@ def headline(metrics: dict) -> dict:
     return {k: v for k, v in out.items() if v is not None}
 
 
+SIGNAL_PHRASES = {  # the round line's word on what training's rewards carried (round_summary's `signal`)
+    "none": " (weights unchanged: every group zero-variance)",
+    "format only": " (format only: every environment score tied)",
+}
+
+
 def round_line(s: dict, totals: dict | None = None) -> str:
     adm = s["admitted"]
     contracts = " ".join(f"{k}={v if v is not None else '-'}" for k, v in adm.items())
@@ -916,7 +950,7 @@ def round_line(s: dict, totals: dict | None = None) -> str:
     if ci:
         ev += f" ci95=[{ci[0]:.3f},{ci[1]:.3f}] items={s['evaluation'].get('items')}"
     reward = s["mean_train_reward"]
-    unchanged = " (weights unchanged: every group zero-variance)" if s.get("train_weights_unchanged") else ""
+    unchanged = SIGNAL_PHRASES.get(s.get("signal") or ("none" if s.get("train_weights_unchanged") else ""), "")
     cost = ""
     if totals:
         share = totals.get("load_share")

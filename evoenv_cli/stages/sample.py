@@ -18,7 +18,7 @@ from evoenv_cli.errors import InputError
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.instances import instance_seed
 from evoenv_cli.runtime.pool import SandboxPool
-from evoenv_cli.stages.conversations import Plan, Prepared, build_messages, levels_for, prepare
+from evoenv_cli.stages.conversations import Plan, Prepared, build_messages, draw_levels, levels_for, prepare
 
 __all__ = [
     "FORMATS",
@@ -72,7 +72,13 @@ def run(library: EnvLibrary, cfg: SampleConfig, pool: SandboxPool, answer: Answe
             continue
         name = meta.get("NAME") or env.name
         levels = levels_for(env, library, cfg)
-        pairs = [(instance_seed(cfg.seed, name, i, cfg.split), levels[i % len(levels)]) for i in range(cfg.per_env)]
+        if not levels:
+            report.skipped.append(
+                {"env": env.path.name, "seed": None, "difficulty": None, "reason": "calibrated: no level in band"}
+            )
+            continue
+        drawn = draw_levels(levels, cfg.per_env)
+        pairs = [(instance_seed(cfg.seed, name, i, cfg.split), lv) for i, lv in enumerate(drawn)]
         plans.append(Plan(env, name, pairs))
     prepared, skipped = prepare(pool, plans, cfg, answer or AnswerConfig())
     report.skipped += skipped

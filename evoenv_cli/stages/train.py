@@ -4,8 +4,10 @@ the environments' own `score` through the sandboxed runtime, batched per step.
 Inputs are checked before anything heavy loads: every row has the fields the reward needs,
 every env_id is in the library, the model exists. The run writes the checkpoint (full, or a
 LoRA adapter plus an optional merged copy), `train-manifest.json`, and `metrics.jsonl`: per
-logged step TRL's numbers (reward mean/std, zero-variance-group share, KL, lengths) and per
-environment reward mean/std and pass rate.
+logged step TRL's numbers (reward mean/std, zero-variance-group share of the weighted sum, KL,
+lengths), per environment reward mean/std and pass rate, and the task's own signal
+(`train/score_mean`, `train/zero_variance_share` on the environment's score alone,
+`train/format_share`, and the zero-variance share per reward function).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import threading
 import time
 import warnings
 from collections import defaultdict
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,7 @@ from evoenv_cli import artifacts
 from evoenv_cli.config import AnswerConfig, RewardConfig, RuntimeConfig, TrainConfig, to_dict
 from evoenv_cli.reward_audit import QUARANTINE_FILE
 from evoenv_cli.rewards import EnvReward, FormatReward, row_instance
+from evoenv_cli.stages.conversations import without_demonstrations
 
 ROW_FIELDS = ("prompt", "env_id", "instance")
 
@@ -88,32 +92,56 @@ def check_model(model: str) -> str:
 
 
 class StepRewards:
-    """The reward function TRL calls, keeping per-environment rewards until the next log; with
-    an arena (`train.zero_variance: judge`), zero-variance groups get the judge's rewards too.
+    """The reward function TRL calls, keeping per-environment rewards and the task's signal
+    until the next log; with an arena (`train.zero_variance: judge`), zero-variance groups get
+    the judge's rewards too.
 
-    With a format weight w, TRL's reward is (1 - w) x this column + w x the format column. The
-    arena must see that sum (a group whose scores tie but whose formats differ is not zero
-    variance, and the judge's rewards must not reorder it), so it is given the sum, and what it
-    adds comes back in this column divided by 1 - w: TRL's weighted sum then gets exactly the
-    arena's rewards."""
+    Zero variance is judged on the environment's score, not on TRL's weighted sum: with a
+    format weight w, TRL's reward is (1 - w) x this column + w x the format column, and a
+    group whose scores tie but whose formats differ has variance in that sum while it teaches
+    nothing about the task. So the signal logged (`train/zero_variance_share`) and the groups
+    the arena judges are those whose *scores* tie; the arena ranks inside the sum TRL forms
+    (so its rewards never reorder what the format separates), and what it adds comes back in
+    this column divided by 1 - w: TRL's weighted sum then gets exactly the arena's rewards."""
 
     __name__ = "evoenv_env_reward"
 
     def __init__(
-        self, reward: EnvReward, arena=None, format_reward: FormatReward | None = None, format_weight: float = 0.0
+        self,
+        reward: EnvReward,
+        arena=None,
+        format_reward: FormatReward | None = None,
+        format_weight: float = 0.0,
+        group_size: int = 1,
     ):
         self.reward = reward
         self.arena = arena
         self.format_reward = format_reward if format_weight else None
         self.format_weight = format_weight if format_reward is not None else 0.0
+        self.group_size = max(1, group_size)
         self._lock = threading.Lock()
         self.window: dict[str, list[tuple[float, float]]] = defaultdict(list)  # name -> (reward, score)
+        self.signal = SignalWindow()
 
     def __call__(self, prompts=None, completions=None, env_id=None, instance=None, env_name=None, **kwargs):
+        started = time.perf_counter()
+        try:
+            return self._rewards(prompts, completions, env_id, instance, env_name, kwargs)
+        finally:
+            self.spent(time.perf_counter() - started)
+
+    def spent(self, seconds: float) -> None:
+        """Seconds of the step spent in evoenv's reward path (this column, the format column, the
+        metrics callback): `train/reward_seconds`, against TRL's `step_time`."""
+        with self._lock:
+            self.signal.seconds += seconds
+
+    def _rewards(self, prompts, completions, env_id, instance, env_name, kwargs) -> list[float]:
         details = self.reward.details(completions, env_id, instance, env_name, kwargs.get("completion_ids"))
         with self._lock:
             for d, eid, name in zip(details, env_id, env_name or [None] * len(details)):
                 self.window[name or eid].append((d["reward"], d["score"]))
+            self.signal.add(details, self.group_size)
         rewards = [d["reward"] for d in details]
         if self.arena is None:
             return rewards
@@ -122,19 +150,22 @@ class StepRewards:
         w = self.format_weight
         formats = self.format_reward(prompts, completions, completion_ids=kwargs.get("completion_ids"))
         totals = [(1.0 - w) * r + w * f for r, f in zip(rewards, formats)]
-        judged = self.arena.rescore_columns(totals, prompts, completions, env_id, instance, kwargs)
+        judged = self.arena.rescore_columns(totals, prompts, completions, env_id, instance, kwargs, ties=rewards)
         return [r + (j - t) / (1.0 - w) for r, t, j in zip(rewards, totals, judged)]
 
-    def drain(self, gather=None) -> dict[str, dict]:
-        """Per environment: completions, reward mean/std and pass rate since the last drain.
-        `gather` (every rank calls it, as accelerate's `gather_object`) joins the windows of all
-        ranks, each of which scored only its own share of the step's completions."""
+    def drain(self, gather=None) -> tuple[dict[str, dict], dict[str, Any]]:
+        """Per environment its window's numbers, and the window's signal (`SignalWindow.record`),
+        since the last drain. `gather` (every rank calls it, as accelerate's `gather_object`)
+        joins the windows of all ranks, each of which scored only its own share of the step."""
         with self._lock:
             window, self.window = dict(self.window), defaultdict(list)
+            signal, self.signal = self.signal, SignalWindow()
         joined: dict[str, list[tuple[float, float]]] = defaultdict(list)
-        for part in gather([window]) if gather is not None else [window]:
+        total = SignalWindow()
+        for part, part_signal in gather([(window, signal)]) if gather is not None else [(window, signal)]:
             for name, pairs in part.items():
                 joined[name].extend(pairs)
+            total.merge(part_signal)
         out = {}
         for name, pairs in sorted(joined.items()):
             rewards = [r for r, _ in pairs]
@@ -144,7 +175,92 @@ class StepRewards:
                 "reward_std": round(statistics.pstdev(rewards), 4),
                 "pass_rate": round(sum(s >= 1.0 for _, s in pairs) / len(pairs), 4),
             }
-        return out
+        return out, total.record()
+
+
+class TimedFormat:
+    """The format column as TRL calls it, its seconds booked to the reward path."""
+
+    __name__ = vars(FormatReward)["__name__"]
+
+    def __init__(self, format_reward: FormatReward, step_rewards: StepRewards):
+        self.format_reward, self.step_rewards = format_reward, step_rewards
+
+    def __call__(self, prompts=None, completions=None, **kwargs):
+        started = time.perf_counter()
+        try:
+            return self.format_reward(prompts, completions, **kwargs)
+        finally:
+            self.step_rewards.spent(time.perf_counter() - started)
+
+
+@dataclass
+class SignalWindow:
+    """What the task's reward taught over a logging window, per GRPO group of this process's
+    completions (TRL's groups are `num_generations` consecutive completions of one prompt): how
+    many groups tied on the environment's score, how many tied on the format (an answer in the
+    tags or not), the score's mean and the share of completions with a well-formed answer."""
+
+    groups: int = 0
+    score_ties: int = 0
+    format_ties: int = 0
+    completions: int = 0
+    score_sum: float = 0.0
+    formatted: int = 0
+    seconds: float = 0.0  # in the reward path (StepRewards.spent)
+
+    def add(self, details: list[dict], group_size: int) -> None:
+        self.completions += len(details)
+        self.score_sum += sum(d["score"] for d in details)
+        self.formatted += sum(d["answer"] is not None for d in details)
+        for start in range(0, len(details) - group_size + 1, group_size):
+            group = details[start : start + group_size]
+            self.groups += 1
+            self.score_ties += len({d["score"] for d in group}) == 1
+            self.format_ties += len({d["answer"] is not None for d in group}) == 1
+
+    def merge(self, other: SignalWindow) -> None:
+        """Add another rank's window (every field is a count or a sum)."""
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def record(self) -> dict[str, Any]:
+        if not self.completions:
+            return {}
+        groups = max(self.groups, 1)
+        return {
+            "train/reward_seconds": round(self.seconds, 4),
+            "train/score_mean": round(self.score_sum / self.completions, 4),
+            "train/zero_variance_share": round(self.score_ties / groups, 4),
+            "train/format_share": round(self.formatted / self.completions, 4),
+            # per reward function, under the name TRL logs it by (the class attribute, not the
+            # class's own name): the share of groups that function alone left tied
+            "zero_variance_by_reward": {
+                vars(StepRewards)["__name__"]: round(self.score_ties / groups, 4),
+                vars(FormatReward)["__name__"]: round(self.format_ties / groups, 4),
+            },
+        }
+
+
+class DemonstrationFade:
+    """Demonstration turns that fade once the format is learned: the training rows are read
+    through `transform` (a `datasets` transform, applied as TRL draws each batch), which asks
+    them without their demonstrations from the first logged step whose share of well-formed
+    answers reached `threshold` (the metrics callback calls `observe`)."""
+
+    def __init__(self, threshold: float):
+        self.threshold = threshold
+        self.faded_at: int | None = None
+
+    def observe(self, step: int, format_share: float | None) -> None:
+        if self.faded_at is None and format_share is not None and format_share >= self.threshold:
+            self.faded_at = step
+
+    def transform(self, batch: dict[str, list]) -> dict[str, list]:
+        if self.faded_at is None:
+            return batch
+        prompts = [without_demonstrations(p) if isinstance(p, list) else p for p in batch["prompt"]]
+        return {**batch, "prompt": prompts}
 
 
 def grpo_args(
@@ -302,6 +418,10 @@ def run(
 
     transformers.set_seed(cfg.seed)
     dataset = datasets.load_dataset("json", data_files=str(data), split="train")
+    fade = None
+    if cfg.fade_demonstrations_at is not None:
+        fade = DemonstrationFade(cfg.fade_demonstrations_at)
+        dataset.set_transform(fade.transform)
     eval_dataset = (
         datasets.load_dataset("json", data_files=str(eval_data), split="train") if eval_data is not None else None
     )
@@ -316,8 +436,10 @@ def run(
         quarantine_log=out / QUARANTINE_FILE,
     )
     format_reward = FormatReward(answer.tag) if reward_cfg.format_weight else None
-    step_rewards = StepRewards(reward, format_reward=format_reward, format_weight=reward_cfg.format_weight)
-    reward_funcs: list = [step_rewards, *([format_reward] if format_reward else [])]
+    step_rewards = StepRewards(
+        reward, format_reward=format_reward, format_weight=reward_cfg.format_weight, group_size=cfg.num_generations
+    )
+    reward_funcs: list = [step_rewards, *([TimedFormat(format_reward, step_rewards)] if format_reward else [])]
     peft_config = None
     if cfg.lora:
         from peft import LoraConfig
@@ -349,7 +471,7 @@ def run(
             train_dataset=dataset,
             eval_dataset=eval_dataset,
             peft_config=peft_config,
-            callbacks=[_metrics_callback(metrics_path, step_rewards)],
+            callbacks=[_metrics_callback(metrics_path, step_rewards, fade)],
         )
         load_s = time.perf_counter() - loading
         thinking_rule(trainer, cfg, [reward, format_reward])
@@ -380,6 +502,10 @@ def run(
         "adapter": bool(cfg.lora),
         "mean_reward": _mean_reward(metrics_path),
         "all_groups_zero_variance": all_groups_zero_variance(metrics_path),
+        "score_zero_variance_share": _mean_of(metrics_path, "train/zero_variance_share"),
+        "signal": signal_of(metrics_path),
+        "reward_share": reward_share(metrics_path),
+        "demonstrations_faded_at": fade.faded_at if fade is not None else None,
         "rewards_rechecked": reward.audit.checked,
         "quarantined": sorted(reward.audit.quarantined),
         "arena": arena.summary() if arena is not None else None,
@@ -460,11 +586,39 @@ def all_groups_zero_variance(metrics_path: Path) -> bool:
     return bool(shares) and all(s == 1 for s in shares)
 
 
-def _mean_reward(metrics_path: Path) -> float | None:
-    values = [
-        r["reward"] for r in artifacts.read_jsonl_tolerant(metrics_path) if isinstance(r.get("reward"), (int, float))
-    ]
+def signal_of(metrics_path: Path) -> str:
+    """What the run's rewards carried: "score" when some group's environment scores differed,
+    "format only" when every score tied but the format bonus (or the arena) still moved the
+    weights, "none" when every group of the weighted sum tied (the weights did not change)."""
+    records = [r for r in artifacts.read_jsonl_tolerant(metrics_path) if "frac_reward_zero_std" in r]
+    if not records or all(r["frac_reward_zero_std"] == 1 for r in records):
+        return "none"
+    shares = [r.get("train/zero_variance_share", r["frac_reward_zero_std"]) for r in records]
+    return "format only" if all(s == 1 for s in shares) else "score"
+
+
+def reward_share(metrics_path: Path) -> float | None:
+    """The share of the steps' time (TRL's `step_time`: generation, reward, backward) spent in
+    evoenv's reward path (sandbox calls, re-checks, the format reward, the arena, callbacks)."""
+    total = spent = 0.0
+    last = 0
+    for r in artifacts.read_jsonl_tolerant(metrics_path):
+        if not isinstance(r.get("step_time"), (int, float)) or not isinstance(r.get("step"), int):
+            continue
+        # a record's step_time is its window's mean; its reward seconds are the window's sum
+        total += r["step_time"] * max(1, r["step"] - last)
+        spent += r.get("train/reward_seconds", 0.0)
+        last = r["step"]
+    return round(spent / total, 4) if total > 0 else None
+
+
+def _mean_of(metrics_path: Path, key: str) -> float | None:
+    values = [r[key] for r in artifacts.read_jsonl_tolerant(metrics_path) if isinstance(r.get(key), (int, float))]
     return round(statistics.fmean(values), 4) if values else None
+
+
+def _mean_reward(metrics_path: Path) -> float | None:
+    return _mean_of(metrics_path, "reward")
 
 
 def _last_eval_reward(metrics_path: Path) -> float | None:
@@ -476,7 +630,7 @@ def _last_eval_reward(metrics_path: Path) -> float | None:
     return round(values[-1], 4) if values else None
 
 
-def _metrics_callback(path: Path, step_rewards: StepRewards):
+def _metrics_callback(path: Path, step_rewards: StepRewards, fade: DemonstrationFade | None = None):
     from accelerate.utils import gather_object
     from transformers import TrainerCallback
 
@@ -492,7 +646,12 @@ def _metrics_callback(path: Path, step_rewards: StepRewards):
                 return
             # every rank logs the same (gathered) numbers, so every rank joins this gather: the
             # per-environment window covers all ranks' completions, not rank 0's share
-            per_env = step_rewards.drain(gather_object) if training else None
+            started = time.perf_counter()
+            per_env, signal = step_rewards.drain(gather_object) if training else (None, {})
+            if fade is not None:  # on every rank: each one reads its own batches through the fade
+                fade.observe(state.global_step, signal.get("train/format_share"))
+            # this callback's own work is the reward path's too (booked to the next window)
+            step_rewards.spent(time.perf_counter() - started)
             if not state.is_world_process_zero:
                 return
             record = {
@@ -501,6 +660,9 @@ def _metrics_callback(path: Path, step_rewards: StepRewards):
             }
             if training:
                 record["per_env"] = per_env
+                record.update(signal)
+                if fade is not None:
+                    record["demonstrations"] = fade.faded_at is None
             with path.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
                 f.flush()
