@@ -251,6 +251,11 @@ def test_a_second_clean_run_gives_the_same_verdicts(validated, tmp_path):
 
 # -- environments written apart from this repository ---------------------------------------------------
 WRITTEN_APART = sorted((ROOT / "tests" / "dedupe_corpus").glob("*/*.py"))
+# Written for dedupe's re-skin signals, not as training material: this ledger's answer is, at low
+# levels, mostly an opening count, 0, or one sum of two numbers the prompt shows, so the
+# prompt-only arithmetic solver finds it on ~77% of instances against a 47% chance rate. The leak
+# check is right to refuse it; dedupe's re-skin tests use it without validating it.
+LEAKY_BY_DESIGN = {"warehouse_ledger_machine.py": "leak"}
 
 
 @pytest.mark.slow
@@ -265,8 +270,8 @@ def test_environments_written_apart_are_all_admitted(tmp_path):
     out = tmp_path / "out"
     result = evoenv("validate", lib, "--out", out, "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
-    rejected = {v["file"]: v["reason"] for v in read_verdicts(out) if not v["admitted"]}
-    assert not rejected, rejected
+    rejected = {v["file"]: v["stage"] for v in read_verdicts(out) if not v["admitted"]}
+    assert rejected == LEAKY_BY_DESIGN, rejected
     index = {r["file"]: r for r in map(json.loads, (out / "index.jsonl").read_text().splitlines())}
     free = {f for f, r in index.items() if r["order_free"]}
     assert {"planted_hamiltonian_path.py", "subset_sum_any_order.py", "planted_independent_set.py"} <= free

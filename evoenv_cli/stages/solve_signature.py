@@ -14,6 +14,7 @@ in the sandbox; recasting is pure data work in this process.
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -359,7 +360,7 @@ def layout_agreement(pool: SandboxPool, candidate: Sample, member: Sample) -> fl
     at the same seed and level. The same guard holds: its solve must give the member's answer
     and its score accept it."""
     keep = informative(member)
-    if not keep or not candidate.instances or not member.answers:
+    if not keep or not candidate.instances or not member.answers or echoes(member):
         return 0.0
     matched = len(candidate.instances) == len(member.instances)
     templates = [candidate.instances[k if matched else 0] for k in range(len(member.instances))]
@@ -379,6 +380,26 @@ def layout_agreement(pool: SandboxPool, candidate: Sample, member: Sample) -> fl
         if best == 1.0 or tried >= MAX_LAYOUT_MAPPINGS:
             break
     return best
+
+
+def _renderings(value) -> set[str]:
+    """The ways a solve commonly writes a field's value as its answer."""
+    if isinstance(value, list) and all(_scalar(v) for v in value):
+        items = [str(v) for v in value]
+        return {" ".join(items), ",".join(items), ", ".join(items), json.dumps(value)}
+    return {str(value), json.dumps(value)}
+
+
+def echoes(member: Sample) -> bool:
+    """The member's answers are, on most instances, one of its own instance's fields written
+    out (a planted environment's solve returns the solution it stored). Paired across layouts,
+    that field is copied into the candidate, whose own echoing solve then "agrees" whatever either
+    computes, and any valid answer its score accepts (a Hamiltonian path is a vertex cover) makes
+    two unrelated planted tasks look like one."""
+    hits = 0
+    for inst, answer in zip(member.instances, member.answers):
+        hits += any(answer in _renderings(v) for v in inst.values())
+    return hits * 2 > len(member.answers)
 
 
 def _agree(pool: SandboxPool, candidate: Sample, instances: list[dict], answers: list[str]) -> int:
