@@ -257,17 +257,7 @@ def run(
     format_reward = FormatReward(answer.tag) if reward_cfg.format_weight else None
     step_rewards = StepRewards(reward, format_reward=format_reward, format_weight=reward_cfg.format_weight)
     reward_funcs: list = [step_rewards, *([format_reward] if format_reward else [])]
-    peft_config = None
-    if cfg.lora:
-        from peft import LoraConfig
-
-        peft_config = LoraConfig(
-            r=cfg.lora_r,
-            lora_alpha=cfg.lora_alpha,
-            lora_dropout=cfg.lora_dropout,
-            target_modules=cfg.lora_target_modules,
-            task_type="CAUSAL_LM",
-        )
+    peft_config = adapter_config(cfg)
     metrics_path = out / "metrics.jsonl"
     if not resume:
         metrics_path.unlink(missing_ok=True)
@@ -301,7 +291,9 @@ def run(
     if trainer.processing_class is not None:
         trainer.processing_class.save_pretrained(str(out))
     merged = None
-    if cfg.lora and cfg.merge_lora:
+    # transformers cannot load a TinyLoRA adapter folder (its shared vector lives on the tuner),
+    # so the loop's next round and every backend get the merged copy
+    if peft_config is not None and (cfg.merge_lora or cfg.adapter == "tinylora"):
         merged = out / "merged"
         trainer.model.merge_and_unload().save_pretrained(str(merged))
         if trainer.processing_class is not None:
@@ -316,7 +308,9 @@ def run(
         "train_loss": result.training_loss,
         "checkpoint": str(out),
         "merged": str(merged) if merged else None,
-        "adapter": bool(cfg.lora),
+        "adapter": peft_config is not None,
+        "adapter_kind": adapter_kind(cfg),
+        "trained_parameters": trained_parameters(trainer.model),
         "mean_reward": _mean_reward(metrics_path),
         "all_groups_zero_variance": all_groups_zero_variance(metrics_path),
         "rewards_rechecked": reward.audit.checked,
@@ -350,6 +344,43 @@ def run(
         },
     )
     return summary
+
+
+def adapter_kind(cfg: TrainConfig) -> str:
+    """What `train` trains: "tinylora", "lora" or "full" (all weights)."""
+    return "tinylora" if cfg.adapter == "tinylora" else "lora" if cfg.lora else "full"
+
+
+def adapter_config(cfg: TrainConfig):
+    """The PEFT config of the adapter `cfg` asks for, or None to train all weights."""
+    kind = adapter_kind(cfg)
+    if kind == "tinylora":
+        from peft import TinyLoraConfig
+
+        return TinyLoraConfig(
+            r=cfg.tinylora_r,
+            u=cfg.tinylora_u,
+            weight_tying=cfg.tinylora_weight_tying,
+            projection_seed=cfg.tinylora_projection_seed,
+            target_modules=cfg.lora_target_modules,
+            task_type="CAUSAL_LM",
+        )
+    if kind == "lora":
+        from peft import LoraConfig
+
+        return LoraConfig(
+            r=cfg.lora_r,
+            lora_alpha=cfg.lora_alpha,
+            lora_dropout=cfg.lora_dropout,
+            target_modules=cfg.lora_target_modules,
+            task_type="CAUSAL_LM",
+        )
+    return None
+
+
+def trained_parameters(model) -> int:
+    """The exact number of values the optimizer updates (requires_grad), shared ones counted once."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 def all_groups_zero_variance(metrics_path: Path) -> bool:
