@@ -14,13 +14,20 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+import warnings
 from pathlib import Path
 
 from evoenv_cli import artifacts
 from evoenv_cli.config import AnswerConfig, BoundConfig, DistillConfig, TrainConfig, to_dict
 from evoenv_cli.errors import InputError
 from evoenv_cli.stages import quantize
-from evoenv_cli.stages.train import adapter_config, check_inputs, check_model, trained_parameters
+from evoenv_cli.stages.train import (
+    _TRL_CHECKPOINTING_NOISE,
+    adapter_config,
+    check_inputs,
+    check_model,
+    trained_parameters,
+)
 
 MANIFEST = "distill-manifest.json"
 DIVERGENCE = {1.0: "reverse KL", 0.0: "forward KL"}  # by beta
@@ -105,17 +112,19 @@ def run(
         tokenizer.pad_token = tokenizer.eos_token
     student = dataclasses.replace(train_cfg, adapter="tinylora")
     loading = time.perf_counter()
-    trainer = DistillationTrainer(
-        model=model,
-        teacher_model=teacher_source(teacher),
-        args=DistillationConfig(**distill_args(cfg, out)),
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        peft_config=adapter_config(student),
-    )
-    load_s = time.perf_counter() - loading
-    checkpoint = resume and any((out / "checkpoints").glob("checkpoint-*"))
-    result = trainer.train(resume_from_checkpoint=True if checkpoint else None)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_TRL_CHECKPOINTING_NOISE, category=FutureWarning)
+        trainer = DistillationTrainer(
+            model=model,
+            teacher_model=teacher_source(teacher),
+            args=DistillationConfig(**distill_args(cfg, out)),
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            peft_config=adapter_config(student),
+        )
+        load_s = time.perf_counter() - loading
+        checkpoint = resume and any((out / "checkpoints").glob("checkpoint-*"))
+        result = trainer.train(resume_from_checkpoint=True if checkpoint else None)
     trainer.save_model(str(out))
     tokenizer.save_pretrained(str(out))
     with artifacts.atomic_file(out / "metrics.jsonl") as f:
