@@ -93,7 +93,7 @@ def main() -> None:
     start = time.perf_counter()
     seconds: dict[str, float] = {}
     heavy = {"log": log, "lock": args.lock}
-    seconds["starter_model"] = evoenv("starter-model", model, **heavy)[0]
+    seconds["starter_model"] = evoenv("starter-model", model, log=log)[0]  # a no-op once built
     lib = library(run, log)
     config = ["--config", RECIPE]
     code = run / "bound-code.json"

@@ -73,7 +73,6 @@ def distill_args(cfg: DistillConfig, out: Path) -> dict:
         report_to="none",
         use_cpu=not on_gpu,
         bf16=on_gpu if cfg.bf16 is None else cfg.bf16,
-        teacher_model_init_kwargs={"dtype": "float32"},
     )
     fields = getattr(DistillationConfig, "__dataclass_fields__", {})
     args["activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"] = False
@@ -111,13 +110,17 @@ def run(
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     student = dataclasses.replace(train_cfg, adapter="tinylora")
+    source = teacher_source(teacher)
+    args = distill_args(cfg, out)
+    if isinstance(source, str):  # TRL refuses load settings for a teacher already in memory
+        args["teacher_model_init_kwargs"] = {"dtype": "float32"}
     loading = time.perf_counter()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_TRL_CHECKPOINTING_NOISE, category=FutureWarning)
         trainer = DistillationTrainer(
             model=model,
-            teacher_model=teacher_source(teacher),
-            args=DistillationConfig(**distill_args(cfg, out)),
+            teacher_model=source,
+            args=DistillationConfig(**args),
             train_dataset=dataset,
             processing_class=tokenizer,
             peft_config=adapter_config(student),
