@@ -19,6 +19,8 @@ kept, and the bound next to the base model's accuracy. Targets: the bound above 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -36,12 +38,24 @@ TINY_LR = "0.002"  # GRPO on 13 values: a step size in the bound's grid (benchma
 ARMS = ("base", "lora", "grpo_tinylora", "distilled", "quantized")
 
 
-def evoenv(*args, log: Path, lock: str | None = None, capture: bool = False) -> tuple[float, str]:
-    """Run one evoenv command (output to a log; with `lock`, under flock so heavy jobs on a
-    shared machine take turns); returns (seconds, stdout when captured)."""
+@contextlib.contextmanager
+def turn(lock: str | None):
+    """Hold `lock` (flock(2), as the flock command takes it) for a group of heavy commands, so
+    the bench takes turns with other heavy jobs on a shared machine; no lock, no waiting."""
+    if not lock:
+        yield
+        return
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def evoenv(*args, log: Path, capture: bool = False) -> tuple[float, str]:
+    """Run one evoenv command (its output to a log); returns (seconds, stdout when captured)."""
     argv = [str(EXE), *map(str, args)]
-    if lock:
-        argv = ["flock", lock, *argv]
     print("$ evoenv " + " ".join(map(str, args)), file=sys.stderr, flush=True)
     start = time.perf_counter()
     with log.open("a") as f:
@@ -83,7 +97,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=None, help="GRPO and distillation steps (default: the recipe's)")
     ap.add_argument("--n", type=int, default=None, help="instances in S (default: the recipe's bound.n)")
     ap.add_argument("--keep", action="store_true", help="reuse the arms already trained in RUN")
-    ap.add_argument("--lock", default=None, help="run each heavy command under `flock LOCK` (a shared machine)")
+    ap.add_argument("--lock", default=None, help="hold flock LOCK over the training and the bounds (a shared machine)")
     args = ap.parse_args()
     run, model = Path(args.run).resolve(), Path(args.model).resolve()
     if run.exists() and not args.keep:
@@ -92,7 +106,7 @@ def main() -> None:
     log = run / "commands.log"
     start = time.perf_counter()
     seconds: dict[str, float] = {}
-    heavy = {"log": log, "lock": args.lock}
+    heavy = {"log": log}
     seconds["starter_model"] = evoenv("starter-model", model, log=log)[0]  # a no-op once built
     lib = library(run, log)
     config = ["--config", RECIPE]
@@ -115,23 +129,24 @@ def main() -> None:
     steps = ["--max-steps", str(args.steps)] if args.steps else []
     train = ["train", rows, "--library", lib, "--model", model, *config, *steps]
     arms = {"base": model, "lora": run / "lora", "grpo_tinylora": run / "grpo-tinylora"}
-    if not (arms["lora"] / "train-manifest.json").exists():
-        seconds["train_lora"] = evoenv(*train, "--out", arms["lora"], "--lora", "--clean", **heavy)[0]
-    if not (arms["grpo_tinylora"] / "train-manifest.json").exists():
-        seconds["train_tinylora"] = evoenv(
-            *train, "--out", arms["grpo_tinylora"], "--adapter", "tinylora", "--lr", TINY_LR, "--clean", **heavy
-        )[0]
     arms["distilled"], arms["quantized"] = run / "distill", run / "distill" / "quantized"
-    if not (arms["distilled"] / "distill-manifest.json").exists():
-        distill = ["distill", rows, "--library", lib, "--teacher", arms["lora"], "--model", model, *config, *steps]
-        seconds["distill"] = evoenv(*distill, "--out", arms["distilled"], "--clean", **heavy)[0]
+    with turn(args.lock):
+        if not (arms["lora"] / "train-manifest.json").exists():
+            seconds["train_lora"] = evoenv(*train, "--out", arms["lora"], "--lora", "--clean", **heavy)[0]
+        if not (arms["grpo_tinylora"] / "train-manifest.json").exists():
+            seconds["train_tinylora"] = evoenv(
+                *train, "--out", arms["grpo_tinylora"], "--adapter", "tinylora", "--lr", TINY_LR, "--clean", **heavy
+            )[0]
+        if not (arms["distilled"] / "distill-manifest.json").exists():
+            distill = ["distill", rows, "--library", lib, "--teacher", arms["lora"], "--model", model, *config, *steps]
+            seconds["distill"] = evoenv(*distill, "--out", arms["distilled"], "--clean", **heavy)[0]
     results = {}
-    for arm in ARMS:
-        took, out = evoenv(
-            "bound", arms[arm], "--library", lib, "--code", code, *config, "--json", capture=True, **heavy
-        )
-        seconds[f"bound_{arm}"] = took
-        results[arm] = json.loads(out.strip().splitlines()[-1])
+    with turn(args.lock):
+        for arm in ARMS:
+            bound = ["bound", arms[arm], "--library", lib, "--code", code, *config, "--json"]
+            took, out = evoenv(*bound, capture=True, **heavy)
+            seconds[f"bound_{arm}"] = took
+            results[arm] = json.loads(out.strip().splitlines()[-1])
     wall = time.perf_counter() - start
     report(run, results, seconds, wall)
 
