@@ -13,7 +13,7 @@ ROUNDS ?= 2
 RECIPE ?= recipes/cpu-demo.yaml
 MODEL ?=
 
-.PHONY: setup test test-fast test-vllm gpu-wheels gpu-check bench bench-learning bench-generate bench-curves bench-arena demo iterate lint clean
+.PHONY: setup test test-fast test-vllm gpu-wheels gpu-check bench bench-learning bench-progressive bench-generate bench-curves bench-arena demo iterate lint clean
 
 $(BIN)/evoenv: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,12 @@ bench: setup
 # The proof that train makes the starter model better (about 25 minutes on 2 quiet cores).
 bench-learning: setup
 	$(BIN)/python benchmarks/bench_learning.py
+
+# Progressive RLVR side by side: base, GRPO+LoRA, GRPO+TinyLoRA, TinyLoRA distilled from the LoRA
+# teacher, and its quantized copy with a compression bound (docs/progressive-rlvr.md; at most
+# 30 minutes on 2 quiet cores).
+bench-progressive: setup
+	$(BIN)/python benchmarks/bench_progressive.py
 
 bench-generate: setup
 	$(BIN)/python benchmarks/bench_generate.py

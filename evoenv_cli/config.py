@@ -385,6 +385,15 @@ class TrainConfig:
     lora_dropout: float = field(default=0.0, metadata={"min": 0, "lt": 1})
     lora_target_modules: str = "all-linear"
     merge_lora: bool = False  # also write a merged full model to OUT/merged
+    # lora: a LoRA adapter when `lora` is on, else all weights (the behaviour before TinyLoRA);
+    # tinylora: PEFT's TinyLoraConfig (W + U S R(v) V^T over a frozen rank-r SVD, R a fixed random
+    # projection of a trained vector v of tinylora_u values), whatever `lora` says
+    adapter: str = field(default="lora", metadata={"choices": ("lora", "tinylora")})
+    tinylora_r: int = field(default=2, metadata={"min": 1})  # frozen SVD rank (the paper's 2)
+    tinylora_u: int = field(default=13, metadata={"min": 1})  # values in each trained vector
+    # 1.0: one vector shared by every module (exactly tinylora_u trained values); 0.0: one per module
+    tinylora_weight_tying: float = field(default=1.0, metadata={"min": 0, "max": 1})
+    tinylora_projection_seed: int = 42  # fixes R; fixed before the bound's sample, it costs no bits
     use_vllm: bool = False
     # colocate | server (`trl vllm-serve` on other GPUs)
     vllm_mode: str = field(default="colocate", metadata={"choices": ("colocate", "server")})
@@ -404,6 +413,48 @@ class TrainConfig:
     # or "judge" (Reasoning Arena: ranked by a judge, see the arena section).
     zero_variance: str = field(default="skip", metadata={"choices": ("skip", "judge")})
     arena: ArenaConfig = field(default_factory=ArenaConfig)
+
+
+@dataclass
+class DistillConfig:
+    """`evoenv distill`: on-policy distillation (TRL's DistillationTrainer). The student, the base
+    model plus a TinyLoRA adapter shaped by train.tinylora_*, samples its own completions and
+    learns the teacher's next-token distribution on them. There is no reward in this loss."""
+
+    beta: float = field(default=1.0, metadata={"min": 0, "max": 1})  # 1.0 reverse KL, 0.0 forward KL, 0.5 JSD
+    learning_rate: float = field(default=1e-3, metadata={"min": 0})
+    max_steps: int = field(default=20, metadata={"min": 1})
+    per_device_train_batch_size: int = field(default=8, metadata={"min": 1})
+    gradient_accumulation_steps: int = field(default=1, metadata={"min": 1})
+    max_completion_length: int = field(default=256, metadata={"min": 1})
+    temperature: float = field(default=1.0, metadata={"gt": 0})  # of the student's samples and of the loss
+    seed: int = 0
+    logging_steps: int = field(default=1, metadata={"min": 1})
+    save_steps: int = field(default=50, metadata={"min": 1})
+    save_total_limit: int = field(default=2, metadata={"min": 1})
+    bf16: bool | None = None  # None: on GPUs only
+    use_cpu: bool = False
+
+
+@dataclass
+class BoundConfig:
+    """`evoenv bound`: a compression (Occam, kl-inverse) bound on a policy's error over fresh
+    instances. Everything here is written into the bound code before the sample S is drawn."""
+
+    n: int = field(default=200, metadata={"min": 1})  # instances in S, spread evenly over the environments
+    delta: float = field(default=0.05, metadata={"gt": 0, "lt": 1})  # the bound holds with probability >= 1 - delta
+    temperature: float = field(default=1.0, metadata={"gt": 0})  # Gumbel-max sampling temperature
+    max_tokens: int = field(default=32, metadata={"min": 1})
+    seed: int = 7  # base of S's instance seeds (held-out split) and of its noise seeds
+    threshold: float = 1.0  # an answer is correct when the environment's score is at least this
+    bits: int = field(default=4, metadata={"min": 1, "max": 16})  # k: bits per quantized value
+    # every hyperparameter choice made with data, each over a grid fixed in advance; bits must be
+    # among "bits", u among "u"; the bound pays log2 of the grid's size
+    grid: dict[str, list] = field(
+        default_factory=lambda: {"u": [13], "bits": [2, 4, 8], "learning_rate": [1e-3, 1e-2], "steps": [20, 40]}
+    )
+    tolerance: float = field(default=0.05, metadata={"min": 0, "max": 1})  # quantized vs unquantized accuracy
+    batch_size: int = field(default=16, metadata={"min": 1})
 
 
 @dataclass
@@ -460,6 +511,8 @@ class Recipe:
     train: TrainConfig = field(default_factory=TrainConfig)
     iterate: IterateConfig = field(default_factory=IterateConfig)
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
+    distill: DistillConfig = field(default_factory=DistillConfig)
+    bound: BoundConfig = field(default_factory=BoundConfig)
     dedupe: DedupeConfig = field(default_factory=DedupeConfig)
     backend: BackendConfig = field(default_factory=BackendConfig)
 

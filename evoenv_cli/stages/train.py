@@ -440,17 +440,7 @@ def run(
         reward, format_reward=format_reward, format_weight=reward_cfg.format_weight, group_size=cfg.num_generations
     )
     reward_funcs: list = [step_rewards, *([TimedFormat(format_reward, step_rewards)] if format_reward else [])]
-    peft_config = None
-    if cfg.lora:
-        from peft import LoraConfig
-
-        peft_config = LoraConfig(
-            r=cfg.lora_r,
-            lora_alpha=cfg.lora_alpha,
-            lora_dropout=cfg.lora_dropout,
-            target_modules=cfg.lora_target_modules,
-            task_type="CAUSAL_LM",
-        )
+    peft_config = adapter_config(cfg)
     metrics_path = out / "metrics.jsonl"
     if not resume and main:
         metrics_path.unlink(missing_ok=True)
@@ -499,7 +489,9 @@ def run(
         "train_loss": result.training_loss,
         "checkpoint": str(out),
         "merged": str(merged) if merged else None,
-        "adapter": bool(cfg.lora),
+        "adapter": peft_config is not None,
+        "adapter_kind": adapter_kind(cfg),
+        "trained_parameters": trained_parameters(trainer.model),
         "mean_reward": _mean_reward(metrics_path),
         "all_groups_zero_variance": all_groups_zero_variance(metrics_path),
         "score_zero_variance_share": _mean_of(metrics_path, "train/zero_variance_share"),
@@ -548,7 +540,10 @@ def save(trainer, out: Path, cfg: TrainConfig) -> Path | None:
     marker, every rank has finished: a rank killed before it stops the run with no marker."""
     accelerator = trainer.accelerator
     trainer.save_model(str(out))
-    merged = out / "merged" if cfg.lora and cfg.merge_lora else None
+    # transformers cannot load a TinyLoRA adapter folder (its shared vector lives on the tuner),
+    # so a TinyLoRA run always writes the merged copy the loop's next round and the backends load
+    adapted = adapter_kind(cfg) != "full"
+    merged = out / "merged" if adapted and (cfg.merge_lora or cfg.adapter == "tinylora") else None
     if accelerator.is_main_process:
         if trainer.processing_class is not None:
             trainer.processing_class.save_pretrained(str(out))
@@ -576,6 +571,43 @@ def thinking_rule(trainer, cfg: TrainConfig, rewards: list) -> None:
     for r in rewards:
         if r is not None:
             r.end_ids, r.opens_think = end_ids, opens
+
+
+def adapter_kind(cfg: TrainConfig) -> str:
+    """What `train` trains: "tinylora", "lora" or "full" (all weights)."""
+    return "tinylora" if cfg.adapter == "tinylora" else "lora" if cfg.lora else "full"
+
+
+def adapter_config(cfg: TrainConfig):
+    """The PEFT config of the adapter `cfg` asks for, or None to train all weights."""
+    kind = adapter_kind(cfg)
+    if kind == "tinylora":
+        from peft import TinyLoraConfig
+
+        return TinyLoraConfig(
+            r=cfg.tinylora_r,
+            u=cfg.tinylora_u,
+            weight_tying=cfg.tinylora_weight_tying,
+            projection_seed=cfg.tinylora_projection_seed,
+            target_modules=cfg.lora_target_modules,
+            task_type="CAUSAL_LM",
+        )
+    if kind == "lora":
+        from peft import LoraConfig
+
+        return LoraConfig(
+            r=cfg.lora_r,
+            lora_alpha=cfg.lora_alpha,
+            lora_dropout=cfg.lora_dropout,
+            target_modules=cfg.lora_target_modules,
+            task_type="CAUSAL_LM",
+        )
+    return None
+
+
+def trained_parameters(model) -> int:
+    """The exact number of values the optimizer updates (requires_grad), shared ones counted once."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 def all_groups_zero_variance(metrics_path: Path) -> bool:

@@ -1,0 +1,225 @@
+"""Progressive RLVR on a CPU, through the project's own commands (`make bench-progressive`):
+
+1. `evoenv starter-model`; `evoenv import reasoning-gym chain_sum`: single-digit sums at level 1,
+   where the starter model is sometimes right (stack-notes: GRPO learns them in minutes). The
+   level is fixed here, before any data, and written as the library's calibrated level;
+2. `evoenv bound-code`: the bound's code and the rule for its sample S, before any training;
+3. `evoenv sample` (training seeds), then five arms on the same environments:
+   base; GRPO + LoRA (the teacher); GRPO + TinyLoRA (13 values); TinyLoRA distilled on-policy
+   from the teacher (`evoenv distill`, reverse KL); its 4-bit quantized copy;
+4. `evoenv bound` on every arm: the same S (held-out seeds, never a training seed), Gumbel-max
+   sampling at the code's temperature and fixed noise, scored by the environment in the sandbox.
+
+Prints one line `bench progressive: ...` with each arm's pass@1 on S and its 95% interval, its
+trained values and description length, the compression against LoRA, the share of LoRA's gain
+kept, and the bound next to the base model's accuracy. Targets: the bound above base accuracy,
+>= 70% of the gain retained, >= 1000x compression; <= 30 minutes on 2 quiet cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXE = Path(sys.executable).with_name("evoenv")
+RECIPE = ROOT / "benchmarks" / "progressive.yaml"
+TASK = "chain_sum"
+LEVELS = [1]
+TINY_LR = "0.002"  # GRPO on 13 values: a step size in the bound's grid (benchmarks/progressive.yaml)
+ARMS = ("base", "lora", "grpo_tinylora", "distilled", "quantized")
+
+
+@contextlib.contextmanager
+def turn(lock: str | None):
+    """Hold `lock` (flock(2), as the flock command takes it) for a group of heavy commands, so
+    the bench takes turns with other heavy jobs on a shared machine; no lock, no waiting."""
+    if not lock:
+        yield
+        return
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def evoenv(*args, log: Path, capture: bool = False) -> tuple[float, str]:
+    """Run one evoenv command (its output to a log); returns (seconds, stdout when captured)."""
+    argv = [str(EXE), *map(str, args)]
+    print("$ evoenv " + " ".join(map(str, args)), file=sys.stderr, flush=True)
+    start = time.perf_counter()
+    with log.open("a") as f:
+        f.write("$ " + " ".join(argv) + "\n")
+        f.flush()
+        r = subprocess.run(
+            argv,
+            stdout=subprocess.PIPE if capture else f,
+            stderr=f,
+            text=True,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+            cwd=ROOT,
+        )
+    if r.returncode != 0:
+        sys.exit(f"bench progressive: `evoenv {args[0]}` failed (exit {r.returncode}); see {log}")
+    return time.perf_counter() - start, r.stdout or ""
+
+
+def library(run: Path, log: Path) -> Path:
+    """chain_sum, imported, with its level written as the calibrated one (fixed in advance)."""
+    lib = run / "library"
+    if (lib / "index.jsonl").is_file():
+        return lib
+    shutil.rmtree(lib, ignore_errors=True)
+    evoenv("import", "reasoning-gym", TASK, "--out", lib / "envs", log=log)
+    sys.path.insert(0, str(ROOT))
+    from evoenv_cli.artifacts import EnvLibrary
+
+    envs = EnvLibrary.open(lib).files
+    rows = [{"file": e.path.name, "env_id": e.env_id, "name": e.name, "calibration": {"levels": LEVELS}} for e in envs]
+    (lib / "index.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return lib
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--run", default=str(ROOT / "runs" / "bench-progressive"))
+    ap.add_argument("--model", default=str(ROOT / "runs" / "starter-model"))
+    ap.add_argument("--steps", type=int, default=None, help="GRPO and distillation steps (default: the recipe's)")
+    ap.add_argument("--n", type=int, default=None, help="instances in S (default: the recipe's bound.n)")
+    ap.add_argument("--keep", action="store_true", help="reuse the arms already trained in RUN")
+    ap.add_argument("--lock", default=None, help="hold flock LOCK over the training and the bounds (a shared machine)")
+    args = ap.parse_args()
+    run, model = Path(args.run).resolve(), Path(args.model).resolve()
+    if run.exists() and not args.keep:
+        shutil.rmtree(run)
+    run.mkdir(parents=True, exist_ok=True)
+    log = run / "commands.log"
+    start = time.perf_counter()
+    seconds: dict[str, float] = {}
+    heavy = {"log": log}
+    seconds["starter_model"] = evoenv("starter-model", model, log=log)[0]  # a no-op once built
+    lib = library(run, log)
+    config = ["--config", RECIPE]
+    code = run / "bound-code.json"
+    if not code.exists():  # before any training: the code and S's rule never move afterwards
+        evoenv(
+            "bound-code",
+            code,
+            "--library",
+            lib,
+            "--model",
+            model,
+            *config,
+            *(["--n", args.n] if args.n else []),
+            log=log,
+        )
+    rows = run / "train.jsonl"
+    if not rows.exists():
+        evoenv("sample", lib, "--out", rows, "--difficulty-from", "index", "--seed", "1", *config, log=log)
+    steps = ["--max-steps", str(args.steps)] if args.steps else []
+    train = ["train", rows, "--library", lib, "--model", model, *config, *steps]
+    arms = {"base": model, "lora": run / "lora", "grpo_tinylora": run / "grpo-tinylora"}
+    arms["distilled"], arms["quantized"] = run / "distill", run / "distill" / "quantized"
+    with turn(args.lock):
+        if not (arms["lora"] / "train-manifest.json").exists():
+            seconds["train_lora"] = evoenv(*train, "--out", arms["lora"], "--lora", "--clean", **heavy)[0]
+        if not (arms["grpo_tinylora"] / "train-manifest.json").exists():
+            seconds["train_tinylora"] = evoenv(
+                *train, "--out", arms["grpo_tinylora"], "--adapter", "tinylora", "--lr", TINY_LR, "--clean", **heavy
+            )[0]
+        if not (arms["distilled"] / "distill-manifest.json").exists():
+            distill = ["distill", rows, "--library", lib, "--teacher", arms["lora"], "--model", model, *config, *steps]
+            seconds["distill"] = evoenv(*distill, "--out", arms["distilled"], "--clean", **heavy)[0]
+    results = {}
+    with turn(args.lock):
+        for arm in ARMS:
+            bound = ["bound", arms[arm], "--library", lib, "--code", code, *config, "--json"]
+            took, out = evoenv(*bound, capture=True, **heavy)
+            seconds[f"bound_{arm}"] = took
+            results[arm] = json.loads(out.strip().splitlines()[-1])
+    wall = time.perf_counter() - start
+    report(run, results, seconds, wall)
+
+
+def report(run: Path, results: dict, seconds: dict, wall: float) -> None:
+    base = results["base"]["accuracy"]
+    lora_gain = results["lora"]["accuracy"] - base
+    lora_bits = results["lora"]["description_length_bits"]
+    q = results["quantized"]
+    summary = {
+        "model": "SmolLM2-135M-Instruct",
+        "task": f"rg:{TASK} levels {LEVELS}",
+        "n": q["n"],
+        "temperature": q["temperature"],
+        "arms": {
+            arm: {
+                "pass1": r["accuracy"],
+                "ci95": r["accuracy_interval"],
+                "trained": r["trained_parameters"],
+                "bits": r["description_length_bits"],
+                "compression_vs_lora": lora_bits / r["description_length_bits"]
+                if r["description_length_bits"]
+                else None,
+                "retained": (r["accuracy"] - base) / lora_gain if lora_gain > 0 else None,
+            }
+            for arm, r in results.items()
+        },
+        "bound_accuracy_lower": q["accuracy_lower_bound"],
+        "bound_form": q["form"],
+        "delta": q["delta"],
+        "base_accuracy": base,
+        "quantization_gap": results["distilled"]["accuracy"] - q["accuracy"],
+        "statement": q["statement"],
+        "wall_s": round(wall),
+        "seconds": {k: round(v) for k, v in seconds.items()},
+    }
+    summary["targets"] = {
+        "bound_above_base": summary["bound_accuracy_lower"] > base,
+        "retained_70": (summary["arms"]["quantized"]["retained"] or 0) >= 0.7,
+        "compression_1000x": (summary["arms"]["quantized"]["compression_vs_lora"] or 0) >= 1000,
+        "quantized_within_tolerance": abs(summary["quantization_gap"]) <= tolerance(),
+    }
+    (run / "bench-progressive.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+    def arm_text(arm: str) -> str:
+        a = summary["arms"][arm]
+        extra = "" if arm in ("base", "lora") else f" x{a['compression_vs_lora']:.0f} kept={_pct(a['retained'])}"
+        return (
+            f"{arm}={a['pass1']:.3f}[{a['ci95'][0]:.3f},{a['ci95'][1]:.3f}] "
+            f"({a['trained']} values, {a['bits']:.0f} bits{extra})"
+        )
+
+    print(
+        f"bench progressive: model={summary['model']} task={summary['task']} n={summary['n']} "
+        f"T={summary['temperature']:g} " + " ".join(arm_text(a) for a in ARMS) + f" bound: accuracy>="
+        f"{summary['bound_accuracy_lower']:.3f} ({summary['bound_form']}, delta={summary['delta']:g}) "
+        f"vs base={base:.3f}; quantization gap={summary['quantization_gap']:+.3f} "
+        f"targets={','.join(k for k, v in summary['targets'].items() if v) or 'none'} wall_s={summary['wall_s']}",
+        flush=True,
+    )
+
+
+def tolerance() -> float:
+    """bound.tolerance of the recipe: how far the quantized arm may score from the unquantized."""
+    sys.path.insert(0, str(ROOT))
+    from evoenv_cli.config import load_recipe
+
+    return load_recipe(RECIPE).bound.tolerance
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.0f}%"
+
+
+if __name__ == "__main__":
+    main()

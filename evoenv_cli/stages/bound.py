@@ -1,0 +1,496 @@
+"""`evoenv bound-code` and `evoenv bound`: a compression (Occam) bound on a policy's error over
+fresh instances of a library's environments, at their calibrated levels.
+
+`bound-code` writes the code (the prior) before any training: the base model and its hash,
+the adapter family and its projection seed, the quantization and hyperparameter grids, and the
+rule that fixes the sample S (instance seeds, levels, Gumbel noise seeds). `bound` refuses a
+checkpoint the code does not describe, draws S by that rule, answers every instance with
+Gumbel-max sampling at fixed noise (each answer a deterministic function of model, instance and
+noise), scores it with the environment's own `score` in the sandbox, and inverts the binomial
+kl: with probability >= 1 - delta over S, for every h in the code at once,
+kl(R_S(h) || R(h)) <= (L(h) ln 2 + ln(1/delta)) / n.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from evoenv_cli import artifacts
+from evoenv_cli.config import AnswerConfig, BoundConfig, RuntimeConfig, SampleConfig, TrainConfig
+from evoenv_cli.errors import InputError
+from evoenv_cli.stages import quantize
+
+CODE_FILE = "bound-code.json"
+BASE_FILE = "bound-base.json"  # the base model's answers on S, beside the code (deterministic, so kept)
+FORM = "kl-inverse (Langford-Seeger) Occam bound"
+MODEL_FILES = ("config.json", "*.safetensors", "*.bin")
+
+
+# -- the arithmetic ------------------------------------------------------------------------------
+def kl_bernoulli(q: float, p: float) -> float:
+    """kl(q || p) between Bernoulli(q) and Bernoulli(p), in nats."""
+    eps = 1e-300
+    out = 0.0
+    if q > 0:
+        out += q * math.log(q / max(p, eps))
+    if q < 1:
+        out += (1 - q) * math.log((1 - q) / max(1 - p, eps))
+    return out
+
+
+def kl_inverse(q: float, c: float, iterations: int = 200) -> float:
+    """max{p in [q, 1] : kl(q || p) <= c}, by bisection."""
+    if c <= 0:
+        return q
+    lo, hi = q, 1.0
+    if kl_bernoulli(q, hi) <= c:
+        return 1.0
+    for _ in range(iterations):
+        mid = (lo + hi) / 2
+        if kl_bernoulli(q, mid) <= c:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def occam_complexity(bits: float, n: int, delta: float) -> float:
+    """(L ln 2 + ln(1/delta)) / n: the kl budget the union bound over the code allows."""
+    return (bits * math.log(2) + math.log(1 / delta)) / n
+
+
+def risk_bound(errors: int, n: int, bits: float, delta: float) -> float:
+    """The upper bound on the true error rate: kl^-1(errors/n, complexity)."""
+    return kl_inverse(errors / n, occam_complexity(bits, n, delta))
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95% Wilson score interval of a proportion k/n."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = k / n
+    d = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / d
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+# -- the code, fixed before S --------------------------------------------------------------------
+def model_hash(path: Path) -> str:
+    """sha256 over a model folder's config and weight files (names and bytes)."""
+    h = hashlib.sha256()
+    files = sorted({f for pattern in MODEL_FILES for f in path.glob(pattern) if f.is_file()})
+    if not files:
+        raise InputError(f"{path}: no model files to hash (config.json, *.safetensors)")
+    for f in files:
+        h.update(f.name.encode() + b"\0")
+        with f.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass
+class BoundCode:
+    """Everything the bound's prior fixes, written before training and before S is drawn."""
+
+    base_model: str
+    base_model_sha256: str
+    adapter: dict  # the family: kind, r, weight_tying, projection_seed, target_modules
+    quantization: dict  # bits allowed (the grid's), the scale table's size
+    grid: dict[str, list]
+    grid_size: int
+    envs: list[str]  # env_ids of the library S is drawn from
+    levels: dict[str, list[int]]  # env name -> calibrated levels
+    n: int
+    per_env: int
+    delta: float
+    temperature: float
+    max_tokens: int
+    threshold: float
+    seed: int
+    seed_rule: str
+    noise_rule: str
+    answer: dict
+    demonstrations: int
+    written: str = ""
+
+    def digest(self) -> str:
+        return artifacts.config_hash({k: v for k, v in asdict(self).items() if k != "written"})
+
+
+SEED_RULE = (
+    "instance i of an environment: seed = instance_seed(seed, NAME, i, 'heldout') (sha256, bit 31 set), "
+    "level = levels[i mod len(levels)], i = 0..per_env-1"
+)
+NOISE_RULE = (
+    "item j of S (in order): a torch.Generator seeded with sha256('seed:noise:j'); the t-th token is "
+    "argmax(logits/T + G_t), G_t = -log(-log(U_t)), U_t the generator's t-th uniform vector"
+)
+
+
+def library_levels(library: artifacts.EnvLibrary) -> dict[str, list[int]]:
+    from evoenv_cli.stages.conversations import levels_for
+
+    cfg = SampleConfig(difficulty_from="index")
+    return {e.name: list(levels_for(e, library, cfg)) for e in library.files}
+
+
+def write_code(
+    out: Path,
+    library: artifacts.EnvLibrary,
+    base_model: str,
+    cfg: BoundConfig,
+    train: TrainConfig,
+    answer: AnswerConfig,
+    demonstrations: int,
+) -> BoundCode:
+    """Record the code at OUT (refusing to replace one: the code must not move after S)."""
+    if out.exists():
+        raise InputError(f"{out}: a bound code is already recorded; it must not change once written")
+    if not (library.root / "index.jsonl").is_file():
+        raise InputError(f"{library.root}: no index.jsonl (S is drawn at the library's calibrated levels)")
+    base = Path(base_model)
+    if not base.is_dir():
+        raise InputError(f"{base_model}: the base model must be a local folder (its bytes are hashed)")
+    bad = [b for b in cfg.grid.get("bits", [cfg.bits]) if not (isinstance(b, int) and 1 <= b <= 16)]
+    if bad or cfg.bits not in cfg.grid.get("bits", [cfg.bits]):
+        raise InputError(f"bound.bits {cfg.bits} must be one of bound.grid.bits {cfg.grid.get('bits')}")
+    envs = sorted(e.env_id for e in library.files)
+    per_env = max(1, cfg.n // max(1, len(envs)))
+    code = BoundCode(
+        base_model=str(base.resolve()),
+        base_model_sha256=model_hash(base),
+        adapter={
+            "kind": "tinylora",
+            "r": train.tinylora_r,
+            "weight_tying": train.tinylora_weight_tying,
+            "projection_seed": train.tinylora_projection_seed,
+            "target_modules": train.lora_target_modules,
+        },
+        quantization={"bits": list(cfg.grid.get("bits", [cfg.bits])), "scales": len(quantize.SCALES)},
+        grid=cfg.grid,
+        grid_size=quantize.grid_size(cfg.grid),
+        envs=envs,
+        levels=library_levels(library),
+        n=per_env * len(envs),
+        per_env=per_env,
+        delta=cfg.delta,
+        temperature=cfg.temperature,
+        max_tokens=cfg.max_tokens,
+        threshold=cfg.threshold,
+        seed=cfg.seed,
+        seed_rule=SEED_RULE,
+        noise_rule=NOISE_RULE,
+        answer=asdict(answer),
+        demonstrations=demonstrations,
+        written=artifacts.now_iso(),
+    )
+    artifacts.write_json_atomic(out, {**asdict(code), "code_sha256": code.digest()})
+    return code
+
+
+def read_code(path: Path) -> BoundCode:
+    try:
+        data = json.loads(path.read_text())
+        data.pop("code_sha256", None)
+        return BoundCode(**data)
+    except (OSError, ValueError, TypeError) as exc:
+        raise InputError(f"{path}: not a bound code written by `evoenv bound-code` ({exc})") from None
+
+
+def find_code(checkpoint: Path) -> Path:
+    """bound-code.json in the checkpoint's folder or the nearest folder above it."""
+    for d in [checkpoint, *checkpoint.resolve().parents]:
+        if (d / CODE_FILE).is_file():
+            return d / CODE_FILE
+    raise InputError(f"{checkpoint}: no {CODE_FILE} here or above (write one with `evoenv bound-code` before training)")
+
+
+# -- the hypothesis: what a checkpoint is and what it costs --------------------------------------
+@dataclass
+class Policy:
+    """A checkpoint as the bound sees it: how to load it and its description length."""
+
+    path: Path
+    kind: str  # base | tinylora-quantized | tinylora | lora | full
+    base_model: str
+    adapter: Path | None
+    trained_parameters: int
+    bits: dict = field(default_factory=dict)  # a quantize.DescriptionLength as a dict
+
+
+def _manifest(path: Path) -> dict:
+    for name in ("distill-manifest.json", "train-manifest.json"):
+        if (path / name).is_file():
+            return json.loads((path / name).read_text())
+    return {}
+
+
+def _stored_bits(path: Path) -> int:
+    """Bits per stored value of a checkpoint's weights, read from the file, not assumed."""
+    from safetensors import safe_open
+
+    files = sorted(path.glob("*.safetensors"))
+    with safe_open(str(files[0]), "pt") as f:
+        key = next(iter(f.keys()))
+        return 16 if f.get_slice(key).get_dtype() in ("BF16", "F16") else 32
+
+
+def describe(checkpoint: Path, code: BoundCode) -> Policy:
+    """The checkpoint's place in the code, or an InputError saying how it differs from it."""
+    where = f"{checkpoint}:"
+    if (checkpoint / quantize.QUANTIZED_FILE).is_file():
+        q = json.loads((checkpoint / quantize.QUANTIZED_FILE).read_text())
+        problems = []
+        for key in ("r", "weight_tying", "projection_seed"):
+            if q.get(key) != code.adapter[key]:
+                problems.append(f"{key} {q.get(key)} (the code records {code.adapter[key]})")
+        if q["bits"] not in code.quantization["bits"]:
+            problems.append(f"{q['bits']} bits (the code's grid: {code.quantization['bits']})")
+        for name, value in {"u": q.get("u"), **q.get("hyperparameters", {})}.items():
+            if name in code.grid and value not in code.grid[name]:
+                problems.append(f"{name} {value} (the code's grid: {code.grid[name]})")
+        if problems:
+            raise InputError(f"{where} its code differs from the one recorded before S: {'; '.join(problems)}")
+        dl = quantize.description_length(len(q["codes"]), q["bits"], code.grid, math.log2(code.quantization["scales"]))
+        policy = Policy(checkpoint, "tinylora-quantized", q["base_model"], checkpoint, len(q["codes"]), asdict(dl))
+    elif (checkpoint / "adapter_config.json").is_file():
+        cfg = json.loads((checkpoint / "adapter_config.json").read_text())
+        kind = "tinylora" if cfg.get("peft_type") == "TINYLORA" else "lora"
+        params = _manifest(checkpoint).get("summary", {}).get("trained_parameters")
+        if not isinstance(params, int):
+            raise InputError(f"{where} no trained_parameters in its manifest (train or distill it with this evoenv)")
+        if kind == "tinylora" and cfg.get("projection_seed") != code.adapter["projection_seed"]:
+            raise InputError(
+                f"{where} its code differs from the one recorded before S: projection_seed "
+                f"{cfg.get('projection_seed')} (the code records {code.adapter['projection_seed']})"
+            )
+        dl = quantize.description_length(params, _stored_bits(checkpoint), code.grid, 0.0)
+        policy = Policy(checkpoint, kind, cfg.get("base_model_name_or_path") or "", checkpoint, params, asdict(dl))
+    elif (checkpoint / "config.json").is_file():
+        digest = model_hash(checkpoint)
+        if digest == code.base_model_sha256:
+            dl = quantize.description_length(0, 0, {}, 0.0)
+            return Policy(checkpoint, "base", str(checkpoint), None, 0, asdict(dl))
+        base = _manifest(checkpoint).get("inputs", {}).get("model")
+        if not base:
+            raise InputError(f"{where} a full model that is not the code's base and has no train manifest")
+        params = _manifest(checkpoint).get("summary", {}).get("trained_parameters") or 0
+        dl = quantize.description_length(params, _stored_bits(checkpoint), code.grid, 0.0)
+        policy = Policy(checkpoint, "full", base, None, params, asdict(dl))
+    else:
+        raise InputError(f"{checkpoint}: not a checkpoint (no quantized.json, adapter_config.json or config.json)")
+    base = Path(policy.base_model)
+    if not base.is_dir() or model_hash(base) != code.base_model_sha256:
+        raise InputError(
+            f"{where} its code differs from the one recorded before S: base model {policy.base_model} "
+            f"does not hash to the recorded {code.base_model_sha256[:12]}"
+        )
+    return policy
+
+
+# -- the sample and the sampled policy -----------------------------------------------------------
+def draw_sample(code: BoundCode, library: artifacts.EnvLibrary, pool) -> list[dict]:
+    """S by the code's rule: rows as `evoenv sample` writes them, refused if the library moved."""
+    from evoenv_cli.stages import sample
+
+    envs = sorted(e.env_id for e in library.files)
+    if envs != code.envs:
+        raise InputError(f"{library.root}: its environments differ from the ones the bound code records")
+    if library_levels(library) != code.levels:
+        raise InputError(f"{library.root}: its calibrated levels differ from the ones the bound code records")
+    cfg = SampleConfig(
+        per_env=code.per_env,
+        seed=code.seed,
+        split="heldout",
+        difficulty_from="index",
+        demonstrations=code.demonstrations,
+    )
+    report = sample.run(library, cfg, pool, AnswerConfig(**code.answer))
+    if report.skipped:
+        first = report.skipped[0]
+        raise InputError(f"{first['env']}: an instance of S could not be made ({first['reason']})")
+    return report.rows
+
+
+def noise_seed(seed: int, item: int) -> int:
+    return int.from_bytes(hashlib.sha256(f"{seed}:noise:{item}".encode()).digest()[:8], "big") >> 1
+
+
+def load_policy(policy: Policy):
+    """(model, tokenizer) in float32 and eval mode; an adapter is merged into its base."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = policy.path if policy.kind in ("base", "full") else Path(policy.base_model)
+    model = AutoModelForCausalLM.from_pretrained(str(source), dtype=torch.float32)
+    if policy.adapter is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(policy.adapter)).merge_and_unload()
+    tokenizer = AutoTokenizer.from_pretrained(str(source), padding_side="left")
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model.eval()
+    return model, tokenizer
+
+
+def gumbel_answers(model, tokenizer, prompts: list, code: BoundCode, batch_size: int) -> list[str]:
+    """Each prompt answered by Gumbel-max sampling at temperature T: token t of item j is
+    argmax(logits/T + G), G drawn from item j's own generator (see NOISE_RULE), so the answer
+    is a function of (model, instance, noise) and does not depend on the other items."""
+    import torch
+    from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
+
+    class GumbelNoise(LogitsProcessor):
+        def __init__(self, items: list[int]):
+            self.generators = [torch.Generator().manual_seed(noise_seed(code.seed, j)) for j in items]
+
+        def __call__(self, input_ids, scores):
+            noise = torch.stack(
+                [torch.rand(scores.shape[-1], generator=g, dtype=torch.float64) for g in self.generators]
+            )
+            gumbel = -torch.log(-torch.log(noise.clamp(min=1e-300)))
+            return (scores.double() / code.temperature + gumbel).to(scores.dtype)
+
+    eos = tokenizer.eos_token_id
+    gen = GenerationConfig(
+        max_new_tokens=code.max_tokens,
+        do_sample=False,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=model.generation_config.eos_token_id or eos,
+    )
+    out: list[str] = []
+    for start in range(0, len(prompts), batch_size):
+        chunk = prompts[start : start + batch_size]
+        texts = [
+            tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) if isinstance(p, list) else p
+            for p in chunk
+        ]
+        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        processors = LogitsProcessorList([GumbelNoise(list(range(start, start + len(chunk))))])
+        with torch.no_grad():
+            ids = model.generate(**enc, generation_config=gen, logits_processor=processors)
+        new = ids[:, enc["input_ids"].shape[1] :]
+        out += tokenizer.batch_decode(new, skip_special_tokens=True)
+    return out
+
+
+def correct_answers(
+    rows: list[dict], answers: list[str], code: BoundCode, library: artifacts.EnvLibrary, runtime: RuntimeConfig
+) -> list[bool]:
+    """Each answer scored by its environment's own `score` in the sandbox, thresholded."""
+    from evoenv_cli.rewards import EnvReward
+
+    reward = EnvReward(
+        library.files,
+        answer_tag=code.answer.get("tag", "answer"),
+        sandbox=runtime.sandbox,
+        workers=runtime.workers,
+        limits=runtime.limits,
+        recheck_share=0.0,
+    )
+    try:
+        details = reward.details(
+            answers, [r["env_id"] for r in rows], [r["instance"] for r in rows], [r.get("env_name") for r in rows]
+        )
+    finally:
+        reward.close()
+    return [d["score"] >= code.threshold for d in details]
+
+
+def answer_sample(
+    policy: Policy, rows: list[dict], code: BoundCode, library, runtime: RuntimeConfig, batch_size: int
+) -> list[bool]:
+    model, tokenizer = load_policy(policy)
+    answers = gumbel_answers(model, tokenizer, [r["prompt"] for r in rows], code, batch_size)
+    return correct_answers(rows, answers, code, library, runtime)
+
+
+# -- the report ----------------------------------------------------------------------------------
+@dataclass
+class BoundReport:
+    checkpoint: str
+    kind: str
+    form: str
+    n: int
+    errors: int
+    empirical_error: float
+    accuracy: float
+    accuracy_interval: tuple[float, float]
+    description_length_bits: float
+    bits: dict
+    trained_parameters: int
+    delta: float
+    temperature: float
+    threshold: float
+    complexity: float
+    risk_bound: float
+    accuracy_lower_bound: float
+    base_accuracy: float
+    base_accuracy_interval: tuple[float, float]
+    levels: dict[str, list[int]]
+    code: str
+    statement: str
+
+
+def statement(code: BoundCode, accuracy_lower: float) -> str:
+    levels = "; ".join(f"{name} at levels {', '.join(map(str, lv))}" for name, lv in sorted(code.levels.items()))
+    return (
+        f"With probability >= {1 - code.delta:g} over the draw of S, the policy sampled at temperature "
+        f"{code.temperature:g} (Gumbel-max) answers instances generate(seed, level) of {levels} correctly "
+        f"(score >= {code.threshold:g}) with probability >= {accuracy_lower:.3f}. The bound covers the "
+        "distribution of generate(seed, level) at those levels, sampled at that temperature; it says "
+        "nothing about other environments, other levels or other temperatures."
+    )
+
+
+def run(
+    checkpoint: Path, library: artifacts.EnvLibrary, code_path: Path, runtime: RuntimeConfig, batch_size: int, pool
+) -> BoundReport:
+    code = read_code(code_path)
+    policy = describe(checkpoint, code)
+    rows = draw_sample(code, library, pool)
+    digest = code.digest()
+    base_file = code_path.parent / BASE_FILE
+    cached = json.loads(base_file.read_text()) if base_file.is_file() else {}
+    if cached.get("code_sha256") == digest and len(cached.get("correct", [])) == len(rows):
+        base_correct = cached["correct"]
+    else:
+        base = Policy(Path(code.base_model), "base", code.base_model, None, 0)
+        base_correct = answer_sample(base, rows, code, library, runtime, batch_size)
+        artifacts.write_json_atomic(base_file, {"code_sha256": digest, "correct": base_correct})
+    correct = base_correct if policy.kind == "base" else answer_sample(policy, rows, code, library, runtime, batch_size)
+    n = len(rows)
+    errors = n - sum(correct)
+    bits = policy.bits["total"]
+    bound = risk_bound(errors, n, bits, code.delta)
+    return BoundReport(
+        checkpoint=str(checkpoint),
+        kind=policy.kind,
+        form=FORM,
+        n=n,
+        errors=errors,
+        empirical_error=errors / n,
+        accuracy=1 - errors / n,
+        accuracy_interval=wilson(n - errors, n),
+        description_length_bits=bits,
+        bits=policy.bits,
+        trained_parameters=policy.trained_parameters,
+        delta=code.delta,
+        temperature=code.temperature,
+        threshold=code.threshold,
+        complexity=occam_complexity(bits, n, code.delta),
+        risk_bound=bound,
+        accuracy_lower_bound=1 - bound,
+        base_accuracy=sum(base_correct) / n,
+        base_accuracy_interval=wilson(sum(base_correct), n),
+        levels=code.levels,
+        code=digest,
+        statement=statement(code, 1 - bound),
+    )

@@ -1,0 +1,175 @@
+"""`evoenv distill`: on-policy distillation of a trained teacher into a TinyLoRA student, with
+TRL's DistillationTrainer. The student is the base model plus a TinyLoRA adapter (shaped by
+train.tinylora_*); it samples completions of `evoenv sample` rows itself and learns the
+teacher's next-token distribution on them under the generalized JSD (beta 1.0: reverse KL).
+
+The environments' reward is not mixed in: DistillationTrainer's loss has no reward term and
+`_generate_and_score_completions` scores nothing, so mixing one in would mean overriding its
+loss, a trainer of our own, which this project does not write. The adapter is then quantized
+to bound.bits (OUT/quantized) for `evoenv bound`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import warnings
+from pathlib import Path
+
+from evoenv_cli import artifacts
+from evoenv_cli.config import AnswerConfig, BoundConfig, DistillConfig, TrainConfig, to_dict
+from evoenv_cli.errors import InputError
+from evoenv_cli.stages import quantize
+from evoenv_cli.stages.train import (
+    _TRL_CHECKPOINTING_NOISE,
+    adapter_config,
+    check_inputs,
+    check_model,
+    trained_parameters,
+)
+
+MANIFEST = "distill-manifest.json"
+DIVERGENCE = {1.0: "reverse KL", 0.0: "forward KL"}  # by beta
+
+
+def teacher_source(teacher: str):
+    """The teacher as DistillationTrainer takes it: a model folder, or (for a LoRA checkpoint
+    with no merged copy) its base with the adapter merged in."""
+    path = Path(check_model(teacher))
+    if not (path / "adapter_config.json").is_file():
+        return str(path)
+    if (path / "merged" / "config.json").is_file():
+        return str(path / "merged")
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    base = json.loads((path / "adapter_config.json").read_text()).get("base_model_name_or_path")
+    if not base:
+        raise InputError(f"{path}/adapter_config.json: names no base model")
+    model = AutoModelForCausalLM.from_pretrained(check_model(base), dtype=torch.float32)
+    return PeftModel.from_pretrained(model, str(path)).merge_and_unload()
+
+
+def distill_args(cfg: DistillConfig, out: Path) -> dict:
+    import torch
+    from trl import DistillationConfig
+
+    on_gpu = torch.cuda.is_available() and not cfg.use_cpu
+    args = dict(
+        output_dir=str(out / "checkpoints"),
+        beta=cfg.beta,
+        learning_rate=cfg.learning_rate,
+        max_steps=cfg.max_steps,
+        per_device_train_batch_size=cfg.per_device_train_batch_size,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        max_completion_length=cfg.max_completion_length,
+        temperature=cfg.temperature,
+        seed=cfg.seed,
+        logging_steps=cfg.logging_steps,
+        save_steps=cfg.save_steps,
+        save_total_limit=cfg.save_total_limit,
+        report_to="none",
+        use_cpu=not on_gpu,
+        bf16=on_gpu if cfg.bf16 is None else cfg.bf16,
+    )
+    fields = getattr(DistillationConfig, "__dataclass_fields__", {})
+    args["activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"] = False
+    return args
+
+
+def run(
+    data: Path,
+    library: artifacts.EnvLibrary,
+    teacher: str,
+    model: str,
+    out: Path,
+    cfg: DistillConfig,
+    train_cfg: TrainConfig,
+    bound_cfg: BoundConfig,
+    answer: AnswerConfig,
+    resume: bool = False,
+) -> dict:
+    """Distil `teacher` into base `model` + TinyLoRA on the rows' prompts; write the adapter,
+    OUT/quantized (bound.bits) and distill-manifest.json."""
+    rows = check_inputs(data, library, model)
+    model = check_model(model)
+    check_model(teacher)
+    started = artifacts.now_iso()
+    out.mkdir(parents=True, exist_ok=True)
+
+    import datasets
+    import transformers
+    from transformers import AutoTokenizer
+    from trl import DistillationConfig, DistillationTrainer
+
+    transformers.set_seed(cfg.seed)
+    dataset = datasets.load_dataset("json", data_files=str(data), split="train").select_columns(["prompt"])
+    tokenizer = AutoTokenizer.from_pretrained(model, padding_side="left")
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    student = dataclasses.replace(train_cfg, adapter="tinylora")
+    source = teacher_source(teacher)
+    args = distill_args(cfg, out)
+    if isinstance(source, str):  # TRL refuses load settings for a teacher already in memory
+        args["teacher_model_init_kwargs"] = {"dtype": "float32"}
+    loading = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_TRL_CHECKPOINTING_NOISE, category=FutureWarning)
+        trainer = DistillationTrainer(
+            model=model,
+            teacher_model=source,
+            args=DistillationConfig(**args),
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            peft_config=adapter_config(student),
+        )
+        load_s = time.perf_counter() - loading
+        checkpoint = resume and any((out / "checkpoints").glob("checkpoint-*"))
+        result = trainer.train(resume_from_checkpoint=True if checkpoint else None)
+    trainer.save_model(str(out))
+    tokenizer.save_pretrained(str(out))
+    with artifacts.atomic_file(out / "metrics.jsonl") as f:
+        for record in trainer.state.log_history:
+            f.write(json.dumps(record) + "\n")
+    hyper = {
+        "u": student.tinylora_u,
+        "bits": bound_cfg.bits,
+        "learning_rate": cfg.learning_rate,
+        "steps": cfg.max_steps,
+    }
+    quantized = quantize.quantize_adapter(out, out / "quantized", bound_cfg.bits, bound_cfg.grid, hyper)
+    params = trained_parameters(trainer.model)
+    summary = {
+        "stage": "distill",
+        "steps": trainer.state.global_step,
+        "rows": len(rows),
+        "train_loss": result.training_loss,
+        "teacher": teacher,
+        "checkpoint": str(out),
+        "quantized": str(out / "quantized"),
+        "adapter_kind": "tinylora",
+        "trained_parameters": params,
+        "loss": f"generalized JSD, beta {cfg.beta:g} ({DIVERGENCE.get(cfg.beta, 'JSD')})",
+        "reward_mixed_in": False,
+        "quantized_bits": quantized["description_length"]["total"],
+        "quantization_max_abs_error": quantized["max_abs_error"],
+    }
+    manifest = artifacts.manifest(
+        "distill",
+        {"distill": to_dict(cfg), "train": to_dict(student), "bound": to_dict(bound_cfg), "answer": to_dict(answer)},
+        library.files,
+        started,
+        {"rows": len(rows), "steps": summary["steps"]},
+        {"data": str(data), "teacher": teacher, "model": model, "library": str(library.root)},
+        out=out,
+    )
+    artifacts.write_json_atomic(
+        out / MANIFEST, {**manifest, "summary": summary, "timings": {"load_s": round(load_s, 3)}}
+    )
+    artifacts.write_json_atomic(
+        out / "quantized" / MANIFEST, {**manifest, "summary": {**summary, "trained_parameters": params}}
+    )
+    artifacts.follow_umask(out)
+    return summary

@@ -1,0 +1,226 @@
+"""Progressive RLVR: TinyLoRA through `train`, `distill`, quantization, and `bound` (its
+arithmetic against hand-computed values, its refusal of a checkpoint outside the recorded code,
+and its determinism)."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evoenv_cli.artifacts import EnvLibrary
+from evoenv_cli.stages import bound, quantize
+
+EXE = Path(sys.executable).with_name("evoenv")
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+FIXTURE = Path(__file__).parent / "fixtures" / "digit_share.py"
+RECIPE = """train:
+  num_generations: 2
+  per_device_train_batch_size: 4
+  max_completion_length: 8
+  learning_rate: 0.01
+  gradient_checkpointing: false
+  save_steps: 2
+  adapter: tinylora
+  tinylora_u: 13
+  tinylora_weight_tying: 1.0
+distill:
+  max_steps: 2
+  per_device_train_batch_size: 2
+  max_completion_length: 8
+  learning_rate: 0.01
+bound:
+  n: 8
+  max_tokens: 8
+  threshold: 0.5
+  batch_size: 4
+  bits: 4
+  grid:
+    u: [13]
+    bits: [2, 4]
+    learning_rate: [0.01]
+    steps: [2]
+answer:
+  tag: ""
+"""
+
+
+def evoenv(*args, cwd=None):
+    return subprocess.run([str(EXE), *map(str, args)], capture_output=True, text=True, env=ENV, cwd=cwd, timeout=900)
+
+
+def one_line(r, needle):
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], r.stderr
+
+
+# -- the arithmetic, by hand ---------------------------------------------------------------------
+def test_kl_inverse_matches_hand_computed_values():
+    # the design note's case: n = 2000, L = 120 bits, delta = 0.05, empirical error 0.5
+    c = (120 * math.log(2) + math.log(1 / 0.05)) / 2000
+    assert bound.occam_complexity(120, 2000, 0.05) == pytest.approx(c)
+    assert c == pytest.approx(0.043085, abs=1e-5)
+    p = bound.risk_bound(1000, 2000, 120, 0.05)
+    # at q = 1/2, kl(q || p) = -ln 2 - ln(p(1 - p)) / 2, so p = (1 + sqrt(1 - exp(-2c))) / 2 by hand
+    assert p == pytest.approx((1 + math.sqrt(1 - math.exp(-2 * c))) / 2, abs=1e-9)
+    assert round(p, 4) == 0.6437  # "about 0.65": accuracy >= 0.356
+    assert bound.kl_bernoulli(0.5, p) == pytest.approx(c, abs=1e-9)  # the inverse is exact at the edge
+    # zero errors: kl(0 || p) = -ln(1 - p), so the inverse is 1 - exp(-c) in closed form
+    assert bound.kl_inverse(0.0, 0.1) == pytest.approx(1 - math.exp(-0.1), abs=1e-9)
+    assert bound.kl_inverse(0.3, 0.0) == 0.3
+    assert bound.kl_inverse(0.9, 50.0) == 1.0  # a vacuous budget bounds nothing
+    lo, hi = bound.wilson(50, 100)
+    assert (round(lo, 4), round(hi, 4)) == (0.4038, 0.5962)
+
+
+def test_description_length_is_values_codebook_and_the_grid_union_bound():
+    grid = {"u": [13], "bits": [2, 4, 8], "learning_rate": [1e-3, 1e-2], "steps": [20, 40]}
+    assert quantize.grid_size(grid) == 12
+    dl = quantize.description_length(13, 4, grid, math.log2(len(quantize.SCALES)))
+    assert (dl.value_bits, dl.codebook_bits) == (52.0, 7.0)
+    assert dl.grid_bits == pytest.approx(math.log2(12))
+    assert dl.total == pytest.approx(52 + 7 + 3.5849625)
+    assert "0 bits" in dl.free and "projection seed" in dl.free
+
+
+def test_quantize_picks_the_codebook_with_least_error():
+    values = [0.3, -0.3, 0.1, -0.1, 0.29]
+    s, codes = quantize.quantize(values, 2)
+    levels = quantize.codebook(2, quantize.SCALES[s])
+    assert len(levels) == 4 and levels == sorted(levels)
+    assert max(abs(v - levels[c]) for v, c in zip(values, codes)) < 0.03
+    assert quantize.codebook(1, 0.5) == [-0.5, 0.5]
+
+
+# -- the commands on the tiny model --------------------------------------------------------------
+@pytest.fixture(scope="module")
+def work(tmp_path_factory, tiny_model):
+    """A one-environment library calibrated (by hand) at levels 1-2, rows from `sample`, the
+    recipe, a second tiny model to distil from, and the bound code written before training."""
+    from evoenv_cli.llm.tiny import build_tiny_model
+
+    d = tmp_path_factory.mktemp("progressive")
+    (d / "lib" / "envs").mkdir(parents=True)
+    (d / "lib" / "envs" / FIXTURE.name).write_bytes(FIXTURE.read_bytes())
+    env = EnvLibrary.open(d / "lib").files[0]
+    index = {"file": env.path.name, "env_id": env.env_id, "name": env.name, "calibration": {"levels": [1, 2]}}
+    (d / "lib" / "index.jsonl").write_text(json.dumps(index) + "\n")
+    (d / "recipe.yaml").write_text(RECIPE)
+    r = evoenv("sample", d / "lib", "-o", d / "rows.jsonl", "-n", "4", "--difficulty-from", "index")
+    assert r.returncode == 0, r.stderr
+    build_tiny_model(d / "teacher", seed=1)
+    r = evoenv(
+        "bound-code", d / "bound-code.json", "--library", d / "lib", "--model", tiny_model, "-c", d / "recipe.yaml"
+    )
+    assert r.returncode == 0, r.stderr
+    assert "cost 0 bits" in r.stderr
+    return d
+
+
+def tinylora_vector(path: Path):
+    from safetensors.torch import load_file
+
+    state = load_file(str(path / "adapter_model.safetensors"))
+    return [state[k] for k in quantize.vector_keys(state)]
+
+
+@pytest.mark.slow
+def test_tinylora_through_train_counts_13_values_changes_them_and_resumes(work, tiny_model):
+    args = ["train", work / "rows.jsonl", "--library", work / "lib", "--model", tiny_model]
+    out = work / "grpo-tiny"
+    r = evoenv(*args, "--out", out, "-c", work / "recipe.yaml", "--max-steps", "2", "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["adapter_kind"] == "tinylora" and summary["trained_parameters"] == 13
+    manifest = json.loads((out / "train-manifest.json").read_text())
+    assert manifest["summary"]["trained_parameters"] == 13
+    (v,) = tinylora_vector(out)
+    assert v.numel() == 13 and v.abs().sum() > 0  # PEFT starts v at zero: training moved it
+    assert (out / "merged" / "config.json").is_file()  # the loop's next round loads the merged copy
+    r = evoenv(*args, "--out", out, "-c", work / "recipe.yaml", "--max-steps", "3", "--resume", "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1])["steps"] == 3
+
+
+@pytest.fixture(scope="module")
+def distilled(work, tiny_model):
+    out = work / "distill"
+    r = evoenv(
+        "distill",
+        work / "rows.jsonl",
+        "--library",
+        work / "lib",
+        "--teacher",
+        work / "teacher",
+        "--model",
+        tiny_model,
+        "--out",
+        out,
+        "-c",
+        work / "recipe.yaml",
+        "--json",
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out, json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_distill_trains_a_13_value_student_and_quantizes_it(distilled):
+    out, summary = distilled
+    assert summary["steps"] == 2 and summary["trained_parameters"] == 13
+    assert summary["loss"] == "generalized JSD, beta 1 (reverse KL)" and summary["reward_mixed_in"] is False
+    (v,) = tinylora_vector(out)
+    assert v.abs().sum() > 0
+    q = json.loads((out / "quantized" / "quantized.json").read_text())
+    assert q["bits"] == 4 and len(q["codes"]) == 13 and all(0 <= c < 16 for c in q["codes"])
+    # 13 values x 4 bits + 7 bits naming the scale + log2(2 grid settings)
+    assert q["description_length"]["total"] == pytest.approx(13 * 4 + 7 + 1)
+    (qv,) = tinylora_vector(out / "quantized")
+    levels = quantize.codebook(4, q["scale"])
+    assert [round(x, 6) for x in qv.tolist()] == [round(levels[c], 6) for c in q["codes"]]
+
+
+@pytest.mark.slow
+def test_bound_is_deterministic_and_prints_its_statement(work, distilled):
+    out, _ = distilled
+    args = ["bound", out / "quantized", "--library", work / "lib", "-c", work / "recipe.yaml"]
+    first, second = evoenv(*args, "--json"), evoenv(*args, "--json")
+    assert first.returncode == 0, first.stderr[-3000:]
+    a, b = json.loads(first.stdout), json.loads(second.stdout)
+    assert a == b
+    assert a["n"] == 8 and a["kind"] == "tinylora-quantized" and a["trained_parameters"] == 13
+    assert a["description_length_bits"] == pytest.approx(60.0)
+    assert a["risk_bound"] == pytest.approx(bound.risk_bound(a["errors"], 8, 60.0, 0.05))
+    assert a["form"].startswith("kl-inverse (Langford-Seeger)")
+    assert "generate(seed, level)" in a["statement"] and "temperature 1" in a["statement"]
+    r = evoenv(*args)
+    assert r.returncode == 0 and "base model on the same S" in r.stderr and "0 bits" in r.stderr
+    one_line(evoenv(*args, "--temperature", "0.5"), "differs from the 1 recorded before S")
+
+
+@pytest.mark.slow
+def test_bound_refuses_a_checkpoint_outside_the_recorded_code(work, distilled, tiny_model):
+    out, _ = distilled
+    # a code recorded with another projection seed: the checkpoint's seed differs from it
+    recipe = work / "other-seed.yaml"
+    recipe.write_text(RECIPE.replace("  tinylora_u: 13\n", "  tinylora_u: 13\n  tinylora_projection_seed: 7\n"))
+    code = work / "other" / "bound-code.json"
+    code.parent.mkdir()
+    r = evoenv("bound-code", code, "--library", work / "lib", "--model", tiny_model, "-c", recipe)
+    assert r.returncode == 0, r.stderr
+    r = evoenv("bound", out / "quantized", "--library", work / "lib", "--code", code)
+    one_line(r, "its code differs from the one recorded before S: projection_seed 42 (the code records 7)")
+    # a code recorded for another base model
+    code = work / "teacher-code" / "bound-code.json"
+    code.parent.mkdir()
+    r = evoenv("bound-code", code, "--library", work / "lib", "--model", work / "teacher", "-c", work / "recipe.yaml")
+    assert r.returncode == 0, r.stderr
+    r = evoenv("bound", out / "quantized", "--library", work / "lib", "--code", code)
+    one_line(r, "does not hash to the recorded")
+    # the code never moves once written
+    r = evoenv("bound-code", code, "--library", work / "lib", "--model", tiny_model)
+    one_line(r, "a bound code is already recorded")
