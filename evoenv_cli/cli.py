@@ -360,7 +360,7 @@ def sample(
     if out != "-":
         artifacts.check_output_file(Path(out))
     with _pool(recipe) as pool:
-        report = stage.run(lib, cfg, pool, answer=recipe.answer)
+        report = stage.run(lib, cfg, pool, answer=recipe.answer, format_weight=recipe.reward.format_weight)
     rows = (stage.to_format(r, cfg.format, i, cfg.split) for i, r in enumerate(report.rows))
     if out.endswith(".parquet"):
         n = artifacts.write_parquet_atomic(out, rows)

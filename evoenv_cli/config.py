@@ -38,6 +38,8 @@ DEFAULT_BENCH_INSTRUCTION = (
 )
 
 ROW_FORMATS = ("trl", "verl", "openrlhf")  # the trainers `sample` writes rows for
+# the answer rule every row carries (answer.tag, reward.format_weight), which rewards read from it
+ROW_RULE_FIELDS = ("answer_tag", "format_weight")
 SPLITS = ("train", "heldout")  # training seeds below 2**31, held-out seeds with bit 31 set
 
 

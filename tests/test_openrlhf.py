@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import SEEDS, free_port
+from conftest import SEEDS, free_port, start_serve_reward
 
 from evoenv_cli import rewards
 from evoenv_cli.rewards import extract_answer
@@ -151,29 +151,9 @@ def test_labels_that_are_not_evoenvs_are_named(label, needle):
 # -- evoenv serve-reward -------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    port = free_port()
     log = tmp_path_factory.mktemp("serve") / "serve.log"
-    with log.open("wb") as f:
-        proc = subprocess.Popen(
-            [Path(sys.executable).with_name("evoenv"), "serve-reward", "--library", SEEDS, "--port", str(port)],
-            stdout=f,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env={**os.environ, "COLUMNS": "200"},
-        )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"serve-reward exited {proc.returncode}: {log.read_text()}")
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=1) as r:
-                assert json.loads(r.read())["environments"] == 10
-                break
-        except OSError:
-            if time.monotonic() > deadline:
-                pytest.fail(f"serve-reward not up after 60 s: {log.read_text()}")
-            time.sleep(0.2)
+    url, proc, health = start_serve_reward(SEEDS, log)
+    assert health["environments"] == 10
     yield url, proc, log
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)

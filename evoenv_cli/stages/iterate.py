@@ -341,7 +341,9 @@ class Loop:
         lib.check_python()
         stage.check_config(cfg, lib)
         out.mkdir(parents=True, exist_ok=True)
-        report = stage.run(lib, cfg, self.runtime.pool, answer=self.spec.answer)
+        report = stage.run(
+            lib, cfg, self.runtime.pool, answer=self.spec.answer, format_weight=self.spec.reward.format_weight
+        )
         rows = (stage.to_format(row, cfg.format, i, cfg.split) for i, row in enumerate(report.rows))
         n = artifacts.write_jsonl_atomic(out / "train.jsonl", rows)
         self.log(

@@ -65,9 +65,12 @@ def row_problem(row: dict) -> str | None:
         return f"env_name must be a string, not {type(row['env_name']).__name__}"
     if row_instance(row["instance"]) is None:
         return "instance must be a JSON object (or its JSON text)"
-    for key in ("answer", "solution"):
+    for key in ("answer", "solution", "answer_tag"):
         if key in row and not isinstance(row[key], str):
             return f"{key} must be a string, not {type(row[key]).__name__}"
+    weight = row.get("format_weight", 0.0)
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0.0 <= weight < 1.0:
+        return f"format_weight must be a number in [0, 1), not {weight!r}"
     return None
 
 
@@ -110,7 +113,9 @@ class StepRewards:
         self.window: dict[str, list[tuple[float, float]]] = defaultdict(list)  # name -> (reward, score)
 
     def __call__(self, prompts=None, completions=None, env_id=None, instance=None, env_name=None, **kwargs):
-        details = self.reward.details(completions, env_id, instance, env_name)
+        # the rows' own answer tag; their format weight is GRPO's reward_weights here, not the sum's
+        tags = kwargs.get("answer_tag")
+        details = self.reward.details(completions, env_id, instance, env_name, tags)
         with self._lock:
             for d, eid, name in zip(details, env_id, env_name or [None] * len(details)):
                 self.window[name or eid].append((d["reward"], d["score"]))
@@ -120,7 +125,7 @@ class StepRewards:
         if self.format_reward is None:
             return self.arena.rescore_columns(rewards, prompts, completions, env_id, instance, kwargs)
         w = self.format_weight
-        formats = self.format_reward(prompts, completions)
+        formats = self.format_reward(prompts, completions, answer_tag=tags)
         totals = [(1.0 - w) * r + w * f for r, f in zip(rewards, formats)]
         judged = self.arena.rescore_columns(totals, prompts, completions, env_id, instance, kwargs)
         return [r + (j - t) / (1.0 - w) for r, t, j in zip(rewards, totals, judged)]
