@@ -10,6 +10,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from fast_lane import pytest_runtest_makereport  # noqa: F401  (a hook: the fast lane's time budget)
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]

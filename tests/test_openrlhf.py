@@ -169,6 +169,7 @@ def post(url, body, content_type="application/json"):
         return exc.code, json.loads(exc.read())
 
 
+@pytest.mark.slow
 def test_serve_reward_answers_openrlhfs_aiohttp_requests_concurrently(server, rows, tokenizer):
     import aiohttp
 
@@ -223,12 +224,14 @@ def test_serve_reward_answers_openrlhfs_aiohttp_requests_concurrently(server, ro
         ),
     ],
 )
+@pytest.mark.slow
 def test_serve_reward_bad_bodies_get_a_clear_4xx(server, body, status, needle):
     url, _, _ = server
     code, payload = post(url + "/get_reward", body)
     assert code == status and needle in payload["error"]
 
 
+@pytest.mark.slow
 def test_serve_reward_wrong_path_and_missing_length(server):
     url, _, _ = server
     assert post(url + "/reward", b"{}")[0] == 404
@@ -238,6 +241,7 @@ def test_serve_reward_wrong_path_and_missing_length(server):
         assert s.recv(1000).startswith(b"HTTP/1.1 411")
 
 
+@pytest.mark.slow
 def test_serve_reward_survives_a_client_that_disconnects_mid_request(server, rows, tokenizer):
     url, proc, log = server
     host, port = url.removeprefix("http://").split(":")
@@ -264,6 +268,7 @@ def test_serve_reward_survives_a_client_that_disconnects_mid_request(server, row
     assert "left after" in text and "Traceback" not in text
 
 
+@pytest.mark.slow
 def test_serve_reward_stops_cleanly_on_sigterm(tmp_path):
     port = free_port()
     proc = subprocess.Popen(
@@ -284,6 +289,7 @@ def test_serve_reward_stops_cleanly_on_sigterm(tmp_path):
     assert proc.returncode == 0 and "stopped" in stderr and "Traceback" not in stderr
 
 
+@pytest.mark.slow
 def test_serve_reward_port_in_use_is_one_line_exit_2(evoenv):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

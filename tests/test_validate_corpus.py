@@ -111,6 +111,7 @@ def test_corpus_is_well_formed():
 
 
 # -- one validate run ----------------------------------------------------------------------------
+@pytest.mark.slow
 def test_validate_exits_zero_with_a_json_summary(validated):
     result, verdicts = validated["result"], validated["verdicts"]
     assert result.returncode == 0, result.stderr[-3000:]
@@ -124,6 +125,7 @@ def test_validate_exits_zero_with_a_json_summary(validated):
     assert by_stage == dict(expected_by_stage)
 
 
+@pytest.mark.slow
 def test_one_record_per_file_with_the_contract_fields(validated):
     verdicts = validated["verdicts"]
     files = [v["file"] for v in verdicts]
@@ -137,6 +139,7 @@ def test_one_record_per_file_with_the_contract_fields(validated):
         assert v["stage"] in STAGES + ("admitted",)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("filename", sorted(EXPECTED))
 def test_verdict_stage_matches_the_corpus(validated, filename):
     by_file = {v["file"]: v for v in validated["verdicts"]}
@@ -182,6 +185,7 @@ def test_every_gameable_verifier_probe_has_a_corpus_file():
     assert wanted <= set(PROBES.values()), wanted - set(PROBES.values())
 
 
+@pytest.mark.slow
 def test_envs_folder_holds_exactly_the_admitted_files_unchanged(validated):
     out, lib = validated["out"], validated["lib"]
     admitted = {v["file"] for v in validated["verdicts"] if v["admitted"]}
@@ -192,6 +196,7 @@ def test_envs_folder_holds_exactly_the_admitted_files_unchanged(validated):
 
 
 # -- reruns ----------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_rerun_into_used_out_needs_a_flag_and_resume_adds_nothing(validated, tmp_path):
     assert validated["result"].returncode == 0
     out = tmp_path / "out"
@@ -213,6 +218,7 @@ def test_rerun_into_used_out_needs_a_flag_and_resume_adds_nothing(validated, tmp
     assert summary_json(resumed.stdout)["admitted"] == summary_json(validated["result"].stdout)["admitted"]
 
 
+@pytest.mark.slow
 def test_a_second_clean_run_gives_the_same_verdicts(validated, tmp_path):
     assert validated["result"].returncode == 0
     out = tmp_path / "out"

@@ -36,7 +36,7 @@ def test_importing_a_backend_loads_neither_the_sandbox_pool_nor_the_artifacts_la
     which raises InputError, does not drag the sandbox runtime in with it."""
     code = (
         "import sys, evoenv_cli.llm, evoenv_cli.llm.hf, evoenv_cli.llm.openai_compat, "
-        "evoenv_cli.llm.vllm_backend, evoenv_cli.llm.starter; "
+        "evoenv_cli.llm.vllm_backend, evoenv_cli.llm.starter, evoenv_cli.llm.tiny; "
         "loaded = [m for m in ('evoenv_cli.runtime.pool', 'evoenv_cli.runtime.sandbox', 'evoenv_cli.artifacts') "
         "if m in sys.modules]; assert not loaded, loaded"
     )
