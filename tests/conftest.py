@@ -10,7 +10,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from fast_lane import pytest_runtest_makereport  # noqa: F401  (a hook: the fast lane's time budget)
+from fast_lane import (  # noqa: F401  (hooks: the fast lane's time budget)
+    pytest_runtest_call,
+    pytest_runtest_makereport,
+    pytest_runtest_setup,
+    pytest_runtest_teardown,
+)
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
