@@ -25,7 +25,6 @@ import yaml
 from evoenv_cli.errors import InputError
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.pool import Limits
-from evoenv_cli.stages.operators import OPERATORS
 
 T = TypeVar("T")
 
@@ -38,6 +37,9 @@ DEFAULT_BENCH_INSTRUCTION = (
 )
 
 ROW_FORMATS = ("trl", "verl", "openrlhf")  # the trainers `sample` writes rows for
+# compose's operators, in the order candidates are proposed: the names of stages/operators.py's
+# records (it checks that they agree), here so that the config layer imports no stage
+OPERATOR_NAMES = ("sequential", "parallel", "sort", "select")
 # the answer rule every row carries (answer.tag, reward.format_weight), which rewards read from it
 ROW_RULE_FIELDS = ("answer_tag", "format_weight")
 SPLITS = ("train", "heldout")  # training seeds below 2**31, held-out seeds with bit 31 set
@@ -180,7 +182,7 @@ class ComposeConfig:
     """RACES: which operators, how many composites, how deep."""
 
     ops: list[str] = field(
-        default_factory=lambda: list(OPERATORS), metadata={"min_len": 1, "items": {"choices": OPERATORS}}
+        default_factory=lambda: list(OPERATOR_NAMES), metadata={"min_len": 1, "items": {"choices": OPERATOR_NAMES}}
     )
     n: int = field(default=20, metadata={"min": 0})  # composites wanted; 0: none (a loop round without composites)
     max_depth: int = field(default=1, metadata={"min": 1})

@@ -279,13 +279,13 @@ def check_backend(kind: str, model: str | None) -> None:
     if not model or not isinstance(model, str):
         raise BackendError(f"the {kind} backend needs a model: pass --model or set backend.model")
     if kind == "vllm" and importlib.util.find_spec("vllm") is None:
-        from evoenv_cli.llm.vllm_backend import NEEDS_VLLM
-
         raise BackendUnavailable(NEEDS_VLLM)
     if kind in ("hf", "vllm"):  # an openai backend's model is the name the server serves
         resolve_model(model)
 
 
+# here, not in vllm_backend.py, so check_backend can say it without importing the backend
+NEEDS_VLLM = "the vllm backend needs vLLM: pip install 'evoenv[vllm]' on a GPU machine"
 BACKENDS = {
     "hf": ("evoenv_cli.llm.hf", "HFBackend"),
     "openai": ("evoenv_cli.llm.openai_compat", "OpenAIBackend"),

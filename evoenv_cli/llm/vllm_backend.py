@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evoenv_cli.llm.base import (
+    NEEDS_VLLM,
     BackendUnavailable,
     BaseBackend,
     Completion,
@@ -28,8 +29,6 @@ from evoenv_cli.llm.base import (
     request_seed,
     resolve_model,
 )
-
-NEEDS_VLLM = "the vllm backend needs vLLM: pip install 'evoenv[vllm]' on a GPU machine"
 
 
 def _import_vllm():
