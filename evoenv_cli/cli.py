@@ -25,6 +25,7 @@ from evoenv_cli.config import llm_settings as _llm_settings
 from evoenv_cli.config import prompt_settings as _prompt_settings
 from evoenv_cli.config import stage_settings as _settings
 from evoenv_cli.errors import InputError
+from evoenv_cli.llm.base import BACKEND_KINDS, backends_help
 from evoenv_cli.stages.operators import OPERATORS
 
 # `evoenv --help` lists the commands in the order the loop runs them; any other command
@@ -134,7 +135,7 @@ BackendOpt = Annotated[
     str | None,
     typer.Option(
         "--backend",
-        help="How to generate: hf (transformers, in-process), openai (an OpenAI-compatible server at --base-url) or vllm (in-process, GPU).",
+        help=f"How to generate: {backends_help()}.",
     ),
 ]
 BaseUrlOpt = Annotated[
@@ -1193,11 +1194,13 @@ def iterate(
     policy = model or recipe_cfg.backend.model
     if not policy:
         raise InputError(f"{recipe}: no model: pass --model or set backend.model")
-    if recipe_cfg.backend.kind == "openai":
+    kind = recipe_cfg.backend.kind
+    if not BACKEND_KINDS[kind].follows_policy:
+        followers = " or ".join(k.name for k in BACKEND_KINDS.values() if k.follows_policy)
         raise InputError(
-            f"{recipe}: backend.kind openai cannot follow the policy: the loop trains a new "
+            f"{recipe}: backend.kind {kind} cannot follow the policy: the loop trains a new "
             "checkpoint every round, and a server started beforehand keeps serving the weights "
-            "it loaded; use backend hf or vllm for iterate (openai serves stages run by hand)"
+            f"it loaded; use backend {followers} for iterate ({kind} serves stages run by hand)"
         )
     build = recipe_cfg.iterate.build_model
     if build not in ("", "tiny", "starter"):

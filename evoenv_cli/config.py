@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import yaml
 
 from evoenv_cli.errors import InputError
+from evoenv_cli.llm.base import BACKEND_KINDS
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.pool import Limits
 
@@ -195,8 +196,8 @@ class BackendConfig:
     """The policy model and how to reach it; one section shared by every LLM stage (synthesize,
     review, calibrate, evaluate), so one policy plays every role unless a flag says otherwise."""
 
-    # hf (transformers, in-process) | openai (an OpenAI-compatible server) | vllm
-    kind: str = field(default="hf", metadata={"choices": ("hf", "openai", "vllm")})
+    # hf (transformers, in-process) | openai (an OpenAI-compatible server) | vllm: llm/base.py's records
+    kind: str = field(default="hf", metadata={"choices": tuple(BACKEND_KINDS)})
     model: str | None = None  # a checkpoint folder or hub name; for openai, the served name
     base_url: str | None = None  # openai: e.g. http://127.0.0.1:8000/v1
     api_key_env: str = "OPENAI_API_KEY"  # openai: the variable holding the key (may be unset)
