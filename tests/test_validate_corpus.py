@@ -18,21 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from evoenv_cli.stages import validate
+
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "validate_corpus"
 SEEDS = ROOT / "seeds"
-STAGES = (
-    "static",
-    "load",
-    "run",
-    "determinism",
-    "diversity",
-    "reference",
-    "discrimination",
-    "constant_answer",
-    "leak",
-    "budget",
-)
+STAGES = validate.STAGES  # the checks, in the order they run: validate's own list
 # The least the corpus must hold per stage (the brief it was written to).
 MIN_PER_STAGE = {
     "static": 8,
