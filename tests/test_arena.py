@@ -205,7 +205,7 @@ def test_the_verifier_order_is_never_overturned():
 class FixedScores:
     """An EnvReward stand-in: every completion scores what its `score X` line says."""
 
-    def details(self, completions, env_id, instance, env_name=None):
+    def details(self, completions, env_id, instance, env_name=None, answer_tag=None, format_weight=None):
         return [
             {"reward": s, "score": s} for s in (float(re.search(r"score ([0-9.]+)", c).group(1)) for c in completions)
         ]

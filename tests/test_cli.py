@@ -207,6 +207,7 @@ def fake_hub():
         server.shutdown()
 
 
+@pytest.mark.slow
 def test_a_local_model_path_is_never_looked_up_online(fake_hub, one_env, tmp_path):
     url, requests = fake_hub
     (tmp_path / "runs").mkdir()
@@ -288,6 +289,7 @@ def test_version_and_verbose_version(tmp_path):
 
 
 # -- file modes ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_outputs_follow_the_umask(one_env, tmp_path):
     for umask, want in ((0o022, 0o644), (0o077, 0o600)):
         out = tmp_path / f"v{umask:o}"
@@ -398,6 +400,7 @@ def test_iterate_says_when_the_recipe_changed_and_records_both(tmp_path):
 
 
 # -- noise -----------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_prompt_longer_than_the_context_is_one_evoenv_note(tiny_model, tmp_path):
     (tmp_path / "r.yaml").write_text("synthesize:\n  max_requests: 2\n  batch: 2\n  max_tokens: 8\n")
     r = run(

@@ -115,7 +115,7 @@ class StepRewards:
     def __call__(self, prompts=None, completions=None, env_id=None, instance=None, env_name=None, **kwargs):
         # the rows' own answer tag; their format weight is GRPO's reward_weights here, not the sum's
         tags = kwargs.get("answer_tag")
-        details = self.reward.details(completions, env_id, instance, env_name, tags)
+        details = self.reward.details(completions, env_id, instance, env_name, answer_tag=tags)
         with self._lock:
             for d, eid, name in zip(details, env_id, env_name or [None] * len(details)):
                 self.window[name or eid].append((d["reward"], d["score"]))
