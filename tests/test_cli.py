@@ -134,6 +134,7 @@ def test_train_json_is_the_only_thing_on_stdout_and_says_when_nothing_was_learne
 
 
 # -- a failed start does not block the rerun ----------------------------------------------------
+@pytest.mark.slow
 def test_a_failed_start_does_not_block_the_rerun(tiny_model, one_env, tmp_path):
     r = run("calibrate", one_env, "--out", "cal", "--backend", "vllm", "--model", tiny_model, cwd=tmp_path)
     # square brackets survive: rich markup is escaped in every message
