@@ -162,11 +162,13 @@ class EnvReward:
         recheck_share: float = 0.02,
         recheck_seed: int = 0,
         quarantine_log: Path | None = None,
+        rows_rule: bool = True,
     ):
         """`pool`: a program's shared sandbox pool (a `runtime.session.Runtime`'s) to score on,
         left open by `close`; without one, the reward starts its own on first use. The re-checks
         always run in workers of their own (one call each), in the same jail and under the same
-        limits as the pool that pays the rewards."""
+        limits as the pool that pays the rewards. `rows_rule` False: every row is scored by this
+        reward's own tag and weight (evoenv train, whose recipe is the rule), never the rows'."""
         if isinstance(library, (str, Path)):
             from evoenv_cli.artifacts import EnvLibrary
 
@@ -177,6 +179,7 @@ class EnvReward:
         self.by_name = {e.name: e for e in envs}
         self.answer_tag = answer_tag
         self.format_weight = format_weight
+        self.rows_rule = rows_rule
         self._pool_args = dict(limits=limits, sandbox_mode=sandbox, workers=workers)
         self._pool: SandboxPool | None = pool
         self._borrowed = pool is not None
@@ -230,6 +233,8 @@ class EnvReward:
 
     def rules(self, n: int, answer_tag: list | None = None, format_weight: list | None = None) -> list[tuple]:
         """The (tag, weight) each of n rows is scored by, from their columns where given."""
+        if not self.rows_rule:
+            return [(self.answer_tag, self.format_weight)] * n
         tags = answer_tag if answer_tag is not None else [None] * n
         weights = format_weight if format_weight is not None else [None] * n
         return [
@@ -321,8 +326,9 @@ class FormatReward:
 
     __name__ = "evoenv_format_reward"
 
-    def __init__(self, answer_tag: str = "answer"):
+    def __init__(self, answer_tag: str = "answer", rows_rule: bool = True):
         self.answer_tag = answer_tag
+        self.rows_rule = rows_rule  # False: this tag for every row (evoenv train's recipe)
 
     def __call__(
         self,
@@ -333,6 +339,8 @@ class FormatReward:
     ) -> list[float]:
         if completions is None:
             raise ValueError("FormatReward needs completions")
+        if not self.rows_rule:
+            return [0.0 if extract_answer(completion_text(c), self.answer_tag) is None else 1.0 for c in completions]
         tags = answer_tag if answer_tag is not None else [None] * len(completions)
         return [
             0.0 if extract_answer(completion_text(c), answer_rule(t, default_tag=self.answer_tag)[0]) is None else 1.0

@@ -1,7 +1,7 @@
 """One home for the answer rule: a recipe with `answer.tag: final` and a format weight writes
-rows that carry both, and every reward entry point (TRL's `env_reward` and `EnvReward`, the
-trainer's step reward, verl's `compute_score`, OpenRLHF's `reward_func` and `serve-reward`)
-scores them by the row's rule with no environment variable set. The variable still
+rows that carry both, and every reward entry point a trainer calls (TRL's `env_reward` and
+`EnvReward`, verl's `compute_score`, OpenRLHF's `reward_func` and `serve-reward`) scores them by
+the row's rule with no environment variable set; `evoenv train` keeps its recipe's rule. The variable still
 overrides, with a warning that names it and both values."""
 
 import json
@@ -79,15 +79,17 @@ def test_trl_entry_points_read_the_rule_from_the_columns(rows, library, monkeypa
     wrong = ["<final>surely wrong</final>"] * len(rows)
     assert rewards.env_reward(completions=wrong, **columns) == [pytest.approx(0.2)] * len(rows)
 
-    # the trainer's own reward: the tag from the rows, the weight left to GRPO's reward_weights
-    reward = rewards.EnvReward(library)  # its own tag is the default, <answer>
+    # evoenv train's rewards take the recipe's rule, never the rows' (GRPO weighs the format)
+    reward = rewards.EnvReward(library, answer_tag="", rows_rule=False)
     try:
         step = StepRewards(reward)
-        assert step(completions=replies(rows, "final"), **columns) == [1.0] * len(rows)
-        assert step(completions=wrong, **columns) == [0.0] * len(rows)
+        assert step(completions=wrong, **columns) == [0.0] * len(rows)  # no format bonus in the sum
+        assert step(completions=[r["answer"] for r in rows], **columns) == [1.0] * len(rows)  # tag "": all
         fmt = rewards.FormatReward()
         assert fmt(completions=replies(rows, "final"), **columns) == [1.0] * len(rows)
         assert fmt(completions=replies(rows, "answer"), **columns) == [0.0] * len(rows)
+        recipe_fmt = rewards.FormatReward("answer", rows_rule=False)
+        assert recipe_fmt(completions=replies(rows, "answer"), **columns) == [1.0] * len(rows)
     finally:
         reward.close()
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import sys
 import threading
 import time
 import warnings
@@ -113,9 +114,7 @@ class StepRewards:
         self.window: dict[str, list[tuple[float, float]]] = defaultdict(list)  # name -> (reward, score)
 
     def __call__(self, prompts=None, completions=None, env_id=None, instance=None, env_name=None, **kwargs):
-        # the rows' own answer tag; their format weight is GRPO's reward_weights here, not the sum's
-        tags = kwargs.get("answer_tag")
-        details = self.reward.details(completions, env_id, instance, env_name, answer_tag=tags)
+        details = self.reward.details(completions, env_id, instance, env_name)
         with self._lock:
             for d, eid, name in zip(details, env_id, env_name or [None] * len(details)):
                 self.window[name or eid].append((d["reward"], d["score"]))
@@ -125,7 +124,7 @@ class StepRewards:
         if self.format_reward is None:
             return self.arena.rescore_columns(rewards, prompts, completions, env_id, instance, kwargs)
         w = self.format_weight
-        formats = self.format_reward(prompts, completions, answer_tag=tags)
+        formats = self.format_reward(prompts, completions)
         totals = [(1.0 - w) * r + w * f for r, f in zip(rewards, formats)]
         judged = self.arena.rescore_columns(totals, prompts, completions, env_id, instance, kwargs)
         return [r + (j - t) / (1.0 - w) for r, t, j in zip(rewards, totals, judged)]
@@ -258,8 +257,16 @@ def run(
         recheck_share=reward_cfg.recheck_share,
         recheck_seed=cfg.seed,
         quarantine_log=out / QUARANTINE_FILE,
+        rows_rule=False,  # evoenv train's recipe is the answer rule: its tag, GRPO's reward_weights
     )
-    format_reward = FormatReward(answer.tag) if reward_cfg.format_weight else None
+    format_reward = FormatReward(answer.tag, rows_rule=False) if reward_cfg.format_weight else None
+    made_with = sorted({r["answer_tag"] for r in rows if "answer_tag" in r} - {answer.tag})
+    if made_with:  # loud: the rows' prompts asked for another tag than the one the reward extracts
+        print(
+            f"warning: {data}: rows were made with answer tag {', '.join(map(repr, made_with))}; "
+            f"training extracts {answer.tag!r} (the recipe's answer.tag)",
+            file=sys.stderr,
+        )
     step_rewards = StepRewards(reward, format_reward=format_reward, format_weight=reward_cfg.format_weight)
     reward_funcs: list = [step_rewards, *([format_reward] if format_reward else [])]
     peft_config = None
