@@ -27,6 +27,7 @@ from typing import Any, TextIO
 
 from evoenv_cli.envfile import EnvFile, env_id_of
 from evoenv_cli.errors import InputError  # noqa: F401 - re-exported: artifacts.InputError is the name most callers use
+from evoenv_cli.filemodes import follow_umask, new_file_mode  # noqa: F401 - re-exported: its old home
 from evoenv_cli.runtime.contract import MAX_SOURCE_BYTES, parse_python, valid_text
 
 MAX_FILE_BYTES = 10 * MAX_SOURCE_BYTES  # a library file larger than this is not even read
@@ -89,40 +90,6 @@ def stdout_for_data():
 def data_stdout() -> TextIO:
     """Where a command's data goes: the real stdout, even inside `stdout_for_data`."""
     return _DATA_OUT[-1] if _DATA_OUT else sys.stdout
-
-
-# -- file modes ------------------------------------------------------------------------------------
-def _umask() -> int:
-    """The process umask, read without setting it (os.umask sets it, racing other threads)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return _UMASK_AT_IMPORT
-
-
-_UMASK_AT_IMPORT = os.umask(0o022)
-os.umask(_UMASK_AT_IMPORT)
-
-
-def new_file_mode() -> int:
-    """The mode `open()` gives a new file under the current umask (0644 under 022)."""
-    return 0o666 & ~_umask()
-
-
-def follow_umask(root: str | Path) -> None:
-    """Widen files under `root` that a library wrote 0600 (temp-file-and-rename savers, e.g.
-    safetensors through transformers) to what the umask allows, so a teammate can read them;
-    no permission bit is ever removed."""
-    mode = new_file_mode()
-    root = Path(root)
-    paths = [root] if root.is_file() else (p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
-    for p in paths:
-        current = p.stat().st_mode & 0o777
-        if current | mode != current:
-            p.chmod(current | mode)
 
 
 # -- JSONL ---------------------------------------------------------------------------------------

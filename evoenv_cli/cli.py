@@ -25,6 +25,7 @@ from evoenv_cli.config import llm_settings as _llm_settings
 from evoenv_cli.config import prompt_settings as _prompt_settings
 from evoenv_cli.config import stage_settings as _settings
 from evoenv_cli.errors import InputError
+from evoenv_cli.llm.base import BACKEND_KINDS, backends_help
 from evoenv_cli.stages.operators import OPERATORS
 
 # `evoenv --help` lists the commands in the order the loop runs them; any other command
@@ -138,7 +139,7 @@ BackendOpt = Annotated[
     str | None,
     typer.Option(
         "--backend",
-        help="How to generate: hf (transformers, in-process), openai (an OpenAI-compatible server at --base-url), vllm (in-process, GPU) or vllm_server (a vllm serve started for the stage and stopped after it).",
+        help=f"How to generate: {backends_help()}.",
     ),
 ]
 BaseUrlOpt = Annotated[
@@ -364,7 +365,7 @@ def sample(
     if out != "-":
         artifacts.check_output_file(Path(out))
     with _pool(recipe) as pool:
-        report = stage.run(lib, cfg, pool, answer=recipe.answer)
+        report = stage.run(lib, cfg, pool, answer=recipe.answer, format_weight=recipe.reward.format_weight)
     rows = (stage.to_format(r, cfg.format, i, cfg.split) for i, r in enumerate(report.rows))
     if out.endswith(".parquet"):
         n = artifacts.write_parquet_atomic(out, rows)
@@ -1371,11 +1372,13 @@ def iterate(
     policy = model or recipe_cfg.backend.model
     if not policy:
         raise InputError(f"{recipe}: no model: pass --model or set backend.model")
-    if recipe_cfg.backend.kind == "openai":
+    kind = recipe_cfg.backend.kind
+    if not BACKEND_KINDS[kind].follows_policy:
+        followers = " or ".join(k.name for k in BACKEND_KINDS.values() if k.follows_policy)
         raise InputError(
-            f"{recipe}: backend.kind openai cannot follow the policy: the loop trains a new "
+            f"{recipe}: backend.kind {kind} cannot follow the policy: the loop trains a new "
             "checkpoint every round, and a server started beforehand keeps serving the weights "
-            "it loaded; use backend vllm_server (the loop starts one per policy), hf or vllm"
+            f"it loaded; use backend {followers} for iterate ({kind} serves stages run by hand)"
         )
     if not no_plan:
         from evoenv_cli import plan as planner

@@ -23,9 +23,9 @@ from typing import Any, TypeVar
 import yaml
 
 from evoenv_cli.errors import InputError
+from evoenv_cli.llm.base import BACKEND_KINDS
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.pool import Limits
-from evoenv_cli.stages.operators import OPERATORS
 
 T = TypeVar("T")
 
@@ -38,6 +38,11 @@ DEFAULT_BENCH_INSTRUCTION = (
 )
 
 ROW_FORMATS = ("trl", "verl", "openrlhf")  # the trainers `sample` writes rows for
+# compose's operators, in the order candidates are proposed: the names of stages/operators.py's
+# records (it checks that they agree), here so that the config layer imports no stage
+OPERATOR_NAMES = ("sequential", "parallel", "sort", "select")
+# the answer rule every row carries (answer.tag, reward.format_weight), which rewards read from it
+ROW_RULE_FIELDS = ("answer_tag", "format_weight")
 SPLITS = ("train", "heldout")  # training seeds below 2**31, held-out seeds with bit 31 set
 
 
@@ -198,7 +203,7 @@ class ComposeConfig:
     """RACES: which operators, how many composites, how deep."""
 
     ops: list[str] = field(
-        default_factory=lambda: list(OPERATORS), metadata={"min_len": 1, "items": {"choices": OPERATORS}}
+        default_factory=lambda: list(OPERATOR_NAMES), metadata={"min_len": 1, "items": {"choices": OPERATOR_NAMES}}
     )
     n: int = field(default=20, metadata={"min": 0})  # composites wanted; 0: none (a loop round without composites)
     max_depth: int = field(default=1, metadata={"min": 1})
@@ -211,9 +216,9 @@ class BackendConfig:
     """The policy model and how to reach it; one section shared by every LLM stage (synthesize,
     review, calibrate, evaluate), so one policy plays every role unless a flag says otherwise."""
 
-    # hf (transformers, in-process) | openai (an OpenAI-compatible server) | vllm | vllm_server
-    # (a server the loop starts on each policy and stops before training: llm/served.py)
-    kind: str = field(default="hf", metadata={"choices": ("hf", "openai", "vllm", "vllm_server")})
+    # hf (transformers, in-process) | openai (an OpenAI-compatible server) | vllm | vllm_server (a
+    # server the loop starts on each policy and stops before training): llm/base.py's records
+    kind: str = field(default="hf", metadata={"choices": tuple(BACKEND_KINDS)})
     model: str | None = None  # a checkpoint folder or hub name; for openai, the served name
     base_url: str | None = None  # openai: e.g. http://127.0.0.1:8000/v1
     api_key_env: str = "OPENAI_API_KEY"  # openai: the variable holding the key (may be unset)

@@ -16,6 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evoenv_cli.errors import InputError
+from evoenv_cli.runtime.contract import trusted_regions
+from evoenv_cli.runtime.import_template import (  # the template the sandbox trusts, and its parts
+    environment_name,
+    render_environment,
+    requirement,
+    version,
+)
 
 PREFIX = "rg:"
 DEFAULT_SIZE = 50
@@ -79,15 +86,6 @@ def load_library():
     except ImportError:
         raise InputError(f"reasoning-gym is not installed: {INSTALL_HINT}") from None
     return reasoning_gym
-
-
-def version() -> str | None:
-    from importlib import metadata
-
-    try:
-        return metadata.version("reasoning-gym")
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def task_names() -> list[str]:
@@ -163,75 +161,7 @@ def generate(spec: TaskSpec, seed: int) -> Items:
 
 
 # -- reasoning-gym tasks as environment files (`evoenv import reasoning-gym`) --------------------
-DISTRIBUTION = "reasoning-gym"
-MODULE = "reasoning_gym"
 LEVEL_COUNT = 10
-
-TEMPLATE = '''"""reasoning-gym's {task} task as an evoenv environment, written by `evoenv import
-reasoning-gym`: an instance is reasoning_gym.create_dataset's item at the instance's seed, with
-the task's curriculum configuration for the difficulty (LEVELS), and an answer is scored by the
-task's own score_answer. evoenv lets this exact template, and nothing else, import the declared
-packages (REQUIRES) in its sandbox.
-"""
-
-import reasoning_gym
-
-NAME = {name!r}
-TAGS = ["reasoning-gym", {task!r}]
-ANSWER_TYPE = "str"
-TASK = {task!r}
-REQUIRES = {requires!r}
-LEVELS = {levels}
-
-
-def _level(difficulty):
-    return max(1, min(10, int(difficulty)))
-
-
-def _item(seed, difficulty):
-    dataset = reasoning_gym.create_dataset(TASK, size=1, seed=int(seed), **LEVELS[str(_level(difficulty))])
-    return dataset, dataset[0]
-
-
-def generate(seed: int, difficulty: int) -> dict:
-    _, entry = _item(seed, difficulty)
-    return {{"seed": int(seed), "difficulty": _level(difficulty), "question": entry["question"],
-             "answer": str(entry["answer"])}}
-
-
-def prompt(instance: dict) -> str:
-    return instance["question"]
-
-
-def solve(instance: dict) -> str:
-    return instance["answer"]
-
-
-def score(instance: dict, answer: str) -> float:
-    try:
-        dataset, entry = _item(instance["seed"], instance["difficulty"])
-        value = float(dataset.score_answer(answer, entry))
-    except Exception:
-        return 0.0
-    return value if 0.0 <= value <= 1.0 else 0.0
-'''
-
-
-def requirement() -> str:
-    """The one pinned requirement imported environments declare: the installed reasoning-gym."""
-    return f"{DISTRIBUTION}=={version()}"
-
-
-def environment_name(task: str) -> str:
-    return "rg_" + task
-
-
-def render_environment(task: str, levels: dict[str, dict], requires: list[str]) -> str:
-    """The one source `evoenv import` writes for these values (and the one it trusts)."""
-    lines = "".join(f"    {k!r}: {v!r},\n" for k, v in levels.items())
-    return TEMPLATE.format(
-        task=task, name=environment_name(task), requires=requires, levels="{\n" + lines + "}" if levels else "{}"
-    )
 
 
 def curriculum_levels(task: str) -> dict[str, dict]:
@@ -261,67 +191,6 @@ def curriculum_levels(task: str) -> dict[str, dict]:
 def import_environment(task: str) -> tuple[str, str]:
     """(file name, source) of the environment file for one task."""
     return f"{environment_name(task)}.py", render_environment(task, curriculum_levels(task), [requirement()])
-
-
-def _literals(body: list) -> dict[str, Any]:
-    import ast
-
-    out = {}
-    for node in body:
-        if (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
-            and node.targets[0].id in ("TASK", "REQUIRES", "LEVELS")
-        ):
-            try:
-                out[node.targets[0].id] = ast.literal_eval(node.value)
-            except ValueError:
-                return {}
-    return out
-
-
-def _renders(found: dict[str, Any]) -> str | None:
-    """The template for the literals a file declares, when they are well formed and pinned to
-    the installed reasoning-gym; else None."""
-    task, requires, levels = found.get("TASK"), found.get("REQUIRES"), found.get("LEVELS")
-    if not isinstance(task, str) or not isinstance(levels, dict) or version() is None or requires != [requirement()]:
-        return None
-    return render_environment(task, levels, requires)
-
-
-def trusted_regions(source: bytes) -> tuple[list[str], list[tuple[int, int]]] | None:
-    """Where a source may import reasoning_gym: ([requirement], [(first line, last line)]) when
-    the whole file is exactly `evoenv import`'s template for its own TASK/LEVELS/REQUIRES, or
-    when functions of a composite are exactly compose's embedding of such a template; None
-    otherwise (the file keeps the standard-library allow-list)."""
-    import ast
-
-    from evoenv_cli.runtime.contract import parse_python
-
-    if MODULE.encode() not in source:
-        return None
-    try:
-        text = source.decode("utf-8")
-        tree = parse_python(text)
-    except (UnicodeDecodeError, SyntaxError, ValueError):
-        return None
-    whole = _renders(_literals(tree.body))
-    if whole is not None and whole == text:
-        return [requirement()], [(1, len(text.splitlines()) + 1)]
-    regions = []
-    for node in tree.body:
-        if not isinstance(node, ast.FunctionDef) or not node.name.startswith("_part_"):
-            continue
-        template = _renders(_literals(node.body))
-        if template is None:
-            continue
-        from evoenv_cli.stages.compose import embed
-
-        expected = parse_python(embed(template, node.name)).body[0]
-        if ast.dump(expected) == ast.dump(node):
-            regions.append((node.lineno, node.end_lineno or node.lineno))
-    return ([requirement()], regions) if regions else None
 
 
 __all__ = [

@@ -5,6 +5,11 @@ completions in, rewards out. The final answer is extracted here (by default the 
 `EnvReward(library)` is a TRL reward function (`GRPOTrainer(reward_funcs=[EnvReward(lib)])`):
 TRL passes the dataset's columns (`env_id`, `instance`, ...) as keyword arguments;
 `FormatReward` is the format bonus as a reward function of its own, so TRL logs it apart.
+The answer rule has one home, the row: `sample` writes the answer tag and format weight each
+row's prompt was made with (`answer_tag`, `format_weight`; in verl's `extra_info`, in
+OpenRLHF's label), and every entry point below scores a row by its own rule. A reward's own
+`answer_tag`/`format_weight` only serve rows that carry none (rows written before rows carried
+it); $EVOENV_ANSWER_TAG and $EVOENV_FORMAT_WEIGHT override the rows, with a warning.
 Entry points for trainers that name a reward function by import path, each scoring through
 the process's one `EnvReward` over `$EVOENV_LIBRARY` (built on first use, so every Ray worker
 process builds its own sandbox pool once):
@@ -26,11 +31,13 @@ import json
 import os
 import re
 import threading
+import warnings
 from collections import Counter
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
+from evoenv_cli.config import ROW_RULE_FIELDS
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.reward_audit import RewardAudit
 from evoenv_cli.runtime.pool import Call, Limits, SandboxPool
@@ -100,8 +107,57 @@ def completion_text(completion: Any) -> str:
     return ""
 
 
+# the row fields that carry the answer rule, and the variables that override them
+RULE_FIELDS = ROW_RULE_FIELDS
+RULE_ENV = {"answer_tag": "EVOENV_ANSWER_TAG", "format_weight": "EVOENV_FORMAT_WEIGHT"}
+_warned: set[tuple[str, str, str]] = set()
+_warned_lock = threading.Lock()
+
+
+class AnswerRuleOverride(UserWarning):
+    """An environment variable replaced the answer rule a row was made with."""
+
+
+def answer_rule(tag: Any = None, weight: Any = None, *, default_tag: str = "answer", default_weight: float = 0.0):
+    """(answer tag, format weight) to score a row with: the row's own (what its prompt asked
+    for), else the defaults. $EVOENV_ANSWER_TAG / $EVOENV_FORMAT_WEIGHT win over both, and say
+    so once per process for each (variable, replaced value, new value): an override that
+    silently disagreed with the prompts would train against the wrong extractor."""
+    rule = {
+        "answer_tag": tag if isinstance(tag, str) else default_tag,
+        "format_weight": float(weight) if isinstance(weight, (int, float)) and not isinstance(weight, bool) else None,
+    }
+    if rule["format_weight"] is None:
+        rule["format_weight"] = float(default_weight)
+    for key, var in RULE_ENV.items():
+        raw = os.environ.get(var)
+        if raw is None:
+            continue
+        try:
+            value = raw if key == "answer_tag" else float(raw)
+        except ValueError:
+            raise ValueError(f"${var}={raw!r} is not a number") from None
+        if value == rule[key]:
+            continue
+        seen = (var, repr(rule[key]), repr(value))
+        with _warned_lock:
+            first = seen not in _warned
+            _warned.add(seen)
+        if first:
+            warnings.warn(
+                f"${var}={raw!r} overrides the {key} the rows were made with ({rule[key]!r}); "
+                f"unset it to score each row by its own {key}",
+                AnswerRuleOverride,
+                stacklevel=3,
+            )
+        rule[key] = value
+    return rule["answer_tag"], rule["format_weight"]
+
+
 class EnvReward:
-    """Rewards for completions of evoenv rows, scored by their environments in the sandbox."""
+    """Rewards for completions of evoenv rows, scored by their environments in the sandbox.
+    Each row is scored by the answer rule it carries (`answer_rule`); `answer_tag` and
+    `format_weight` here are for rows that carry none."""
 
     __name__ = "evoenv_env_reward"  # TRL logs rewards under the function's name
 
@@ -118,11 +174,13 @@ class EnvReward:
         recheck_share: float = 0.02,
         recheck_seed: int = 0,
         quarantine_log: Path | None = None,
+        rows_rule: bool = True,
     ):
         """`pool`: a program's shared sandbox pool (a `runtime.session.Runtime`'s) to score on,
         left open by `close`; without one, the reward starts its own on first use. The re-checks
         always run in workers of their own (one call each), in the same jail and under the same
-        limits as the pool that pays the rewards."""
+        limits as the pool that pays the rewards. `rows_rule` False: every row is scored by this
+        reward's own tag and weight (evoenv train, whose recipe is the rule), never the rows'."""
         if isinstance(library, (str, Path)):
             from evoenv_cli.artifacts import EnvLibrary
 
@@ -138,6 +196,7 @@ class EnvReward:
         # stops without them was cut at the length limit)
         self.opens_think: bool | None = None  # None: not known (a trainer outside evoenv)
         self.end_ids: Collection[int] | None = None
+        self.rows_rule = rows_rule
         self._pool_args = dict(limits=limits, sandbox_mode=sandbox, workers=workers)
         self._pool: SandboxPool | None = pool
         self._borrowed = pool is not None
@@ -186,7 +245,19 @@ class EnvReward:
             env_id=[r.get("env_id") for r in rows],
             instance=[r.get("instance") for r in rows],
             env_name=[r.get("env_name") for r in rows],
+            **{k: [r.get(k) for r in rows] for k in RULE_FIELDS},
         )
+
+    def rules(self, n: int, answer_tag: list | None = None, format_weight: list | None = None) -> list[tuple]:
+        """The (tag, weight) each of n rows is scored by, from their columns where given."""
+        if not self.rows_rule:
+            return [(self.answer_tag, self.format_weight)] * n
+        tags = answer_tag if answer_tag is not None else [None] * n
+        weights = format_weight if format_weight is not None else [None] * n
+        return [
+            answer_rule(t, w, default_tag=self.answer_tag, default_weight=self.format_weight)
+            for t, w in zip(tags, weights)
+        ]
 
     def details(
         self,
@@ -195,20 +266,25 @@ class EnvReward:
         instance: list[Any],
         env_name: list[str] | None = None,
         completion_ids: list | None = None,
+        answer_tag: list | None = None,
+        format_weight: list | None = None,
         *,
         cuts: list[bool] | None = None,
         opened: bool | None = None,
     ) -> list[dict]:
-        """Per completion: the extracted answer, the environment's score, and the reward. A row
-        whose env_id, env_name or instance has the wrong type (or an instance that is not a
-        JSON object) scores 0 with status "bad_row"; an env_id not in the library raises.
-        Which completions were cut at the length limit: `cuts`, or read from `completion_ids`
-        (TRL's); `opened`: the template opened <think> (default: this reward's setting)."""
+        """Per completion: the extracted answer, the environment's score, and the reward, by
+        each row's answer rule (`answer_tag`, `format_weight`: the rows' columns; None or a
+        missing entry: the reward's own). A row whose env_id, env_name or instance has the
+        wrong type (or an instance that is not a JSON object) scores 0 with status "bad_row";
+        an env_id not in the library raises. Which completions were cut at the length limit:
+        `cuts`, or read from `completion_ids` (TRL's); `opened`: the template opened <think>
+        (default: this reward's setting)."""
         texts = [completion_text(c) for c in completions]
+        rules = self.rules(len(texts), answer_tag, format_weight)
         if cuts is None:
             cuts = completion_cuts(completions, completion_ids, self.end_ids)
         opened = self.opens_think if opened is None else opened
-        answers = [extract_answer(t, self.answer_tag, opened=opened, truncated=cut) for t, cut in zip(texts, cuts)]
+        answers = [extract_answer(t, tag, opened=opened, truncated=cut) for t, (tag, _), cut in zip(texts, rules, cuts)]
         jobs: dict[str, tuple[EnvFile, list[Call], list[int]]] = {}
         statuses = ["no_answer" if a is None else "" for a in answers]
         for i, (eid, inst, ans) in enumerate(zip(env_id, instance, answers)):
@@ -247,7 +323,8 @@ class EnvReward:
         for i in range(len(texts)):
             s = scores[i] or 0.0
             fmt = 1.0 if answers[i] is not None and statuses[i] != "quarantined" else 0.0
-            reward = (1.0 - self.format_weight) * s + self.format_weight * fmt
+            w = rules[i][1]
+            reward = (1.0 - w) * s + w * fmt
             self.stats[statuses[i]] += 1
             out.append({"answer": answers[i], "score": s, "status": statuses[i], "reward": reward})
         return out
@@ -259,45 +336,56 @@ class EnvReward:
         env_id: list[str] | None = None,
         instance: list[Any] | None = None,
         env_name: list[str] | None = None,
+        answer_tag: list | None = None,
+        format_weight: list | None = None,
         **kwargs: Any,
     ) -> list[float]:
         if completions is None or env_id is None or instance is None:
             raise ValueError("EnvReward needs completions, env_id and instance (columns of evoenv rows)")
-        return [
-            d["reward"] for d in self.details(completions, env_id, instance, env_name, kwargs.get("completion_ids"))
-        ]
+        details = self.details(
+            completions, env_id, instance, env_name, kwargs.get("completion_ids"), answer_tag, format_weight
+        )
+        return [d["reward"] for d in details]
 
 
 class FormatReward:
     """1.0 for a completion with an extractable final answer, else 0.0: the format bonus as a
-    reward function of its own (TRL logs each reward function under its `__name__`)."""
+    reward function of its own (TRL logs each reward function under its `__name__`). The tag
+    is each row's own (its `answer_tag` column) where the rows carry it."""
 
     __name__ = "evoenv_format_reward"
 
-    def __init__(self, answer_tag: str = "answer"):
+    def __init__(self, answer_tag: str = "answer", rows_rule: bool = True):
         self.answer_tag = answer_tag
         self.opens_think: bool | None = None  # as EnvReward's
         self.end_ids: Collection[int] | None = None
+        self.rows_rule = rows_rule  # False: this tag for every row (evoenv train's recipe)
 
     def __call__(
-        self, prompts: list[Any] | None = None, completions: list[Any] | None = None, **kwargs: Any
+        self,
+        prompts: list[Any] | None = None,
+        completions: list[Any] | None = None,
+        answer_tag: list | None = None,
+        **kwargs: Any,
     ) -> list[float]:
         if completions is None:
             raise ValueError("FormatReward needs completions")
         cuts = completion_cuts(completions, kwargs.get("completion_ids"), self.end_ids)
+        if not self.rows_rule:
+            tags = [self.answer_tag] * len(completions)
+        else:
+            given = answer_tag if answer_tag is not None else [None] * len(completions)
+            tags = [answer_rule(t, default_tag=self.answer_tag)[0] for t in given]
         return [
-            0.0
-            if extract_answer(completion_text(c), self.answer_tag, opened=self.opens_think, truncated=cut) is None
-            else 1.0
-            for c, cut in zip(completions, cuts)
+            0.0 if extract_answer(completion_text(c), tag, opened=self.opens_think, truncated=cut) is None else 1.0
+            for c, tag, cut in zip(completions, tags, cuts)
         ]
 
 
 # -- one EnvReward per process, for trainers that import a function by path ---------------------
 SETTINGS_ENV = {
     "library": "EVOENV_LIBRARY",
-    "answer_tag": "EVOENV_ANSWER_TAG",
-    "format_weight": "EVOENV_FORMAT_WEIGHT",
+    **RULE_ENV,
     "sandbox": "EVOENV_SANDBOX",
     "workers": "EVOENV_WORKERS",
 }
@@ -319,8 +407,9 @@ def shared_reward(
 ) -> EnvReward:
     """This process's EnvReward for a library: built on first use and kept, so a trainer's
     reward worker (a Ray actor, a thread pool) builds its sandbox pool once. Unset arguments
-    come from the environment: EVOENV_LIBRARY, EVOENV_ANSWER_TAG (answer), EVOENV_FORMAT_WEIGHT
-    (0), EVOENV_SANDBOX (auto), EVOENV_WORKERS (2)."""
+    come from the environment: EVOENV_LIBRARY, EVOENV_SANDBOX (auto), EVOENV_WORKERS (2).
+    `answer_tag`/`format_weight` (default answer, 0) serve only rows that carry no answer rule;
+    EVOENV_ANSWER_TAG / EVOENV_FORMAT_WEIGHT override the rows' (see `answer_rule`)."""
     env = os.environ
     library = library or env.get(SETTINGS_ENV["library"])
     if not library:
@@ -328,8 +417,8 @@ def shared_reward(
             "no environment library: set EVOENV_LIBRARY to the library the rows "
             "came from (on Ray, in runtime_env's env_vars) or pass library="
         )
-    tag = answer_tag if answer_tag is not None else env.get(SETTINGS_ENV["answer_tag"], "answer")
-    weight = float(format_weight if format_weight is not None else env.get(SETTINGS_ENV["format_weight"], 0.0))
+    tag = answer_tag if answer_tag is not None else "answer"
+    weight = float(format_weight if format_weight is not None else 0.0)
     sandbox = env.get(SETTINGS_ENV["sandbox"], "auto")
     workers = int(env.get(SETTINGS_ENV["workers"], 2))
     key = (str(Path(library).resolve()), tag, weight, sandbox, workers)
@@ -363,9 +452,10 @@ def compute_score(
 ) -> dict[str, float]:
     """verl's custom reward function: the response scored by the environment that
     `extra_info` names (env_id, env_name, instance, as `evoenv sample --format verl` writes
-    them), in the sandbox. `ground_truth` is one reference answer and is not what decides: a
-    planted environment accepts all its valid answers. `library`, `answer_tag` and
-    `format_weight` may come from verl's `reward_kwargs`; otherwise from the environment.
+    them), in the sandbox, by the answer rule `extra_info` carries (answer_tag, format_weight).
+    `ground_truth` is one reference answer and is not what decides: a planted environment
+    accepts all its valid answers. `library` may come from verl's `reward_kwargs`, otherwise
+    from the environment; `answer_tag` and `format_weight` there serve rows without a rule.
     Returns {"score": reward, "acc": the environment's score, "answered": 1.0 or 0.0}."""
     info = extra_info if isinstance(extra_info, dict) else {}
     if info.get("env_id") is None or info.get("instance") is None:
@@ -379,6 +469,8 @@ def compute_score(
         [info["env_id"]],
         [info["instance"]],
         [info.get("env_name")],
+        answer_tag=[info.get("answer_tag")],
+        format_weight=[info.get("format_weight")],
     )[0]
     return {"score": float(d["reward"]), "acc": float(d["score"]), "answered": 0.0 if d["answer"] is None else 1.0}
 
@@ -405,7 +497,8 @@ def response_of(query: str, prompt: str) -> str | None:
 
 def parse_label(label: Any, where: str = "label") -> dict:
     """An OpenRLHF label as `evoenv sample --format openrlhf` writes it: a JSON string (or
-    the object itself) with env_id, env_name, instance and answer."""
+    the object itself) with env_id, env_name, instance and answer, and the answer rule
+    (answer_tag, format_weight) its prompt was made with."""
     if isinstance(label, str):
         try:
             label = json.loads(label)
@@ -440,6 +533,7 @@ def score_queries(
             [parsed[i]["env_id"] for i in found],
             [parsed[i]["instance"] for i in found],
             [parsed[i].get("env_name") for i in found],
+            **{k: [parsed[i].get(k) for i in found] for k in RULE_FIELDS},
         )
         if found
         else []

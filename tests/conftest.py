@@ -1,3 +1,4 @@
+import json
 import os
 import shutil
 import signal
@@ -9,6 +10,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from fast_lane import (  # noqa: F401  (hooks: the fast lane's time budget)
+    pytest_runtest_call,
+    pytest_runtest_makereport,
+    pytest_runtest_setup,
+    pytest_runtest_teardown,
+)
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,6 +103,34 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def start_serve_reward(library: Path, log: Path, env: dict | None = None, timeout_s: float = 60):
+    """`evoenv serve-reward --library LIBRARY` on a free port, its output in `log`, in a
+    session of its own (stop it with os.killpg); returns (base URL, process, /health's answer)
+    once it answers, or fails the test with the log."""
+    port = free_port()
+    with log.open("wb") as f:
+        proc = subprocess.Popen(
+            [Path(sys.executable).with_name("evoenv"), "serve-reward", "--library", library, "--port", str(port)],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**(os.environ if env is None else env), "COLUMNS": "200"},
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"serve-reward exited {proc.returncode}: {log.read_text()}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=1) as r:
+                return url, proc, json.loads(r.read())
+        except OSError:
+            if time.monotonic() > deadline:
+                os.killpg(proc.pid, signal.SIGKILL)
+                pytest.fail(f"serve-reward not up after {timeout_s:.0f} s: {log.read_text()}")
+            time.sleep(0.2)
 
 
 class ScriptedBackend:

@@ -206,7 +206,9 @@ class FixedScores:
     """An EnvReward stand-in: every completion scores what its `score X` line says, and has an
     answer when it has the answer tags."""
 
-    def details(self, completions, env_id, instance, env_name=None, completion_ids=None):
+    def details(
+        self, completions, env_id, instance, env_name=None, completion_ids=None, answer_tag=None, format_weight=None
+    ):
         from evoenv_cli.rewards import extract_answer
 
         return [

@@ -174,6 +174,7 @@ def test_pool_rotation_retires_after_two_misses_not_one(tmp_path, key):
     assert back["admitted"] and back["misses"] == 0
 
 
+@pytest.mark.slow
 def test_real_tiny_model_through_hf(tiny_model, tmp_path):
     library(tmp_path, ("register_machine",))
     exe = Path(sys.executable).with_name("evoenv")
@@ -212,6 +213,7 @@ def write_recipe(tmp_path) -> Path:
     return p
 
 
+@pytest.mark.slow
 def test_real_tiny_model_through_openai_against_transformers_serve(tiny_model, served_tiny_model, tmp_path):
     library(tmp_path, ("register_machine",))
     exe = Path(sys.executable).with_name("evoenv")

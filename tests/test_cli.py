@@ -134,6 +134,7 @@ def test_train_json_is_the_only_thing_on_stdout_and_says_when_nothing_was_learne
 
 
 # -- a failed start does not block the rerun ----------------------------------------------------
+@pytest.mark.slow
 def test_a_failed_start_does_not_block_the_rerun(tiny_model, one_env, tmp_path):
     r = run("calibrate", one_env, "--out", "cal", "--backend", "vllm", "--model", tiny_model, cwd=tmp_path)
     # square brackets survive: rich markup is escaped in every message
@@ -207,6 +208,7 @@ def fake_hub():
         server.shutdown()
 
 
+@pytest.mark.slow
 def test_a_local_model_path_is_never_looked_up_online(fake_hub, one_env, tmp_path):
     url, requests = fake_hub
     (tmp_path / "runs").mkdir()
@@ -288,6 +290,7 @@ def test_version_and_verbose_version(tmp_path):
 
 
 # -- file modes ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_outputs_follow_the_umask(one_env, tmp_path):
     for umask, want in ((0o022, 0o644), (0o077, 0o600)):
         out = tmp_path / f"v{umask:o}"
@@ -398,6 +401,7 @@ def test_iterate_says_when_the_recipe_changed_and_records_both(tmp_path):
 
 
 # -- noise -----------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_prompt_longer_than_the_context_is_one_evoenv_note(tiny_model, tmp_path):
     (tmp_path / "r.yaml").write_text("synthesize:\n  max_requests: 2\n  batch: 2\n  max_tokens: 8\n")
     r = run(

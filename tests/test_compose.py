@@ -56,6 +56,7 @@ def test_admitted_composites_pass_validate(composed, tmp_path):
     assert json.loads(r.stdout)["admitted"] == summary["admitted"]
 
 
+@pytest.mark.slow
 def test_same_seed_same_files_and_resume_adds_nothing(composed, tmp_path):
     out, _ = composed
     again = tmp_path / "again"
@@ -154,6 +155,7 @@ def test_order_free_answers_feed_sequential_in_canonical_form_and_are_never_sort
     assert not part.numeric
 
 
+@pytest.mark.slow
 def test_composites_read_back_next_round_are_the_parts_their_round_used(tmp_path, monkeypatch):
     """The next round reads this round's composites from the pool: each must declare what the
     round that made it recorded (tags, answer and input types, operator), and composing from

@@ -301,6 +301,7 @@ def judged(tmp_path_factory):
     return base, json.loads(r.stdout), verdicts(base / "out")
 
 
+@pytest.mark.slow
 def test_seeds_and_good_corpus_are_all_kept(judged):
     _, summary, v = judged
     for path in KEEP:
@@ -316,6 +317,7 @@ def test_seeds_and_good_corpus_are_all_kept(judged):
     )
 
 
+@pytest.mark.slow
 def test_renamed_reordered_recommented_copies_are_code_duplicates_naming_the_seed(judged):
     _, _, v = judged
     for name, (_, original) in COPIES.items():
@@ -326,6 +328,7 @@ def test_renamed_reordered_recommented_copies_are_code_duplicates_naming_the_see
         assert kept["jaccard"] >= CFG.code_threshold and original in r["reason"]
 
 
+@pytest.mark.slow
 def test_reskinned_task_is_a_behaviour_duplicate(judged):
     _, _, v = judged
     r = v["zz_reskin_maze_min_moves.py"]
@@ -334,6 +337,7 @@ def test_reskinned_task_is_a_behaviour_duplicate(judged):
     assert r["nearest_code"] is None or r["nearest_code"]["jaccard"] < CFG.code_threshold
 
 
+@pytest.mark.slow
 def test_reskins_are_caught_by_running_solve_on_the_originals_instances(judged):
     """Re-skins share little code or prompt text with their originals (two of the twelve
     kept their generator's structure and are code duplicates); fed the original's instances,
@@ -366,12 +370,14 @@ def test_solve_signature_recasts_layouts_and_is_not_fooled_by_a_stored_solution(
     assert ss.field_orders({"flag": True}, {"n": 1}) == []
 
 
+@pytest.mark.slow
 def test_unsampleable_environment_is_rejected_by_run(judged):
     _, _, v = judged
     r = v["broken_at_ten.py"]
     assert r["stage"] == "run" and "generate at seed 0 difficulty 10" in r["reason"] and "RuntimeError" in r["reason"]
 
 
+@pytest.mark.slow
 def test_outputs_index_and_manifest(judged):
     base, _, v = judged
     out = base / "out"
@@ -419,6 +425,7 @@ def test_against_a_pool_rejects_its_copies_and_does_not_judge_it(tmp_path, candi
     assert manifest(tmp_path / "out")["against"][0]["index"] == "built (no saved index)"
 
 
+@pytest.mark.slow
 def test_saved_index_is_reused_and_a_changed_pool_invalidates_it(tmp_path, candidates):
     cands, _ = candidates
     r = evoenv("dedupe", SEEDS, "--out", "pool", "--save-index", "--json", cwd=tmp_path)
@@ -474,6 +481,7 @@ class _RunsCode:
         return (os.system, (f"touch {self.marker}",))
 
 
+@pytest.mark.slow
 def test_a_forged_index_is_data_that_never_runs(tmp_path):
     """A pool's index file is read as data: a payload that runs code when unpickled (a bare
     pickle, or an .npz holding an object array), even with a valid header and checksum, is
@@ -512,6 +520,7 @@ def test_a_forged_index_is_data_that_never_runs(tmp_path):
 
 
 # -- resume, clean, used folders, determinism ------------------------------------------------------------
+@pytest.mark.slow
 def test_used_folder_resume_clean_and_determinism(tmp_path):
     files = {p.name: p for p in KEEP[:6]} | {n: src for n, (src, _) in itertools.islice(COPIES.items(), 0, 8)}
     lib = make_lib(tmp_path / "lib", files)
@@ -554,6 +563,7 @@ def test_bad_arguments_exit_2_in_one_line(tmp_path):
 
 
 # -- composites ----------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_composites_are_judged_by_structure_not_by_their_embedded_code(tmp_path):
     """Composites embed their parents' sources (and prompts), so by code or prompt they look like
     their parents and each other; only one repeating another's operator and parents is a

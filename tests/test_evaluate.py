@@ -271,6 +271,7 @@ def test_cli_bad_inputs_exit_2_in_one_line(evoenv, tmp_path, args, needle):
     assert not (tmp_path / "ev").exists()
 
 
+@pytest.mark.slow
 def test_cli_real_tiny_model_through_hf(tiny_model, tmp_path):
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text("evaluate:\n  instances: 2\n  samples: 1\n  max_tokens: 16\n")

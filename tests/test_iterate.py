@@ -6,7 +6,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import ROOT
+
+pytestmark = pytest.mark.slow  # two full loops
 
 EXE = Path(sys.executable).with_name("evoenv")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}

@@ -94,6 +94,7 @@ def final_state(run: Path) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_a_clean_run_changes_the_pool_and_measures_against_one_baseline(setup):
     root, _, _, state, counts = setup
     rounds = [json.loads(x) for x in state["rounds"].splitlines()]
@@ -116,6 +117,7 @@ def test_a_clean_run_changes_the_pool_and_measures_against_one_baseline(setup):
     assert b"wall_s" not in state["pool_index"] and b"import_seconds" not in state["pool_index"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", [0.03, 0.2, 0.45, 0.6, 0.8, 0.97])
 def test_kill_anywhere_then_rerun_gives_the_clean_run_s_pool_and_rounds(setup, where):
     root, recipe, seeds, clean, counts = setup
@@ -125,6 +127,7 @@ def test_kill_anywhere_then_rerun_gives_the_clean_run_s_pool_and_rounds(setup, w
     assert final_state(run) == clean
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("swap", [1, 2])
 def test_kill_between_the_two_renames_of_a_pool_swap_loses_nothing(setup, swap):
     root, recipe, seeds, clean, _ = setup

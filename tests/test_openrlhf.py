@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import SEEDS, free_port
+from conftest import SEEDS, free_port, start_serve_reward
 
 from evoenv_cli import rewards
 from evoenv_cli.rewards import extract_answer
@@ -151,29 +151,9 @@ def test_labels_that_are_not_evoenvs_are_named(label, needle):
 # -- evoenv serve-reward -------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    port = free_port()
     log = tmp_path_factory.mktemp("serve") / "serve.log"
-    with log.open("wb") as f:
-        proc = subprocess.Popen(
-            [Path(sys.executable).with_name("evoenv"), "serve-reward", "--library", SEEDS, "--port", str(port)],
-            stdout=f,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env={**os.environ, "COLUMNS": "200"},
-        )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"serve-reward exited {proc.returncode}: {log.read_text()}")
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=1) as r:
-                assert json.loads(r.read())["environments"] == 10
-                break
-        except OSError:
-            if time.monotonic() > deadline:
-                pytest.fail(f"serve-reward not up after 60 s: {log.read_text()}")
-            time.sleep(0.2)
+    url, proc, health = start_serve_reward(SEEDS, log)
+    assert health["environments"] == 10
     yield url, proc, log
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -189,6 +169,7 @@ def post(url, body, content_type="application/json"):
         return exc.code, json.loads(exc.read())
 
 
+@pytest.mark.slow
 def test_serve_reward_answers_openrlhfs_aiohttp_requests_concurrently(server, rows, tokenizer):
     import aiohttp
 
@@ -243,12 +224,14 @@ def test_serve_reward_answers_openrlhfs_aiohttp_requests_concurrently(server, ro
         ),
     ],
 )
+@pytest.mark.slow
 def test_serve_reward_bad_bodies_get_a_clear_4xx(server, body, status, needle):
     url, _, _ = server
     code, payload = post(url + "/get_reward", body)
     assert code == status and needle in payload["error"]
 
 
+@pytest.mark.slow
 def test_serve_reward_wrong_path_and_missing_length(server):
     url, _, _ = server
     assert post(url + "/reward", b"{}")[0] == 404
@@ -258,6 +241,7 @@ def test_serve_reward_wrong_path_and_missing_length(server):
         assert s.recv(1000).startswith(b"HTTP/1.1 411")
 
 
+@pytest.mark.slow
 def test_serve_reward_survives_a_client_that_disconnects_mid_request(server, rows, tokenizer):
     url, proc, log = server
     host, port = url.removeprefix("http://").split(":")
@@ -284,6 +268,7 @@ def test_serve_reward_survives_a_client_that_disconnects_mid_request(server, row
     assert "left after" in text and "Traceback" not in text
 
 
+@pytest.mark.slow
 def test_serve_reward_stops_cleanly_on_sigterm(tmp_path):
     port = free_port()
     proc = subprocess.Popen(
@@ -304,6 +289,7 @@ def test_serve_reward_stops_cleanly_on_sigterm(tmp_path):
     assert proc.returncode == 0 and "stopped" in stderr and "Traceback" not in stderr
 
 
+@pytest.mark.slow
 def test_serve_reward_port_in_use_is_one_line_exit_2(evoenv):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

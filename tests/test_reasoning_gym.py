@@ -136,6 +136,7 @@ def test_a_scorer_that_raises_scores_zero_with_the_reason(tmp_path, monkeypatch)
     assert row["status"] == "score_answer_error" and row["error"] == "RuntimeError: boom"
 
 
+@pytest.mark.slow
 def test_cli_rg_bench_with_a_real_tiny_model(tiny_model, tmp_path, evoenv):
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text("evaluate:\n  samples: 1\n  max_tokens: 8\n")

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import SEEDS, ScriptedBackend
 
 from evoenv_cli.artifacts import EnvLibrary, prepare_out_dir
@@ -90,6 +91,7 @@ def test_parse_vote_rejects_malformed_fields():
     assert review.parse_vote("")[1] == "no JSON verdict in the response"
 
 
+@pytest.mark.slow
 def test_real_tiny_model_votes_are_unparseable_rejections(tiny_model, tmp_path):
     library(tmp_path, ("grid_shortest_path",))
     exe = Path(sys.executable).with_name("evoenv")

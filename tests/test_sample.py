@@ -11,6 +11,7 @@ from evoenv_cli.runtime.pool import SandboxPool
 from evoenv_cli.stages import sample
 
 FIELDS = {"prompt", "answer", "solution", "env_id", "env_name", "instance", "seed", "difficulty", "data_source"}
+FIELDS |= {"answer_tag", "format_weight"}  # the answer rule the prompt was made with
 
 
 def test_rows_have_trl_fields_and_spread_difficulties():

@@ -82,6 +82,7 @@ def weights(path: Path):
     return out
 
 
+@pytest.mark.slow
 def test_grpo_steps_change_weights_and_log_rewards(tiny_model, rows, tmp_path):
     out = tmp_path / "ckpt"
     r = evoenv(
@@ -142,6 +143,7 @@ def test_grpo_steps_change_weights_and_log_rewards(tiny_model, rows, tmp_path):
     assert json.loads(r.stdout.strip().splitlines()[-1])["steps"] == 3
 
 
+@pytest.mark.slow
 def test_lora_adapter_and_merged_copy(tiny_model, rows, tmp_path):
     recipe = tmp_path / "lora.yaml"
     recipe.write_text(
@@ -194,6 +196,7 @@ def test_bad_inputs_fail_before_training(tiny_model, rows, tmp_path):
     assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
 
 
+@pytest.mark.slow
 def test_eval_data_and_the_format_reward_are_logged_apart(tiny_model, rows, tmp_path):
     """TRL as a researcher runs it with held-out rows: `sample --split heldout` rows as its
     eval_dataset, and the format bonus a reward function of its own (logged under its name)."""

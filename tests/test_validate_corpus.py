@@ -18,21 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from evoenv_cli.stages import validate
+
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "validate_corpus"
 SEEDS = ROOT / "seeds"
-STAGES = (
-    "static",
-    "load",
-    "run",
-    "determinism",
-    "diversity",
-    "reference",
-    "discrimination",
-    "constant_answer",
-    "leak",
-    "budget",
-)
+STAGES = validate.STAGES  # the checks, in the order they run: validate's own list
 # The least the corpus must hold per stage (the brief it was written to).
 MIN_PER_STAGE = {
     "static": 8,
@@ -111,6 +102,7 @@ def test_corpus_is_well_formed():
 
 
 # -- one validate run ----------------------------------------------------------------------------
+@pytest.mark.slow
 def test_validate_exits_zero_with_a_json_summary(validated):
     result, verdicts = validated["result"], validated["verdicts"]
     assert result.returncode == 0, result.stderr[-3000:]
@@ -124,6 +116,7 @@ def test_validate_exits_zero_with_a_json_summary(validated):
     assert by_stage == dict(expected_by_stage)
 
 
+@pytest.mark.slow
 def test_one_record_per_file_with_the_contract_fields(validated):
     verdicts = validated["verdicts"]
     files = [v["file"] for v in verdicts]
@@ -137,6 +130,7 @@ def test_one_record_per_file_with_the_contract_fields(validated):
         assert v["stage"] in STAGES + ("admitted",)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("filename", sorted(EXPECTED))
 def test_verdict_stage_matches_the_corpus(validated, filename):
     by_file = {v["file"]: v for v in validated["verdicts"]}
@@ -206,6 +200,7 @@ def test_every_gameable_verifier_probe_has_a_corpus_file():
     assert wanted <= set(PROBES.values()), wanted - set(PROBES.values())
 
 
+@pytest.mark.slow
 def test_envs_folder_holds_exactly_the_admitted_files_unchanged(validated):
     out, lib = validated["out"], validated["lib"]
     admitted = {v["file"] for v in validated["verdicts"] if v["admitted"]}
@@ -216,6 +211,7 @@ def test_envs_folder_holds_exactly_the_admitted_files_unchanged(validated):
 
 
 # -- reruns ----------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_rerun_into_used_out_needs_a_flag_and_resume_adds_nothing(validated, tmp_path):
     assert validated["result"].returncode == 0
     out = tmp_path / "out"
@@ -237,6 +233,7 @@ def test_rerun_into_used_out_needs_a_flag_and_resume_adds_nothing(validated, tmp
     assert summary_json(resumed.stdout)["admitted"] == summary_json(validated["result"].stdout)["admitted"]
 
 
+@pytest.mark.slow
 def test_a_second_clean_run_gives_the_same_verdicts(validated, tmp_path):
     assert validated["result"].returncode == 0
     out = tmp_path / "out"

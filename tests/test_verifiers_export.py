@@ -80,6 +80,7 @@ def test_verifiers_loads_the_taskset_and_scores_with_the_environments(package, m
         assert tr.rewards["env_score"].score == reward and tr.metrics["answered"] == answered
 
 
+@pytest.mark.slow
 def test_vf_eval_resolves_the_exported_taskset(package, tmp_path):
     exe = Path(sys.executable).with_name("vf-eval")
     env = {**os.environ, "PYTHONPATH": str(package)}

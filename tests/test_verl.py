@@ -81,6 +81,7 @@ def test_rlhf_dataset_reads_sample_parquet(verl_rows, tiny_model):
     assert json.loads(item["extra_info"]["instance"])["colors"] == 3
 
 
+@pytest.mark.slow
 def test_compute_score_through_verls_own_loader_and_reward_manager(verl_rows, tiny_model):
     import torch
     from omegaconf import OmegaConf

@@ -269,20 +269,85 @@ def check_backend(kind: str, model: str | None) -> None:
         raise BackendError(f"unknown backend {kind!r}{more}; choose one of {', '.join(BACKENDS)}")
     if not model or not isinstance(model, str):
         raise BackendError(f"the {kind} backend needs a model: pass --model or set backend.model")
-    if kind == "vllm" and importlib.util.find_spec("vllm") is None:
-        from evoenv_cli.llm.vllm_backend import NEEDS_VLLM
-
-        raise BackendUnavailable(NEEDS_VLLM)
-    if kind in ("hf", "vllm", "vllm_server"):  # an openai backend's model is the name the server serves
+    record = BACKEND_KINDS[kind]
+    if record.needs and importlib.util.find_spec(record.needs) is None:
+        raise BackendUnavailable(record.needs_hint)
+    if record.local_model:  # an openai backend's model is the name the server serves
         resolve_model(model)
 
 
-BACKENDS = {
-    "hf": ("evoenv_cli.llm.hf", "HFBackend"),
-    "openai": ("evoenv_cli.llm.openai_compat", "OpenAIBackend"),
-    "vllm": ("evoenv_cli.llm.vllm_backend", "VLLMBackend"),
-    "vllm_server": ("evoenv_cli.llm.served", "ServedBackend"),
+@dataclass(frozen=True)
+class BackendKind:
+    """One generation backend, all evoenv knows of it: `make_backend`, the recipe's backend.kind
+    choices, `--backend`'s help and the loop read this record, so a new backend is one record
+    here plus its module."""
+
+    name: str
+    module: str  # imported only when a backend of this kind is built
+    cls: str
+    what: str  # how it generates, in a few words (for --backend's help)
+    config_fields: tuple[str, ...]  # the BackendConfig fields it takes (the rest do not apply to it)
+    local_model: bool  # the model is a checkpoint folder or hub name, resolved here (not a served name)
+    follows_policy: bool  # it can load each round's new checkpoint, so the loop may use it
+    needs: str = ""  # a module that must be importable, checked before one is built
+    needs_hint: str = ""  # the one line said when it is not
+
+
+# here, not in vllm_backend.py, so check_backend can say it without importing the backend
+NEEDS_VLLM = "the vllm backend needs vLLM: pip install 'evoenv[vllm]' on a GPU machine"
+BACKEND_KINDS: dict[str, BackendKind] = {
+    k.name: k
+    for k in (
+        BackendKind(
+            "hf",
+            "evoenv_cli.llm.hf",
+            "HFBackend",
+            "transformers, in-process",
+            ("device", "dtype"),
+            local_model=True,
+            follows_policy=True,
+        ),
+        BackendKind(
+            "openai",
+            "evoenv_cli.llm.openai_compat",
+            "OpenAIBackend",
+            "an OpenAI-compatible server at --base-url",
+            ("base_url", "api_key_env", "concurrency", "timeout_s", "max_retries"),
+            local_model=False,
+            follows_policy=False,  # a server started beforehand keeps serving the weights it loaded
+        ),
+        BackendKind(
+            "vllm",
+            "evoenv_cli.llm.vllm_backend",
+            "VLLMBackend",
+            "in-process, GPU",
+            ("tensor_parallel_size", "dtype", "gpu_memory_utilization", "max_model_len"),
+            local_model=True,
+            follows_policy=True,
+            needs="vllm",
+            needs_hint=NEEDS_VLLM,
+        ),
+        BackendKind(
+            "vllm_server",
+            "evoenv_cli.llm.served",
+            "ServedBackend",
+            "a vllm serve started for the stage and stopped after it",
+            (
+                *("serve_command", "gpus", "port", "startup_timeout_s", "tensor_parallel_size", "dtype"),
+                *("gpu_memory_utilization", "max_model_len", "api_key_env", "concurrency", "timeout_s", "max_retries"),
+            ),
+            local_model=True,
+            follows_policy=True,  # the loop starts one on each round's policy (llm/served.py)
+        ),
+    )
 }
+BACKENDS = {k.name: (k.module, k.cls) for k in BACKEND_KINDS.values()}  # kind -> (module, class)
+
+
+def backends_help() -> str:
+    """'hf (how), openai (how) or vllm (how)': the kinds as --backend's help lists them."""
+    items = [f"{k.name} ({k.what})" for k in BACKEND_KINDS.values()]
+    return ", ".join(items[:-1]) + " or " + items[-1] if len(items) > 1 else items[0]
 
 
 def make_backend(kind: str, model: str, **options: Any) -> Backend:
@@ -304,15 +369,7 @@ def make_backend(kind: str, model: str, **options: Any) -> Backend:
 
 
 # Which BackendConfig fields each kind takes (the rest do not apply to it).
-_CONFIG_FIELDS = {
-    "hf": ("device", "dtype"),
-    "openai": ("base_url", "api_key_env", "concurrency", "timeout_s", "max_retries"),
-    "vllm": ("tensor_parallel_size", "dtype", "gpu_memory_utilization", "max_model_len"),
-    "vllm_server": (
-        *("serve_command", "gpus", "port", "startup_timeout_s", "tensor_parallel_size", "dtype"),
-        *("gpu_memory_utilization", "max_model_len", "api_key_env", "concurrency", "timeout_s", "max_retries"),
-    ),
-}
+_CONFIG_FIELDS = {k.name: k.config_fields for k in BACKEND_KINDS.values()}
 
 
 def backend_from_config(cfg: Any, **overrides: Any) -> Backend:
@@ -329,9 +386,11 @@ def backend_from_config(cfg: Any, **overrides: Any) -> Backend:
 
 
 __all__ = [
+    "BACKEND_KINDS",
     "FINISH_REASONS",
     "Backend",
     "BackendConnectionError",
+    "BackendKind",
     "BackendError",
     "BackendUnavailable",
     "BaseBackend",
@@ -340,6 +399,7 @@ __all__ = [
     "Messages",
     "SamplingConfig",
     "backend_from_config",
+    "backends_help",
     "check_backend",
     "final_text",
     "make_backend",

@@ -37,9 +37,9 @@ import tempfile
 import time
 import urllib.request
 from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
-from evoenv_cli.artifacts import JsonlAppender, now_iso
 from evoenv_cli.llm.base import BackendError
 from evoenv_cli.llm.openai_compat import OpenAIBackend
 
@@ -151,9 +151,11 @@ class ManagedServer:
             )
         state = asdict(ServerState(self.proc.pid, self.port, self.model, self.argv, self.gpus, str(self.log)))
         (self.log_dir / STATE_FILE).write_text(json.dumps(state, indent=1))
-        history = JsonlAppender(self.log_dir / HISTORY_FILE)  # every server this folder has seen
-        history.append({**state, "started": now_iso()})
-        history.close()
+        # every server this folder has seen: one line, appended here rather than through the
+        # artifacts layer, which a backend does not import (tests/test_layering.py)
+        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        with (self.log_dir / HISTORY_FILE).open("a", encoding="utf-8") as history:
+            history.write(json.dumps({**state, "started": started}) + "\n")
         deadline = time.monotonic() + self.startup_timeout_s
         while True:
             if self.proc.poll() is not None:

@@ -19,8 +19,8 @@ from __future__ import annotations
 import sysconfig
 from pathlib import Path
 
-from evoenv_cli.artifacts import follow_umask
 from evoenv_cli.errors import InputError
+from evoenv_cli.filemodes import follow_umask
 
 ENDOFTEXT, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 VOCAB_SIZE = 2048

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evoenv_cli.llm.base import (
+    NEEDS_VLLM,
     BackendUnavailable,
     BaseBackend,
     Completion,
@@ -38,8 +39,6 @@ from evoenv_cli.llm.base import (
     resolve_model,
 )
 from evoenv_cli.thinking import template_opens_think
-
-NEEDS_VLLM = "the vllm backend needs vLLM: pip install 'evoenv[vllm]' on a GPU machine"
 
 
 def _import_vllm():

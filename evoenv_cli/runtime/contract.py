@@ -17,9 +17,13 @@ import functools
 import importlib
 import importlib.util
 import re
+import textwrap
 import threading
 import types
 from dataclasses import dataclass, field
+from typing import Any
+
+from evoenv_cli.runtime import import_template
 
 # The environment contract: this module is its one home. The synthesis prompt is rendered from
 # these values (evoenv_cli.prompts.contract_text), the pool, sample, compose and dedupe read
@@ -343,9 +347,7 @@ def check_source(
                     name,
                 )
     modules = _ModuleUse(tree)
-    from evoenv_cli.runtime.packages import grant_for
-
-    grant = grant_for(source)  # evoenv's import template only: see runtime/packages.py
+    grant = import_grant(source)  # evoenv's import template only: see runtime/import_template.py
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -381,3 +383,136 @@ def check_source(
         if problem:
             return _fail(problem, name)
     return StaticReport(True, "", name)
+
+
+EXPORTS = (*CONTRACT_CONSTANTS, *CALLS)  # what a part's embedded module hands back
+
+
+# -- a part's source embedded in a composite (compose), and the sources trusted to import a package -----------------------------------------------------------------------
+class _GlobalToNonlocal(ast.NodeTransformer):
+    """Inside a wrapping function a part's `global x` must become `nonlocal x`."""
+
+    def __init__(self):
+        self.names: set[str] = set()
+        self.depth = 0
+
+    def _scope(self, node):
+        self.depth += 1
+        self.generic_visit(node)
+        self.depth -= 1
+        return node
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _scope
+
+    def visit_ClassDef(self, node):
+        return self._scope(node)
+
+    def visit_Global(self, node):
+        self.names.update(node.names)
+        if self.depth == 0:
+            return None  # `global` at a module's top level means nothing
+        return ast.copy_location(ast.Nonlocal(names=node.names), node)
+
+
+def embed(source: str, function: str) -> str:
+    """A part's module as a function returning its public names: top-level code runs once when
+    the composite is imported, and each part keeps its own namespace."""
+    tree = parse_python(source)
+    body = [n for n in tree.body if not (isinstance(n, ast.ImportFrom) and n.module == "__future__")]
+    fixer = _GlobalToNonlocal()
+    body = [fixer.visit(n) for n in body]
+    body = [n for n in body if n is not None]
+    defined = set()
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined.update(t.id for t in targets if isinstance(t, ast.Name))
+    pre = [parse_python(f"{name} = None").body[0] for name in sorted(fixer.names)]
+    exported = ", ".join(f"{name!r}: {name}" for name in EXPORTS if name in defined)
+    inner = ast.unparse(ast.Module(body=pre + body, type_ignores=[]))
+    return f"def {function}():\n" + textwrap.indent(inner, "    ") + f"\n    return {{{exported}}}\n"
+
+
+@dataclass(frozen=True)
+class ImportGrant:
+    """What one environment source may import beyond the standard library: pinned requirements,
+    the import names its own code may use, and the source lines where those imports may stand.
+    (runtime/packages.py's PackageGrant adds where the jail finds the packages.)"""
+
+    requires: tuple[str, ...]  # e.g. ("reasoning-gym==0.1.25",)
+    modules: frozenset[str]
+    regions: tuple[tuple[int, int], ...]
+
+    def allows(self, module: str, line: int) -> bool:
+        return module in self.modules and any(a <= line <= b for a, b in self.regions)
+
+
+def import_grant(source: bytes) -> ImportGrant | None:
+    """The grant for an environment source, decided by its content, or None (the usual case:
+    standard library only). Only evoenv's import template (runtime/import_template.py), or a
+    composite function that is exactly `embed` of one, gets it."""
+    found = trusted_regions(source)
+    if found is None:
+        return None
+    requires, regions = found
+    return ImportGrant(tuple(requires), frozenset({import_template.MODULE}), tuple(regions))
+
+
+def _literals(body: list) -> dict[str, Any]:
+    out = {}
+    for node in body:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id in ("TASK", "REQUIRES", "LEVELS")
+        ):
+            try:
+                out[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                return {}
+    return out
+
+
+def _renders(found: dict[str, Any]) -> str | None:
+    """The template for the literals a file declares, when they are well formed and pinned to
+    the installed reasoning-gym; else None."""
+    task, requires, levels = found.get("TASK"), found.get("REQUIRES"), found.get("LEVELS")
+    if (
+        not isinstance(task, str)
+        or not isinstance(levels, dict)
+        or import_template.version() is None
+        or requires != [import_template.requirement()]
+    ):
+        return None
+    return import_template.render_environment(task, levels, requires)
+
+
+def trusted_regions(source: bytes) -> tuple[list[str], list[tuple[int, int]]] | None:
+    """Where a source may import reasoning_gym: ([requirement], [(first line, last line)]) when
+    the whole file is exactly `evoenv import`'s template for its own TASK/LEVELS/REQUIRES, or
+    when functions of a composite are exactly compose's embedding of such a template; None
+    otherwise (the file keeps the standard-library allow-list)."""
+    if import_template.MODULE.encode() not in source:
+        return None
+    try:
+        text = source.decode("utf-8")
+        tree = parse_python(text)
+    except (UnicodeDecodeError, SyntaxError, ValueError):
+        return None
+    whole = _renders(_literals(tree.body))
+    if whole is not None and whole == text:
+        return [import_template.requirement()], [(1, len(text.splitlines()) + 1)]
+    regions = []
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef) or not node.name.startswith("_part_"):
+            continue
+        template = _renders(_literals(node.body))
+        if template is None:
+            continue
+        expected = parse_python(embed(template, node.name)).body[0]
+        if ast.dump(expected) == ast.dump(node):
+            regions.append((node.lineno, node.end_lineno or node.lineno))
+    return ([import_template.requirement()], regions) if regions else None

@@ -20,19 +20,15 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from evoenv_cli.runtime.contract import ImportGrant, import_grant
+
 JAIL_PATH = "/evoenv-packages"
 
 
 @dataclass(frozen=True)
-class PackageGrant:
-    """What one environment source may import beyond the standard library, and where."""
-
-    requires: tuple[str, ...]  # pinned requirements, e.g. ("reasoning-gym==0.1.25",)
-    modules: frozenset[str]  # the import names its own code may use
-    regions: tuple[tuple[int, int], ...]  # source lines where those imports may stand
-
-    def allows(self, module: str, line: int) -> bool:
-        return module in self.modules and any(a <= line <= b for a, b in self.regions)
+class PackageGrant(ImportGrant):
+    """What one environment source may import beyond the standard library (contract.ImportGrant,
+    decided there by content), and where the jail finds it."""
 
     @property
     def entries(self) -> tuple[Path, ...]:
@@ -42,13 +38,8 @@ class PackageGrant:
 
 def grant_for(source: bytes) -> PackageGrant | None:
     """The grant for an environment source, or None (the usual case: stdlib only)."""
-    from evoenv_cli import reasoning_gym_tasks
-
-    found = reasoning_gym_tasks.trusted_regions(source)
-    if found is None:
-        return None
-    requires, regions = found
-    return PackageGrant(tuple(requires), frozenset({reasoning_gym_tasks.MODULE}), tuple(regions))
+    grant = import_grant(source)
+    return None if grant is None else PackageGrant(grant.requires, grant.modules, grant.regions)
 
 
 def _key(name: str) -> str:

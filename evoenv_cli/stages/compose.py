@@ -15,9 +15,7 @@ increasing order, which part 2's prompt says is what X stands for.
 
 from __future__ import annotations
 
-import ast
 import random
-import textwrap
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -25,8 +23,7 @@ from pathlib import Path
 from evoenv_cli import artifacts
 from evoenv_cli.config import ComposeConfig, RuntimeConfig, ValidateConfig, to_dict
 from evoenv_cli.envfile import EnvFile, env_id_of
-from evoenv_cli.runtime import contract
-from evoenv_cli.runtime.contract import check_source, parse_python
+from evoenv_cli.runtime.contract import check_source, embed
 from evoenv_cli.runtime.instances import Order, make_instances
 from evoenv_cli.runtime.pool import Call, EnvLoadError, SandboxPool
 from evoenv_cli.runtime.session import Runtime, shared
@@ -34,55 +31,6 @@ from evoenv_cli.stages import probes, validate
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
 from evoenv_cli.stages.composite_leaks import part_one_leak
 from evoenv_cli.stages.operators import COMMON, OPERATORS, REGISTRY, Operator, Part, Plan
-
-EXPORTS = (*contract.CONTRACT_CONSTANTS, *contract.CALLS)  # what a part's embedded module hands back
-
-
-# -- embedding a part's source -----------------------------------------------------------------------
-class _GlobalToNonlocal(ast.NodeTransformer):
-    """Inside a wrapping function a part's `global x` must become `nonlocal x`."""
-
-    def __init__(self):
-        self.names: set[str] = set()
-        self.depth = 0
-
-    def _scope(self, node):
-        self.depth += 1
-        self.generic_visit(node)
-        self.depth -= 1
-        return node
-
-    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _scope
-
-    def visit_ClassDef(self, node):
-        return self._scope(node)
-
-    def visit_Global(self, node):
-        self.names.update(node.names)
-        if self.depth == 0:
-            return None  # `global` at a module's top level means nothing
-        return ast.copy_location(ast.Nonlocal(names=node.names), node)
-
-
-def embed(source: str, function: str) -> str:
-    """A part's module as a function returning its public names: top-level code runs once when
-    the composite is imported, and each part keeps its own namespace."""
-    tree = parse_python(source)
-    body = [n for n in tree.body if not (isinstance(n, ast.ImportFrom) and n.module == "__future__")]
-    fixer = _GlobalToNonlocal()
-    body = [fixer.visit(n) for n in body]
-    body = [n for n in body if n is not None]
-    defined = set()
-    for node in body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            defined.add(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            defined.update(t.id for t in targets if isinstance(t, ast.Name))
-    pre = [parse_python(f"{name} = None").body[0] for name in sorted(fixer.names)]
-    exported = ", ".join(f"{name!r}: {name}" for name in EXPORTS if name in defined)
-    inner = ast.unparse(ast.Module(body=pre + body, type_ignores=[]))
-    return f"def {function}():\n" + textwrap.indent(inner, "    ") + f"\n    return {{{exported}}}\n"
 
 
 def _doc_line(part: Part, meta_doc: str | None) -> str:

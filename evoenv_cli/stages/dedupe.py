@@ -55,6 +55,7 @@ from evoenv_cli.runtime.pool import SandboxPool
 from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.stages import solve_signature
 from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
+from evoenv_cli.stages.operators import REGISTRY
 
 STAGES = ("run", "duplicate_code", "duplicate_behaviour", "duplicate_structure")
 SIGNATURE_VERSION = 2  # bump when normalization changes: saved indexes then rebuild
@@ -64,7 +65,6 @@ INDEX_MAGIC = b"evoenv-dedupe-index-v2\n"
 MINHASH_SEED = 1
 MINHASH_SCHEME = "affine32"
 SHIPPED_SCAFFOLD = Path(__file__).with_name("dedupe_scaffold.txt")
-COMPOSITE_OPERATORS = ("sequential", "parallel", "sort", "select")
 
 # -- code signature ------------------------------------------------------------------------------
 _TOKEN = re.compile(  # one token, after spaces: name, string, line start, operator, number, ...
@@ -420,7 +420,7 @@ def composite_structure(env: EnvFile, record: dict) -> tuple | None:
         return None
     op, parents = record.get("operator"), record.get("parents")
     if (
-        op not in COMPOSITE_OPERATORS
+        op not in REGISTRY  # compose's operator records are the one list of operators
         or not isinstance(parents, list)
         or not parents
         or not all(isinstance(x, str) for x in parents)
@@ -429,7 +429,7 @@ def composite_structure(env: EnvFile, record: dict) -> tuple | None:
     m = _OPERATOR.search(env.source)
     if m is None or m.group(2).decode() != op:
         return None
-    return (op, *sorted(parents)) if op == "parallel" else (op, *parents)
+    return (op, *sorted(parents)) if REGISTRY[op].unordered_parts else (op, *parents)
 
 
 _WORD = re.compile(r"[^\W\d_]+|\d+")

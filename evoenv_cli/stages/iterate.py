@@ -358,7 +358,9 @@ class Loop:
         lib.check_python()
         stage.check_config(cfg, lib)
         out.mkdir(parents=True, exist_ok=True)
-        report = stage.run(lib, cfg, self.runtime.pool, answer=self.spec.answer)
+        report = stage.run(
+            lib, cfg, self.runtime.pool, answer=self.spec.answer, format_weight=self.spec.reward.format_weight
+        )
         if not report.rows:  # no marker file written: a rerun (other settings, a new policy) samples again
             raise StageFailed(
                 f"sample: no pool environment has a level calibrated in band for this policy "

@@ -4,8 +4,9 @@ what it declares (ANSWER_TYPE, INPUT_TYPE, TAGS), which parts it takes and its c
 `render` writes a composite's file and `_as_part` describes it for the rest of the run, and
 the next round reads the file back: all three take these facts from the record, so a
 composite means the same thing in the round that made it and in every round after.
-Only the standard library is imported here, so config.py and cli.py can name the operators
-without importing the stage (which imports config).
+Only the standard library is imported here, so cli.py can name the operators without importing
+the stage; config.py, which no stage may be imported by, holds their names (OPERATOR_NAMES),
+and this module refuses to load when the two disagree.
 
 - SEQUENTIAL(A, B): A's answer feeds B (A's ANSWER_TYPE is B's INPUT_TYPE). B's instance is
   `B.generate_from(A's reference)`; B's prompt is shown with that value replaced by X, "the
@@ -26,6 +27,8 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from evoenv_cli.config import OPERATOR_NAMES
 
 if TYPE_CHECKING:
     from evoenv_cli.envfile import EnvFile
@@ -116,6 +119,9 @@ class Operator:
     bind: Callable[[Plan, Callable[[Part], str], bool], list[str]]  # (plan, part -> its function, partial credit)
     template: str  # the composite's code after the common helpers
     template_from: str = ""  # its generate_from, added when it has an INPUT_TYPE
+    # its parts' order means nothing (PARALLEL(A, B) is PARALLEL(B, A)): dedupe compares such
+    # composites by their sorted parents
+    unordered_parts: bool = False
 
 
 # -- the composite's own code ------------------------------------------------------------------------
@@ -451,6 +457,7 @@ _OPERATORS = (
             f"PARTIAL_CREDIT = {partial_credit!r}",
         ],
         template=PARALLEL,
+        unordered_parts=True,
     ),
     Operator(
         name="sort",
@@ -488,3 +495,5 @@ _OPERATORS = (
 )
 REGISTRY: dict[str, Operator] = {op.name: op for op in _OPERATORS}
 OPERATORS = tuple(REGISTRY)  # the names, in the order candidates are proposed
+if OPERATORS != OPERATOR_NAMES:
+    raise ImportError(f"config.OPERATOR_NAMES {OPERATOR_NAMES} must name the operator records {OPERATORS}, in order")

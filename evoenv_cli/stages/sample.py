@@ -2,7 +2,8 @@
 
 Each row is a chat prompt (the environment's task plus the answer-format instruction) with
 its reference answer and everything the reward needs to score a completion later (`env_id`,
-the instance as JSON). Instance seeds are derived from (base seed, environment name, row), and
+the instance as JSON, and the answer rule the prompt was made with: `answer_tag` and
+`format_weight`, which every reward entry point reads from the row). Instance seeds are derived from (base seed, environment name, row), and
 training seeds stay below 2**31 while held-out seeds (`evaluate`) have the top bit set, so the
 two never meet.
 """
@@ -13,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 
 from evoenv_cli.artifacts import EnvLibrary
-from evoenv_cli.config import ROW_FORMATS, AnswerConfig, SampleConfig, check_values
+from evoenv_cli.config import ROW_FORMATS, ROW_RULE_FIELDS, AnswerConfig, SampleConfig, check_values
 from evoenv_cli.errors import InputError
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.instances import instance_seed
@@ -56,8 +57,15 @@ def check_config(cfg: SampleConfig, library: EnvLibrary) -> None:
         raise InputError(f"{library.root}: no index.jsonl to take calibrated difficulties from")
 
 
-def run(library: EnvLibrary, cfg: SampleConfig, pool: SandboxPool, answer: AnswerConfig | None = None) -> SampleReport:
-    """Rows for every environment; `answer`: the recipe's answer format (default: the defaults)."""
+def run(
+    library: EnvLibrary,
+    cfg: SampleConfig,
+    pool: SandboxPool,
+    answer: AnswerConfig | None = None,
+    format_weight: float = 0.0,
+) -> SampleReport:
+    """Rows for every environment; `answer`: the recipe's answer format (default: the defaults);
+    `format_weight`: the recipe's reward.format_weight. Each row carries both."""
     check_config(cfg, library)
     report = SampleReport()
     report.skipped += [{"env": r.file, "seed": None, "difficulty": None, "reason": r.reason} for r in library.refused]
@@ -80,15 +88,16 @@ def run(library: EnvLibrary, cfg: SampleConfig, pool: SandboxPool, answer: Answe
         drawn = draw_levels(levels, cfg.per_env)
         pairs = [(instance_seed(cfg.seed, name, i, cfg.split), lv) for i, lv in enumerate(drawn)]
         plans.append(Plan(env, name, pairs))
-    prepared, skipped = prepare(pool, plans, cfg, answer or AnswerConfig())
+    answer = answer or AnswerConfig()
+    prepared, skipped = prepare(pool, plans, cfg, answer)
     report.skipped += skipped
     for plan, made in zip(plans, prepared):
-        report.rows += [make_row(p) for p in made]
+        report.rows += [make_row(p, answer.tag, format_weight) for p in made]
         report.per_env[plan.name] = len(made)
     return report
 
 
-def make_row(p: Prepared) -> dict:
+def make_row(p: Prepared, answer_tag: str = "answer", format_weight: float = 0.0) -> dict:
     return {
         "prompt": p.messages,
         "answer": p.answer,
@@ -99,16 +108,19 @@ def make_row(p: Prepared) -> dict:
         "seed": p.seed,
         "difficulty": p.difficulty,
         "data_source": f"evoenv/{p.name}",
+        "answer_tag": answer_tag,
+        "format_weight": float(format_weight),
     }
 
 
 def to_format(row: dict, fmt: str, index: int, split: str = "train") -> dict:
     """The same row as another trainer expects it (`trl` is the row itself). verl keeps every
-    column and reads the instance from `extra_info`; OpenRLHF keeps only `input`, `label` and
-    `datasource`, so its label is a JSON string carrying everything the reward needs."""
+    column and reads the instance and the answer rule from `extra_info`; OpenRLHF keeps only
+    `input`, `label` and `datasource`, so its label is a JSON string carrying everything the
+    reward needs, the answer rule included."""
     if fmt == "trl":
         return row
-    extra = {k: row[k] for k in ("env_id", "env_name", "instance", "seed", "difficulty")}
+    extra = {k: row[k] for k in ("env_id", "env_name", "instance", "seed", "difficulty", *ROW_RULE_FIELDS)}
     if fmt == "verl":
         return {
             "data_source": row["data_source"],
@@ -118,7 +130,9 @@ def to_format(row: dict, fmt: str, index: int, split: str = "train") -> dict:
             "extra_info": {**extra, "index": index, "split": split},
         }
     if fmt == "openrlhf":
-        label = {k: row[k] for k in ("env_id", "env_name", "instance", "answer", "seed", "difficulty")}
+        label = {
+            k: row[k] for k in ("env_id", "env_name", "instance", "answer", "seed", "difficulty", *ROW_RULE_FIELDS)
+        }
         return {
             "input": row["prompt"],
             "label": json.dumps(label, ensure_ascii=False),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import sys
 import threading
 import time
 import warnings
@@ -69,9 +70,12 @@ def row_problem(row: dict) -> str | None:
         return f"env_name must be a string, not {type(row['env_name']).__name__}"
     if row_instance(row["instance"]) is None:
         return "instance must be a JSON object (or its JSON text)"
-    for key in ("answer", "solution"):
+    for key in ("answer", "solution", "answer_tag"):
         if key in row and not isinstance(row[key], str):
             return f"{key} must be a string, not {type(row[key]).__name__}"
+    weight = row.get("format_weight", 0.0)
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0.0 <= weight < 1.0:
+        return f"format_weight must be a number in [0, 1), not {weight!r}"
     return None
 
 
@@ -434,8 +438,16 @@ def run(
         recheck_share=reward_cfg.recheck_share,
         recheck_seed=cfg.seed,
         quarantine_log=out / QUARANTINE_FILE,
+        rows_rule=False,  # evoenv train's recipe is the answer rule: its tag, GRPO's reward_weights
     )
-    format_reward = FormatReward(answer.tag) if reward_cfg.format_weight else None
+    format_reward = FormatReward(answer.tag, rows_rule=False) if reward_cfg.format_weight else None
+    made_with = sorted({r["answer_tag"] for r in rows if "answer_tag" in r} - {answer.tag})
+    if made_with:  # loud: the rows' prompts asked for another tag than the one the reward extracts
+        print(
+            f"warning: {data}: rows were made with answer tag {', '.join(map(repr, made_with))}; "
+            f"training extracts {answer.tag!r} (the recipe's answer.tag)",
+            file=sys.stderr,
+        )
     step_rewards = StepRewards(
         reward, format_reward=format_reward, format_weight=reward_cfg.format_weight, group_size=cfg.num_generations
     )

@@ -37,7 +37,7 @@ def test_importing_a_backend_loads_neither_the_sandbox_pool_nor_the_artifacts_la
     which raises InputError, does not drag the sandbox runtime in with it."""
     code = (
         "import sys, evoenv_cli.llm, evoenv_cli.llm.hf, evoenv_cli.llm.openai_compat, "
-        "evoenv_cli.llm.vllm_backend, evoenv_cli.llm.starter; "
+        "evoenv_cli.llm.vllm_backend, evoenv_cli.llm.starter, evoenv_cli.llm.tiny; "
         "loaded = [m for m in ('evoenv_cli.runtime.pool', 'evoenv_cli.runtime.sandbox', 'evoenv_cli.artifacts') "
         "if m in sys.modules]; assert not loaded, loaded"
     )
@@ -111,3 +111,19 @@ def test_backend_from_the_recipe_section_with_flags_over_it():
         backend_from_config(BackendConfig())
     with pytest.raises(BackendError, match="unknown backend"):
         backend_from_config(BackendConfig(kind="tgi", model="m"))
+
+
+def test_the_backend_records_give_the_choices_the_help_and_the_loops_refusal(evoenv, tmp_path):
+    """One record per backend (llm/base.py's BACKEND_KINDS): the recipe's backend.kind choices,
+    `--backend`'s help and the loop's refusal of a backend that cannot follow the policy all
+    come from it."""
+    from evoenv_cli.llm.base import _CONFIG_FIELDS, BACKEND_KINDS, backends_help
+
+    choices = next(f.metadata["choices"] for f in dataclasses.fields(BackendConfig) if f.name == "kind")
+    assert choices == tuple(BACKEND_KINDS) == tuple(BACKENDS) == tuple(_CONFIG_FIELDS)
+    assert all(f"{k.name} ({k.what})" in backends_help() for k in BACKEND_KINDS.values())
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("backend:\n  kind: openai\n  model: served-name\n")
+    r = evoenv("iterate", "--config", recipe, "--run", tmp_path / "run")
+    assert r.returncode == 2 and "backend.kind openai cannot follow the policy" in r.stderr, r.stderr
+    assert "use backend hf or vllm or vllm_server for iterate" in r.stderr and not (tmp_path / "run").exists()

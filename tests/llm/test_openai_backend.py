@@ -43,6 +43,7 @@ def served(served_tiny_model):
     return served_tiny_model
 
 
+@pytest.mark.slow
 def test_real_server_n_is_emulated_with_separate_requests(served, model_dir):
     from transformers import AutoTokenizer
 
@@ -66,6 +67,7 @@ def test_real_server_n_is_emulated_with_separate_requests(served, model_dir):
     backend.close()
 
 
+@pytest.mark.slow
 def test_real_server_greedy_and_a_refused_model_name(served, model_dir):
     backend = make_backend("openai", str(model_dir), base_url=served)
     (g,) = backend.generate(PROMPTS[:1], SamplingConfig(n=2, temperature=0, max_tokens=6))

@@ -14,6 +14,7 @@ from evoenv_cli.errors import InputError  # noqa: E402
 from evoenv_cli.llm import tiny  # noqa: E402
 
 
+@pytest.mark.slow  # a subprocess that imports torch and transformers, then loads what it wrote
 def test_cli_writes_a_model_and_tokenizer_that_load_offline(evoenv, tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
