@@ -157,3 +157,26 @@ def test_a_never_calibrated_seed_is_calibrated_before_it_is_sampled_in_the_loop(
     }
     held = [json.loads(x) for x in (run / "baseline" / "samples.jsonl").read_text().splitlines()]
     assert held and {s["item"].split(":")[0] for s in held if s["kind"] == "env"} == {"register_machine"}
+
+
+@pytest.mark.slow
+def test_a_round_with_nothing_above_chance_trains_nothing_and_the_loop_goes_on(tmp_path):
+    """Only a seed the policy never solves: calibration finds no level in band and above chance,
+    so the round samples nothing, trains nothing (the policy carries over, named in the train
+    marker), is evaluated, and says so on its summary; the run ends with exit 0, not an error."""
+    seeds = tmp_path / "seeds"
+    seeds.mkdir()
+    shutil.copy(SEEDS / "grid_shortest_path.py", seeds)
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(RECIPE.format(python=sys.executable, train=ROOT / "tests" / "scripted_train.py"))
+    spec = iterate.cfgmod.load_recipe(recipe)
+    run = tmp_path / "run"
+    loop = iterate.Loop(run, recipe, "scripted", spec.iterate, seeds, log=lambda m: None, backend_factory=LevelSolver)
+    summaries = iterate.run(loop, 1)
+    r1 = run / "round-01"
+    assert (r1 / "sample" / "train.jsonl").read_text() == ""
+    assert iterate.policy_of(r1 / "train") == "scripted"
+    assert not (r1 / "train" / "metrics.jsonl").exists()  # the trainer never started
+    assert (r1 / "evaluate" / "metrics.json").exists()
+    assert summaries[-1]["signal"] == "skipped" and summaries[-1]["train_steps"] == 0
+    assert "no training" in iterate.round_line(summaries[-1])

@@ -361,11 +361,14 @@ class Loop:
         report = stage.run(
             lib, cfg, self.runtime.pool, answer=self.spec.answer, format_weight=self.spec.reward.format_weight
         )
-        if not report.rows:  # no marker file written: a rerun (other settings, a new policy) samples again
-            raise StageFailed(
-                f"sample: no pool environment has a level calibrated in band for this policy "
-                f"({len(report.skipped)} skipped; their calibration is in {self.pool / 'index.jsonl'})"
+        if not report.rows:  # an empty train.jsonl: the round trains nothing (see skip_training)
+            artifacts.write_jsonl_atomic(out / "train.jsonl", [])
+            self.log(
+                f"  sample: no pool environment has a level calibrated in band and above chance for this "
+                f"policy ({len(report.skipped)} skipped; their calibration is in {self.pool / 'index.jsonl'}): "
+                "nothing to train on this round"
             )
+            return
         rows = (stage.to_format(row, cfg.format, i, cfg.split) for i, row in enumerate(report.rows))
         n = artifacts.write_jsonl_atomic(out / "train.jsonl", rows)
         self.log(
@@ -762,7 +765,28 @@ def merge_libraries(out: Path, sources: list[Path]) -> Path:
     return out
 
 
+def skip_training(train_dir: Path, policy: str) -> None:
+    """A round whose sample drew nothing (no pool environment in band and above chance for this
+    policy) trains nothing: its marker says so and names the policy that carries over, so the
+    evaluation, the next round and a resumed run all use it. Training on levels where the policy
+    answers no better than guessing would teach noise (calibrate's chance test)."""
+    train_dir.mkdir(parents=True, exist_ok=True)
+    summary = {
+        "stage": "train",
+        "steps": 0,
+        "skipped": "no environment drawable",
+        "policy": policy,
+        "signal": "skipped",
+    }
+    artifacts.write_json_atomic(train_dir / MARKERS["train"], {"summary": summary})
+
+
 def policy_of(train_dir: Path) -> str:
+    summary = (
+        read_json(train_dir / MARKERS["train"]).get("summary", {}) if (train_dir / MARKERS["train"]).exists() else {}
+    )
+    if summary.get("skipped"):
+        return summary["policy"]
     merged = train_dir / "merged"
     return str(merged if (merged / "config.json").exists() else train_dir)
 
@@ -856,6 +880,9 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
         if (train / MARKERS["train"]).exists():
             loop.log("  train: done")
             book.keep("train")
+        elif data.stat().st_size == 0:
+            skip_training(train, policy)
+            loop.log(f"  train: skipped, no environment to train on; the policy carries over ({policy})")
         else:
             loop.where = f"round {r} at train (partial results in {train})"
             started = time.perf_counter()
@@ -914,6 +941,7 @@ def round_summary(r: int, d: Path, pool_change: dict, config_hash: str | None = 
         "mean_train_reward": train.get("mean_reward"),
         "train_weights_unchanged": bool(train.get("all_groups_zero_variance")),
         # "score" | "format only" (every environment score tied) | "none" (the weights did not change)
+        # | "skipped" (nothing to train on: skip_training)
         "signal": train.get("signal") or ("none" if train.get("all_groups_zero_variance") else None),
         "evaluation": headline(metrics),
         "config_hash": config_hash,
@@ -939,6 +967,7 @@ def headline(metrics: dict) -> dict:
 
 
 SIGNAL_PHRASES = {  # the round line's word on what training's rewards carried (round_summary's `signal`)
+    "skipped": " (no training: no environment in band and above chance for this policy)",
     "none": " (weights unchanged: every group zero-variance)",
     "format only": " (format only: every environment score tied)",
 }
