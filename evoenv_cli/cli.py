@@ -665,6 +665,15 @@ def dedupe(
     )
 
 
+def _check_policy(recipe, backend: str | None, model: str | None) -> None:
+    """The policy's backend and model, checked before OUT is touched: a model that cannot load
+    (a mistyped folder, a hub id on a machine with no hub) fails at once and leaves no folder."""
+    from evoenv_cli.llm import check_backend
+
+    policy = _llm_settings(recipe, backend, model)
+    check_backend(policy["kind"], policy["model"])
+
+
 def _backend(recipe, backend: str | None, model: str | None, base_url: str | None, stage: str | None = None):
     from evoenv_cli.llm import backend_from_config
 
@@ -724,6 +733,7 @@ def synthesize(
     settings = _settings(
         synthesize=wanted, backend=_llm_settings(recipe, backend, model), seeds=seeds, pools=list(pool or [])
     )
+    _check_policy(recipe, backend, model)
     out_dir = artifacts.prepare_out_dir(out, resume, clean, settings=settings)
     llm, model_name = _backend(recipe, backend, model, base_url, "synthesize")
     try:
@@ -792,6 +802,7 @@ def review(
 
     recipe = _runtime(config, sandbox, workers)
     cfg = cfgmod.override(recipe.review, votes=votes)
+    _check_policy(recipe, backend, model)
     record = _admission(
         "review",
         library,
@@ -853,6 +864,7 @@ def calibrate(
         except ValueError:
             raise artifacts.InputError(f"--band: expected LO,HI, two numbers (got {band!r})") from None
     cfg = cfgmod.override(recipe.calibrate, band=band_values, instances=instances, samples=samples)
+    _check_policy(recipe, backend, model)
     _admission(
         "calibrate",
         library,
@@ -1096,6 +1108,8 @@ def evaluate(
     if not model_name:
         raise artifacts.InputError("no model: pass --model or set backend.model in the recipe")
     policy = _llm_settings(recipe, backend, model)
+    for name in (model_name, baseline) if baseline else (model_name,):  # before OUT is touched
+        check_backend(policy["kind"], name)
     out_dir = artifacts.prepare_out_dir(
         out,
         resume=False,
@@ -1111,8 +1125,6 @@ def evaluate(
             limits=recipe.runtime.limits,
         ),
     )
-    for name in (model_name, baseline) if baseline else (model_name,):  # before the first one is asked
-        check_backend(policy["kind"], name)
     progress = _progress(None, "evaluate", quiet=as_json)
 
     def shown(llm):
