@@ -54,6 +54,7 @@ from evoenv_cli import config as cfgmod
 from evoenv_cli.config import IterateConfig
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.reward_audit import QUARANTINE_FILE, quarantined_ids
+from evoenv_cli.stages.train_progress import TRAIN_LOG
 
 MARKERS = {
     "baseline": "metrics.json",
@@ -369,7 +370,7 @@ class Loop:
             "--resume",
         ]  # a folder with no checkpoint yet (log.txt only) starts from the start
         out.mkdir(parents=True, exist_ok=True)
-        log_path = out / "log.txt"
+        log_path = out / TRAIN_LOG  # where the child appends TRL's raw numbers too
         self.log(f"  $ {shlex.join(argv)}  (output also in {log_path})")
         # torch's threads as this process has them: every core unless OMP_NUM_THREADS is set
         code = stream(argv, log_path, dict(os.environ))

@@ -5,7 +5,8 @@ Inputs are checked before anything heavy loads: every row has the fields the rew
 every env_id is in the library, the model exists. The run writes the checkpoint (full, or a
 LoRA adapter plus an optional merged copy), `train-manifest.json`, and `metrics.jsonl`: per
 logged step TRL's numbers (reward mean/std, zero-variance-group share, KL, lengths) and per
-environment reward mean/std and pass rate.
+environment reward mean/std and pass rate. The console gets one line per step
+(`train_progress`); TRL's raw dicts go to OUT/log.txt.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from evoenv_cli import artifacts
 from evoenv_cli.config import AnswerConfig, RewardConfig, RuntimeConfig, TrainConfig, to_dict
 from evoenv_cli.reward_audit import QUARANTINE_FILE
 from evoenv_cli.rewards import EnvReward, FormatReward, row_instance
+from evoenv_cli.stages import train_progress
+from evoenv_cli.stages.train_progress import TRAIN_LOG
 
 ROW_FIELDS = ("prompt", "env_id", "instance")
 
@@ -171,6 +174,7 @@ def grpo_args(cfg: TrainConfig, out: Path, evaluating: bool = False, format_weig
         bf16=on_gpu if cfg.bf16 is None else cfg.bf16,
         log_completions=cfg.log_completions,
         use_vllm=cfg.use_vllm,
+        disable_tqdm=True,  # train_progress prints a line per step with an ETA from measured steps
     )
     if format_weight:
         args["reward_weights"] = [1.0 - format_weight, format_weight]
@@ -240,6 +244,9 @@ def run(
     from trl import GRPOConfig, GRPOTrainer
 
     transformers.set_seed(cfg.seed)
+    # their bars (reading the rows, loading the weights) are noise in a log; the steps get lines
+    datasets.disable_progress_bars()
+    transformers.utils.logging.disable_progress_bar()
     dataset = datasets.load_dataset("json", data_files=str(data), split="train")
     eval_dataset = (
         datasets.load_dataset("json", data_files=str(eval_data), split="train") if eval_data is not None else None
@@ -282,8 +289,9 @@ def run(
             train_dataset=dataset,
             eval_dataset=eval_dataset,
             peft_config=peft_config,
-            callbacks=[_metrics_callback(metrics_path, step_rewards)],
+            callbacks=[_metrics_callback(metrics_path, step_rewards), train_progress.callback(out / TRAIN_LOG)],
         )
+        train_progress.quiet_trl(trainer)
         load_s = time.perf_counter() - loading
         checkpoint = resume and any((out / "checkpoints").glob("checkpoint-*"))
         arena = None
