@@ -27,6 +27,7 @@ pytestmark = pytest.mark.slow
 EXE = Path(sys.executable).with_name("evoenv")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 ROUND_1_FIGURES = {
+    "learning.png",
     "funnel-round-01.png",
     "pool.png",
     "calibration.png",
