@@ -385,11 +385,12 @@ def learning(ln: dict, path: Path) -> bool:
     ax1.set_title("pass@1 per round, with 95% intervals (grey band: the start's)", fontsize=9)
     trained = [r for r in ln["rounds"] if r["round"] > 0]
     shares = [math.nan if r["zero_variance"] is None else r["zero_variance"] for r in trained]
-    ax2.bar([r["round"] for r in trained], [0 if v != v else v for v in shares], color="#C44E52")
+    ax2.bar([r["round"] for r in trained], [0 if v != v else v for v in shares], width=0.5, color="#C44E52")
     for r, v in zip(trained, shares):
         ax2.text(r["round"], (0 if v != v else v) + 0.02, "—" if v != v else f"{v:.0%}", ha="center", fontsize=8)
     ax2.set_ylim(0, 1.12)
     ax2.set_xticks([r["round"] for r in trained] or [1])
+    ax2.set_xlim(0.4, max([r["round"] for r in trained] or [1]) + 0.6)
     ax2.set_xlabel("round")
     ax2.set_title("groups whose scores all tied (no signal)", fontsize=9)
     for ax in (ax1, ax2):

@@ -145,7 +145,7 @@ def learning_section(numbers: dict, fig_src) -> str:
         "scores (or, where the score was not logged apart, rewards) were all equal, which teach nothing",
     )
     return (
-        f"<p class='verdict' id='verdict'><b>Did it learn?</b> {h(ln['verdict'])}.</p>"
+        f"<p class='verdict' id='verdict'><b>In short:</b> {h(ln['verdict'])}.</p>"
         f"<div class='row'>{figure(fig_src('learning.png'), 'pass@1 per round with 95% intervals', 'not evaluated yet')}"
         f"<div class='numbers'>{tab}</div></div>"
     )
