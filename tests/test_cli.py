@@ -431,8 +431,10 @@ def test_a_prompt_longer_than_the_context_is_one_evoenv_note(tiny_model, tmp_pat
 
 # -- the working tree ------------------------------------------------------------------------------
 def readme_outputs() -> list[str]:
-    """What the README's shell examples write: every --out / -o value and tiny-model's folder."""
-    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+    """What the shell examples of the README and docs/ write: every --out / -o value and
+    tiny-model's folder."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    blocks = [b for p in pages for b in re.findall(r"```bash\n(.*?)```", p.read_text(), re.DOTALL)]
     outs = set()
     for block in blocks:
         for line in block.splitlines():
