@@ -326,7 +326,7 @@ class Loop:
             len(lib.files),
             cfgmod.stage_settings(dedupe=s.dedupe, limits=s.runtime.limits, against=[self.pool]),
             lambda o, adv: stage.run(
-                lib, s.dedupe, s.runtime, o, pools, on_verdict=adv, note=self.log, session=self.runtime
+                lib, s.dedupe, s.runtime, o, pools, on_verdict=adv, note=self.note, session=self.runtime
             ),
         )
 
