@@ -63,7 +63,7 @@ def reflow(text: str | None) -> str | None:
 # Options whose default is None because the recipe decides: (section, field) of the value they
 # override, shown in --help as the default with no recipe (and where a recipe sets it).
 RECIPE_FIELDS = {
-    "sample": {"per_env": ("sample", "per_env"), "seed": ("sample", "seed"), "split": ("sample", "split")},
+    "sample": {"per_env": ("sample", "per_env"), "seed": ("sample", "seed")},
     "compose": {"ops": ("compose", "ops"), "n": ("compose", "n"), "max_depth": ("compose", "max_depth")},
     "dedupe": {"threshold": ("dedupe", "code_threshold")},
     "synthesize": {
