@@ -429,6 +429,15 @@ def test_calibration_curves_of_the_pool(run):
     assert by["g00000_alpha"]["origin"] == "synthesized" and by["g00000_alpha"]["joined_round"] == 1
 
 
+def test_calibration_axes_span_the_levels_measured():
+    from evoenv_cli.report.figures import level_span
+
+    seed = {"levels": list(range(1, 11)), "curve": [{"level": lv, "pass_rate": 0.1} for lv in (1, 2, 3)]}
+    assert level_span([seed, {"levels": [2], "curve": []}]) == (1, 3)
+    assert level_span([{"levels": [4, 7], "curve": []}]) == (4, 7)  # nothing measured: the levels named
+    assert level_span([]) == (1, 10)
+
+
 def test_training_curves(run):
     tr = compute(RunFiles(run))["training"]
     assert [(s["step"], s["reward"], s["reward_std"], s["zero_std_share"]) for s in tr["steps"]] == [

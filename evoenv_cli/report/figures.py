@@ -105,13 +105,19 @@ def pool(pool_numbers: dict, path: Path) -> bool:
 MAX_PANELS = 60
 
 
+def level_span(envs: list[dict]) -> tuple[int, int]:
+    """The calibration axes' levels: those measured, not 1..10 (a small model is measured at
+    1-3 only). A seed's calibrated levels read 1..10 until it is measured, so they set the
+    span only when nothing was measured."""
+    seen = [c["level"] for e in envs for c in e["curve"]] or [lv for e in envs for lv in e["levels"]]
+    return (min(seen), max(seen)) if seen else (1, 10)
+
+
 def calibration(cal: dict, path: Path) -> bool:
     envs = cal["environments"][:MAX_PANELS]  # the table beside it lists every one
     if not envs:
         return False
-    # the levels measured (and chosen), not 1..10: a small model is measured at 1-3 only
-    seen = [c["level"] for e in envs for c in e["curve"]] + [lv for e in envs for lv in e["levels"]]
-    lo, hi = (min(seen), max(seen)) if seen else (1, 10)
+    lo, hi = level_span(envs)
     cols = min(4, len(envs))
     rows = math.ceil(len(envs) / cols)
     fig = _figure(2.6 * cols, 2.0 * rows + 0.5)

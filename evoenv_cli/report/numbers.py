@@ -666,7 +666,8 @@ def learning(run: RunFiles, training_numbers: dict) -> dict:
         now = _pass_at_1(obj(m.get("overall")))
         t = trained.get(r, {})
         score_share = t.get("mean_score_zero_std_share")
-        signal = obj(summaries.get(r)).get("signal")
+        summary = obj(summaries.get(r))
+        signal = summary.get("signal") or ("none" if summary.get("train_weights_unchanged") else None)
         rows.append(
             {
                 "round": r,
