@@ -65,18 +65,74 @@ def reflow(text: str | None) -> str | None:
     return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
 
 
+# Options whose default is None because the recipe decides: (section, field) of the value they
+# override, shown in --help as the default with no recipe (and where a recipe sets it).
+RECIPE_FIELDS = {
+    "sample": {"per_env": ("sample", "per_env"), "seed": ("sample", "seed")},
+    "compose": {"ops": ("compose", "ops"), "n": ("compose", "n"), "max_depth": ("compose", "max_depth")},
+    "dedupe": {"threshold": ("dedupe", "code_threshold")},
+    "synthesize": {
+        "n": ("synthesize", "n"),
+        "seed": ("synthesize", "seed"),
+        "temperature": ("synthesize", "temperature"),
+        "max_tokens": ("synthesize", "max_tokens"),
+    },
+    "review": {"votes": ("review", "votes")},
+    "calibrate": {
+        "band": ("calibrate", "band"),
+        "instances": ("calibrate", "instances"),
+        "samples": ("calibrate", "samples"),
+    },
+    "train": {
+        "max_steps": ("train", "max_steps"),
+        "learning_rate": ("train", "learning_rate"),
+        "beta": ("train", "beta"),
+        "num_generations": ("train", "num_generations"),
+        "batch_size": ("train", "per_device_train_batch_size"),
+        "max_completion_length": ("train", "max_completion_length"),
+        "zero_variance": ("train", "zero_variance"),
+        "seed": ("train", "seed"),
+    },
+    "evaluate": {
+        "n": ("evaluate", "samples"),
+        "temperature": ("evaluate", "temperature"),
+        "instances": ("evaluate", "instances"),
+        "seed": ("evaluate", "seed"),
+    },
+    "export": {"per_env": ("sample", "per_env"), "seed": ("sample", "seed")},
+    "*": {
+        "workers": ("runtime", "workers"),
+        "sandbox": ("runtime", "sandbox"),
+        "backend": ("backend", "kind"),
+    },
+}
+
+
+def recipe_default(section: str, name: str) -> str:
+    """'Default V (recipe: section.name).' for an option's help."""
+    from evoenv_cli.config import Recipe
+
+    value = getattr(getattr(Recipe(), section), name)
+    shown = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value
+    return f"Default {shown} (recipe: {section}.{name})."  # rich help reads [...] as markup
+
+
 class PipelineGroup(TyperGroup):
-    """The `evoenv` group: commands in pipeline order, help text reflowed, and no type label
-    (`<bool>`) beside a plain on/off flag."""
+    """The `evoenv` group: commands in pipeline order, help text reflowed, no type label
+    (`<bool>`) beside a plain on/off flag, and the recipe's default beside each option that
+    overrides one."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        for command in [self, *self.commands.values()]:
+        for name, command in [("", self), *self.commands.items()]:
             command.help = reflow(command.help)
             ctx = typer.Context(command)
+            fields = {**RECIPE_FIELDS["*"], **RECIPE_FIELDS.get(name, {})}
             for param in [*command.params, command.get_help_option(ctx)]:
                 if param is not None and getattr(param, "is_flag", False):
                     param.metavar = ""
+                if param is not None and param.name in fields and param.default is None:
+                    param.help = f"{param.help or ''} {recipe_default(*fields[param.name])}".strip()
 
     def list_commands(self, ctx) -> list[str]:
         names = list(self.commands)
@@ -670,6 +726,15 @@ def dedupe(
     )
 
 
+def _check_policy(recipe, backend: str | None, model: str | None) -> None:
+    """The policy's backend and model, checked before OUT is touched: a model that cannot load
+    (a mistyped folder, a hub id on a machine with no hub) fails at once and leaves no folder."""
+    from evoenv_cli.llm import check_backend
+
+    policy = _llm_settings(recipe, backend, model)
+    check_backend(policy["kind"], policy["model"])
+
+
 def _backend(recipe, backend: str | None, model: str | None, base_url: str | None, stage: str | None = None):
     from evoenv_cli.llm import backend_from_config
 
@@ -729,6 +794,7 @@ def synthesize(
     settings = _settings(
         synthesize=wanted, backend=_llm_settings(recipe, backend, model), seeds=seeds, pools=list(pool or [])
     )
+    _check_policy(recipe, backend, model)
     out_dir = artifacts.prepare_out_dir(out, resume, clean, settings=settings)
     llm, model_name = _backend(recipe, backend, model, base_url, "synthesize")
     try:
@@ -740,7 +806,9 @@ def synthesize(
                 llm,
                 out_dir,
                 model_name,
-                on_round=lambda have, asked: err.print(f"synthesize: {have} candidates from {asked} requests"),
+                on_round=lambda have, asked: err.print(
+                    f"synthesize: {have} candidates from {asked} requests so far, asking for more"
+                ),
             )
     except KeyboardInterrupt:
         err.print(
@@ -797,6 +865,7 @@ def review(
 
     recipe = _runtime(config, sandbox, workers)
     cfg = cfgmod.override(recipe.review, votes=votes)
+    _check_policy(recipe, backend, model)
     record = _admission(
         "review",
         library,
@@ -858,6 +927,7 @@ def calibrate(
         except ValueError:
             raise artifacts.InputError(f"--band: expected LO,HI, two numbers (got {band!r})") from None
     cfg = cfgmod.override(recipe.calibrate, band=band_values, instances=instances, samples=samples)
+    _check_policy(recipe, backend, model)
     _admission(
         "calibrate",
         library,
@@ -1271,6 +1341,8 @@ def evaluate(
     if not model_name:
         raise artifacts.InputError("no model: pass --model or set backend.model in the recipe")
     policy = _llm_settings(recipe, backend, model)
+    for name in (model_name, baseline) if baseline else (model_name,):  # before OUT is touched
+        check_backend(policy["kind"], name)
     out_dir = artifacts.prepare_out_dir(
         out,
         resume=False,
@@ -1286,8 +1358,6 @@ def evaluate(
             limits=recipe.runtime.limits,
         ),
     )
-    for name in (model_name, baseline) if baseline else (model_name,):  # before the first one is asked
-        check_backend(policy["kind"], name)
     progress = _progress(None, "evaluate", quiet=as_json)
 
     def shown(llm):
@@ -1411,6 +1481,7 @@ def iterate(
         seeds,
         log=lambda m: err.print(m, markup=False, soft_wrap=True),
         progress=_progress,
+        echo_notes=not err.is_terminal,
     )
     loop.train_launch()  # the launcher and its accelerate config, checked before the first stage
     try:
@@ -1688,6 +1759,16 @@ def preview(
     def text_of(value) -> str:  # rows are data: any field may hold anything
         return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)[:2000]
 
+    def turn_text(message: dict, earlier: bool) -> str:
+        """A chat turn with its role: the turns before the task are the demonstration (another
+        instance, answered by the environment's solve), and must not read as part of it."""
+        body = escape(text_of(message.get("content", "")))
+        if "role" not in message:
+            return body
+        role = text_of(message["role"])
+        label = f"{role} (demonstration)" if earlier and role in ("user", "assistant") else role
+        return f"[bold cyan]{escape(label)}:[/]\n{body}"
+
     for n_line, row in enumerate(artifacts.read_jsonl(data), 1):
         if len(shown) >= n:
             break
@@ -1700,15 +1781,15 @@ def preview(
             messages = [{"content": messages}]
         if not isinstance(messages, list):
             raise InputError(f"{data}:{n_line}: prompt must be chat messages or text")
-        text = "\n\n".join(text_of(m.get("content", "")) for m in messages if isinstance(m, dict))
+        turns = [m for m in messages if isinstance(m, dict)]
+        # markup: each turn's text is escaped in turn_text
+        text = "\n\n".join(turn_text(m, i < len(turns) - 1) for i, m in enumerate(turns))
         ref = text_of(row.get("answer", row.get("label", "")))
         title = (
             f"{text_of(row.get('env_name', '?'))}  difficulty={text_of(row.get('difficulty'))}  "
             f"seed={text_of(row.get('seed'))}"
         )
-        out.print(
-            Panel(f"{escape(text)}\n\n[bold green]reference:[/] {escape(ref)}", title=escape(title), expand=False)
-        )
+        out.print(Panel(f"{text}\n\n[bold green]reference:[/] {escape(ref)}", title=escape(title), expand=False))
 
 
 @app.command("tiny-model")

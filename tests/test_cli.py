@@ -435,8 +435,10 @@ def test_a_prompt_longer_than_the_context_is_one_evoenv_note(tiny_model, tmp_pat
 
 # -- the working tree ------------------------------------------------------------------------------
 def readme_outputs() -> list[str]:
-    """What the README's shell examples write: every --out / -o value and tiny-model's folder."""
-    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+    """What the shell examples of the README and docs/ write: every --out / -o value and
+    tiny-model's folder."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    blocks = [b for p in pages for b in re.findall(r"```bash\n(.*?)```", p.read_text(), re.DOTALL)]
     outs = set()
     for block in blocks:
         for line in block.splitlines():
@@ -460,3 +462,39 @@ def test_gitignore_covers_what_the_readme_examples_write():
         text=True,
     )
     assert (r.returncode, r.stdout) == (1, "")  # the clone's own files are not swept up
+
+
+def test_help_shows_the_recipe_default_of_every_option_that_overrides_one(tmp_path):
+    import typer
+
+    from evoenv_cli.cli import RECIPE_FIELDS, app
+
+    group = typer.main.get_command(app)
+    for name, fields in RECIPE_FIELDS.items():
+        for command in group.commands.values() if name == "*" else [group.commands[name]]:
+            params = {p.name: p for p in command.params}
+            for option, (section, field) in fields.items():
+                if name == "*" and option not in params:
+                    continue
+                assert option in params, f"{name}: no option {option}"
+                assert f"(recipe: {section}.{field})." in params[option].help, (name, option)
+    r = run("synthesize", "--help", cwd=tmp_path, env={"COLUMNS": "200"})
+    assert r.returncode == 0
+    assert (
+        "Default 32 (recipe: synthesize.n)." in r.stdout and "Default 1.0 (recipe: synthesize.temperature)." in r.stdout
+    )
+    r = run("evaluate", "--help", cwd=tmp_path, env={"COLUMNS": "200"})
+    assert r.returncode == 0 and "Default 4 (recipe: evaluate.samples)." in r.stdout
+
+
+def test_preview_labels_the_demonstration_turns_roles(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    r = run(
+        "sample", SEEDS, "-o", rows, "-n", "1", "-d", "1", "--config", ROOT / "recipes" / "cpu-demo.yaml", cwd=tmp_path
+    )
+    assert r.returncode == 0, r.stderr
+    r = run("preview", rows, "-n", "1", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    shown = [line.strip("│ ") for line in r.stdout.splitlines()]
+    labels = [line for line in shown if re.fullmatch(r"(user|assistant)( \(demonstration\))?:", line)]
+    assert labels == ["user (demonstration):", "assistant (demonstration):", "user:"], r.stdout

@@ -69,20 +69,25 @@ def test_a_killed_loop_resumes_without_redoing_finished_stages(tiny_model, tmp_p
     r = rounds[0]
     assert r["candidates"] == 0 and r["admitted"]["compose"] > 0 and r["train_steps"] == 4
     assert r["pool_size"] >= 10 and "pass@1" in r["evaluation"]
-    assert "round 1: candidates=0" in err and "wrote no usable environment" in err
-    # the tiny model never answers: nothing is calibrated and nothing is learned, and the line says so
+    assert "wrote no usable environment" in err
+    # the tiny model never answers: nothing is calibrated and nothing is learned, and the round's lines say so
     assert r["admitted"]["calibrate"] == 0 and r["admitted"]["uncalibrated"] > 0
     assert r["train_weights_unchanged"] is True and len(r["config_hash"]) == 16
-    line = next(x for x in err.splitlines() if x.startswith("round 1: candidates="))
-    assert f" dedupe={r['admitted']['dedupe']} calibrate=0 uncalibrated={r['admitted']['uncalibrated']}]" in line
-    assert "(weights unchanged: every group zero-variance)" in line
+    line = "\n".join(err[err.index("round 1 done in ") :].splitlines()[:3])
+    assert "held-out pass@1 " in line and "95% interval" in line and "before training: " in line
+    assert "new environments: the model wrote 0 that parsed" in line
+    assert (
+        f"{r['admitted']['dedupe']} were new, 0 had the right difficulty ({r['admitted']['uncalibrated']} let in unmeasured)"
+        in line
+    )
+    assert "nothing to learn from: every group's answers scored the same" in line
     # the cheap contract first: calibrate measured only what dedupe let through
     calibrated = json.loads((run / "round-01" / "calibrate" / "summary.json").read_text())
     assert calibrated["entered"] == r["admitted"]["dedupe"]
     # every stage's cost, and the round line's totals from it; train's output kept and shown
     book = json.loads((run / "round-01" / "loop.json").read_text())
     assert {"evaluate", "train"} <= set(book["stages"]) and book["stages"]["evaluate"]["model_loads"] == 1
-    assert f"model_loads={book['totals']['model_loads']}" in line and "load_share=" in line
+    assert book["totals"]["model_loads"] >= 1 and "load_share" in book["totals"] and "model_loads" not in line
     log = (run / "round-01" / "train" / "log.txt").read_text()
     assert "train: 4 steps" in log and "train: 4 steps" in err
     assert r["evaluation"]["items"] > 0 and len(r["evaluation"]["ci95"]) == 2

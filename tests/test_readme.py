@@ -1,9 +1,16 @@
-"""The README's "One stage by hand" block runs as written on a fresh clone: its fenced bash
-block is taken from README.md and run line by line (`set -e`) in a folder holding what a
-clone has (seeds/, recipes/, tests/recipes/) and nothing built, with this environment's
-`evoenv` on PATH. About a minute with the tiny model on 2 cores."""
+"""The README and docs/ as a newcomer meets them on a fresh clone.
+
+- The README leads: under 200 lines, and every relative link in it and in docs/*.md resolves
+  to a file (and heading) inside the repository.
+- Every `evoenv` and `make` command written in a bash block of the README or docs/ names a
+  real command, target and options.
+- docs/stages.md's "One stage by hand" block runs as written (slow): its fenced bash block is
+  run line by line (`set -e`) in a folder holding what a clone has (seeds/, recipes/,
+  tests/recipes/) and nothing built, with this environment's `evoenv` on PATH. About a minute
+  with the tiny model on 2 cores."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -12,14 +19,86 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-pytestmark = pytest.mark.slow
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 
 
 def by_hand_block() -> str:
-    text = (ROOT / "README.md").read_text()
-    start = text.index("### One stage by hand")
+    text = (ROOT / "docs" / "stages.md").read_text()
+    start = text.index("## One stage by hand")
     start = text.index("```bash\n", start) + len("```bash\n")
     return text[start : text.index("```", start)]
+
+
+def slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces to '-'."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    return {slug(m.group(1)) for m in re.finditer(r"^#{1,6} (.+)$", text, flags=re.M)}
+
+
+def bash_lines(page: Path) -> list[str]:
+    """The commands of a page's bash blocks, continuation lines joined, comments dropped."""
+    out = []
+    for block in re.findall(r"```bash\n(.*?)```", page.read_text(), flags=re.S):
+        joined = re.sub(r"\\\n\s*", " ", block)
+        out += [line.split(" #")[0].strip() for line in joined.splitlines() if line.strip()]
+    return out
+
+
+def test_the_readme_leads_in_under_200_lines():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) < 200, len(lines)
+    first_screen = "\n".join(lines[:40])
+    assert "make demo" in first_screen and "make test" in first_screen
+    assert "composition" in first_screen and "4B" in first_screen  # what the demo will not show
+
+
+def test_every_relative_link_resolves_inside_the_repository():
+    checked = 0
+    for page in PAGES:
+        for target in LINK.findall(page.read_text()):
+            if re.match(r"[a-z]+:", target):  # https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            assert dest.is_relative_to(ROOT), f"{page.name}: {target} points outside the repository"
+            assert dest.exists(), f"{page.name}: {target} does not exist"
+            if anchor and dest.suffix == ".md":
+                assert anchor in anchors(dest), f"{page.name}: {target}: no such heading in {dest.name}"
+            checked += 1
+    assert checked > 20
+
+
+def test_every_command_in_the_docs_names_real_commands_and_options():
+    import typer
+
+    from evoenv_cli.cli import app
+
+    group = typer.main.get_command(app)
+    targets = set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), flags=re.M))
+    seen = 0
+    for page in PAGES:
+        for line in bash_lines(page):
+            for part in re.split(r"\s*(?:\||&&|;)\s*", line):
+                words = part.split()
+                if words[:1] == ["make"]:
+                    assert words[1] in targets, f"{page.name}: make {words[1]}: no such target"
+                    seen += 1
+                if words[:1] != ["evoenv"] or words[1].startswith("-"):
+                    continue
+                command = group.commands.get(words[1])
+                assert command is not None, f"{page.name}: evoenv {words[1]}: no such command"
+                options = {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
+                for word in words[2:]:
+                    if word.startswith("--"):
+                        assert word.split("=")[0] in options, f"{page.name}: evoenv {words[1]} has no {word}"
+                seen += 1
+    assert seen > 30
 
 
 def test_the_block_names_every_stage_and_writes_only_under_runs():
@@ -41,6 +120,7 @@ def test_the_block_names_every_stage_and_writes_only_under_runs():
     assert outs and all(o.startswith("runs/") for o in outs)
 
 
+@pytest.mark.slow
 def test_one_stage_by_hand_runs_as_written_on_a_fresh_clone(tmp_path):
     clone = tmp_path / "clone"
     for part in ("seeds", "recipes", "tests/recipes"):

@@ -237,12 +237,19 @@ def make_run(root: Path, calibrate_first: bool = False) -> Path:
         r1 / "evaluate" / "metrics.json",
         {
             "model": "r1/train",
-            "overall": {"pass@1": 0.4, "env_mean": 0.5, "bench_mean": 0.3, "no_answer_share": 0.1},
+            "overall": {
+                "pass@1": 0.4,
+                "env_mean": 0.5,
+                "bench_mean": 0.3,
+                "no_answer_share": 0.1,
+                "ci95": [0.2, 0.6],
+                "items": 20,
+            },
             "environments": {"A": {"pass@1": 0.5}, "g00000_alpha": {"pass@1": 0.5}},
             "benchmarks": {"bench.jsonl": {"pass@1": 0.3}},
             "baseline": {
                 "model": "m0",
-                "overall": {"pass@1": 0.3, "env_mean": 0.25, "bench_mean": 0.35},
+                "overall": {"pass@1": 0.3, "env_mean": 0.25, "bench_mean": 0.35, "ci95": [0.14, 0.52], "items": 20},
                 "environments": {"A": {"pass@1": 0.25}, "g00000_alpha": {"pass@1": 0.25}},
                 "benchmarks": {"bench.jsonl": {"pass@1": 0.35}},
             },
@@ -427,6 +434,15 @@ def test_calibration_curves_of_the_pool(run):
     assert by["g00000_alpha"]["origin"] == "synthesized" and by["g00000_alpha"]["joined_round"] == 1
 
 
+def test_calibration_axes_span_the_levels_measured():
+    from evoenv_cli.report.figures import level_span
+
+    seed = {"levels": list(range(1, 11)), "curve": [{"level": lv, "pass_rate": 0.1} for lv in (1, 2, 3)]}
+    assert level_span([seed, {"levels": [2], "curve": []}]) == (1, 3)
+    assert level_span([{"levels": [4, 7], "curve": []}]) == (4, 7)  # nothing measured: the levels named
+    assert level_span([]) == (1, 10)
+
+
 def test_training_curves(run):
     tr = compute(RunFiles(run))["training"]
     assert [(s["step"], s["reward"], s["reward_std"], s["zero_std_share"]) for s in tr["steps"]] == [
@@ -458,6 +474,35 @@ def test_evaluation_with_baseline_and_delta(run):
     assert ev[0]["headline"]["benchmarks (mean)"] == {"model": 0.3, "baseline": 0.35, "delta": -0.05}
     src = ev[0]["sources"]
     assert src["environment:A"]["delta"] == 0.25 and src["benchmark:bench.jsonl"]["baseline"] == 0.35
+
+
+def test_did_it_learn_comes_first_with_intervals_and_the_start_as_round_0(run, tmp_path):
+    path = run / "round-01" / "train" / "metrics.jsonl"  # as a train that logged no score-only share
+    records = [json.loads(x) for x in path.read_text().splitlines()]
+    path.write_text(
+        "".join(json.dumps({k: v for k, v in r.items() if k != "train/zero_variance_share"}) + "\n" for r in records)
+    )
+    ln = compute(RunFiles(run))["learning"]
+    assert [r["round"] for r in ln["rounds"]] == [0, 1]
+    start, r1 = ln["rounds"]
+    assert (start["model"], start["pass@1"], start["ci95"], start["items"]) == ("m0", 0.3, [0.14, 0.52], 20)
+    assert (r1["pass@1"], r1["ci95"], r1["delta"]) == (0.4, [0.2, 0.6], 0.1)
+    assert r1["zero_variance"] == 0.25 and r1["zero_variance_of"] == "reward"  # no score-only share logged
+    assert ln["verdict"].endswith("the 95% intervals overlap, so this run cannot tell the change from noise")
+    html = build(run, tmp_path / "report").index.read_text()
+    top = html[: html.index("id='funnel'")]
+    assert "Did it learn?" in top and "0.200 – 0.600" in top and "0.140 – 0.520" in top and "0 (start)" in top
+    assert "learning.png" in top and html.index("id='learning'") < html.index("id='rounds'")
+
+
+def test_the_score_zero_variance_share_is_preferred_where_train_logged_it(run):
+    path = run / "round-01" / "train" / "metrics.jsonl"
+    records = [json.loads(x) for x in path.read_text().splitlines()]
+    for rec, share in zip(records, (1.0, 0.5, 0.0)):
+        rec["train/zero_variance_share"] = share
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    r1 = compute(RunFiles(run))["learning"]["rounds"][1]
+    assert r1["zero_variance"] == 0.5 and r1["zero_variance_of"] == "score"
 
 
 def test_synthesis_yield_by_topic_and_parent(run):
@@ -544,6 +589,7 @@ def test_the_report_writes_figures_pages_and_numbers(run, tmp_path):
         "evaluation.png",
         "funnel-round-01.png",
         "funnel-round-02.png",
+        "learning.png",
         "pool.png",
         "synthesis.png",
         "training.png",

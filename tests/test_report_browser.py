@@ -9,6 +9,7 @@ own files.
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.slow
 EXE = Path(sys.executable).with_name("evoenv")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 ROUND_1_FIGURES = {
+    "learning.png",
     "funnel-round-01.png",
     "pool.png",
     "calibration.png",
@@ -132,6 +134,15 @@ def test_the_report_of_a_finished_demo_run(runs):
     assert_shows_its_figures(index, images, page)
     assert {Path(i["src"]).name for i in images} == ROUND_1_FIGURES | {"funnel-round-02.png"}
     assert "unfinished" not in text and "problem(s) reading the run" not in text
+    # the first question first: pass@1 per round with its interval, the start as round 0
+    top = text[: text.index("Admission funnel per round")]
+    assert "Did it learn?" in top and "0 (start)" in top and "95% interval" in top
+    rows = re.findall(r"^(0 \(start\)|1|2)\t.*?(\d\.\d{3}) – (\d\.\d{3})", top, flags=re.M)
+    assert [r[0] for r in rows] == ["0 (start)", "1", "2"], top
+    learning = read_json(run / "baseline" / "metrics.json")["overall"]
+    assert [float(x) for x in rows[0][1:]] == pytest.approx(learning["ci95"], abs=6e-4)
+    y = {Path(i["src"]).name: i["y"] for i in images}
+    assert y["learning.png"] < y["funnel-round-01.png"]  # drawn above everything else
     # example pages of rejected candidates open too
     with Browser() as browser:
         for href in sorted({p.name for p in (index.parent / "examples").iterdir()})[:3]:

@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -248,3 +249,31 @@ def test_eval_data_and_the_format_reward_are_logged_apart(tiny_model, rows, tmp_
         evoenv("train", rows, "--library", lib, "--model", tiny_model, "--out", tmp_path / "z", "--eval-data", bad),
         "bad.jsonl:1: row lacks env_id, instance",
     )
+
+
+@pytest.mark.slow
+def test_the_console_gets_one_plain_line_per_step_and_the_raw_dicts_go_to_the_log(tiny_model, rows, tmp_path):
+    """Per step: its number, its measured seconds, the score's mean and zero-variance share,
+    the format share and an ETA; TRL's metric dicts only in OUT/log.txt."""
+    recipe = tmp_path / "fmt.yaml"
+    recipe.write_text(RECIPE + "reward:\n  format_weight: 0.25\n")
+    out = tmp_path / "ckpt"
+    r = evoenv(
+        "train", rows, "--library", rows.parent / "lib", "--model", tiny_model, "--out", out, "--config", recipe,
+        "--max-steps", "3",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    steps = [x for x in r.stderr.splitlines() if x.startswith("train step ")]
+    assert len(steps) == 3, r.stderr[-3000:]
+    for i, line in enumerate(steps, 1):
+        assert re.fullmatch(
+            rf"train step {i}/3: \d+\.\d s \| score \d\.\d{{3}} \(zero-variance \d+% of groups\) \| "
+            r"format 100% \| ETA (\d+s|\d+m \d\ds)",
+            line,
+        ), line
+    assert steps[-1].endswith("ETA 0s")
+    for raw in ("frac_reward_zero_std", "rewards/evoenv_env_reward/mean", "{'loss'", "it/s]"):
+        assert raw not in r.stderr, raw
+    logged = [json.loads(x) for x in (out / "log.txt").read_text().splitlines()]
+    assert [d["step"] for d in logged if "frac_reward_zero_std" in d] == [1, 2, 3]
+    assert any("train_runtime" in d for d in logged)  # TRL's closing summary, logged too

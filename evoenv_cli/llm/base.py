@@ -219,7 +219,8 @@ def resolve_model(model: str) -> str:
     more than one '/', or when the folder it sits in exists (`runs/nope` with a runs/ folder
     here); a path must be a model folder, and a mistyped one fails at once instead of being
     looked up on the hub and retried. Anything else is a hub id ('org/name'); with
-    HF_HUB_OFFLINE set it must be in the local Hugging Face cache."""
+    HF_HUB_OFFLINE set it must be in the local Hugging Face cache, and without it the hub must
+    answer within a second and a half (an offline machine fails at once, naming the fix)."""
     path = Path(model).expanduser()
     parent = Path(model).parent
     is_path = (
@@ -238,12 +239,48 @@ def resolve_model(model: str) -> str:
         return str(path)
     from huggingface_hub import constants, try_to_load_from_cache
 
-    if constants.HF_HUB_OFFLINE and not isinstance(try_to_load_from_cache(model, "config.json"), str):
-        raise BackendError(
-            f"{model}: not a local folder, and not in the Hugging Face cache "
-            "(HF_HUB_OFFLINE is set, so nothing is downloaded)"
+    cached = isinstance(try_to_load_from_cache(model, "config.json"), str)
+    if constants.HF_HUB_OFFLINE:
+        if not cached:
+            raise BackendError(
+                f"{model}: not a local folder, and not in the Hugging Face cache "
+                "(HF_HUB_OFFLINE is set, so nothing is downloaded)"
+            )
+        return model
+    host = _unreachable_hub(constants.ENDPOINT)
+    if host is not None:  # else the hub client retries for a minute before it gives up
+        fix = (
+            "set HF_HUB_OFFLINE=1 to load it from the Hugging Face cache, where it is"
+            if cached
+            else "pass a local model folder (e.g. runs/starter-model), or set HF_HUB_OFFLINE=1 once it is cached"
         )
+        raise BackendError(f"{model}: not a local folder, and the hub ({host}) cannot be reached: {fix}")
     return model
+
+
+def _unreachable_hub(endpoint: str, timeout: float = 1.5) -> str | None:
+    """The hub's host when no connection to it opens within `timeout` seconds (no name
+    resolution, no route, refused), else None. The lookup runs in a daemon thread so that a
+    resolver that hangs costs `timeout`, not its own minute."""
+    import socket
+    import threading
+    from urllib.parse import urlsplit
+
+    url = urlsplit(endpoint)
+    host, port = url.hostname or endpoint, url.port or (443 if url.scheme == "https" else 80)
+    reached = threading.Event()
+
+    def connect() -> None:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                reached.set()
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=connect, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return None if reached.is_set() else host
 
 
 def _nearby(path: Path) -> str:

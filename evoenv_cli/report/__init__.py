@@ -81,6 +81,7 @@ def draw(nums: dict, folder: Path) -> set[str]:
     """Every figure there is data for; the names of the files written."""
     jobs = [(f"funnel-round-{f['round']:02d}.png", figures.funnel, f) for f in nums["funnel"]]
     jobs += [
+        ("learning.png", figures.learning, nums["learning"]),
         ("pool.png", figures.pool, nums["pool"]),
         ("calibration.png", figures.calibration, nums["calibration"]),
         ("training.png", figures.training, nums["training"]),

@@ -105,10 +105,19 @@ def pool(pool_numbers: dict, path: Path) -> bool:
 MAX_PANELS = 60
 
 
+def level_span(envs: list[dict]) -> tuple[int, int]:
+    """The calibration axes' levels: those measured, not 1..10 (a small model is measured at
+    1-3 only). A seed's calibrated levels read 1..10 until it is measured, so they set the
+    span only when nothing was measured."""
+    seen = [c["level"] for e in envs for c in e["curve"]] or [lv for e in envs for lv in e["levels"]]
+    return (min(seen), max(seen)) if seen else (1, 10)
+
+
 def calibration(cal: dict, path: Path) -> bool:
     envs = cal["environments"][:MAX_PANELS]  # the table beside it lists every one
     if not envs:
         return False
+    lo, hi = level_span(envs)
     cols = min(4, len(envs))
     rows = math.ceil(len(envs) / cols)
     fig = _figure(2.6 * cols, 2.0 * rows + 0.5)
@@ -131,11 +140,12 @@ def calibration(cal: dict, path: Path) -> bool:
             )
         else:
             why = "no answers:\nuncalibrated" if e["curve"] else "not measured"
-            ax.text(5.5, 0.5, why, ha="center", va="center", fontsize=8, color="#777777")
+            ax.text((lo + hi) / 2, 0.5, why, ha="center", va="center", fontsize=8, color="#777777")
         for lv in e["levels"]:
             ax.plot([lv], [0.02], marker="|", markersize=7, color="#333333")
         ax.set_title(str(e["name"])[:38], fontsize=7)
-        ax.set_xlim(0.5, 10.5)
+        ax.set_xlim(lo - 0.5, hi + 0.5)
+        ax.set_xticks(list(range(lo, hi + 1, max(1, (hi - lo) // 5 + 1))))
         ax.set_ylim(0, 1)
         ax.tick_params(labelsize=7)
     fig.suptitle(
@@ -295,22 +305,111 @@ def evaluation(ev: dict, path: Path) -> bool:
 
 
 # -- synthesis yield -------------------------------------------------------------------------------------
+# Where each generation ended, from bad to good: no usable code, then rejected by each contract in
+# the order the run ran them, admitted but not joined, joined the pool.
+OUTCOME_COLORS = {
+    "no usable code": "#9E9E9E",
+    "validate": "#C44E52",
+    "review": "#DD8452",
+    "dedupe": "#CCB974",
+    "calibrate": "#8172B3",
+    "admitted, not joined": "#64B5CD",
+    "joined the pool": "#55A868",
+}
+
+
+def outcomes(row: dict, steps: list[str]) -> list[tuple[str, int]]:
+    """A yield row's generations split by where each ended: the difference between how many
+    reached one step and how many reached the next."""
+    out = [("no usable code", row["generations"] - row["parsed"])]
+    chain = [s for s in steps if s not in ("generations", "parsed", "joined")]
+    before = row["parsed"]
+    for stage in chain:
+        out.append((stage, before - row[stage]))
+        before = row[stage]
+    out.append(("admitted, not joined", before - row["joined"]))
+    out.append(("joined the pool", row["joined"]))
+    return out
+
+
 def synthesis(syn: dict, path: Path, top: int = 12) -> bool:
     if not syn["total"]["generations"]:
         return False
-    fig = _figure(6.4, 7.0)
+    fig = _figure(7.4, 7.0)
     axes = fig.subplots(2, 1)
     for ax, key, title in ((axes[0], "by_topic", "by topic"), (axes[1], "by_parent", "by parent (example shown)")):
         rows = sorted(syn[key], key=lambda r: (-r["generations"], r["key"]))[:top]
         y = list(range(len(rows)))[::-1]
-        ax.barh(y, [r["generations"] for r in rows], color="#DDDDDD", label="generations")
-        ax.barh(y, [r["parsed"] for r in rows], color="#A1C9F4", label="parsed")
-        ax.barh(y, [r["validate"] for r in rows], color="#4C72B0", label="validated")
-        ax.barh(y, [r["joined"] for r in rows], color="#1B2A49", label="joined the pool")
-        ax.set_yticks(y, [r["key"][:40] for r in rows], fontsize=6)
-        ax.set_title(f"synthesis yield {title}", fontsize=10)
+        left = [0] * len(rows)
+        for k, (label, color) in enumerate(OUTCOME_COLORS.items()):
+            widths = []
+            for row in rows:
+                split = dict(outcomes(row, syn["steps"]))
+                widths.append(split.get(label, 0))
+            name = (
+                label
+                if label in ("no usable code", "admitted, not joined", "joined the pool")
+                else f"rejected: {label}"
+            )
+            ax.barh(y, widths, left=left, color=color, label=name if any(widths) or k == 0 else None)
+            left = [a + b for a, b in zip(left, widths)]
+        # labels wrapped to fit: a topic is a phrase, not an identifier
+        ax.set_yticks(y, [_wrap(r["key"], 34) for r in rows], fontsize=6)
+        ax.set_title(f"synthesis yield {title}: where each generation ended", fontsize=10)
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=6, loc="lower right")
     axes[1].set_xlabel("generations (all rounds)")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def _wrap(text: str, width: int) -> str:
+    import textwrap
+
+    lines = textwrap.wrap(str(text), width) or [""]
+    return "\n".join(lines[:2]) + ("…" if len(lines) > 2 else "")
+
+
+# -- did it learn? -----------------------------------------------------------------------------------
+def learning(ln: dict, path: Path) -> bool:
+    rows = [r for r in ln["rounds"] if r["pass@1"] is not None]
+    if not rows:
+        return False
+    fig = _figure(9.6, 3.4)
+    ax1, ax2 = fig.subplots(1, 2, width_ratios=(3, 2))
+    start = ln["rounds"][0]
+    if start["ci95"]:
+        ax1.axhspan(start["ci95"][0], start["ci95"][1], color="#8C8C8C", alpha=0.15, linewidth=0)
+    if start["pass@1"] is not None:
+        ax1.axhline(start["pass@1"], color="#8C8C8C", linestyle="--", linewidth=0.8)
+    for r in rows:
+        color = "#8C8C8C" if r["round"] == 0 else "#4C72B0"
+        err = None
+        if r["ci95"]:
+            err = [[max(0.0, r["pass@1"] - r["ci95"][0])], [max(0.0, r["ci95"][1] - r["pass@1"])]]
+        ax1.errorbar([r["round"]], [r["pass@1"]], yerr=err, fmt="o", color=color, capsize=4, markersize=6)
+        ax1.annotate(
+            f"{r['pass@1']:.3f}", (r["round"], r["pass@1"]), textcoords="offset points", xytext=(8, -3), fontsize=8
+        )
+    x = [r["round"] for r in ln["rounds"]]
+    ax1.set_xticks(x, ["start" if v == 0 else str(v) for v in x])
+    ax1.set_xlim(min(x) - 0.5, max(x) + 0.5)
+    top = max([r["ci95"][1] for r in rows if r["ci95"]] + [r["pass@1"] for r in rows])
+    ax1.set_ylim(0, min(1.0, top * 1.25 + 0.02))
+    ax1.set_xlabel("round (start: the model before training)")
+    ax1.set_ylabel("held-out pass@1")
+    ax1.set_title("pass@1 per round, with 95% intervals (grey band: the start's)", fontsize=9)
+    trained = [r for r in ln["rounds"] if r["round"] > 0]
+    shares = [math.nan if r["zero_variance"] is None else r["zero_variance"] for r in trained]
+    ax2.bar([r["round"] for r in trained], [0 if v != v else v for v in shares], width=0.5, color="#C44E52")
+    for r, v in zip(trained, shares):
+        ax2.text(r["round"], (0 if v != v else v) + 0.02, "—" if v != v else f"{v:.0%}", ha="center", fontsize=8)
+    ax2.set_ylim(0, 1.12)
+    ax2.set_xticks([r["round"] for r in trained] or [1])
+    ax2.set_xlim(0.4, max([r["round"] for r in trained] or [1]) + 0.6)
+    ax2.set_xlabel("round")
+    ax2.set_title("groups whose scores all tied (no signal)", fontsize=9)
+    for ax in (ax1, ax2):
+        ax.tick_params(labelsize=8)
     fig.tight_layout()
     return _save(fig, path)

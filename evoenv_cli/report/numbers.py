@@ -501,9 +501,11 @@ def calibration(run: RunFiles) -> dict:
             band = obj(rec.get("calibrate")).get("band")
         band = [number(b) for b in band] if isinstance(band, list) and len(band) == 2 else None
         levels = [lv for lv in items(cal.get("levels")) if type(lv) is int]
+        file = rec.get("file")
         envs.append(
             {
                 "name": rec.get("name"),
+                "file": f"pool/envs/{file}" if isinstance(file, str) and run.exists(f"pool/envs/{file}") else None,
                 "origin": origin_label(rec.get("origin")),
                 "joined_round": rec.get("joined_round"),
                 "levels": levels,
@@ -633,6 +635,72 @@ def evaluation(run: RunFiles) -> dict:
     return {"rounds": rows}
 
 
+# -- did it learn? -------------------------------------------------------------------------------
+def _pass_at_1(overall: dict) -> dict:
+    ci = overall.get("ci95")
+    ci = [number(x) for x in ci] if isinstance(ci, list) and len(ci) == 2 else None
+    return {
+        "pass@1": number(overall.get("pass@1")),
+        "ci95": ci if ci and None not in ci else None,
+        "items": overall.get("items"),
+    }
+
+
+def learning(run: RunFiles, training_numbers: dict) -> dict:
+    """The first question: did the policy get better? pass@1 on the run's fixed evaluation set
+    per round with its 95% interval, the starting model as round 0 (RUN/baseline, else the
+    baseline a round's evaluation carries), the change against round 0, and beside each round
+    the share of GRPO groups whose scores all tied (they teach nothing) and the round's learning
+    signal as the loop recorded it."""
+    base = run.json("baseline/metrics.json")
+    rounds = [r for r in run.rounds() if run.json(f"{rdir(r)}/evaluate/metrics.json") is not None]
+    if base is None and rounds:
+        base = obj(run.json(f"{rdir(rounds[0])}/evaluate/metrics.json")).get("baseline")
+    start = _pass_at_1(obj(obj(base).get("overall")))
+    summaries = {x["round"]: x for x in run.records("rounds.jsonl") if type(x.get("round")) is int}
+    trained = {t["round"]: t for t in training_numbers["rounds"]}
+    rows = [
+        {"round": 0, "model": obj(base).get("model"), **start, "delta": None, "zero_variance": None, "signal": None}
+    ]
+    for r in rounds:
+        m = run.json(f"{rdir(r)}/evaluate/metrics.json") or {}
+        now = _pass_at_1(obj(m.get("overall")))
+        t = trained.get(r, {})
+        score_share = t.get("mean_score_zero_std_share")
+        summary = obj(summaries.get(r))
+        signal = summary.get("signal") or ("none" if summary.get("train_weights_unchanged") else None)
+        rows.append(
+            {
+                "round": r,
+                "model": m.get("model"),
+                **now,
+                "delta": delta(now["pass@1"], start["pass@1"]),
+                "zero_variance": score_share if score_share is not None else t.get("mean_zero_std_share"),
+                "zero_variance_of": "score" if score_share is not None else "reward",
+                "signal": signal if isinstance(signal, str) else None,
+            }
+        )
+    last = rows[-1] if len(rows) > 1 else None
+    return {"rounds": rows, "verdict": _verdict(rows[0], last)}
+
+
+def _verdict(start: dict, last: dict | None) -> str:
+    """One sentence: the last round against the start, and whether the intervals can tell."""
+    if last is None or last["pass@1"] is None:
+        return "no round has been evaluated yet"
+    if start["pass@1"] is None:
+        return f"round {last['round']}: pass@1 {last['pass@1']:.3f}; the starting model was not measured"
+    change = f"round {last['round']}: pass@1 {last['pass@1']:.3f} against {start['pass@1']:.3f} at the start ({last['delta']:+.3f})"
+    a, b = start["ci95"], last["ci95"]
+    if not a or not b:
+        return change
+    if b[0] > a[1]:
+        return change + ": better, and the 95% intervals do not overlap"
+    if b[1] < a[0]:
+        return change + ": worse, and the 95% intervals do not overlap"
+    return change + ": the 95% intervals overlap, so this run cannot tell the change from noise"
+
+
 # -- synthesis yield -------------------------------------------------------------------------------
 def yield_steps(orders: list[tuple[str, str]]) -> tuple[str, ...]:
     """The yield table's columns: the contracts in the order the last round ran them."""
@@ -705,5 +773,6 @@ def compute(run: RunFiles) -> dict:
         "evaluation": evaluation(run),
         "synthesis": synthesis(run),
     }
+    numbers["learning"] = learning(run, numbers["training"])
     numbers["problems"] = [p.record() for p in run.problems]
     return numbers

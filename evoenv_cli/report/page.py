@@ -28,6 +28,7 @@ th { background: #f4f4f6; } td.n { text-align: right; font-variant-numeric: tabu
 .missing { color: #999; } .pos { color: #1a7f37; } .neg { color: #c0392b; }
 .problems { border: 1px solid #e0a800; background: #fff8e1; padding: 8px 14px; margin: 10px 0; }
 .note { color: #555; font-size: 12px; } nav a { margin-right: 12px; }
+.verdict { font-size: 15px; background: #f4f8fc; border-left: 4px solid #4C72B0; padding: 6px 12px; }
 pre { background: #f7f7f9; border: 1px solid #e3e3e8; padding: 8px; overflow-x: auto; font-size: 12px;
       white-space: pre-wrap; word-break: break-word; }
 details > summary { cursor: pointer; color: #333; }
@@ -114,6 +115,39 @@ def status_section(numbers: dict) -> str:
         ["round", "state", "steps done", "pool size", "mean train reward", "eval pass@1"],
         rows,
         "from rounds.jsonl where a round finished; from the stage folders where it did not",
+    )
+
+
+def learning_section(numbers: dict, fig_src) -> str:
+    """The first question, answered first: pass@1 per round with its interval, the start as
+    round 0, the change, and how much of training had a signal to learn from."""
+    ln = numbers["learning"]
+    rows = []
+    for r in ln["rounds"]:
+        ci = f"{r['ci95'][0]:.3f} – {r['ci95'][1]:.3f}" if r["ci95"] else None
+        share = r["zero_variance"]
+        rows.append(
+            [
+                f"<td>{'0 (start)' if r['round'] == 0 else r['round']}</td>",
+                f"<td>{h(r['model'] or '—')}</td>",
+                cell(r["pass@1"]),
+                cell(ci),
+                cell(r["items"] if type(r["items"]) is int else None),
+                cell(r["delta"], signed=True),
+                cell(None) if share is None else f"<td class='n'>{share:.0%}</td>",
+                cell(r["signal"]),
+            ]
+        )
+    tab = table(
+        ["round", "model", "pass@1", "95% interval", "items", "Δ vs start", "groups tied", "signal"],
+        rows,
+        "held-out pass@1 on the run's fixed evaluation set; groups tied: the share of GRPO groups whose "
+        "scores (or, where the score was not logged apart, rewards) were all equal, which teach nothing",
+    )
+    return (
+        f"<p class='verdict' id='verdict'><b>In short:</b> {h(ln['verdict'])}.</p>"
+        f"<div class='row'>{figure(fig_src('learning.png'), 'pass@1 per round with 95% intervals', 'not evaluated yet')}"
+        f"<div class='numbers'>{tab}</div></div>"
     )
 
 
@@ -259,16 +293,17 @@ def _level_cell(c: dict) -> str:
     return f'<td class="n">{c["pass_rate"]:.3f} <small>guess {c["guess_rate"]:.2f} n={h(str(c["n"]))}</small></td>'
 
 
-def calibration_section(numbers: dict, fig_src) -> str:
+def calibration_section(numbers: dict, links: Links, fig_src) -> str:
     cal = numbers["calibration"]
     levels = sorted({c["level"] for e in cal["environments"] for c in e["curve"]})
     rows = []
     for e in cal["environments"]:
         by = {c["level"]: c for c in e["curve"]}
         band = f"{e['band'][0]}–{e['band'][1]}" if e["band"] else None
+        name = f"<td>{links.a(e['file'], str(e['name']))}</td>" if e.get("file") else f"<td>{h(e['name'])}</td>"
         rows.append(
             [
-                f"<td>{h(e['name'])}</td>",
+                name,
                 f"<td>{h(e['origin'])}</td>",
                 cell(band),
                 f"<td>{h(_levels_text(e['levels']))}</td>" if e["levels"] else cell(None),
@@ -280,7 +315,8 @@ def calibration_section(numbers: dict, fig_src) -> str:
         table(
             ["environment", "origin", "band", "calibrated levels", *[f"L{lv}" for lv in levels], "no-answer share"],
             rows,
-            "pass rate per measured level, with the guess rate beside it and n "
+            "the pool as it stands, each member linked to its file; pass rate per measured level, with the "
+            "guess rate beside it and n "
             "(— : no response had an answer at that level)",
         )
         if rows
@@ -454,6 +490,7 @@ def index_page(numbers: dict, links: Links, fig_src, example_page, generated: st
     nav = "".join(
         f"<a href='#{k}'>{t}</a>"
         for k, t in (
+            ("learning", "did it learn?"),
             ("funnel", "admission funnel"),
             ("pool", "pool"),
             ("calibration", "calibration"),
@@ -467,12 +504,14 @@ def index_page(numbers: dict, links: Links, fig_src, example_page, generated: st
         f"<h1>evoenv report — {h(numbers['run'])}</h1>"
         f"<p class='note'>{finished} of {len(numbers['rounds'])} round folder(s) finished · generated "
         f"{h(generated)} from the run's files · numbers as JSON: <a href='numbers.json'>numbers.json</a></p>"
-        f"<nav>{nav}</nav>{problems_section(numbers, links)}{status_section(numbers)}"
+        f"<nav>{nav}</nav>{problems_section(numbers, links)}"
+        f"<h2 id='learning'>Did it learn?</h2>{learning_section(numbers, fig_src)}"
+        f"<h2 id='rounds'>Rounds</h2>{status_section(numbers)}"
         f"<h2 id='funnel'>Admission funnel per round</h2>"
         f"<p class='note'>{h(funnel_note(numbers))}</p>"
         f"{funnel_section(numbers, links, fig_src, example_page)}"
         f"<h2 id='pool'>The pool over rounds</h2>{pool_section(numbers, links, fig_src)}"
-        f"<h2 id='calibration'>Calibration curves of the pool</h2>{calibration_section(numbers, fig_src)}"
+        f"<h2 id='calibration'>Calibration curves of the pool</h2>{calibration_section(numbers, links, fig_src)}"
         f"<h2 id='training'>Training</h2>{training_section(numbers, fig_src)}"
         f"<h2 id='evaluation'>Evaluation per round</h2>{evaluation_section(numbers, fig_src)}"
         f"<h2 id='synthesis'>Synthesis yield</h2>{synthesis_section(numbers, fig_src)}"

@@ -1091,7 +1091,10 @@ def run(
             report = add_pool(index, lib, str(lib.root), pools)
             reports.append(report)
             if note:
-                note(f"pool {report['library']}: {report['files']} environments, index {report['index']}")
+                note(
+                    f"dedupe: compared against {report['library']} ({report['files']} environments; "
+                    f"their signatures: {report['index']})"
+                )
         # behaviour signatures of the kept ones, so that a resumed run puts them back in the
         # index without sampling them again (only records made with the same settings count)
         cache_path = out / SIGNATURE_CACHE

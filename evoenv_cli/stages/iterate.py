@@ -35,6 +35,9 @@ nothing finished is redone or lost. The pool lives in RUN/pool/ and is replaced 
 written first (round-NN/pool-next/ then round-NN/pool-update.json) and applied after; a rerun
 finishes or undoes a swap a kill interrupted, then applies the plan again if it must.
 
+RUN/log.txt: every line the loop prints, timed, and a line as each stage starts (what a log
+file of the console lacks: the progress bars draw nothing there).
+
 RUN/round-NN/loop.json: per stage its wall seconds, model loads (and their seconds), tokens
 generated and sandbox calls, with the round's totals.
 
@@ -63,6 +66,7 @@ from evoenv_cli import config as cfgmod
 from evoenv_cli.config import IterateConfig
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.reward_audit import QUARANTINE_FILE, quarantined_ids
+from evoenv_cli.stages.train_progress import TRAIN_LOG
 
 MARKERS = {
     "baseline": "metrics.json",
@@ -78,6 +82,7 @@ MARKERS = {
     "evaluate": "metrics.json",
 }
 LOOP_FILE = "loop.json"
+LOG_FILE = "log.txt"  # RUN/log.txt: the loop's lines with their times, a start line per stage
 
 
 class StageFailed(RuntimeError):
@@ -154,6 +159,9 @@ class Loop:
     progress: Callable[..., Any] = _Quiet
     # model name -> an open Backend; default: the recipe's backend section with that model
     backend_factory: Callable[[str], Any] | None = None
+    # the console is not a terminal (a log file): its progress bars draw nothing there, so each
+    # stage's start line, otherwise only in RUN/log.txt, goes to the console too
+    echo_notes: bool = False
     spec: Any = field(init=False)
     where: str = field(init=False, default="the loop's start")
 
@@ -162,6 +170,24 @@ class Loop:
         self.policy = Policy(self.backend_factory or self._make_backend)
         self.runtime = None
         self._benches = None
+        self._say, self.log = self.log, self._log
+
+    def _log(self, message: str) -> None:
+        """A line on the console, and with its time in RUN/log.txt."""
+        self._say(message)
+        self._write_log(message)
+
+    def note(self, message: str) -> None:
+        """A progress line for RUN/log.txt (and the console when it is a log file)."""
+        if self.echo_notes:
+            self._say(message)
+        self._write_log(message)
+
+    def _write_log(self, message: str) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        with (self.run_dir / LOG_FILE).open("a", encoding="utf-8") as f:
+            f.writelines(f"{stamp} {line}\n" for line in message.splitlines())
 
     def _make_backend(self, model: str):
         from evoenv_cli.llm import backend_from_config
@@ -208,6 +234,7 @@ class Loop:
             book.keep(name)
             return out
         self.where = f"{book.label} at {name} (partial results in {out})"
+        self.note(f"  {name}: started ({out})")
         out.parent.mkdir(parents=True, exist_ok=True)
         before = self._counters()
         started = time.perf_counter()
@@ -252,7 +279,9 @@ class Loop:
                 llm,
                 out_dir,
                 policy,
-                on_round=lambda have, asked: self.log(f"  synthesize: {have} candidates from {asked} requests"),
+                on_round=lambda have, asked: self.log(
+                    f"  synthesize: {have} candidates from {asked} requests so far, asking for more"
+                ),
             )
         self.log(f"  synthesize: {summary['candidates']} candidates from {summary['requests']} requests -> {out_dir}")
 
@@ -314,7 +343,7 @@ class Loop:
             len(lib.files),
             cfgmod.stage_settings(dedupe=s.dedupe, limits=s.runtime.limits, against=[self.pool]),
             lambda o, adv: stage.run(
-                lib, s.dedupe, s.runtime, o, pools, on_verdict=adv, note=self.log, session=self.runtime
+                lib, s.dedupe, s.runtime, o, pools, on_verdict=adv, note=self.note, session=self.runtime
             ),
         )
 
@@ -398,8 +427,9 @@ class Loop:
             *(["--merge-lora"] if self.spec.train.lora else []),
         ]  # a folder with no checkpoint yet (log.txt only) starts from the start
         out.mkdir(parents=True, exist_ok=True)
-        log_path = out / "log.txt"
-        self.log(f"  $ {shlex.join(argv)}  (output also in {log_path})")
+        log_path = out / TRAIN_LOG  # where the child appends TRL's raw numbers too
+        self.log(f"  train: started, a line per step (TRL's numbers in {log_path})")
+        self.note(f"  $ {shlex.join(argv)}")
         # torch's threads as this process has them: every core unless OMP_NUM_THREADS is set
         code = stream(argv, log_path, self.train_env())
         if code != 0:
@@ -894,7 +924,7 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
         book.write()
         summary = round_summary(r, d, pool_change, digest)
         artifacts.JsonlAppender(loop.run_dir / "rounds.jsonl").append(summary)
-        loop.log(round_line(summary, book.totals()))
+        loop.log(round_line(summary, book.totals(), str(loop.run_dir / "rounds.jsonl")))
         if summary["candidates"] == 0:
             loop.log(
                 f"  round {r}: the policy wrote no usable environment (a small or random "
@@ -966,35 +996,52 @@ def headline(metrics: dict) -> dict:
     return {k: v for k, v in out.items() if v is not None}
 
 
-SIGNAL_PHRASES = {  # the round line's word on what training's rewards carried (round_summary's `signal`)
-    "skipped": " (no training: no environment in band and above chance for this policy)",
-    "none": " (weights unchanged: every group zero-variance)",
-    "format only": " (format only: every environment score tied)",
-}
+def round_line(s: dict, totals: dict | None = None, where: str = "rounds.jsonl") -> str:
+    """The round in words a newcomer can read without the README: did the policy get better,
+    where the new environments came from, what training had to learn from. Three short
+    lines; every number and the machine costs stay in rounds.jsonl and loop.json."""
+    from evoenv_cli.stages.train_progress import duration
 
+    ev = s.get("evaluation") or {}
+    took = f" in {duration(totals['wall_s'])}" if totals and totals.get("wall_s") else ""
+    p, ci, delta = ev.get("pass@1"), ev.get("ci95"), ev.get("delta_vs_baseline")
+    if isinstance(p, float):
+        result = f"held-out pass@1 {p:.3f}"
+        if ci:
+            result += f" (95% interval {ci[0]:.3f}-{ci[1]:.3f}, {ev.get('items')} items)"
+        if isinstance(delta, float):
+            result += f", {p - delta:.3f} before training: {delta:+.3f}"
+    else:
+        result = "no evaluation"
+    adm = s.get("admitted") or {}
 
-def round_line(s: dict, totals: dict | None = None) -> str:
-    adm = s["admitted"]
-    contracts = " ".join(f"{k}={v if v is not None else '-'}" for k, v in adm.items())
-    ev = " ".join(f"{k}={v:.3f}" for k, v in s["evaluation"].items() if isinstance(v, float))
-    ci = s["evaluation"].get("ci95")
-    if ci:
-        ev += f" ci95=[{ci[0]:.3f},{ci[1]:.3f}] items={s['evaluation'].get('items')}"
-    reward = s["mean_train_reward"]
-    unchanged = SIGNAL_PHRASES.get(s.get("signal") or ("none" if s.get("train_weights_unchanged") else ""), "")
-    cost = ""
-    if totals:
-        share = totals.get("load_share")
-        cost = (
-            f" | wall={totals['wall_s']:.0f}s model_loads={totals['model_loads']} "
-            f"load_share={share if share is not None else '-'} tokens={totals['tokens']} "
-            f"sandbox_calls={totals['sandbox_calls']}"
-        )
-    return (
-        f"round {s['round']}: candidates={s['candidates']} admitted[{contracts}] "
-        f"pool={s['pool_size']} (+{s['joined']} -{s['retired']}) "
-        f"train_reward={reward if reward is not None else '-'}{unchanged} eval[{ev or '-'}]{cost}"
+    def count(key: str) -> str:
+        return "-" if adm.get(key) is None else str(adm[key])
+
+    unmeasured = f" ({adm['uncalibrated']} let in unmeasured)" if adm.get("uncalibrated") else ""
+    gone = "".join(
+        f", -{n} {what}" for what, n in (("retired", s.get("retired")), ("quarantined", s.get("quarantined"))) if n
     )
+    envs = (
+        f"  new environments: the model wrote {s.get('candidates', 0)} that parsed "
+        f"({count('review')} passed review), composition made {count('compose')}; "
+        f"{count('dedupe')} were new, {count('calibrate')} had the right difficulty{unmeasured}; "
+        f"pool {s.get('pool_size')} (+{s.get('joined', 0)} joined{gone})"
+    )
+    signal = s.get("signal") or ("none" if s.get("train_weights_unchanged") else None)
+    reward = s.get("mean_train_reward")
+    learned = {
+        "none": "nothing to learn from: every group's answers scored the same, the weights are unchanged",
+        "format only": "it learned the answer format only: the scores tied in every group",
+        "score": "the scores differed within groups, so it learned from them",
+        "skipped": "no training: no environment in band and above chance for this policy, which carries over",
+    }.get(signal or "", "")
+    train = (
+        f"  training: {s.get('train_steps') if s.get('train_steps') is not None else '-'} steps, "
+        f"mean reward {reward if reward is not None else '-'}{'; ' + learned if learned else ''}"
+        f" (all numbers: {where})"
+    )
+    return f"round {s['round']} done{took}: {result}\n{envs}\n{train}"
 
 
 __all__ = [

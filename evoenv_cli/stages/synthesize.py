@@ -170,7 +170,7 @@ def run(
                     }
                 )
             next_id += count
-            if on_round:
+            if on_round and have < cfg.n and next_id < limit:  # the closing line says the last count
                 on_round(have, next_id)
     records = artifacts.read_jsonl_tolerant(log_path)
     return _finish(out, records, cfg, seeds, pools, model_name, backend.name, started)

@@ -7,7 +7,8 @@ LoRA adapter plus an optional merged copy), `train-manifest.json`, and `metrics.
 logged step TRL's numbers (reward mean/std, zero-variance-group share of the weighted sum, KL,
 lengths), per environment reward mean/std and pass rate, and the task's own signal
 (`train/score_mean`, `train/zero_variance_share` on the environment's score alone,
-`train/format_share`, and the zero-variance share per reward function).
+`train/format_share`, and the zero-variance share per reward function). The console gets one
+line per step (`train_progress`); TRL's raw dicts go to OUT/log.txt.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from evoenv_cli import artifacts
 from evoenv_cli.config import AnswerConfig, RewardConfig, RuntimeConfig, TrainConfig, to_dict
 from evoenv_cli.reward_audit import QUARANTINE_FILE
 from evoenv_cli.rewards import EnvReward, FormatReward, row_instance
+from evoenv_cli.stages import train_progress
 from evoenv_cli.stages.conversations import without_demonstrations
+from evoenv_cli.stages.train_progress import TRAIN_LOG
 
 ROW_FIELDS = ("prompt", "env_id", "instance")
 
@@ -308,6 +311,7 @@ def grpo_args(
         use_vllm=cfg.use_vllm,
         mask_truncated_completions=cfg.mask_truncated_completions,
         model_init_kwargs=model_init_kwargs(on_gpu, bf16),
+        disable_tqdm=True,  # train_progress prints a line per step with an ETA from measured steps
     )
     if format_weight:
         args["reward_weights"] = [1.0 - format_weight, format_weight]
@@ -421,6 +425,9 @@ def run(
     from trl import GRPOConfig, GRPOTrainer
 
     transformers.set_seed(cfg.seed)
+    # their bars (reading the rows, loading the weights) are noise in a log; the steps get lines
+    datasets.disable_progress_bars()
+    transformers.utils.logging.disable_progress_bar()
     dataset = datasets.load_dataset("json", data_files=str(data), split="train")
     fade = None
     if cfg.fade_demonstrations_at is not None:
@@ -473,8 +480,9 @@ def run(
             train_dataset=dataset,
             eval_dataset=eval_dataset,
             peft_config=peft_config,
-            callbacks=[_metrics_callback(metrics_path, step_rewards, fade)],
+            callbacks=[_metrics_callback(metrics_path, step_rewards, fade), train_progress.callback(out / TRAIN_LOG)],
         )
+        train_progress.quiet_trl(trainer)
         load_s = time.perf_counter() - loading
         thinking_rule(trainer, cfg, [reward, format_reward])
         checkpoint = resume and any((out / "checkpoints").glob("checkpoint-*"))
