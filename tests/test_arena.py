@@ -495,6 +495,7 @@ def train_tiny(rows, tiny_model, out, zero_variance, judge=None, format_weight=0
         num_generations=2,
         per_device_train_batch_size=4,
         max_completion_length=8,
+        mask_truncated_completions=False,  # the random model's completions are all cut
         learning_rate=0.01,
         gradient_checkpointing=False,
         max_steps=2,
@@ -553,6 +554,7 @@ def test_a_grpo_step_learns_from_groups_only_the_judge_separates(seed_rows, tiny
         num_generations=2,
         per_device_train_batch_size=4,
         max_completion_length=8,
+        mask_truncated_completions=False,  # the random model's completions are all cut
         learning_rate=0.01,
         gradient_checkpointing=False,
         max_steps=3,
@@ -599,6 +601,7 @@ def test_train_judges_with_the_policy_in_process(seed_rows, tiny_model, tmp_path
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
         "train:\n  num_generations: 2\n  per_device_train_batch_size: 4\n  max_completion_length: 8\n"
+        "  mask_truncated_completions: false\n"  # the random model's completions are all cut
         "  gradient_checkpointing: false\n  arena:\n    max_tokens: 12\n    comparisons: 1\n"
     )
     out = tmp_path / "policy"

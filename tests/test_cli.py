@@ -95,6 +95,7 @@ def test_train_json_is_the_only_thing_on_stdout_and_says_when_nothing_was_learne
     (tmp_path / "r.yaml").write_text(
         "train:\n  num_generations: 2\n  per_device_train_batch_size: 4\n"
         "  max_completion_length: 8\n  save_steps: 2\n  gradient_checkpointing: true\n"
+        "  mask_truncated_completions: false\n"  # the random model's completions are all cut
     )
     args = ["train", data, "--library", SEEDS, "--model", tiny_model, "--config", "r.yaml", "--max-steps", "2"]
     r = run(*args, "--out", "ck", "--json", cwd=tmp_path, umask=0o022)

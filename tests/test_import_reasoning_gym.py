@@ -200,6 +200,7 @@ def test_imported_files_pass_validate_compose_sample_and_train(imported, tiny_mo
     recipe.write_text(
         "train:\n  num_generations: 2\n  per_device_train_batch_size: 4\n"
         "  max_completion_length: 8\n  gradient_checkpointing: false\n"
+        "  mask_truncated_completions: false\n"  # the random model's completions are all cut
     )
     r = evoenv(
         "train",

@@ -21,6 +21,9 @@ RECIPE = """train:
   num_generations: 2
   per_device_train_batch_size: 4
   max_completion_length: 8
+  # the random model's completions all run to max_completion_length: masked (the default),
+  # none would count in the loss and no weight would change
+  mask_truncated_completions: false
   learning_rate: 0.01
   gradient_checkpointing: false
   save_steps: 2

@@ -21,7 +21,7 @@ from evoenv_cli.envfile import EnvFile
 CORE_KEYS = ("file", "env_id", "name", "admitted", "stage", "reason")
 # Measured times vary from run to run: they stay in verdicts and manifests, never in index.jsonl
 # (which the pool is made of), so the same inputs give byte-identical libraries.
-TIMING_KEYS = ("wall_s", "import_seconds", "seconds_at_top_level")
+TIMING_KEYS = ("wall_s", "import_seconds", "import_seconds_fresh_worker", "seconds_at_top_level", "seconds_by_level")
 
 
 @dataclass
