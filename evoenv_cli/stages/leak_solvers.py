@@ -18,6 +18,10 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
+# Solvers that compute rather than read: on an arithmetic task they are the task, not a leak
+# (validate skips them for evoenv's imports of external benchmarks only).
+TASK_SOLVERS = frozenset({"arithmetic"})
+
 MAX_NUMBERS = 40  # pairs of the first numbers only: arithmetic stays O(40^2) per prompt
 _NUMBER = re.compile(r"(?<![0-9])-?[0-9]+(?:[,_' ][0-9]{3})*(?![0-9])")
 _DIGITS = re.compile(r"[0-9]+")

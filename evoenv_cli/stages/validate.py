@@ -34,7 +34,7 @@ from pathlib import Path
 
 from evoenv_cli import artifacts
 from evoenv_cli.config import RuntimeConfig, ValidateConfig, to_dict
-from evoenv_cli.runtime.contract import check_source
+from evoenv_cli.runtime.contract import check_source, import_grant
 from evoenv_cli.runtime.instances import ASKED, Made, Order, make_instances
 from evoenv_cli.runtime.pool import (
     Call,
@@ -668,6 +668,11 @@ class Checker:
                 )
         solved = leak_solvers.rates([i.text for i in insts], [i.reference for i in insts])
         self.m["leak_solver_share"] = {r.name: [round(r.share, 4), round(r.baseline, 4)] for r in solved}
+        if import_grant(self.env.source) is not None:
+            # a task evoenv's own import template made from an external benchmark (its content
+            # decides, not a declaration): arithmetic on the prompt's numbers is the task itself
+            # there (chain_sum, basic_arithmetic), not a leak; the other solvers still read it
+            solved = [r for r in solved if r.name not in leak_solvers.TASK_SOLVERS]
         for r in solved:
             if r.share > self.cfg.max_leak_share and r.share - r.baseline > self.cfg.min_leak_excess:
                 raise Rejected(
