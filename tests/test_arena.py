@@ -314,7 +314,7 @@ def test_format_only_signal_score_ties_everywhere_the_arena_judges_and_the_round
         "evaluation": {},
         "signal": "format only",
     }
-    assert "(format only: every environment score tied)" in round_line(summary)
+    assert "format only: the scores tied in every group" in round_line(summary)
     assert "weights unchanged" in round_line({**summary, "signal": "none"})
 
 

@@ -1031,8 +1031,8 @@ def round_line(s: dict, totals: dict | None = None, where: str = "rounds.jsonl")
     signal = s.get("signal") or ("none" if s.get("train_weights_unchanged") else None)
     reward = s.get("mean_train_reward")
     learned = {
-        "none": "nothing to learn from: every group's answers scored the same, the weights are unchanged",
-        "format only": "it learned the answer format only: the scores tied in every group",
+        "none": "nothing to learn from: every group's answers scored the same (weights unchanged)",
+        "format only": "format only: the scores tied in every group, so at most it learned the answer format",
         "score": "the scores differed within groups, so it learned from them",
         "skipped": "no training: no environment in band and above chance for this policy, which carries over",
     }.get(signal or "", "")
