@@ -30,6 +30,7 @@ def composed(tmp_path_factory):
     return out, json.loads(r.stdout)
 
 
+@pytest.mark.slow  # the module's compose run: 11 CPU-s now that composites get every probe
 def test_every_operator_is_sampled_and_recorded(composed):
     out, summary = composed
     assert summary["admitted"] == 16
@@ -49,6 +50,7 @@ def test_every_operator_is_sampled_and_recorded(composed):
         assert not any(m.startswith("evoenv") for m in imported), f.name
 
 
+@pytest.mark.slow  # the module's compose run: 11 CPU-s now that composites get every probe
 def test_admitted_composites_pass_validate(composed, tmp_path):
     out, summary = composed
     r = evoenv("validate", out, "--out", tmp_path / "v", "--json")
