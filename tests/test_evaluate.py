@@ -264,6 +264,8 @@ def test_cli_bad_inputs_exit_2_in_one_line(evoenv, tmp_path, args, needle):
     (tmp_path / "used").mkdir()
     (tmp_path / "used" / "metrics.json").write_text("{}")
     shutil.copytree(SEEDS, tmp_path / "used-lib")
+    (tmp_path / "m").mkdir()  # a local model folder: the model is checked (before OUT) and found
+    (tmp_path / "m" / "config.json").write_text("{}")
     if "--out" not in args:
         args = [*args, "--out", "ev"]
     r = evoenv("evaluate", "--model", "m", *args)
