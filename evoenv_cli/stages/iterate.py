@@ -812,9 +812,7 @@ def skip_training(train_dir: Path, policy: str) -> None:
 
 
 def policy_of(train_dir: Path) -> str:
-    summary = (
-        read_json(train_dir / MARKERS["train"]).get("summary", {}) if (train_dir / MARKERS["train"]).exists() else {}
-    )
+    summary = read_json(train_dir / MARKERS["train"]).get("summary", {})  # {} when there is no marker yet
     if summary.get("skipped"):
         return summary["policy"]
     merged = train_dir / "merged"
