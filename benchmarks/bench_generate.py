@@ -33,7 +33,7 @@ from evoenv_cli.config import AnswerConfig, SampleConfig  # noqa: E402
 from evoenv_cli.llm import make_backend  # noqa: E402
 from evoenv_cli.llm.base import SamplingConfig  # noqa: E402
 from evoenv_cli.llm.starter import build_starter_model  # noqa: E402
-from evoenv_cli.runtime.pool import SandboxPool  # noqa: E402
+from evoenv_cli.runtime.workers import SandboxPool  # noqa: E402
 from evoenv_cli.stages import sample  # noqa: E402
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.runtime import sandbox
-from evoenv_cli.runtime.pool import Call, Limits, SandboxPool, decode_reply
+from evoenv_cli.runtime.workers import Call, Limits, SandboxPool, decode_reply
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD = EnvFile.from_path(ROOT / "seeds" / "coin_change_ways.py")

@@ -22,9 +22,9 @@ import urllib.request
 from pathlib import Path
 
 from evoenv_cli.artifacts import EnvLibrary
-from evoenv_cli.reward_audit import RewardAudit
-from evoenv_cli.rewards import EnvReward, score_queries
-from evoenv_cli.runtime.pool import Call, Limits, SandboxPool
+from evoenv_cli.integrations.reward_audit import RewardAudit
+from evoenv_cli.integrations.rewards import EnvReward, score_queries
+from evoenv_cli.runtime.workers import Call, Limits, SandboxPool
 
 ROOT = Path(__file__).resolve().parents[1]
 PER_ENV = 2000
@@ -145,7 +145,7 @@ def _post(url: str, batch) -> None:
 
 
 def reward_path(lib: EnvLibrary, modules: dict) -> None:
-    from evoenv_cli.reward_server import RewardServer
+    from evoenv_cli.integrations.reward_server import RewardServer
 
     batches = reward_batches(lib, modules)
     rewards = {

@@ -25,7 +25,7 @@ import yaml
 from evoenv_cli.errors import InputError
 from evoenv_cli.llm.base import BACKEND_KINDS
 from evoenv_cli.runtime import contract
-from evoenv_cli.runtime.pool import Limits
+from evoenv_cli.runtime.workers import Limits
 
 T = TypeVar("T")
 

@@ -457,7 +457,7 @@ def launch_settings(train_launch: str) -> tuple[int | None, str]:
     """(processes, sharding) from `iterate.train_launch` ("accelerate launch --num_processes 8
     --use_deepspeed --zero_stage 3 ..."): processes as the loop counts them (None: the
     launcher's choice, every visible GPU), sharding none | zero1 | zero2 | zero3 | fsdp."""
-    from evoenv_cli.stages.iterate import launch_processes
+    from evoenv_cli.loop import launch_processes
 
     words = shlex.split(train_launch or "")
     sharding = "none"

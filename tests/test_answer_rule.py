@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import SEEDS, start_serve_reward
 
-from evoenv_cli import rewards
+from evoenv_cli.integrations import rewards
 from evoenv_cli.stages import sample
 
 RECIPE = "answer:\n  tag: final\nreward:\n  format_weight: 0.2\nsample:\n  per_env: 2\n  difficulty: 2\n"

@@ -20,7 +20,7 @@ from conftest import SEEDS
 from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.config import ArenaConfig
 from evoenv_cli.llm.base import BaseBackend, Completion, Generation, make_backend
-from evoenv_cli.stages.arena import (
+from evoenv_cli.training.arena import (
     AnchorPool,
     Arena,
     Trace,
@@ -209,7 +209,7 @@ class FixedScores:
     def details(
         self, completions, env_id, instance, env_name=None, completion_ids=None, answer_tag=None, format_weight=None
     ):
-        from evoenv_cli.rewards import extract_answer
+        from evoenv_cli.integrations.rewards import extract_answer
 
         return [
             {"reward": s, "score": s, "answer": extract_answer(c)}
@@ -236,7 +236,7 @@ def test_with_a_format_weight_the_arena_judges_score_ties_inside_the_weighted_su
     scores tie is judged even when its formats differ (it taught nothing about the task), a
     group the verifier's scores separate is left alone, and in the sum TRL forms no two traces
     the verifier or the format separates swap."""
-    from evoenv_cli.rewards import FormatReward
+    from evoenv_cli.integrations.rewards import FormatReward
     from evoenv_cli.stages.train import StepRewards
 
     w = 0.1
@@ -281,8 +281,8 @@ def test_format_only_signal_score_ties_everywhere_the_arena_judges_and_the_round
     """The format bonus varies but every environment score ties: the score's zero-variance
     share is 1.0 (TRL's share on the weighted sum is not), the arena judges every group, and
     the round's `signal` is "format only", which its line says."""
-    from evoenv_cli.rewards import FormatReward
-    from evoenv_cli.stages.iterate import round_line
+    from evoenv_cli.integrations.rewards import FormatReward
+    from evoenv_cli.loop import round_line
     from evoenv_cli.stages.train import StepRewards, signal_of
 
     groups = [[(0.0, True), (0.0, False), (0.0, False), (0.0, True)], [(0.0, False), (0.0, True)] * 2]
@@ -669,7 +669,7 @@ from accelerate import PartialState
 state = PartialState(cpu=True)
 from test_arena import QualityJudge, two_process_batches
 from evoenv_cli.config import ArenaConfig
-from evoenv_cli.stages.arena import Arena, backend_judge, processes
+from evoenv_cli.training.arena import Arena, backend_judge, processes
 judge = QualityJudge(flip=0.3)
 arena = Arena(ArenaConfig(comparisons=3, anchors=4), 4, backend_judge(judge), sys.argv[2], processes())
 out = []

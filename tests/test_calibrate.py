@@ -12,7 +12,7 @@ from conftest import SEEDS, ScriptedBackend
 
 from evoenv_cli.artifacts import EnvLibrary, prepare_out_dir
 from evoenv_cli.config import AnswerConfig, CalibrateConfig, RuntimeConfig, SampleConfig
-from evoenv_cli.runtime.pool import SandboxPool
+from evoenv_cli.runtime.workers import SandboxPool
 from evoenv_cli.stages import calibrate
 
 ENVS = ("register_machine", "grid_shortest_path")

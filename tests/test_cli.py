@@ -384,7 +384,7 @@ def test_iterate_says_when_the_recipe_changed_and_records_both(tmp_path):
     r = run(*args, "--recipe", "a.yaml", cwd=tmp_path)  # a wrong model is bad input, found before any stage
     assert r.returncode == 2 and r.stderr.strip() == "error: runs/nope: no such model folder"
     assert not (tmp_path / "run").exists()
-    from evoenv_cli.stages import iterate as stage
+    from evoenv_cli import loop as stage
 
     said = []
     (tmp_path / "run").mkdir()

@@ -167,8 +167,9 @@ def test_composites_read_back_next_round_are_the_parts_their_round_used(tmp_path
     import random
 
     from evoenv_cli import artifacts, config
+    from evoenv_cli import pool as envpool
     from evoenv_cli.runtime.session import Runtime
-    from evoenv_cli.stages import compose, iterate
+    from evoenv_cli.stages import compose
 
     recorded: dict[str, tuple[str, compose.Part]] = {}
     as_part = compose._as_part
@@ -185,7 +186,7 @@ def test_composites_read_back_next_round_are_the_parts_their_round_used(tmp_path
     with Runtime(runtime) as rt:
         cfg = config.ComposeConfig(n=16, max_depth=2, seed=0)
         compose.run(artifacts.EnvLibrary.open(SEEDS), cfg, config.ValidateConfig(), runtime, out, session=rt)
-        iterate.write_pool(pool, iterate.seed_members(SEEDS) + iterate.library_members(out))
+        envpool.write_pool(pool, envpool.seed_members(SEEDS) + envpool.library_members(out))
         library = artifacts.EnvLibrary.open(pool)
         parts, _, skipped = compose.describe_parts(library, rt.pool)
     assert not skipped

@@ -155,8 +155,8 @@ def test_one_answer_tag_reaches_sample_reward_calibration_and_evaluation(tmp_pat
 
     from evoenv_cli.artifacts import EnvLibrary, prepare_out_dir
     from evoenv_cli.config import prompt_settings
-    from evoenv_cli.rewards import EnvReward
-    from evoenv_cli.runtime.pool import SandboxPool
+    from evoenv_cli.integrations.rewards import EnvReward
+    from evoenv_cli.runtime.workers import SandboxPool
     from evoenv_cli.stages import calibrate, evaluate, sample
 
     p = tmp_path / "r.yaml"

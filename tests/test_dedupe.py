@@ -354,7 +354,7 @@ def test_reskins_are_caught_by_running_solve_on_the_originals_instances(judged):
 
 
 def test_solve_signature_recasts_layouts_and_is_not_fooled_by_a_stored_solution():
-    from evoenv_cli.stages import solve_signature as ss
+    from evoenv_cli.checks import solve_signature as ss
 
     mine = {"kilos": [1, 2], "prices": [3, 4], "bag": 5}
     theirs = {"weights": [7, 8, 9], "values": [1, 1, 1], "capacity": 10}
@@ -568,9 +568,10 @@ def test_composites_are_judged_by_structure_not_by_their_embedded_code(tmp_path)
     """Composites embed their parents' sources (and prompts), so by code or prompt they look like
     their parents and each other; only one repeating another's operator and parents is a
     duplicate. A file that merely declares OPERATOR, with no compose lineage, is judged by code."""
+    from evoenv_cli import loop as iterate
     from evoenv_cli.artifacts import EnvLibrary
     from evoenv_cli.envfile import EnvFile, env_id_of
-    from evoenv_cli.stages import compose, iterate
+    from evoenv_cli.stages import compose
 
     r = evoenv(
         "compose", SEEDS, "--out", "comp", "--n", "12", "--max-depth", "2", "--seed", "1", "--json", cwd=tmp_path

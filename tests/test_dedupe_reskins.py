@@ -32,10 +32,11 @@ import numpy as np
 import pytest
 from conftest import ROOT, SEEDS
 
+from evoenv_cli.checks import solve_signature
 from evoenv_cli.config import DedupeConfig
 from evoenv_cli.envfile import EnvFile
-from evoenv_cli.runtime.pool import SandboxPool
-from evoenv_cli.stages import dedupe, solve_signature
+from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.stages import dedupe
 
 CORPUS = ROOT / "tests" / "dedupe_corpus"
 SCAFFOLDED = sorted((CORPUS / "scaffolded").glob("*.py"))

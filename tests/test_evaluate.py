@@ -14,7 +14,7 @@ from evoenv_cli.artifacts import EnvLibrary, prepare_out_dir
 from evoenv_cli.config import AnswerConfig, EvaluateConfig, SampleConfig
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.errors import InputError
-from evoenv_cli.runtime.pool import SandboxPool
+from evoenv_cli.runtime.workers import SandboxPool
 from evoenv_cli.stages import evaluate, sample
 
 BENCH = ROOT / "tests" / "fixtures" / "bench"

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from evoenv_cli.stages import fuzz, leak_solvers
+from evoenv_cli.checks import fuzz, leak_solvers
 
 
 def _plan(reference: str, unique: bool = True, source: str = "NAME = 'x'\n") -> list[fuzz.Mutant]:

@@ -255,7 +255,7 @@ def test_preview_shows_rows_with_odd_fields_without_crashing(evoenv, tmp_path):
 
 
 def test_env_reward_scores_bad_rows_zero_and_the_rest(tmp_path):
-    from evoenv_cli.rewards import EnvReward
+    from evoenv_cli.integrations.rewards import EnvReward
 
     rows = [json.loads(x) for x in _rows(tmp_path).read_text().splitlines()[:3]]
     rows[1] = {**rows[1], "instance": "{not json"}

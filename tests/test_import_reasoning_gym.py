@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from conftest import SEEDS
 
-from evoenv_cli import reasoning_gym_tasks as rg
 from evoenv_cli.envfile import EnvFile
+from evoenv_cli.integrations import reasoning_gym_tasks as rg
 from evoenv_cli.runtime.contract import check_source
 from evoenv_cli.runtime.packages import grant_for
-from evoenv_cli.runtime.pool import Call, SandboxPool
+from evoenv_cli.runtime.workers import Call, SandboxPool
 
 pytest.importorskip("reasoning_gym", reason="the [rg] extra is part of `make setup`")
 EXE = Path(sys.executable).with_name("evoenv")

@@ -151,7 +151,7 @@ def _library(tmp_path: Path, name: str, files: dict[str, str]) -> list:
 
 
 def test_recover_rolls_a_complete_new_copy_forward_and_an_incomplete_one_back(tmp_path):
-    from evoenv_cli.stages.iterate import recover, write_pool
+    from evoenv_cli.loop import recover, write_pool
 
     pool = tmp_path / "pool"
     write_pool(pool, _library(tmp_path, "old", {"a.py": "A = 1\n"}))

@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, SEEDS
 
+from evoenv_cli import loop as iterate
 from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.config import EvaluateConfig, SampleConfig
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.llm.base import BaseBackend, Completion, Generation
-from evoenv_cli.runtime.pool import SandboxPool
-from evoenv_cli.stages import calibrate, evaluate, iterate, sample
+from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.stages import calibrate, evaluate, sample
 
 NAMES = ("register_machine", "grid_shortest_path", "edit_distance")
 

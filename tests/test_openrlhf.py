@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from conftest import SEEDS, free_port, start_serve_reward
 
-from evoenv_cli import rewards
-from evoenv_cli.rewards import extract_answer
+from evoenv_cli.integrations import rewards
+from evoenv_cli.integrations.rewards import extract_answer
 
 PLANTED = "graph_coloring_planted"
 

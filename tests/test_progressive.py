@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from evoenv_cli.artifacts import EnvLibrary
-from evoenv_cli.stages import bound, quantize
+from evoenv_cli.stages import bound
+from evoenv_cli.training import quantize
 
 EXE = Path(sys.executable).with_name("evoenv")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}

@@ -36,7 +36,7 @@ def ray_cluster(tmp_path_factory):
 def test_each_ray_worker_builds_its_pool_once(ray_cluster):
     from evoenv_cli.artifacts import EnvLibrary
     from evoenv_cli.config import SampleConfig
-    from evoenv_cli.runtime.pool import SandboxPool
+    from evoenv_cli.runtime.workers import SandboxPool
     from evoenv_cli.stages import sample
 
     ray = ray_cluster
@@ -49,7 +49,7 @@ def test_each_ray_worker_builds_its_pool_once(ray_cluster):
     @ray.remote(num_cpus=1)
     class RewardWorker:  # what verl's reward loop workers are: long-lived Ray actors
         def score(self, row, text):
-            from evoenv_cli import rewards
+            from evoenv_cli.integrations import rewards
 
             out = rewards.compute_score(
                 data_source=row["data_source"],

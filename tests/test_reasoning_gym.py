@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from conftest import ScriptedBackend
 
-from evoenv_cli import reasoning_gym_tasks as rg
 from evoenv_cli.artifacts import prepare_out_dir
 from evoenv_cli.config import AnswerConfig, EvaluateConfig
 from evoenv_cli.errors import InputError
+from evoenv_cli.integrations import reasoning_gym_tasks as rg
 from evoenv_cli.stages import evaluate
 
 reasoning_gym = pytest.importorskip("reasoning_gym", reason="the [rg] extra is part of `make setup`")

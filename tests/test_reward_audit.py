@@ -10,13 +10,13 @@ import pytest
 from conftest import SEEDS
 
 from evoenv_cli.artifacts import EnvLibrary, write_jsonl_atomic
-from evoenv_cli.config import IterateConfig, RuntimeConfig
+from evoenv_cli.config import RuntimeConfig
 from evoenv_cli.envfile import EnvFile
-from evoenv_cli.reward_audit import QUARANTINE_FILE
-from evoenv_cli.rewards import EnvReward
-from evoenv_cli.runtime.pool import Call, Limits, SandboxPool
+from evoenv_cli.integrations.reward_audit import QUARANTINE_FILE
+from evoenv_cli.integrations.rewards import EnvReward
+from evoenv_cli.pool import EnvPool
 from evoenv_cli.runtime.session import Runtime
-from evoenv_cli.stages import iterate
+from evoenv_cli.runtime.workers import Call, Limits, SandboxPool
 
 COUNTING = b"""import random
 NAME = "counting_env"
@@ -130,10 +130,9 @@ def test_the_loop_drops_a_quarantined_environment_at_the_next_pool_update(tmp_pa
     pool-update.json, then applied) leaves it out, even where a later stage admitted it again,
     and the plan says so."""
     run = tmp_path / "run"
-    recipe = Path(__file__).parent / "recipes" / "tiny.yaml"
-    loop = iterate.Loop(run, recipe, "model", IterateConfig(), SEEDS, log=lambda *_: None)
-    loop.init_pool()
-    pool = EnvLibrary.open(loop.pool)
+    loop = EnvPool(run, SEEDS)  # the loop's environment pool
+    loop.init()
+    pool = EnvLibrary.open(loop.root)
     victim = next(e for e in pool.files if e.name == "knapsack_max_value")
     (run / "round-01" / "train").mkdir(parents=True)
     (run / "round-01" / "train" / QUARANTINE_FILE).write_text(
@@ -148,11 +147,11 @@ def test_the_loop_drops_a_quarantined_environment_at_the_next_pool_update(tmp_pa
     write_jsonl_atomic(admitted / "index.jsonl", [{"file": victim.path.name, "env_id": victim.env_id}])
     d2 = run / "round-02"
     d2.mkdir()
-    change = loop.plan_pool(d2, rotated, admitted, 2)
+    change = loop.plan(d2, rotated, admitted, 2)
     assert change["quarantined"] == [{"name": "knapsack_max_value", "reason": "score paid 1.0 but gave 0.0"}]
     assert json.loads((d2 / "pool-update.json").read_text()) == change
-    assert EnvLibrary.open(loop.pool).files == pool.files  # nothing changed before the plan is applied
-    loop.apply_pool(d2)
-    names = {e.name for e in EnvLibrary.open(loop.pool).files}
+    assert EnvLibrary.open(loop.root).files == pool.files  # nothing changed before the plan is applied
+    loop.apply(d2)
+    names = {e.name for e in EnvLibrary.open(loop.root).files}
     assert "knapsack_max_value" not in names and len(names) == len(pool.files) - 1
-    assert loop.plan_pool(d2, rotated, admitted, 2) == change  # a rerun replays the same plan
+    assert loop.plan(d2, rotated, admitted, 2) == change  # a rerun replays the same plan

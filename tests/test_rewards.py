@@ -5,8 +5,8 @@ from conftest import SEEDS
 
 from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.config import SampleConfig
-from evoenv_cli.rewards import EnvReward, completion_text, extract_answer
-from evoenv_cli.runtime.pool import SandboxPool
+from evoenv_cli.integrations.rewards import EnvReward, completion_text, extract_answer
+from evoenv_cli.runtime.workers import SandboxPool
 from evoenv_cli.stages import sample
 
 
@@ -102,7 +102,7 @@ def test_instance_may_be_a_dict_or_a_json_string(rows, reward):
 
 
 def test_env_reward_reads_the_library_from_the_environment(rows, monkeypatch):
-    from evoenv_cli import rewards
+    from evoenv_cli.integrations import rewards
 
     monkeypatch.setenv("EVOENV_LIBRARY", str(SEEDS))
     out = rewards.env_reward(
@@ -118,7 +118,7 @@ def test_env_reward_reads_the_library_from_the_environment(rows, monkeypatch):
 
 
 def test_format_reward_is_its_own_function(rows):
-    from evoenv_cli.rewards import FormatReward
+    from evoenv_cli.integrations.rewards import FormatReward
 
     f = FormatReward()
     got = f(

@@ -7,7 +7,7 @@ from conftest import SEEDS
 
 from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.config import SampleConfig
-from evoenv_cli.runtime.pool import SandboxPool
+from evoenv_cli.runtime.workers import SandboxPool
 from evoenv_cli.stages import sample
 
 FIELDS = {"prompt", "answer", "solution", "env_id", "env_name", "instance", "seed", "difficulty", "data_source"}

@@ -4,6 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import SEEDS, ScriptedBackend
 
 from evoenv_cli.artifacts import EnvLibrary, prepare_out_dir
@@ -94,6 +95,7 @@ def test_backend_errors_are_recorded_not_fatal(tmp_path):
     assert summary["candidates"] == 0 and summary["outcomes"] == {"error": 3}
 
 
+@pytest.mark.slow  # a real (tiny) model through transformers: ~11 CPU-s on a loaded box
 def test_real_tiny_model_through_hf_writes_no_environment_but_records_all(tiny_model, tmp_path):
     recipe = tmp_path / "r.yaml"
     recipe.write_text("synthesize:\n  max_requests: 3\n  batch: 3\n")

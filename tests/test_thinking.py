@@ -11,14 +11,14 @@ from conftest import SEEDS
 
 from evoenv_cli.artifacts import EnvLibrary, prepare_out_dir
 from evoenv_cli.config import CalibrateConfig, RuntimeConfig, SampleConfig
+from evoenv_cli.integrations.rewards import EnvReward, FormatReward, extract_answer
 from evoenv_cli.llm.base import BaseBackend, Completion, Generation
-from evoenv_cli.rewards import EnvReward, FormatReward, extract_answer
-from evoenv_cli.runtime.pool import SandboxPool
+from evoenv_cli.runtime.workers import SandboxPool
 from evoenv_cli.stages import calibrate, sample
-from evoenv_cli.stages.arena import parse_verdict
 from evoenv_cli.stages.review import parse_vote
 from evoenv_cli.stages.synthesize import extract_code
 from evoenv_cli.thinking import cut_at_length, final_text, template_opens_think
+from evoenv_cli.training.arena import parse_verdict
 
 TEMPLATE = (Path(__file__).parent / "fixtures" / "qwen3_thinking_2507_chat_template.jinja").read_text()
 DRAFT = "The answer could be <answer>5</answer>, but let me check 2 + 2 again"  # cut mid-thought

@@ -11,9 +11,9 @@ import yaml
 from conftest import ROOT
 
 from evoenv_cli import artifacts
+from evoenv_cli import loop as iterate
 from evoenv_cli.config import TrainConfig
 from evoenv_cli.errors import InputError
-from evoenv_cli.stages import iterate
 from evoenv_cli.stages import train as stage
 
 

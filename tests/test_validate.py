@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import SEEDS
 
+from evoenv_cli.checks import probes
 from evoenv_cli.runtime.contract import check_source
-from evoenv_cli.stages import probes
 from evoenv_cli.stages.validate import whole_token_in
 
 GOOD = b"""import random

@@ -1,5 +1,5 @@
 """verl drives evoenv as it does any custom reward: its own RLHFDataset reads `sample`'s
-parquet, its own loader (`load_reward_manager`) imports `pkg://evoenv_cli.rewards` /
+parquet, its own loader (`load_reward_manager`) imports `pkg://evoenv_cli.integrations.rewards` /
 `compute_score`, and its naive reward manager calls it on a tokenized response. verl 0.9 is
 installed with --no-deps (`make setup`; it pins an older transformers), so what it imports on
 this path is the real code."""
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import SEEDS
 
-from evoenv_cli import rewards
+from evoenv_cli.integrations import rewards
 
 # verl's own loader and reward manager: the module's fixture and its teardown (12 CPU-seconds in
 # the full suite) are past the fast lane's budget, so the whole module is slow (issue 23's list)
@@ -100,7 +100,7 @@ def test_compute_score_through_verls_own_loader_and_reward_manager(verl_rows, ti
         {
             "reward": {
                 "custom_reward_function": {
-                    "path": "pkg://evoenv_cli.rewards",
+                    "path": "pkg://evoenv_cli.integrations.rewards",
                     "name": "compute_score",
                     "reward_kwargs": {"library": str(lib)},
                 },
@@ -136,7 +136,7 @@ def test_compute_score_through_verls_own_loader_and_reward_manager(verl_rows, ti
 def test_compute_score_with_verls_exact_keywords(monkeypatch, tmp_path):
     from evoenv_cli.artifacts import EnvLibrary
     from evoenv_cli.config import SampleConfig
-    from evoenv_cli.runtime.pool import SandboxPool
+    from evoenv_cli.runtime.workers import SandboxPool
     from evoenv_cli.stages import sample
 
     lib = EnvLibrary.open(SEEDS)

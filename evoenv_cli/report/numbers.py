@@ -13,22 +13,9 @@ import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from evoenv_cli import stages
 from evoenv_cli.report.run_files import Line, RunFiles
 
-# The round's steps, in order, with the file that says each one finished. `contracts` stands
-# for the difficulty and novelty contracts, in the order the round ran them (`contract_order`).
-ROUND_STEPS = (
-    ("synthesize", "synthesize/summary.json"),
-    ("validate", "validate/summary.json"),
-    ("review", "review/summary.json"),
-    ("compose", "compose/summary.json"),
-    ("contracts", None),
-    ("rotate", "rotate/summary.json"),
-    ("pool update", "pool-update.json"),
-    ("sample", "sample/train.jsonl"),
-    ("train", "train/train-manifest.json"),
-    ("evaluate", "evaluate/metrics.json"),
-)
 # `evoenv iterate` runs dedupe before calibrate (the cheap contract first, so no solver call is
 # spent on a copy); runs made before that ran calibrate first. A round's funnel follows its own.
 DEDUPE_FIRST = ("dedupe", "calibrate")
@@ -142,9 +129,16 @@ def funnel_steps(order: tuple[str, str]) -> tuple[str, ...]:
 
 
 def round_steps(order: tuple[str, str]) -> list[tuple[str, str]]:
+    """The round's steps, in the loop's order (the stage registry's), each with the file in
+    round-NN/ that says it finished; the two contracts in the order this round ran them."""
+    steps = stages.round_steps()
     out = []
-    for name, marker in ROUND_STEPS:
-        out += [(s, f"{s}/summary.json") for s in order] if name == "contracts" else [(name, marker)]
+    for st in steps:
+        if st.name in order:
+            if st.name == DEDUPE_FIRST[0]:  # where the contracts stand in the loop's own order
+                out += [(name, stages.get(name).where) for name in order]
+            continue
+        out.append((st.name, st.where))
     return out
 
 

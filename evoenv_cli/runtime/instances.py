@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evoenv_cli.envfile import EnvFile
-from evoenv_cli.runtime.pool import Call, CallResult, SandboxPool, describe_failure
+from evoenv_cli.runtime.workers import Call, CallResult, SandboxPool, describe_failure
 
 ASKED = ("prompt", "solve")  # what an instance is asked after `generate`, in this order
 ALL = ("generate", *ASKED)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from evoenv_cli.runtime.pool import SandboxPool
+from evoenv_cli.runtime.workers import SandboxPool
 
 
 class Runtime:

@@ -22,7 +22,7 @@ from pathlib import Path
 from evoenv_cli import artifacts
 from evoenv_cli.config import AnswerConfig, BoundConfig, RuntimeConfig, SampleConfig, TrainConfig
 from evoenv_cli.errors import InputError
-from evoenv_cli.stages import quantize
+from evoenv_cli.training import quantize
 
 CODE_FILE = "bound-code.json"
 BASE_FILE = "bound-base.json"  # the base model's answers on S, beside the code (deterministic, so kept)
@@ -134,7 +134,7 @@ NOISE_RULE = (
 
 
 def library_levels(library: artifacts.EnvLibrary) -> dict[str, list[int]]:
-    from evoenv_cli.stages.conversations import levels_for
+    from evoenv_cli.conversations import levels_for
 
     cfg = SampleConfig(difficulty_from="index")
     return {e.name: list(levels_for(e, library, cfg)) for e in library.files}
@@ -385,7 +385,7 @@ def correct_answers(
     rows: list[dict], answers: list[str], code: BoundCode, library: artifacts.EnvLibrary, runtime: RuntimeConfig
 ) -> list[bool]:
     """Each answer scored by its environment's own `score` in the sandbox, thresholded."""
-    from evoenv_cli.rewards import EnvReward
+    from evoenv_cli.integrations.rewards import EnvReward
 
     reward = EnvReward(
         library.files,

@@ -33,20 +33,21 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from evoenv_cli import artifacts
+from evoenv_cli.admission import AdmissionLog, Summary, Verdict
 from evoenv_cli.confidence import above_chance_p_value, wilson_interval
-from evoenv_cli.config import AnswerConfig, CalibrateConfig, RuntimeConfig, SampleConfig, to_dict
+from evoenv_cli.config import AnswerConfig, CalibrateConfig, RuntimeConfig, SampleConfig, prompt_settings, to_dict
+from evoenv_cli.conversations import Plan, prepare
 from evoenv_cli.envfile import EnvFile
+from evoenv_cli.integrations.rewards import extract_answer
 from evoenv_cli.llm.base import Backend, SamplingConfig
-from evoenv_cli.rewards import extract_answer
 from evoenv_cli.runtime.instances import Order, make_instances
-from evoenv_cli.runtime.pool import Call, EnvLoadError, SandboxPool
 from evoenv_cli.runtime.session import Runtime, shared
-from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
-from evoenv_cli.stages.conversations import Plan, prepare
+from evoenv_cli.runtime.workers import Call, EnvLoadError, SandboxPool
+from evoenv_cli.stage import Context, Stage, register
 
 CHECKS = (
     "run",
@@ -458,3 +459,42 @@ def _responses_log(path: Path, final: set[str]) -> artifacts.JsonlAppender:
         if len(kept) != len(rows):
             artifacts.write_jsonl_atomic(path, kept)
     return artifacts.JsonlAppender(path)
+
+
+# -- the stage's record (evoenv_cli/stage.py) ------------------------------------------------------
+def _settings(ctx: Context) -> dict:
+    r = ctx.recipe
+    return dict(calibrate=r.calibrate, prompts=prompt_settings(r), backend=ctx.model.settings, limits=r.runtime.limits)
+
+
+def _run(ctx: Context, lib, out: Path, llm, bar) -> Summary:
+    r = ctx.recipe
+    return run(
+        lib,
+        r.calibrate,
+        r.sample,
+        r.runtime,
+        llm,
+        out,
+        ctx.model.name,
+        on_verdict=bar.advance,
+        session=ctx.session,
+        answer=r.answer,
+    )
+
+
+STAGE = register(
+    Stage(
+        "calibrate",
+        sections=("calibrate", "sample", "answer", "backend", "runtime.limits"),
+        marker="summary.json",
+        settings=_settings,
+        run=_run,
+        place=6,
+        funnel="had the right difficulty",
+        uses_model=True,
+    )
+)
+# The pool's rotation: calibrate again, on the pool members due for it (retiring those that left
+# the band); its own folder and place in the round.
+ROTATE = register(replace(STAGE, name="rotate", place=7, funnel="kept their level"))

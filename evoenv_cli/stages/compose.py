@@ -21,16 +21,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from evoenv_cli import artifacts
+from evoenv_cli.admission import AdmissionLog, Summary, Verdict
+from evoenv_cli.checks import probes
+from evoenv_cli.checks.composite_leaks import part_one_leak
 from evoenv_cli.config import ComposeConfig, RuntimeConfig, ValidateConfig, to_dict
 from evoenv_cli.envfile import EnvFile, env_id_of
+from evoenv_cli.operators import COMMON, OPERATORS, REGISTRY, Operator, Part, Plan
 from evoenv_cli.runtime.contract import check_source, embed
 from evoenv_cli.runtime.instances import Order, make_instances
-from evoenv_cli.runtime.pool import Call, EnvLoadError, SandboxPool
 from evoenv_cli.runtime.session import Runtime, shared
-from evoenv_cli.stages import probes, validate
-from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
-from evoenv_cli.stages.composite_leaks import part_one_leak
-from evoenv_cli.stages.operators import COMMON, OPERATORS, REGISTRY, Operator, Part, Plan
+from evoenv_cli.runtime.workers import Call, EnvLoadError, SandboxPool
+from evoenv_cli.stage import Context, Stage, register
+from evoenv_cli.stages import validate
 
 
 def _doc_line(part: Part, meta_doc: str | None) -> str:
@@ -258,3 +260,26 @@ def _split(n: int, depth: int) -> list[int]:
     base = [n // depth] * depth
     base[0] += n - sum(base)
     return base
+
+
+# -- the stage's record (evoenv_cli/stage.py) ------------------------------------------------------
+def _run(ctx: Context, lib, out: Path, llm, bar) -> Summary:
+    r = ctx.recipe
+    return run(lib, r.compose, r.validate, r.runtime, out, on_verdict=bar.advance, session=ctx.session)
+
+
+STAGE = register(
+    Stage(
+        "compose",
+        sections=("compose", "validate", "runtime.limits"),
+        marker="summary.json",
+        settings=lambda ctx: dict(
+            compose=ctx.recipe.compose, validate=ctx.recipe.validate, limits=ctx.recipe.runtime.limits
+        ),
+        run=_run,
+        place=4,
+        funnel="composition made",
+        allow_empty=False,
+        total=lambda ctx, lib: ctx.recipe.compose.n,
+    )
+)

@@ -46,16 +46,17 @@ from pathlib import Path
 import numpy as np
 
 from evoenv_cli import artifacts
+from evoenv_cli.admission import AdmissionLog, Summary, Verdict
+from evoenv_cli.checks import solve_signature
 from evoenv_cli.config import DedupeConfig, RuntimeConfig, check_values, to_dict
 from evoenv_cli.envfile import EnvFile
+from evoenv_cli.operators import REGISTRY
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.contract import MAX_SOURCE_BYTES
 from evoenv_cli.runtime.instances import Order, first_failure, make_instances
-from evoenv_cli.runtime.pool import SandboxPool
 from evoenv_cli.runtime.session import Runtime, shared
-from evoenv_cli.stages import solve_signature
-from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
-from evoenv_cli.stages.operators import REGISTRY
+from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.stage import Context, Stage, register
 
 STAGES = ("run", "duplicate_code", "duplicate_behaviour", "duplicate_structure")
 SIGNATURE_VERSION = 2  # bump when normalization changes: saved indexes then rebuild
@@ -1185,3 +1186,26 @@ def run(
             },
         )
         return summary
+
+
+# -- the stage's record (evoenv_cli/stage.py) ------------------------------------------------------
+def _run(ctx: Context, lib, out: Path, llm, bar) -> Summary:
+    r = ctx.recipe
+    pools = [artifacts.EnvLibrary.open(p, allow_empty=True) for p in ctx.inputs.get("against", [])]
+    return run(lib, r.dedupe, r.runtime, out, pools, on_verdict=bar.advance, note=ctx.note, session=ctx.session)
+
+
+STAGE = register(
+    Stage(
+        "dedupe",
+        sections=("dedupe", "runtime.limits"),
+        marker="summary.json",
+        settings=lambda ctx: dict(
+            dedupe=ctx.recipe.dedupe, limits=ctx.recipe.runtime.limits, against=list(ctx.inputs.get("against", []))
+        ),
+        run=_run,
+        place=5,  # before calibrate: the cheap contract first, so no solver call is spent on a copy
+        funnel="were new",
+        check=lambda ctx: check_config(ctx.recipe.dedupe),
+    )
+)

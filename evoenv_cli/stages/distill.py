@@ -20,7 +20,6 @@ from pathlib import Path
 from evoenv_cli import artifacts
 from evoenv_cli.config import AnswerConfig, BoundConfig, DistillConfig, TrainConfig, to_dict
 from evoenv_cli.errors import InputError
-from evoenv_cli.stages import quantize
 from evoenv_cli.stages.train import (
     _TRL_CHECKPOINTING_NOISE,
     adapter_config,
@@ -28,6 +27,7 @@ from evoenv_cli.stages.train import (
     check_model,
     trained_parameters,
 )
+from evoenv_cli.training import quantize
 
 MANIFEST = "distill-manifest.json"
 DIVERGENCE = {1.0: "reverse KL", 0.0: "forward KL"}  # by beta

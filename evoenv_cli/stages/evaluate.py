@@ -45,25 +45,34 @@ from pathlib import Path
 from typing import Any
 
 from evoenv_cli import artifacts
-from evoenv_cli import reasoning_gym_tasks as rg
 from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.confidence import wilson_interval
-from evoenv_cli.config import AnswerConfig, EvaluateConfig, RuntimeConfig, SampleConfig, check_values, to_dict
-from evoenv_cli.envfile import EnvFile
-from evoenv_cli.errors import InputError
-from evoenv_cli.llm.base import Backend, SamplingConfig
-from evoenv_cli.rewards import EnvReward, extract_answer
-from evoenv_cli.runtime import contract
-from evoenv_cli.runtime.instances import instance_seed
-from evoenv_cli.runtime.pool import SandboxPool
-from evoenv_cli.runtime.session import Runtime
-from evoenv_cli.stages.conversations import (
+from evoenv_cli.config import (
+    AnswerConfig,
+    EvaluateConfig,
+    RuntimeConfig,
+    SampleConfig,
+    check_values,
+    prompt_settings,
+    to_dict,
+)
+from evoenv_cli.conversations import (
     Plan,
     draw_levels,
     levels_for,
     prepare,
     user_turn,
 )
+from evoenv_cli.envfile import EnvFile
+from evoenv_cli.errors import InputError
+from evoenv_cli.integrations import reasoning_gym_tasks as rg
+from evoenv_cli.integrations.rewards import EnvReward, extract_answer
+from evoenv_cli.llm.base import Backend, SamplingConfig
+from evoenv_cli.runtime import contract
+from evoenv_cli.runtime.instances import instance_seed
+from evoenv_cli.runtime.session import Runtime
+from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.stage import Context, Stage, register
 
 HELDOUT_BIT = 1 << 31
 RG_SEED_BASE = HELDOUT_BIT  # reasoning-gym items at held-out seeds, like every evaluation item
@@ -675,3 +684,80 @@ __all__ = [
     "summarize",
     "table_rows",
 ]
+
+
+# -- the stage's record (evoenv_cli/stage.py) ------------------------------------------------------
+def _check(ctx: Context) -> None:
+    if ctx.library is None and not ctx.inputs.get("bench"):
+        raise InputError("nothing to evaluate: pass --library, --bench FILE, or both")
+    check_config(ctx.recipe.evaluate)
+    if "benches" not in ctx.inputs:  # the loop passes them loaded once for the run
+        ctx.inputs["benches"] = load_benches(ctx.inputs.get("bench", []), seed=ctx.recipe.evaluate.seed)
+    base = ctx.inputs.get("baseline_model")
+    if base is not None and base.check is not None:  # the baseline too, before OUT is touched
+        base.check()
+
+
+def _settings(ctx: Context) -> dict:
+    r = ctx.recipe
+    return dict(
+        evaluate=r.evaluate,
+        prompts=prompt_settings(r),
+        backend=ctx.model.settings,
+        baseline=ctx.inputs.get("baseline"),
+        library=ctx.library,
+        bench=list(ctx.inputs.get("bench", [])),
+        limits=r.runtime.limits,
+    )
+
+
+def _run(ctx: Context, lib: EnvLibrary | None, out: Path, llm, bar) -> dict:
+    """A command's models load in turn when their items come (and close after); the loop's
+    policy is already loaded and stays so. Either shows its completions on the progress bar."""
+
+    def shown(model) -> ModelSpec:
+        def made():
+            backend = model.get()
+            backend.progress = getattr(bar, "generation", None)
+            return backend
+
+        return ModelSpec(model.name, made) if model.owned else ModelSpec(model.name, backend=made())
+
+    r = ctx.recipe
+    base = ctx.inputs.get("baseline_model")
+    try:
+        return run(
+            out,
+            r.evaluate,
+            shown(ctx.model),
+            library=lib,
+            benches=ctx.inputs.get("benches", ()),
+            baseline=shown(base) if base is not None else None,
+            sample_cfg=r.sample,
+            answer=r.answer,
+            runtime=r.runtime,
+            note=ctx.note,
+            session=ctx.session,
+            baseline_results=ctx.inputs.get("baseline_results"),
+        )
+    finally:
+        if not ctx.model.owned and ctx.model.get() is not None:
+            ctx.model.get().progress = None
+
+
+STAGE = register(
+    Stage(
+        "evaluate",
+        sections=("evaluate", "sample", "answer", "backend", "runtime.limits"),
+        marker="metrics.json",
+        settings=_settings,
+        run=_run,
+        place=11,
+        partial=("samples", "samples.jsonl"),
+        rerun="rerun with --clean to start over",
+        envs=False,
+        resumable=False,
+        library_optional=True,
+        check=_check,
+    )
+)

@@ -17,14 +17,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from evoenv_cli import artifacts
+from evoenv_cli.admission import AdmissionLog, Summary, Verdict
 from evoenv_cli.config import ReviewConfig, RuntimeConfig, to_dict
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.llm.base import Backend, SamplingConfig, strip_thinking
 from evoenv_cli.prompts import template
 from evoenv_cli.runtime.instances import Order, first_failure, make_instances
-from evoenv_cli.runtime.pool import EnvLoadError, SandboxPool
 from evoenv_cli.runtime.session import Runtime, shared
-from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
+from evoenv_cli.runtime.workers import EnvLoadError, SandboxPool
+from evoenv_cli.stage import Context, Stage, register
 
 CHECKS = ("run", "review", "backend_error")
 QUESTIONS = {
@@ -191,3 +192,25 @@ def run(
                 "sampling": sampling.record(),
             },
         )
+
+
+# -- the stage's record (evoenv_cli/stage.py) ------------------------------------------------------
+def _run(ctx: Context, lib, out: Path, llm, bar) -> Summary:
+    r = ctx.recipe
+    return run(lib, r.review, r.runtime, llm, out, ctx.model.name, on_verdict=bar.advance, session=ctx.session)
+
+
+STAGE = register(
+    Stage(
+        "review",
+        sections=("review", "backend", "runtime.limits"),
+        marker="summary.json",
+        settings=lambda ctx: dict(
+            review=ctx.recipe.review, backend=ctx.model.settings, limits=ctx.recipe.runtime.limits
+        ),
+        run=_run,
+        place=3,
+        funnel="passed review",
+        uses_model=True,
+    )
+)

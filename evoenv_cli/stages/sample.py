@@ -10,16 +10,20 @@ two never meet.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from evoenv_cli import artifacts
 from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.config import ROW_FORMATS, ROW_RULE_FIELDS, AnswerConfig, SampleConfig, check_values
+from evoenv_cli.conversations import Plan, Prepared, build_messages, draw_levels, levels_for, prepare
 from evoenv_cli.errors import InputError
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.instances import instance_seed
-from evoenv_cli.runtime.pool import SandboxPool
-from evoenv_cli.stages.conversations import Plan, Prepared, build_messages, draw_levels, levels_for, prepare
+from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.stage import Context, Stage, register
 
 __all__ = [
     "FORMATS",
@@ -45,6 +49,7 @@ class SampleReport:
     rows: list[dict] = field(default_factory=list)
     per_env: dict[str, int] = field(default_factory=dict)
     skipped: list[dict] = field(default_factory=list)  # {"env", "seed", "difficulty", "reason"}
+    written: int = 0  # rows written to the output
 
 
 def check_config(cfg: SampleConfig, library: EnvLibrary) -> None:
@@ -139,3 +144,47 @@ def to_format(row: dict, fmt: str, index: int, split: str = "train") -> dict:
             "datasource": row["data_source"],
         }
     raise ValueError(fmt)
+
+
+# -- the stage's record (evoenv_cli/stage.py) ------------------------------------------------------
+def _check(ctx: Context) -> None:
+    lib = EnvLibrary.open(ctx.library)
+    lib.check_python()
+    check_config(ctx.recipe.sample, lib)
+    if str(ctx.out) != "-":
+        artifacts.check_output_file(ctx.out)
+
+
+def _run(ctx: Context, lib: EnvLibrary, out: Path, llm, bar) -> SampleReport:
+    """The rows written to OUT: a JSONL file ('-': stdout) or a .parquet file; no row at all
+    (nothing calibrated in band) is an empty file, which the loop reads as nothing to train."""
+    r = ctx.recipe
+    cfg = r.sample
+    with contextlib.ExitStack() as stack:
+        pool = ctx.session.pool if ctx.session is not None else stack.enter_context(own_pool(r.runtime))
+        report = run(lib, cfg, pool, answer=r.answer, format_weight=r.reward.format_weight)
+    rows = (to_format(row, cfg.format, i, cfg.split) for i, row in enumerate(report.rows))
+    write = artifacts.write_parquet_atomic if str(out).endswith(".parquet") else artifacts.write_jsonl_atomic
+    report.written = write(str(out) if str(out) == "-" else out, rows)
+    return report
+
+
+def own_pool(runtime) -> SandboxPool:
+    return SandboxPool(limits=runtime.limits, sandbox_mode=runtime.sandbox, workers=runtime.workers)
+
+
+STAGE = register(
+    Stage(
+        "sample",
+        sections=("sample", "answer", "reward.format_weight", "runtime"),
+        marker="train.jsonl",
+        settings=None,  # one file, written whole (atomically): nothing to resume
+        run=_run,
+        place=9,
+        partial=("rows", "nothing: the file is written whole at the end"),
+        rerun="run it again",
+        check=_check,
+        allow_empty=False,
+        total=lambda ctx, lib: None,  # no progress bar: rows are prepared in one batch
+    )
+)

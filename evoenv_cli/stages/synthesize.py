@@ -23,6 +23,7 @@ from evoenv_cli.llm.base import Backend, SamplingConfig, strip_thinking
 from evoenv_cli.prompts import PROMPTS, contract_text, template
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.contract import REQUIRED_FUNCTIONS, parse_python
+from evoenv_cli.stage import Context, Stage, register
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.DOTALL)
 
@@ -217,3 +218,52 @@ def _finish(out: Path, records: list[dict], cfg, seeds, pools, model_name, backe
         ),
     )
     return summary
+
+
+# -- the stage's record (evoenv_cli/stage.py) ------------------------------------------------------
+def _settings(ctx: Context) -> dict:
+    cfg = ctx.recipe.synthesize  # --resume may raise n (and max_requests): not in the settings
+    wanted = {k: v for k, v in to_dict(cfg).items() if k not in ("n", "max_requests")}
+    return dict(
+        synthesize=wanted, backend=ctx.model.settings, seeds=ctx.inputs["seeds"], pools=list(ctx.inputs["pools"])
+    )
+
+
+def _check(ctx: Context) -> None:
+    """The examples' libraries open before OUT is touched."""
+    artifacts.EnvLibrary.open(ctx.inputs["seeds"])
+    for p in ctx.inputs["pools"]:
+        artifacts.EnvLibrary.open(p, allow_empty=True)
+
+
+def _run(ctx, lib, out: Path, llm, bar) -> dict:
+    seeds = artifacts.EnvLibrary.open(ctx.inputs["seeds"])
+    pools = [artifacts.EnvLibrary.open(p, allow_empty=True) for p in ctx.inputs["pools"]]
+    return run(
+        seeds,
+        pools,
+        ctx.recipe.synthesize,
+        llm,
+        out,
+        ctx.model.name,
+        on_round=lambda have, asked: ctx.say(
+            f"synthesize: {have} candidates from {asked} requests so far, asking for more"
+        ),
+    )
+
+
+STAGE = register(
+    Stage(
+        "synthesize",
+        sections=("synthesize", "backend"),
+        marker="summary.json",
+        settings=_settings,
+        run=_run,
+        place=1,
+        partial=("generations", "generations.jsonl"),
+        funnel="that parsed",
+        uses_model=True,
+        check=_check,
+        total=lambda ctx, lib: None,
+    )
+)

@@ -27,11 +27,12 @@ from typing import Any
 
 from evoenv_cli import artifacts
 from evoenv_cli.config import AnswerConfig, RewardConfig, RuntimeConfig, TrainConfig, to_dict
-from evoenv_cli.reward_audit import QUARANTINE_FILE
-from evoenv_cli.rewards import EnvReward, FormatReward, row_instance
-from evoenv_cli.stages import train_progress
-from evoenv_cli.stages.conversations import without_demonstrations
-from evoenv_cli.stages.train_progress import TRAIN_LOG
+from evoenv_cli.conversations import without_demonstrations
+from evoenv_cli.integrations.reward_audit import QUARANTINE_FILE
+from evoenv_cli.integrations.rewards import EnvReward, FormatReward, row_instance
+from evoenv_cli.stage import Context, Stage, register
+from evoenv_cli.training import progress
+from evoenv_cli.training.progress import TRAIN_LOG
 
 ROW_FIELDS = ("prompt", "env_id", "instance")
 
@@ -85,7 +86,7 @@ def row_problem(row: dict) -> str | None:
 def check_settings(cfg: TrainConfig) -> None:
     """Settings that can be checked before anything loads: the arena's judge."""
     if cfg.zero_variance == "judge":
-        from evoenv_cli.stages.arena import check_judge
+        from evoenv_cli.training.arena import check_judge
 
         check_judge(cfg.arena.judge)
 
@@ -480,15 +481,15 @@ def run(
             train_dataset=dataset,
             eval_dataset=eval_dataset,
             peft_config=peft_config,
-            callbacks=[_metrics_callback(metrics_path, step_rewards, fade), train_progress.callback(out / TRAIN_LOG)],
+            callbacks=[_metrics_callback(metrics_path, step_rewards, fade), progress.callback(out / TRAIN_LOG)],
         )
-        train_progress.quiet_trl(trainer)
+        progress.quiet_trl(trainer)
         load_s = time.perf_counter() - loading
         thinking_rule(trainer, cfg, [reward, format_reward])
         checkpoint = resume and any((out / "checkpoints").glob("checkpoint-*"))
         arena = None
         if cfg.zero_variance == "judge":
-            from evoenv_cli.stages import arena as arena_stage
+            from evoenv_cli.training import arena as arena_stage
 
             arena = step_rewards.arena = arena_stage.build(trainer, cfg, out, resume=bool(checkpoint), judge=judge)
         try:
@@ -725,3 +726,66 @@ def _metrics_callback(path: Path, step_rewards: StepRewards, fade: Demonstration
                 artifacts.follow_umask(args.output_dir)
 
     return MetricsLog()
+
+
+# -- the stage's record (evoenv_cli/stage.py) ------------------------------------------------------
+def _check(ctx: Context) -> None:
+    lib = artifacts.EnvLibrary.open(ctx.library)
+    artifacts.check_output_folder(ctx.out)
+    model = ctx.inputs["model"]
+    check_inputs(ctx.inputs["data"], lib, model)  # before any folder is made
+    if ctx.inputs.get("eval_data") is not None:
+        check_inputs(ctx.inputs["eval_data"], lib, model)
+    check_model(model)
+    try:  # the judge's settings come from the recipe: its file leads the error
+        check_settings(ctx.recipe.train)
+    except artifacts.InputError as exc:
+        recipe = ctx.inputs.get("recipe_path")
+        raise artifacts.InputError(f"{recipe}: {exc}" if recipe is not None else str(exc)) from None
+
+
+def _settings(ctx: Context) -> dict:
+    r = ctx.recipe  # --resume may raise max_steps to train on: not in the settings
+    return dict(
+        train={k: v for k, v in to_dict(r.train).items() if k != "max_steps"},
+        reward=r.reward,
+        answer=r.answer,
+        limits=r.runtime.limits,
+        model=ctx.inputs["model"],
+        data=ctx.inputs["data"],
+    )
+
+
+def _run(ctx: Context, lib, out: Path, llm, bar) -> dict:
+    r = ctx.recipe
+    data, model = ctx.inputs["data"], ctx.inputs["model"]
+    return run(
+        data,
+        lib,
+        model,
+        out,
+        r.train,
+        r.reward,
+        r.runtime,
+        resume=ctx.resume,
+        eval_data=ctx.inputs.get("eval_data"),
+        answer=r.answer,
+    )
+
+
+STAGE = register(
+    Stage(
+        "train",
+        sections=("train", "reward", "answer", "runtime.limits"),
+        marker="train-manifest.json",
+        settings=_settings,
+        run=_run,
+        place=10,
+        partial=("checkpoints", "checkpoint-*"),
+        envs=False,
+        resumable=True,
+        allow_empty=False,
+        check=_check,
+        prepares=lambda ctx: is_main_rank(),  # under accelerate launch every rank runs it; one prepares OUT
+    )
+)

@@ -33,10 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evoenv_cli import artifacts
+from evoenv_cli.admission import AdmissionLog, Summary, Verdict
+from evoenv_cli.checks import fuzz, leak_solvers, probes, training_shape
+from evoenv_cli.checks.probes import Context
 from evoenv_cli.config import RuntimeConfig, ValidateConfig, to_dict
 from evoenv_cli.runtime.contract import check_source, import_grant
 from evoenv_cli.runtime.instances import ASKED, Made, Order, make_instances
-from evoenv_cli.runtime.pool import (
+from evoenv_cli.runtime.session import Runtime, shared
+from evoenv_cli.runtime.workers import (
     Call,
     CallResult,
     EnvFile,
@@ -44,10 +48,8 @@ from evoenv_cli.runtime.pool import (
     SandboxPool,
     describe_failure,
 )
-from evoenv_cli.runtime.session import Runtime, shared
-from evoenv_cli.stages import fuzz, leak_solvers, probes, training_shape
-from evoenv_cli.stages.admission import AdmissionLog, Summary, Verdict
-from evoenv_cli.stages.probes import Context
+from evoenv_cli.stage import Context as StageContext
+from evoenv_cli.stage import Stage, register
 
 STAGES = (
     "static",
@@ -783,3 +785,21 @@ def run(
         return log.finish(
             "validate", STAGES, library, {"validate": to_dict(cfg), "runtime": to_dict(runtime)}, index_extra=order_free
         )
+
+
+# -- the stage's record (evoenv_cli/stage.py) ------------------------------------------------------
+def _run(ctx: StageContext, lib, out: Path, llm, bar) -> Summary:
+    r = ctx.recipe
+    return run(lib, r.validate, r.runtime, out, on_verdict=bar.advance, session=ctx.session)
+
+
+STAGE = register(
+    Stage(
+        "validate",
+        sections=("validate", "runtime.limits"),
+        marker="summary.json",
+        settings=lambda ctx: dict(validate=ctx.recipe.validate, limits=ctx.recipe.runtime.limits),
+        run=_run,
+        place=2,
+    )
+)

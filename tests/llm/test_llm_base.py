@@ -38,7 +38,7 @@ def test_importing_a_backend_loads_neither_the_sandbox_pool_nor_the_artifacts_la
     code = (
         "import sys, evoenv_cli.llm, evoenv_cli.llm.hf, evoenv_cli.llm.openai_compat, "
         "evoenv_cli.llm.vllm_backend, evoenv_cli.llm.starter, evoenv_cli.llm.tiny; "
-        "loaded = [m for m in ('evoenv_cli.runtime.pool', 'evoenv_cli.runtime.sandbox', 'evoenv_cli.artifacts') "
+        "loaded = [m for m in ('evoenv_cli.runtime.workers', 'evoenv_cli.runtime.sandbox', 'evoenv_cli.artifacts') "
         "if m in sys.modules]; assert not loaded, loaded"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -31,7 +31,7 @@ import pytest
 
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.runtime import sandbox
-from evoenv_cli.runtime.pool import Call, CallResult, EnvLoadError, Limits, SandboxPool
+from evoenv_cli.runtime.workers import Call, CallResult, EnvLoadError, Limits, SandboxPool
 
 HERE = Path(__file__).resolve().parent
 ATTACKS = HERE / "attacks"
@@ -869,7 +869,7 @@ def test_a_reply_the_parent_cannot_handle_never_deadlocks_the_pool(mode, monkeyp
     """Anything that raises while a reply is handled (RecursionError in json.dumps of a deep
     value, once) left the worker's slot taken: after `workers` such replies the next call
     waited forever. Now the worker is killed, the call is a crash, and the slot is free."""
-    from evoenv_cli.runtime import pool as pool_module
+    from evoenv_cli.runtime import workers as pool_module
 
     real = pool_module.check_value
 

@@ -11,7 +11,7 @@ from evoenv_cli.config import ValidateConfig
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.prompts import contract_text
 from evoenv_cli.runtime import contract
-from evoenv_cli.runtime.pool import Call, SandboxPool, describe_failure
+from evoenv_cli.runtime.workers import Call, SandboxPool, describe_failure
 
 ESCAPING = b"""NAME = "escaping"
 def generate(seed, difficulty):

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from evoenv_cli.config import AnswerConfig, DedupeConfig, ReviewConfig, SampleConfig, ValidateConfig
+from evoenv_cli.conversations import Plan, prepare
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.runtime.instances import Order, first_failure, make_instances
-from evoenv_cli.runtime.pool import Call, Limits, SandboxPool, describe_failure
+from evoenv_cli.runtime.workers import Call, Limits, SandboxPool, describe_failure
 from evoenv_cli.stages import dedupe, review, validate
-from evoenv_cli.stages.conversations import Plan, prepare
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMITS = Limits(generate_s=0.5, prompt_s=1, solve_s=1, score_s=1, grace_s=0.3, import_s=5, memory_mb=512)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from evoenv_cli.runtime import sandbox
-from evoenv_cli.runtime.pool import (
+from evoenv_cli.runtime.workers import (
     MAX_VALUE_DEPTH,
     BadValue,
     Call,

@@ -475,7 +475,7 @@ class Arena:
         zero-variance (default `rewards`): the environment's score, where `rewards` is the sum
         TRL forms with a format bonus, so a group that learned nothing about the task is judged
         even when its format varied, and the judge's rewards never reorder that sum."""
-        from evoenv_cli.rewards import completion_text
+        from evoenv_cli.integrations.rewards import completion_text
 
         ties = rewards if ties is None else ties
         local = [

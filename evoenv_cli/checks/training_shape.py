@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from evoenv_cli.runtime.pool import Call, CallResult
+from evoenv_cli.runtime.workers import Call, CallResult
 
 GROUP_REFERENCES = 6  # the reference this many times in a row, then the wrong answers
 GROUPS = 4

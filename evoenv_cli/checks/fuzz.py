@@ -19,9 +19,9 @@ import math
 import random
 from dataclasses import dataclass
 
+from evoenv_cli.checks.leak_solvers import normalize
+from evoenv_cli.checks.probes import INT, Context, shape_of
 from evoenv_cli.runtime.contract import parse_python
-from evoenv_cli.stages.leak_solvers import normalize
-from evoenv_cli.stages.probes import INT, Context, shape_of
 
 # The order the kinds are judged in: the first over the noise names the verdict.
 KINDS = (

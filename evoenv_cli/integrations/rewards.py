@@ -16,7 +16,7 @@ process builds its own sandbox pool once):
 
 - `env_reward`: TRL, same arguments as `EnvReward`.
 - `compute_score(data_source, solution_str, ground_truth, extra_info)`: verl's custom reward
-  function (`reward.custom_reward_function.path=pkg://evoenv_cli.rewards`); it scores
+  function (`reward.custom_reward_function.path=pkg://evoenv_cli.integrations.rewards`); it scores
   through the environment named in `extra_info`, so every valid answer of a planted
   environment scores 1, not only `ground_truth`.
 - `reward_func(queries, prompts, labels)`: OpenRLHF's `--reward.remote_url` file (this one);
@@ -39,8 +39,8 @@ from typing import Any
 
 from evoenv_cli.config import ROW_RULE_FIELDS
 from evoenv_cli.envfile import EnvFile
-from evoenv_cli.reward_audit import RewardAudit
-from evoenv_cli.runtime.pool import Call, Limits, SandboxPool
+from evoenv_cli.integrations.reward_audit import RewardAudit
+from evoenv_cli.runtime.workers import Call, Limits, SandboxPool
 from evoenv_cli.thinking import answer_part, cut_at_length
 
 _PATTERNS: dict[str, re.Pattern] = {}
@@ -433,7 +433,7 @@ def env_reward(prompts=None, completions=None, env_id=None, instance=None, **kwa
     if "solution_str" in kwargs:
         raise ValueError(
             "env_reward is TRL's reward function; verl calls "
-            "evoenv_cli.rewards.compute_score (reward.custom_reward_function.name=compute_score)"
+            "evoenv_cli.integrations.rewards.compute_score (reward.custom_reward_function.name=compute_score)"
         )
     return shared_reward()(prompts=prompts, completions=completions, env_id=env_id, instance=instance, **kwargs)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from evoenv_cli import artifacts
 from evoenv_cli.envfile import EnvFile
-from evoenv_cli.runtime.pool import Call, Limits, SandboxPool
+from evoenv_cli.runtime.workers import Call, Limits, SandboxPool
 
 QUARANTINE_FILE = "quarantine.jsonl"
 # A fresh worker that raised or returned a bad value where the long-lived one scored is a

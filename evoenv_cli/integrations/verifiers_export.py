@@ -82,7 +82,7 @@ class EvoenvTaskConfig(vf.TaskConfig):
 
 
 def score_reply(reply, data, config):
-    from evoenv_cli.rewards import shared_reward
+    from evoenv_cli.integrations.rewards import shared_reward
 
     reward = shared_reward(LIBRARY, answer_tag=config.answer_tag, format_weight=config.format_weight)
     return reward.details([reply], [data.env_id], [data.instance], [data.env_name])[0]
@@ -104,7 +104,7 @@ class EvoenvTask(vf.Task[EvoenvData, vf.State, EvoenvTaskConfig]):
 
     @vf.metric
     async def answered(self, trace: vf.Trace) -> float:
-        from evoenv_cli.rewards import extract_answer
+        from evoenv_cli.integrations.rewards import extract_answer
 
         return 0.0 if extract_answer(trace.last_reply, self.config.answer_tag) is None else 1.0
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from evoenv_cli.envfile import EnvFile
-from evoenv_cli.runtime.pool import Call, SandboxPool
+from evoenv_cli.runtime.workers import Call, SandboxPool
 
 MAX_MAPPINGS = 6
 

@@ -26,7 +26,7 @@ from evoenv_cli.config import AnswerConfig, SampleConfig
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.instances import ALL, Order, make_instances
-from evoenv_cli.runtime.pool import SandboxPool
+from evoenv_cli.runtime.workers import SandboxPool
 
 DEMONSTRATION_TRIES = 3  # extra candidate instances per wanted demonstration
 

@@ -49,7 +49,7 @@ run (a partly done stage refuses to resume under settings of its own that change
 from __future__ import annotations
 
 import dataclasses
-import json
+import functools
 import os
 import shlex
 import shutil
@@ -61,26 +61,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evoenv_cli import artifacts
+from evoenv_cli import artifacts, stage, stages
 from evoenv_cli import config as cfgmod
 from evoenv_cli.config import IterateConfig
-from evoenv_cli.envfile import EnvFile
-from evoenv_cli.reward_audit import QUARANTINE_FILE, quarantined_ids
-from evoenv_cli.stages.train_progress import TRAIN_LOG
+from evoenv_cli.pool import PLAN_FILE, EnvPool, merge_libraries, read_json, recover, write_pool
+from evoenv_cli.training.progress import TRAIN_LOG
 
-MARKERS = {
-    "baseline": "metrics.json",
-    "synthesize": "summary.json",
-    "validate": "summary.json",
-    "review": "summary.json",
-    "compose": "summary.json",
-    "calibrate": "summary.json",
-    "dedupe": "summary.json",
-    "rotate": "summary.json",
-    "sample": "train.jsonl",
-    "train": "train-manifest.json",
-    "evaluate": "metrics.json",
-}
 LOOP_FILE = "loop.json"
 LOG_FILE = "log.txt"  # RUN/log.txt: the loop's lines with their times, a start line per stage
 
@@ -95,22 +81,6 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, where: str):
         super().__init__(where)
         self.where = where
-
-
-class _Quiet:
-    """No progress display (a library caller, a test): the CLI passes a rich one."""
-
-    def __init__(self, total: int | None = None, label: str = "", llm=None):
-        pass
-
-    def __enter__(self) -> _Quiet:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        pass
-
-    def advance(self, verdict) -> None:
-        pass
 
 
 class Policy:
@@ -156,7 +126,7 @@ class Loop:
     seeds: Path
     log: Callable[[str], None] = print
     # (total, label, llm=None) -> a context manager with advance(verdict): the CLI's rich bars
-    progress: Callable[..., Any] = _Quiet
+    progress: Callable[..., Any] = stage.Quiet
     # model name -> an open Backend; default: the recipe's backend section with that model
     backend_factory: Callable[[str], Any] | None = None
     # the console is not a terminal (a log file): its progress bars draw nothing there, so each
@@ -170,6 +140,8 @@ class Loop:
         self.policy = Policy(self.backend_factory or self._make_backend)
         self.runtime = None
         self._benches = None
+        self.round = 0
+        self.env_pool = EnvPool(self.run_dir, self.seeds)
         self._say, self.log = self.log, self._log
 
     def _log(self, message: str) -> None:
@@ -200,210 +172,87 @@ class Loop:
     # -- folders ------------------------------------------------------------------------------------
     @property
     def pool(self) -> Path:
-        return self.run_dir / "pool"
+        return self.env_pool.root
 
-    @property
-    def eval_set(self) -> Path:
-        return self.run_dir / "eval-set"
-
-    def init_pool(self) -> None:
-        """RUN/pool/ as the last applied plan left it; from the seeds on a new run."""
-        recover(self.pool)
-        recover(self.eval_set)
-        if (self.pool / "index.jsonl").exists():
-            return
-        plans = sorted(self.run_dir.glob("round-*/pool-next/index.jsonl"))
-        if plans:  # a pool lost outside the loop: the last plan is what it was
-            write_pool(self.pool, library_members(plans[-1].parent))
-            return
-        write_pool(self.pool, seed_members(self.seeds))
-
-    def freeze_eval_set(self) -> None:
-        """RUN/eval-set/: the starting pool (the seeds) at the levels round 1 calibrated them
-        to, kept apart so that every round is measured on the same items (written once)."""
-        if (self.eval_set / "index.jsonl").exists():
-            return
-        seeds = {e.env_id for e, _ in seed_members(self.seeds)}
-        write_pool(self.eval_set, [(e, rec) for e, rec in library_members(self.pool) if e.env_id in seeds])
-
-    # -- one stage -----------------------------------------------------------------------------------
-    def stage(self, name: str, out: Path, book: RoundBook, body: Callable[..., Any], *args: Any) -> Path:
-        """Run `body(*args)` unless the stage's marker says it is finished; book its costs."""
-        if (out / MARKERS[name]).exists():
-            self.log(f"  {name}: done")
-            book.keep(name)
+    # -- one step -----------------------------------------------------------------------------------
+    def step(self, name: str, d: Path, book: RoundBook, *, label: str = "", folder: str = "", **given: Any) -> Path:
+        """Run one stage of the round into d/<its folder> (skipped when its marker says it is
+        finished), through the same `stage.execute` its command runs, and book its costs.
+        `given`: the Context's fields (library, model, inputs) for this step."""
+        st = stages.get(name)
+        out = d / (folder or (st.folder if st.folder is not None else name))
+        if (out / st.marker).exists():
+            self.log(f"  {label or name}: done")
+            book.keep(label or name)
             return out
-        self.where = f"{book.label} at {name} (partial results in {out})"
-        self.note(f"  {name}: started ({out})")
+        self.where = f"{book.label} at {label or name} (partial results in {out})"
+        self.note(f"  {label or name}: started ({out})")
         out.parent.mkdir(parents=True, exist_ok=True)
         before = self._counters()
         started = time.perf_counter()
-        body(*args)
-        book.add(name, time.perf_counter() - started, before, self._counters())
+        used = artifacts.holds_results(out)  # a step a kill interrupted goes on (or, with no resume, starts over)
+        model = given.pop("model", None)
+        ctx = stage.Context(
+            self.spec_for(name),
+            out / st.marker if st.settings is None else out,
+            model=self.policy_model(model) if model else None,
+            session=self.runtime,
+            resume=used and st.resumable,
+            clean=used and not st.resumable,
+            progress=self.progress,
+            say=lambda m: self.log(f"  {m}"),
+            note=self.note,
+            label=label,
+            **given,
+        )
+        if st.settings is None:
+            out.mkdir(parents=True, exist_ok=True)
+        result = stage.execute(st, ctx)
+        self.report(st, label or name, result, out)
+        book.add(label or name, time.perf_counter() - started, before, self._counters())
         return out
+
+    def spec_for(self, name: str):
+        """The recipe as this round's step runs it: synthesize, compose and sample draw with the
+        round's number as their seed (each round different, a rerun the same)."""
+        s = self.spec
+        r = self.round
+        if name == "synthesize":
+            return dataclasses.replace(s, synthesize=cfgmod.override(s.synthesize, seed=r))
+        if name == "compose":
+            return dataclasses.replace(s, compose=cfgmod.override(s.compose, seed=r))
+        if name == "sample":
+            return dataclasses.replace(s, sample=cfgmod.override(s.sample, difficulty_from="index", seed=r))
+        return s
+
+    def policy_model(self, name: str) -> stage.Model:
+        """The loop's policy for a step: loaded once, kept for the next step that asks for it."""
+        return stage.Model(name, cfgmod.llm_settings(self.spec, None, name), lambda: self.policy.get(name), owned=False)
+
+    def report(self, st: stage.Stage, label: str, result: Any, out: Path) -> None:
+        """The step's line in the loop's log."""
+        if hasattr(result, "record"):
+            self.log("  " + stage.funnel_line(label, result.record(), out))
+        elif st.name == "synthesize":
+            self.log(f"  synthesize: {result['candidates']} candidates from {result['requests']} requests -> {out}")
+        elif st.name == "sample" and not result.rows:  # an empty train.jsonl: the round trains nothing
+            self.log(
+                f"  sample: no pool environment has a level calibrated in band and above chance for this "
+                f"policy ({len(result.skipped)} skipped; their calibration is in {self.pool / 'index.jsonl'}): "
+                "nothing to train on this round"
+            )
+        elif st.name == "sample":
+            self.log(
+                f"  sample: {result.written} rows from {len(result.per_env)} environments "
+                f"({len(result.skipped)} skipped) -> {out / st.marker}"
+            )
+        elif st.name == "evaluate":
+            shown = " ".join(f"{k}={v:.3f}" for k, v in headline(result).items() if isinstance(v, float))
+            self.log(f"  {label}: {shown or '-'} -> {out}")
 
     def _counters(self) -> tuple[int, float, int, int]:
         calls = self.runtime.calls if self.runtime is not None else 0
         return self.policy.loads, self.policy.load_s, self.policy.tokens, calls
-
-    def _admit(
-        self, label: str, out: Path, total: int | None, settings: dict, run, llm=None, envs: bool = True
-    ) -> dict:
-        out_dir = artifacts.prepare_out_dir(
-            out, resume=artifacts.holds_results(out), clean=False, envs=envs, settings=settings
-        )
-        with self.progress(total, label, llm=llm) as bar:
-            record = run(out_dir, bar.advance).record()
-        self.log(funnel_line(label, record, out_dir))
-        return record
-
-    # -- the stages, as their commands run them ------------------------------------------------------
-    def synthesize(self, out: Path, policy: str, r: int) -> None:
-        from evoenv_cli.stages import synthesize as stage
-
-        s = self.spec
-        cfg = cfgmod.override(s.synthesize, seed=r)
-        wanted = {k: v for k, v in cfgmod.to_dict(cfg).items() if k not in ("n", "max_requests")}
-        settings = cfgmod.stage_settings(
-            synthesize=wanted, backend=cfgmod.llm_settings(s, None, policy), seeds=self.seeds, pools=[self.pool]
-        )
-        out_dir = artifacts.prepare_out_dir(out, resume=artifacts.holds_results(out), clean=False, settings=settings)
-        seeds = artifacts.EnvLibrary.open(self.seeds)
-        pools = [artifacts.EnvLibrary.open(self.pool, allow_empty=True)]
-        llm = self.policy.get(policy)
-        with self.progress(None, "synthesize", llm=llm):
-            summary = stage.run(
-                seeds,
-                pools,
-                cfg,
-                llm,
-                out_dir,
-                policy,
-                on_round=lambda have, asked: self.log(
-                    f"  synthesize: {have} candidates from {asked} requests so far, asking for more"
-                ),
-            )
-        self.log(f"  synthesize: {summary['candidates']} candidates from {summary['requests']} requests -> {out_dir}")
-
-    def validate(self, lib_dir: Path, out: Path) -> None:
-        from evoenv_cli.stages import validate as stage
-
-        s = self.spec
-        lib = artifacts.EnvLibrary.open(lib_dir, allow_empty=True)
-        self._admit(
-            "validate",
-            out,
-            len(lib.files),
-            cfgmod.stage_settings(validate=s.validate, limits=s.runtime.limits),
-            lambda o, adv: stage.run(lib, s.validate, s.runtime, o, on_verdict=adv, session=self.runtime),
-        )
-
-    def review(self, lib_dir: Path, out: Path, policy: str) -> None:
-        from evoenv_cli.stages import review as stage
-
-        s = self.spec
-        lib = artifacts.EnvLibrary.open(lib_dir, allow_empty=True)
-        settings = cfgmod.stage_settings(
-            review=s.review, backend=cfgmod.llm_settings(s, None, policy), limits=s.runtime.limits
-        )
-        llm = self.policy.get(policy)
-        self._admit(
-            "review",
-            out,
-            len(lib.files),
-            settings,
-            lambda o, adv: stage.run(lib, s.review, s.runtime, llm, o, policy, on_verdict=adv, session=self.runtime),
-            llm=llm,
-        )
-
-    def compose(self, out: Path, r: int) -> None:
-        from evoenv_cli.stages import compose as stage
-
-        s = self.spec
-        cfg = cfgmod.override(s.compose, seed=r)
-        lib = artifacts.EnvLibrary.open(self.pool)
-        self._admit(
-            "compose",
-            out,
-            cfg.n,
-            cfgmod.stage_settings(compose=cfg, validate=s.validate, limits=s.runtime.limits),
-            lambda o, adv: stage.run(lib, cfg, s.validate, s.runtime, o, on_verdict=adv, session=self.runtime),
-        )
-
-    def dedupe(self, lib_dir: Path, out: Path) -> None:
-        from evoenv_cli.stages import dedupe as stage
-
-        s = self.spec
-        stage.check_config(s.dedupe)
-        lib = artifacts.EnvLibrary.open(lib_dir, allow_empty=True)
-        pools = [artifacts.EnvLibrary.open(self.pool, allow_empty=True)]
-        self._admit(
-            "dedupe",
-            out,
-            len(lib.files),
-            cfgmod.stage_settings(dedupe=s.dedupe, limits=s.runtime.limits, against=[self.pool]),
-            lambda o, adv: stage.run(
-                lib, s.dedupe, s.runtime, o, pools, on_verdict=adv, note=self.note, session=self.runtime
-            ),
-        )
-
-    def calibrate(self, label: str, lib_dir: Path, out: Path, policy: str) -> None:
-        from evoenv_cli.stages import calibrate as stage
-
-        s = self.spec
-        lib = artifacts.EnvLibrary.open(lib_dir, allow_empty=True)
-        settings = cfgmod.stage_settings(
-            calibrate=s.calibrate,
-            prompts=cfgmod.prompt_settings(s),
-            backend=cfgmod.llm_settings(s, None, policy),
-            limits=s.runtime.limits,
-        )
-        llm = self.policy.get(policy)
-        self._admit(
-            label,
-            out,
-            len(lib.files),
-            settings,
-            lambda o, adv: stage.run(
-                lib,
-                s.calibrate,
-                s.sample,
-                s.runtime,
-                llm,
-                o,
-                policy,
-                on_verdict=adv,
-                session=self.runtime,
-                answer=s.answer,
-            ),
-            llm=llm,
-        )
-
-    def sample(self, out: Path, r: int) -> None:
-        from evoenv_cli.stages import sample as stage
-
-        cfg = cfgmod.override(self.spec.sample, difficulty_from="index", seed=r)
-        lib = artifacts.EnvLibrary.open(self.pool)
-        lib.check_python()
-        stage.check_config(cfg, lib)
-        out.mkdir(parents=True, exist_ok=True)
-        report = stage.run(
-            lib, cfg, self.runtime.pool, answer=self.spec.answer, format_weight=self.spec.reward.format_weight
-        )
-        if not report.rows:  # an empty train.jsonl: the round trains nothing (see skip_training)
-            artifacts.write_jsonl_atomic(out / "train.jsonl", [])
-            self.log(
-                f"  sample: no pool environment has a level calibrated in band and above chance for this "
-                f"policy ({len(report.skipped)} skipped; their calibration is in {self.pool / 'index.jsonl'}): "
-                "nothing to train on this round"
-            )
-            return
-        rows = (stage.to_format(row, cfg.format, i, cfg.split) for i, row in enumerate(report.rows))
-        n = artifacts.write_jsonl_atomic(out / "train.jsonl", rows)
-        self.log(
-            f"  sample: {n} rows from {len(report.per_env)} environments ({len(report.skipped)} skipped) "
-            f"-> {out / 'train.jsonl'}"
-        )
 
     def train(self, data: Path, out: Path, policy: str) -> None:
         """The child process, its output shown here and kept in out/log.txt."""
@@ -479,134 +328,42 @@ class Loop:
         return env
 
     def benches(self) -> list:
-        from evoenv_cli.stages import evaluate as stage
+        from evoenv_cli.stages import evaluate
 
         if self._benches is None:
-            stage.check_config(self.spec.evaluate)
-            self._benches = stage.load_benches(self.cfg.bench, seed=self.spec.evaluate.seed)
+            evaluate.check_config(self.spec.evaluate)
+            self._benches = evaluate.load_benches(self.cfg.bench, seed=self.spec.evaluate.seed)
         return self._benches
 
-    def evaluate(self, out: Path, policy: str, baseline: dict | None, role: str = "evaluate") -> None:
-        from evoenv_cli.stages import evaluate as stage
-
-        s = self.spec
-        benches = self.benches()
-        settings = cfgmod.stage_settings(
-            evaluate=s.evaluate,
-            prompts=cfgmod.prompt_settings(s),
-            backend=cfgmod.llm_settings(s, None, policy),
-            baseline=(baseline or {}).get("model"),
-            library=self.eval_set,
-            bench=list(self.cfg.bench),
-            limits=s.runtime.limits,
+    def evaluate(
+        self, d: Path, book: RoundBook, policy: str, baseline: dict | None, label: str = "", folder: str = ""
+    ) -> Path:
+        return self.step(
+            "evaluate",
+            d,
+            book,
+            label=label,
+            folder=folder,
+            library=self.env_pool.eval_set,
+            model=policy,
+            inputs={
+                "benches": self.benches(),
+                "bench": list(self.cfg.bench),
+                "baseline": (baseline or {}).get("model"),
+                "baseline_results": baseline,
+            },
         )
-        out_dir = artifacts.prepare_out_dir(
-            out, resume=False, clean=artifacts.holds_results(out), envs=False, settings=settings
-        )
-        lib = artifacts.EnvLibrary.open(self.eval_set)
-        llm = self.policy.get(policy)
-        with self.progress(None, role, llm=llm):
-            metrics = stage.run(
-                out_dir,
-                s.evaluate,
-                stage.ModelSpec(policy, backend=llm),
-                library=lib,
-                benches=benches,
-                sample_cfg=s.sample,
-                answer=s.answer,
-                runtime=s.runtime,
-                note=self.log,
-                session=self.runtime,
-                baseline_results=baseline,
-            )
-        shown = " ".join(f"{k}={v:.3f}" for k, v in headline(metrics).items() if isinstance(v, float))
-        self.log(f"  {role}: {shown or '-'} -> {out_dir}")
 
     def baseline(self, book: RoundBook) -> dict | None:
         """The starting model's numbers on the evaluation set, measured once per run."""
         if not self.cfg.baseline:
             return None
         out = self.run_dir / "baseline"
-        if not (out / MARKERS["baseline"]).exists():
-            self.stage("baseline", out, book, self.evaluate, out, self.model, None, "baseline")
+        if not (out / stages.get("evaluate").marker).exists():
+            # the baseline is an evaluation whose folder is RUN/baseline
+            self.evaluate(self.run_dir, book, self.model, None, label="baseline", folder="baseline")
         metrics = read_json(out / "metrics.json")
         return {k: metrics.get(k) for k in ("model", "overall", "environments", "benchmarks")}
-
-    # -- the pool ------------------------------------------------------------------------------------
-    def quarantined(self) -> dict[str, dict]:
-        """Environments whose rewards disagreed with a re-check in a fresh worker, in any
-        round's training so far: never in the pool again."""
-        return quarantined_ids(sorted(self.run_dir.glob(f"round-*/train/{QUARANTINE_FILE}")))
-
-    def plan_pool(self, d: Path, rotated: Path | None, admitted: Path, r: int) -> dict:
-        """round-NN/pool-next/ (the pool after this round) and pool-update.json, written before
-        anything in RUN/pool/ changes: pool members the rotation did not retire, plus the
-        round's admitted newcomers, less the environments an earlier round's training
-        quarantined."""
-        plan = d / "pool-update.json"
-        if plan.exists():
-            return read_json(plan)
-        old = artifacts.EnvLibrary.open(self.pool, allow_empty=True)
-        quarantine = self.quarantined()
-        verdicts = {v["env_id"]: v for v in artifacts.read_jsonl(rotated / "verdicts.jsonl")} if rotated else {}
-        rot_index = {x["env_id"]: x for x in artifacts.read_jsonl(rotated / "index.jsonl")} if rotated else {}
-        members, retired, dropped = [], [], []
-        for env in old.files:
-            if env.env_id in quarantine:
-                dropped.append({"name": env.name, "reason": quarantine[env.env_id].get("reason")})
-                continue
-            v = verdicts.get(env.env_id, {})
-            if str(v.get("stage", "")).startswith("retired_"):
-                retired.append({"name": env.name, "stage": v["stage"], "reason": v.get("reason")})
-                continue
-            record = old.index.get(env.env_id, {})
-            if env.env_id in rot_index:
-                record = dict(rot_index[env.env_id], measured_round=r)
-            elif v.get("curve"):  # measured out of band, not retired yet: kept, but not drawn (no level)
-                calibration = {"curve": v["curve"], "levels": [], "band": v.get("band"), "misses": v.get("misses", 1)}
-                record = dict(record, calibration=calibration, measured_round=r)
-            # a member the solver could not be measured on (no answers, a failed call) stays as it was
-            members.append((env, record))
-        new = artifacts.EnvLibrary.open(admitted, allow_empty=True)
-        have = {e.env_id for e, _ in members}
-        joined = []
-        for env in new.files:
-            if env.env_id not in have and env.env_id not in quarantine:
-                members.append((env, dict(new.index.get(env.env_id, {}), joined_round=r, measured_round=r)))
-                joined.append(env.name)
-        write_pool(d / "pool-next", members)
-        change = {"pool_size": len(members), "joined": joined, "retired": retired, "quarantined": dropped}
-        artifacts.write_json_atomic(plan, change)
-        return change
-
-    def apply_pool(self, d: Path) -> None:
-        """RUN/pool/ made what round-NN/pool-next/ says (a no-op when it already is)."""
-        planned = d / "pool-next"
-        if not (planned / "index.jsonl").exists():  # a run from before plans were kept: applied then
-            return
-        if (self.pool / "index.jsonl").exists() and (self.pool / "index.jsonl").read_bytes() == (
-            planned / "index.jsonl"
-        ).read_bytes():
-            return
-        write_pool(self.pool, library_members(planned))
-
-    def rotation_due(self, d: Path, r: int) -> Path | None:
-        """The pool members never calibrated (the seeds, at round 1) and those whose last
-        measurement is `iterate.rotate_every` rounds old or more, as a library
-        (round-NN/rotate-due/); None when none is due."""
-        out = d / "rotate-due"
-        if (out / "index.jsonl").exists():
-            return out if artifacts.EnvLibrary.open(out, allow_empty=True).files else None
-        lib = artifacts.EnvLibrary.open(self.pool, allow_empty=True)
-        every = self.cfg.rotate_every
-        due = [
-            (e, lib.index.get(e.env_id, {}))
-            for e in lib.files
-            if not calibrated(lib.index.get(e.env_id, {}))  # never calibrated: before it trains
-            or r - int(lib.index.get(e.env_id, {}).get("measured_round", 0)) >= every
-        ]
-        write_pool(out, due)
-        return out if due else None
 
 
 @dataclass
@@ -689,7 +446,7 @@ def drop_checkpoints(train_dir: Path) -> None:
     state, several times the model's size) go once its final model is written: they serve
     only to resume that round's training, and the next round starts from the final model."""
     checkpoints = train_dir / "checkpoints"
-    if (train_dir / MARKERS["train"]).exists() and checkpoints.is_dir():
+    if (train_dir / stages.get("train").marker).exists() and checkpoints.is_dir():
         shutil.rmtree(checkpoints)
 
 
@@ -719,82 +476,6 @@ def stream(argv: list[str], log_path: Path, env: dict) -> int:
             proc.stdout.close()
 
 
-# -- pool folders ------------------------------------------------------------------------------------
-def recover(pool: Path) -> None:
-    """Finish or undo a `write_pool` swap a kill interrupted. The new copy is complete once its
-    index.jsonl exists (written last): with no `pool` left, that copy rolls forward, else the
-    old one rolls back. Leftovers beside a pool that exists are dropped."""
-    new, old = pool.with_name(pool.name + ".new"), pool.with_name(pool.name + ".old")
-    if not pool.exists():
-        if (new / "index.jsonl").exists():
-            new.rename(pool)
-        elif old.exists():
-            old.rename(pool)
-    shutil.rmtree(new, ignore_errors=True)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def write_pool(pool: Path, members: list[tuple[EnvFile, dict]]) -> None:
-    """Replace a library folder: build it complete beside (pool.new, index.jsonl last), move
-    the old one aside (pool.old), move the new one in, drop the old. A kill at any step leaves
-    what `recover` completes or undoes."""
-    recover(pool)
-    tmp = pool.with_name(pool.name + ".new")
-    (tmp / "envs").mkdir(parents=True)
-    index = []
-    for env, record in members:
-        (tmp / "envs" / env.path.name).write_bytes(env.source)
-        index.append({**record, "file": env.path.name, "env_id": env.env_id, "name": record.get("name") or env.name})
-    artifacts.write_jsonl_atomic(tmp / "index.jsonl", index)
-    old = pool.with_name(pool.name + ".old")
-    if pool.exists():
-        pool.rename(old)
-    tmp.rename(pool)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def calibrated(record: dict) -> bool:
-    """Whether a pool member's levels were measured (its calibration has a curve)."""
-    return bool((record.get("calibration") or {}).get("curve"))
-
-
-def library_members(lib_dir: Path) -> list[tuple[EnvFile, dict]]:
-    lib = artifacts.EnvLibrary.open(lib_dir, allow_empty=True)
-    return [(e, lib.index.get(e.env_id, {})) for e in lib.files]
-
-
-def seed_members(seeds: Path) -> list[tuple[EnvFile, dict]]:
-    lib = artifacts.EnvLibrary.open(seeds)
-    return [
-        (
-            e,
-            {
-                "file": e.path.name,
-                "env_id": e.env_id,
-                "name": e.name,
-                "origin": "seed",
-            },
-        )
-        for e in lib.files
-    ]
-
-
-def merge_libraries(out: Path, sources: list[Path]) -> Path:
-    """One library (envs/ + index.jsonl) from several stage outputs; first source wins a name."""
-    recover(out)
-    if (out / "index.jsonl").exists():
-        return out
-    members, names = [], set()
-    for src in sources:
-        lib = artifacts.EnvLibrary.open(src, allow_empty=True)
-        for env in lib.files:
-            if env.path.name not in names:
-                names.add(env.path.name)
-                members.append((env, lib.index.get(env.env_id, {})))
-    write_pool(out, members)
-    return out
-
-
 def skip_training(train_dir: Path, policy: str) -> None:
     """A round whose sample drew nothing (no pool environment in band and above chance for this
     policy) trains nothing: its marker says so and names the policy that carries over, so the
@@ -808,19 +489,15 @@ def skip_training(train_dir: Path, policy: str) -> None:
         "policy": policy,
         "signal": "skipped",
     }
-    artifacts.write_json_atomic(train_dir / MARKERS["train"], {"summary": summary})
+    artifacts.write_json_atomic(train_dir / stages.get("train").marker, {"summary": summary})
 
 
 def policy_of(train_dir: Path) -> str:
-    summary = read_json(train_dir / MARKERS["train"]).get("summary", {})  # {} when there is no marker yet
+    summary = read_json(train_dir / stages.get("train").marker).get("summary", {})  # {} when there is no marker yet
     if summary.get("skipped"):
         return summary["policy"]
     merged = train_dir / "merged"
     return str(merged if (merged / "config.json").exists() else train_dir)
-
-
-def read_json(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def record_recipe(loop: Loop, from_round: int) -> str:
@@ -863,8 +540,8 @@ def run(loop: Loop, rounds: int) -> list[dict]:
 
 
 def _rounds(loop: Loop, rounds: int) -> list[dict]:
-    cfg = loop.cfg
-    loop.init_pool()
+    cfg, pool = loop.cfg, loop.env_pool
+    pool.init()
     summaries = artifacts.read_jsonl_tolerant(loop.run_dir / "rounds.jsonl")
     done_rounds = {s["round"] for s in summaries}
     digest = record_recipe(loop, min(set(range(1, rounds + 2)) - done_rounds))
@@ -876,36 +553,38 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
             loop.log(f"round {r}: done")
             continue
         loop.log(f"round {r}: policy {policy}")
+        loop.round = r
         book = RoundBook.open(d, f"round {r}")
         d.mkdir(parents=True, exist_ok=True)
-        syn = loop.stage("synthesize", d / "synthesize", book, loop.synthesize, d / "synthesize", policy, r)
-        val = loop.stage("validate", d / "validate", book, loop.validate, syn, d / "validate")
-        rev = loop.stage("review", d / "review", book, loop.review, val, d / "review", policy)
-        comp = loop.stage("compose", d / "compose", book, loop.compose, d / "compose", r)
+        step = functools.partial(loop.step, d=d, book=book)
+        syn = step("synthesize", model=policy, inputs={"seeds": loop.seeds, "pools": [loop.pool]})
+        val = step("validate", library=syn)
+        rev = step("review", library=val, model=policy)
+        comp = step("compose", library=loop.pool)
         cands = merge_libraries(d / "candidates", [rev, comp])
-        ded = loop.stage("dedupe", d / "dedupe", book, loop.dedupe, cands, d / "dedupe")
-        cal = loop.stage("calibrate", d / "calibrate", book, loop.calibrate, "calibrate", ded, d / "calibrate", policy)
+        ded = step("dedupe", library=cands, inputs={"against": [loop.pool]})
+        cal = step("calibrate", library=ded, model=policy)
         rotated = None
-        if not (d / "pool-update.json").exists():
-            due = loop.rotation_due(d, r)
+        if not (d / PLAN_FILE).exists():
+            due = pool.rotation_due(d, r, cfg.rotate_every)
             if due is not None:
-                rotated = loop.stage("rotate", d / "rotate", book, loop.calibrate, "rotate", due, d / "rotate", policy)
+                rotated = step("rotate", library=due, model=policy)
             else:
                 loop.log(f"  rotate: no pool member is due (iterate.rotate_every={cfg.rotate_every})")
-        pool_change = loop.plan_pool(d, rotated, cal, r)
-        loop.apply_pool(d)
+        pool_change = pool.plan(d, rotated, cal, r)
+        pool.apply(d)
         dropped = len(pool_change.get("quarantined", []))
         loop.log(
             f"  pool: {pool_change['pool_size']} environments (+{len(pool_change['joined'])} "
             f"-{len(pool_change['retired'])}{f', {dropped} quarantined dropped' if dropped else ''}) "
             f"-> {loop.pool}"
         )
-        loop.freeze_eval_set()  # round 1: the seeds are calibrated now
+        pool.freeze_eval_set()  # round 1: the seeds are calibrated now
         baseline = loop.baseline(book)
-        data = d / "sample" / "train.jsonl"
-        loop.stage("sample", d / "sample", book, loop.sample, d / "sample", r)
+        step("sample", library=loop.pool)
+        data = d / "sample" / stages.get("sample").marker
         train = d / "train"
-        if (train / MARKERS["train"]).exists():
+        if (train / stages.get("train").marker).exists():
             loop.log("  train: done")
             book.keep("train")
         elif data.stat().st_size == 0:
@@ -915,10 +594,10 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
             loop.where = f"round {r} at train (partial results in {train})"
             started = time.perf_counter()
             loop.train(data, train, policy)
-            book.add_child("train", time.perf_counter() - started, read_json(train / MARKERS["train"]))
+            book.add_child("train", time.perf_counter() - started, read_json(train / stages.get("train").marker))
         drop_checkpoints(train)
         policy = policy_of(train)
-        loop.stage("evaluate", d / "evaluate", book, loop.evaluate, d / "evaluate", policy, baseline)
+        loop.evaluate(d, book, policy, baseline)
         book.write()
         summary = round_summary(r, d, pool_change, digest)
         artifacts.JsonlAppender(loop.run_dir / "rounds.jsonl").append(summary)
@@ -929,18 +608,6 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
                 "model rarely does); the pool's seeds and composites carried the round"
             )
     return artifacts.read_jsonl_tolerant(loop.run_dir / "rounds.jsonl")
-
-
-def funnel_line(label: str, record: dict, out: Path) -> str:
-    """An admission stage's result in one line: entered, admitted, what rejected the rest."""
-    rejected = ", ".join(f"{k}={v}" for k, v in record.get("rejected_by_stage", {}).items() if v)
-    unc = record.get("admitted_uncalibrated")
-    return (
-        f"  {label}: {record['entered']} entered, {record['admitted']} admitted"
-        + (f" ({unc} uncalibrated)" if unc else "")
-        + (f"; rejected {rejected}" if rejected else "")
-        + f" -> {out}"
-    )
 
 
 def round_summary(r: int, d: Path, pool_change: dict, config_hash: str | None = None) -> dict:
@@ -998,7 +665,7 @@ def round_line(s: dict, totals: dict | None = None, where: str = "rounds.jsonl")
     """The round in words a newcomer can read without the README: did the policy get better,
     where the new environments came from, what training had to learn from. Three short
     lines; every number and the machine costs stay in rounds.jsonl and loop.json."""
-    from evoenv_cli.stages.train_progress import duration
+    from evoenv_cli.training.progress import duration
 
     ev = s.get("evaluation") or {}
     took = f" in {duration(totals['wall_s'])}" if totals and totals.get("wall_s") else ""
@@ -1020,10 +687,11 @@ def round_line(s: dict, totals: dict | None = None, where: str = "rounds.jsonl")
     gone = "".join(
         f", -{n} {what}" for what, n in (("retired", s.get("retired")), ("quarantined", s.get("quarantined"))) if n
     )
+    words = {name: st.funnel for name, st in stages.all().items()}  # each stage's own words
     envs = (
-        f"  new environments: the model wrote {s.get('candidates', 0)} that parsed "
-        f"({count('review')} passed review), composition made {count('compose')}; "
-        f"{count('dedupe')} were new, {count('calibrate')} had the right difficulty{unmeasured}; "
+        f"  new environments: the model wrote {s.get('candidates', 0)} {words['synthesize']} "
+        f"({count('review')} {words['review']}), {words['compose']} {count('compose')}; "
+        f"{count('dedupe')} {words['dedupe']}, {count('calibrate')} {words['calibrate']}{unmeasured}; "
         f"pool {s.get('pool_size')} (+{s.get('joined', 0)} joined{gone})"
     )
     signal = s.get("signal") or ("none" if s.get("train_weights_unchanged") else None)

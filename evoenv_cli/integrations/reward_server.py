@@ -19,7 +19,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from evoenv_cli.rewards import EnvReward, score_queries
+from evoenv_cli.integrations.rewards import EnvReward, score_queries
 
 PATH = "/get_reward"
 MAX_BODY_BYTES = 256 * 1024 * 1024

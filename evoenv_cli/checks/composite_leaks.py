@@ -11,12 +11,12 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from evoenv_cli.checks import leak_solvers
 from evoenv_cli.config import ValidateConfig
 from evoenv_cli.envfile import EnvFile
+from evoenv_cli.operators import Plan
 from evoenv_cli.runtime.instances import Order, make_instances
-from evoenv_cli.runtime.pool import Call, SandboxPool
-from evoenv_cli.stages import leak_solvers
-from evoenv_cli.stages.operators import Plan
+from evoenv_cli.runtime.workers import Call, SandboxPool
 
 INSTANCES = 12
 

@@ -1,0 +1,195 @@
+"""A stage of the loop is one record, declared once in its own module under `stages/`.
+
+The record holds every fact about a stage that the command line, the loop and the report
+share: its name and the recipe sections it reads, the settings `--resume` fingerprints, its
+marker file and its place in the round, the file a Ctrl-C leaves its partial results in, the
+words the round's line uses for what it admitted, and its `run` over one small `Context`
+(the resolved recipe, OUT, the input library, the policy, the sandbox runtime, the progress
+display). A stage module registers its record when it is imported (the idea of reasoning-gym's
+`register_dataset`); `evoenv_cli.stages.all()` imports every module in `stages/`, so a new
+stage is one new file there plus its tests.
+
+`execute(stage, ctx)` is the one skeleton every caller runs a stage through: the stage's own
+checks, OUT prepared (refusing a resume whose settings changed) before any model loads, the
+policy opened, `run` under the progress display, and Ctrl-C turned into `StageInterrupted`
+saying where the partial results are. `evoenv <stage>` builds a Context from its flags; the
+loop builds one per step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evoenv_cli import artifacts
+from evoenv_cli import config as cfgmod
+
+
+class StageInterrupted(KeyboardInterrupt):
+    """Ctrl-C inside a stage: `message` says where its partial results are and how to go on."""
+
+    def __init__(self, message: str, out: Path):
+        super().__init__(message)
+        self.message, self.out = message, out
+
+
+class Quiet:
+    """No progress display (the loop as a library, a test, `--json`)."""
+
+    def __init__(self, total: int | None = None, label: str = "", llm=None):
+        pass
+
+    def __enter__(self) -> Quiet:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def advance(self, verdict) -> None:
+        pass
+
+
+@dataclass
+class Model:
+    """The policy a stage asks: its name, its part of the settings, and how to get it open.
+    A command's model is `owned`: opened for the stage and closed after it; the loop's stays
+    loaded for the next stage that asks for the same one."""
+
+    name: str
+    settings: dict
+    get: Callable[[], Any]
+    owned: bool = True
+    check: Callable[[], None] | None = None  # what can be known before it loads (the loop checked its own)
+
+
+@dataclass
+class Context:
+    """What a stage's `run` gets: the recipe with the caller's flags already over it."""
+
+    recipe: Any
+    out: Path
+    library: Path | None = None
+    model: Model | None = None
+    session: Any = None  # the loop's Runtime (its sandbox pools), or None: the stage opens its own
+    resume: bool = False
+    clean: bool = False
+    progress: Callable[..., Any] = Quiet  # (total, label, llm=None) -> a context with advance(verdict)
+    say: Callable[[str], None] = lambda message: None  # a line for the reader (stderr, the loop's log)
+    note: Callable[[str], None] | None = None  # a progress note (the loop: its log file only)
+    label: str = ""  # the progress label; default: the stage's name ("rotate" runs calibrate)
+    inputs: dict = field(default_factory=dict)  # the stage's other inputs (seeds, pools, benches, ...)
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    sections: tuple[str, ...]  # the recipe sections it reads (documentation and `evoenv --help`)
+    marker: str  # OUT/<marker> exists: the stage finished
+    # (ctx) -> the settings its results depend on: fingerprinted into OUT, refused on --resume if changed
+    settings: Callable[[Context], dict] | None
+    # (ctx, library or None, OUT, open policy or None, progress) -> the stage's result
+    run: Callable[..., Any] | None
+    place: int | None = None  # its place in the loop's round (None: not a step of the round)
+    folder: str | None = None  # its folder in round-NN/ (default: its name; "" for a file in round-NN/)
+    partial: tuple[str, str] = ("verdicts", "verdicts.jsonl")  # what a stopped run leaves, and where
+    rerun: str = "rerun with --resume to finish"
+    funnel: str = ""  # the round's line: what the candidates it admitted are
+    uses_model: bool = False
+    envs: bool = True  # OUT holds envs/ (an admission stage's admitted files)
+    resumable: bool = True  # False: a rerun starts over (--clean), it never resumes
+    library_optional: bool = False
+    allow_empty: bool = True  # an empty input library is judged (nothing admitted), not refused
+    check: Callable[[Context], None] | None = None  # before OUT is touched
+    prepares: Callable[[Context], bool] | None = None  # whether this process prepares OUT (default: yes)
+    total: Callable[[Context, Any], int | None] | None = None  # progress total; default: the library's files
+
+    @property
+    def where(self) -> str:
+        """round-NN/<where>: the marker's path in a round folder."""
+        folder = self.name if self.folder is None else self.folder
+        return f"{folder}/{self.marker}" if folder else self.marker
+
+
+_REGISTRY: dict[str, Stage] = {}
+
+
+def register(stage: Stage) -> Stage:
+    """Add a stage's record (at its module's import); a name registered twice is a bug."""
+    if stage.name in _REGISTRY and _REGISTRY[stage.name] is not stage:
+        raise ValueError(f"stage {stage.name!r} is registered twice")
+    _REGISTRY[stage.name] = stage
+    return stage
+
+
+def registered() -> dict[str, Stage]:
+    """The records registered so far (`evoenv_cli.stages.all()` imports every stage first)."""
+    return dict(_REGISTRY)
+
+
+def policy(recipe, backend: str | None, model: str | None, base_url: str | None = None, stage: str = "") -> Model:
+    """A command's policy: the recipe's backend with the flags over it. `execute` checks it
+    after the stage's own checks and before OUT is touched (a model that cannot load fails at
+    once and leaves no folder)."""
+    from evoenv_cli.llm import backend_from_config, check_backend
+
+    settings = cfgmod.llm_settings(recipe, backend, model)
+
+    def check() -> None:
+        if not settings["model"]:
+            raise artifacts.InputError("no model: pass --model or set backend.model in the recipe")
+        check_backend(settings["kind"], settings["model"])
+
+    def get():
+        llm = backend_from_config(recipe.backend, kind=backend, model=model, base_url=base_url)
+        llm.stage = stage
+        return llm
+
+    return Model(settings["model"], settings, get, check=check)
+
+
+def execute(stage: Stage, ctx: Context) -> Any:
+    """Run one stage: its checks, OUT prepared with its settings, the policy opened, `run`
+    under the progress display. Ctrl-C raises StageInterrupted (saying where the results are)."""
+    if stage.check is not None:
+        stage.check(ctx)
+    if ctx.model is not None and ctx.model.check is not None:
+        ctx.model.check()
+    lib = None
+    if ctx.library is not None:
+        lib = artifacts.EnvLibrary.open(ctx.library, allow_empty=stage.allow_empty)
+    elif not stage.library_optional and stage.total is None:
+        raise artifacts.InputError(f"{stage.name}: no library given")
+    out = ctx.out
+    if stage.settings is not None and (stage.prepares is None or stage.prepares(ctx)):
+        out = artifacts.prepare_out_dir(
+            ctx.out,
+            ctx.resume if stage.resumable else False,
+            ctx.clean,
+            envs=stage.envs,
+            settings=cfgmod.stage_settings(**stage.settings(ctx)),
+            resumable=stage.resumable,
+        )
+    llm = ctx.model.get() if stage.uses_model and ctx.model is not None else None
+    total = stage.total(ctx, lib) if stage.total is not None else (len(lib.files) if lib is not None else None)
+    owned = llm if llm is not None and ctx.model.owned else contextlib.nullcontext()
+    try:
+        with owned, ctx.progress(total, ctx.label or stage.name, llm=llm) as bar:
+            return stage.run(ctx, lib, out, llm, bar)
+    except KeyboardInterrupt:
+        words, file = stage.partial
+        raise StageInterrupted(f"{words} so far are in {out / file}; {stage.rerun}", out) from None
+
+
+def funnel_line(label: str, record: dict, out: Path) -> str:
+    """An admission stage's result in one line: entered, admitted, what rejected the rest."""
+    rejected = ", ".join(f"{k}={v}" for k, v in record.get("rejected_by_stage", {}).items() if v)
+    unc = record.get("admitted_uncalibrated")
+    return (
+        f"{label}: {record['entered']} entered, {record['admitted']} admitted"
+        + (f" ({unc} uncalibrated)" if unc else "")
+        + (f"; rejected {rejected}" if rejected else "")
+        + f" -> {out}"
+    )
