@@ -11,7 +11,6 @@ The other commands are in `commands/` (tools.py, progressive.py).
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from evoenv_cli import artifacts, stage, stages
+from evoenv_cli import artifacts, stage
 from evoenv_cli import config as cfgmod
 from evoenv_cli.commands import progressive, tools  # noqa: F401 (their commands register on the app)
 from evoenv_cli.commands.common import (
@@ -41,31 +40,15 @@ from evoenv_cli.commands.common import (
     app,
     emit,
     err,
+    run_stage,
     runtime_recipe,
+    say,
     show_funnel,
     stage_command,
 )
 from evoenv_cli.errors import InputError
 from evoenv_cli.llm.base import BACKEND_KINDS
 from evoenv_cli.operators import OPERATORS
-
-
-def say(message: str) -> None:
-    err.print(message, markup=False, soft_wrap=True)
-
-
-def run_stage(name: str, recipe, out, *, as_json: bool = False, **given) -> object:
-    """A stage's record run from a command: the recipe (flags already over it), OUT, the
-    Context's other fields; progress on stderr unless --json."""
-    ctx = stage.Context(
-        recipe,
-        Path(out),
-        progress=functools.partial(Progress, quiet=as_json),
-        say=say,
-        note=None if as_json else say,
-        **given,
-    )
-    return stage.execute(stages.get(name), ctx)
 
 
 def admit(name: str, recipe, out: Path, as_json: bool, **given) -> dict:

@@ -22,9 +22,10 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
+from evoenv_cli import stages
 from evoenv_cli.errors import InputError
 from evoenv_cli.llm.base import backends_help
-from evoenv_cli.stage import StageInterrupted
+from evoenv_cli.stage import Context, StageInterrupted, execute
 
 # `evoenv --help` lists the commands in the order the loop runs them; any other command
 # (a new one not yet placed here) follows in the order it was registered.
@@ -429,3 +430,21 @@ def show_funnel(summary: dict, out_dir: Path) -> None:
             "extractable answer, so no difficulty was measured (calibrate.on_no_answers: admit)"
         )
     err.print(f"results in {escape(str(out_dir))}")
+
+
+def say(message: str) -> None:
+    err.print(message, markup=False, soft_wrap=True)
+
+
+def run_stage(name: str, recipe, out, *, as_json: bool = False, **given) -> object:
+    """A stage's record run from a command: the recipe (flags already over it), OUT, the
+    Context's other fields; progress on stderr unless --json."""
+    ctx = Context(
+        recipe,
+        Path(out),
+        progress=functools.partial(Progress, quiet=as_json),
+        say=say,
+        note=None if as_json else say,
+        **given,
+    )
+    return execute(stages.get(name), ctx)
