@@ -16,6 +16,7 @@ from evoenv_cli.commands.common import (
     app,
     emit,
     err,
+    run_stage,
     runtime_recipe,
     sandbox_pool,
     stage_command,
@@ -44,32 +45,16 @@ def distill(
     """
     import json
 
-    from evoenv_cli import artifacts
     from evoenv_cli import config as cfgmod
-    from evoenv_cli.stages import distill as stage
 
     recipe = cfgmod.load_recipe(config)
-    cfg = cfgmod.override(recipe.distill, {"learning_rate": "--lr"}, max_steps=max_steps, learning_rate=learning_rate)
-    lib = artifacts.EnvLibrary.open(library)
-    artifacts.check_output_folder(out)
-    stage.check_inputs(data, lib, model)
-    stage.check_model(teacher)
-    artifacts.prepare_out_dir(
-        out,
-        resume,
-        clean,
-        envs=False,
-        resumable=True,
-        settings=cfgmod.stage_settings(
-            distill={k: v for k, v in cfgmod.to_dict(cfg).items() if k != "max_steps"},  # --resume may raise it
-            train=recipe.train,
-            bound=recipe.bound,
-            teacher=teacher,
-            model=model,
-            data=data,
-        ),
+    recipe.distill = cfgmod.override(
+        recipe.distill, {"learning_rate": "--lr"}, max_steps=max_steps, learning_rate=learning_rate
     )
-    summary = stage.run(data, lib, teacher, model, out, cfg, recipe.train, recipe.bound, recipe.answer, resume=resume)
+    inputs = {"data": data, "teacher": teacher, "model": model}
+    summary = run_stage(
+        "distill", recipe, out, as_json=True, library=library, resume=resume, clean=clean, inputs=inputs
+    )
     if as_json:
         emit(json.dumps(summary))
     else:

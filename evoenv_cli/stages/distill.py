@@ -20,6 +20,7 @@ from pathlib import Path
 from evoenv_cli import artifacts
 from evoenv_cli.config import AnswerConfig, BoundConfig, DistillConfig, TrainConfig, to_dict
 from evoenv_cli.errors import InputError
+from evoenv_cli.stage import Context, Stage, register
 from evoenv_cli.stages.train import (
     _TRL_CHECKPOINTING_NOISE,
     adapter_config,
@@ -173,3 +174,45 @@ def run(
     )
     artifacts.follow_umask(out)
     return summary
+
+
+# -- the stage's record (evoenv_cli/stage.py) ------------------------------------------------------
+def _check(ctx: Context) -> None:
+    lib = artifacts.EnvLibrary.open(ctx.library)
+    artifacts.check_output_folder(ctx.out)
+    check_inputs(ctx.inputs["data"], lib, ctx.inputs["model"])
+    check_model(ctx.inputs["teacher"])
+
+
+def _settings(ctx: Context) -> dict:
+    r = ctx.recipe  # --resume may raise max_steps: not in the settings
+    return dict(
+        distill={k: v for k, v in to_dict(r.distill).items() if k != "max_steps"},
+        train=r.train,
+        bound=r.bound,
+        teacher=ctx.inputs["teacher"],
+        model=ctx.inputs["model"],
+        data=ctx.inputs["data"],
+    )
+
+
+def _run(ctx: Context, lib, out: Path, llm, bar) -> dict:
+    r, given = ctx.recipe, ctx.inputs
+    return run(
+        given["data"], lib, given["teacher"], given["model"], out, r.distill, r.train, r.bound, r.answer, ctx.resume
+    )
+
+
+STAGE = register(
+    Stage(
+        "distill",
+        sections=("distill", "train", "bound", "answer"),
+        marker=MANIFEST,
+        settings=_settings,
+        run=_run,
+        partial=("checkpoints", "checkpoint-*"),
+        envs=False,
+        allow_empty=False,
+        check=_check,
+    )
+)
