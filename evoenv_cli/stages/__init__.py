@@ -7,6 +7,7 @@ a new stage is one new module in this folder.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 
 from evoenv_cli.stage import Stage, registered
@@ -22,7 +23,13 @@ def all() -> dict[str, Stage]:  # noqa: A001 (the registry's own name for its co
 
 
 def get(name: str) -> Stage:
-    return all()[name]
+    """One stage's record: its own module first (a command imports only the stage it runs),
+    every stage when the record lives elsewhere (rotate, in calibrate's module)."""
+    found = registered().get(name)
+    if found is None and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        importlib.import_module(f"{__name__}.{name}")
+        found = registered().get(name)
+    return found if found is not None else all()[name]
 
 
 def round_steps() -> list[Stage]:
