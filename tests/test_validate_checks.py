@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_validate import GOOD
 
 from evoenv_cli import artifacts
 from evoenv_cli.config import RuntimeConfig, ValidateConfig
@@ -27,21 +28,10 @@ BUILT_IN = (
     "budget",
 )
 
-GOOD = b"""import random
-NAME = "%s"
-def generate(seed, difficulty):
-    return {"n": random.Random(seed).randint(0, 99)}
-def prompt(instance):
-    return "n?%s"
-def solve(instance):
-    return str(instance["n"])
-def score(instance, answer):
-    return 1.0 if answer.strip() == solve(instance) else 0.0
-"""
-
 
 def env_source(name: str, prompt_tail: str = "") -> bytes:
-    return GOOD % (name.encode(), prompt_tail.encode())
+    """test_validate's good environment under another NAME, its prompt made longer."""
+    return GOOD.replace(b'"ok_env"', f'"{name}"'.encode()).replace(b'"n?"', f'"n?{prompt_tail}"'.encode())
 
 
 def test_the_registry_is_the_one_list_of_checks():
