@@ -19,7 +19,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from evoenv_cli import artifacts, stage
+from evoenv_cli import artifacts, row_formats, stage
 from evoenv_cli import config as cfgmod
 from evoenv_cli.commands import progressive, tools  # noqa: F401 (their commands register on the app)
 from evoenv_cli.commands.common import (
@@ -88,7 +88,9 @@ def sample(
         typer.Option("--difficulty-from", help="'index': the calibrated levels in the library's index.jsonl."),
     ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Base seed for instance seeds.")] = None,
-    fmt: Annotated[str | None, typer.Option("--format", help="trl (default), verl or openrlhf.")] = None,
+    fmt: Annotated[
+        str | None, typer.Option("--format", help=f"{', '.join(row_formats.FORMATS)} (default trl).")
+    ] = None,
     split: Annotated[
         str | None,
         typer.Option(
@@ -140,9 +142,9 @@ def validate(
     sandbox: SandboxOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """The execution contract: admit only environment files that pass ten staged checks
-    (static, load, run, determinism, diversity, reference, discrimination, constant_answer,
-    leak, budget); the first failing check is the verdict's stage.
+    """The execution contract: admit only environment files that pass every staged check, in
+    order (from the static one to the budget; docs/stages.md lists them with what each guards);
+    the first failing check is the verdict's stage.
 
     Example: [bold]evoenv validate runs/r1/synthesize --out runs/r1/validate --workers 2[/]
     """

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from evoenv_cli import row_formats
 from evoenv_cli.errors import InputError
 from evoenv_cli.llm.base import BACKEND_KINDS
 from evoenv_cli.runtime import contract
@@ -37,12 +38,11 @@ DEFAULT_BENCH_INSTRUCTION = (
     "Reason step by step, then give your final answer between <{tag}> and </{tag}> at the very end of your response."
 )
 
-ROW_FORMATS = ("trl", "verl", "openrlhf")  # the trainers `sample` writes rows for
+# the trainers `sample` writes rows for: the names of row_formats' records (a live view)
+ROW_FORMATS = row_formats.FORMATS.keys()
 # compose's operators, in the order candidates are proposed: the names of stages/operators.py's
 # records (it checks that they agree), here so that the config layer imports no stage
 OPERATOR_NAMES = ("sequential", "parallel", "sort", "select")
-# the answer rule every row carries (answer.tag, reward.format_weight), which rewards read from it
-ROW_RULE_FIELDS = ("answer_tag", "format_weight")
 SPLITS = ("train", "heldout")  # training seeds below 2**31, held-out seeds with bit 31 set
 
 
@@ -93,7 +93,7 @@ class SampleConfig:
     difficulty: int | None = field(default=None, metadata={"min": 1, "max": 10})
     # "index": calibrated levels from the library's index
     difficulty_from: str | None = field(default=None, metadata={"choices": ("index",)})
-    format: str = field(default="trl", metadata={"choices": ROW_FORMATS})  # trl | verl | openrlhf
+    format: str = field(default="trl", metadata={"choices": ROW_FORMATS})  # a row_formats record
     # train (seeds below 2**31) | heldout (bit 31 set: val/eval rows)
     split: str = field(default="train", metadata={"choices": SPLITS})
     system_prompt: str | None = None

@@ -18,8 +18,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from evoenv_cli import artifacts  # noqa: E402
-from evoenv_cli.llm.base import BaseBackend, Completion, Generation  # noqa: E402
 from evoenv_cli import loop as iterate  # noqa: E402
+from evoenv_cli.llm.base import BaseBackend, Completion, Generation  # noqa: E402
 
 
 class ScriptedPolicy(BaseBackend):

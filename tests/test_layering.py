@@ -4,7 +4,8 @@ against the layers below, written as data. Imports inside functions count (a laz
 still an arrow); imports under `if TYPE_CHECKING:` do not (they never run).
 
 The layers, bottom first; a module may import its own layer and the layers under it:
-- records: the error and the environment file that every layer passes around;
+- records: the error and the environment file that every layer passes around, and the row
+  formats (`row_formats`: what config offers and rewards read);
 - runtime (the sandbox, its worker pool and the environment contract) and llm (the generation
   backends) stand side by side, each blind to the other;
 - core: config, artifacts (storage), prompts;
@@ -29,7 +30,7 @@ from evoenv_cli.runtime.contract import parse_python
 PACKAGE = "evoenv_cli"
 INTEGRATIONS = ["integrations", "integrations.*"]
 LAYERS = [  # (layer, module patterns relative to the package), bottom first
-    ("records", ["errors", "envfile", "filemodes", "thinking", "confidence", "accelerate_configs"]),
+    ("records", ["errors", "envfile", "filemodes", "thinking", "confidence", "accelerate_configs", "row_formats"]),
     ("runtime", ["runtime", "runtime.*"]),
     ("llm", ["llm", "llm.*"]),
     ("core", ["config", "artifacts", "prompts"]),

@@ -37,7 +37,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from evoenv_cli.config import ROW_RULE_FIELDS
+from evoenv_cli import row_formats
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.integrations.reward_audit import RewardAudit
 from evoenv_cli.runtime.workers import Call, Limits, SandboxPool
@@ -108,7 +108,7 @@ def completion_text(completion: Any) -> str:
 
 
 # the row fields that carry the answer rule, and the variables that override them
-RULE_FIELDS = ROW_RULE_FIELDS
+RULE_FIELDS = row_formats.RULE_FIELDS
 RULE_ENV = {"answer_tag": "EVOENV_ANSWER_TAG", "format_weight": "EVOENV_FORMAT_WEIGHT"}
 _warned: set[tuple[str, str, str]] = set()
 _warned_lock = threading.Lock()
@@ -239,7 +239,8 @@ class EnvReward:
     def score_rows(self, rows: list[dict], completions: list[Any]) -> list[float]:
         """Rewards for `completions` of `rows`; a row that is not an object or lacks a field
         gets reward 0 (status "bad_row"), like one with fields of the wrong type."""
-        rows = [r if isinstance(r, dict) else {} for r in rows]
+        read = row_formats.get("trl").read
+        rows = [read(r, f"row {i}") for i, r in enumerate(rows)]
         return self(
             completions=completions,
             env_id=[r.get("env_id") for r in rows],
@@ -457,12 +458,7 @@ def compute_score(
     accepts all its valid answers. `library` may come from verl's `reward_kwargs`, otherwise
     from the environment; `answer_tag` and `format_weight` there serve rows without a rule.
     Returns {"score": reward, "acc": the environment's score, "answered": 1.0 or 0.0}."""
-    info = extra_info if isinstance(extra_info, dict) else {}
-    if info.get("env_id") is None or info.get("instance") is None:
-        raise ValueError(
-            f"compute_score: extra_info of a {data_source!r} row lacks env_id/instance; "
-            "write the rows with `evoenv sample --format verl`"
-        )
+    info = row_formats.get("verl").read(extra_info, f"compute_score: extra_info of a {data_source!r} row")
     reward = shared_reward(library, answer_tag=answer_tag, format_weight=format_weight)
     d = reward.details(
         [solution_str if isinstance(solution_str, str) else ""],
@@ -495,22 +491,6 @@ def response_of(query: str, prompt: str) -> str | None:
     return None if at < 0 else query[at + len(tail) :]
 
 
-def parse_label(label: Any, where: str = "label") -> dict:
-    """An OpenRLHF label as `evoenv sample --format openrlhf` writes it: a JSON string (or
-    the object itself) with env_id, env_name, instance and answer, and the answer rule
-    (answer_tag, format_weight) its prompt was made with."""
-    if isinstance(label, str):
-        try:
-            label = json.loads(label)
-        except ValueError:
-            raise ValueError(f"{where} is not JSON; write rows with `evoenv sample --format openrlhf`") from None
-    if not isinstance(label, dict) or "env_id" not in label or "instance" not in label:
-        raise ValueError(
-            f"{where} is not an evoenv label (env_id, instance); write rows with `evoenv sample --format openrlhf`"
-        )
-    return label
-
-
 def score_queries(
     queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any], reward: EnvReward | None = None
 ) -> dict[str, Any]:
@@ -521,7 +501,8 @@ def score_queries(
         raise ValueError(
             f"queries, prompts and labels differ in length ({len(queries)}, {len(prompts)}, {len(labels)})"
         )
-    parsed = [parse_label(x, f"label {i}") for i, x in enumerate(labels)]
+    read = row_formats.get("openrlhf").read  # a label: a JSON string (or the object) as sample writes it
+    parsed = [read(x, f"label {i}") for i, x in enumerate(labels)]
     reward = reward or shared_reward()
     for label in parsed:  # a row from another library is an error even when it has no answer
         reward.resolve(label["env_id"], label.get("env_name"))

@@ -194,7 +194,7 @@ def run(
         composed = artifacts.EnvLibrary(library.root, made, {})
         return log.finish(
             "compose",
-            validate.STAGES,
+            validate.stage_names(),
             composed,
             {"compose": to_dict(cfg), "validate": to_dict(vcfg), "runtime": to_dict(runtime)},
             index_extra=lineage,

@@ -15,9 +15,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evoenv_cli import artifacts
+from evoenv_cli import artifacts, row_formats
 from evoenv_cli.artifacts import EnvLibrary
-from evoenv_cli.config import ROW_FORMATS, ROW_RULE_FIELDS, AnswerConfig, SampleConfig, check_values
+from evoenv_cli.config import ROW_FORMATS, AnswerConfig, SampleConfig, check_values
 from evoenv_cli.conversations import Plan, Prepared, build_messages, draw_levels, levels_for, prepare
 from evoenv_cli.errors import InputError
 from evoenv_cli.runtime import contract
@@ -119,31 +119,9 @@ def make_row(p: Prepared, answer_tag: str = "answer", format_weight: float = 0.0
 
 
 def to_format(row: dict, fmt: str, index: int, split: str = "train") -> dict:
-    """The same row as another trainer expects it (`trl` is the row itself). verl keeps every
-    column and reads the instance and the answer rule from `extra_info`; OpenRLHF keeps only
-    `input`, `label` and `datasource`, so its label is a JSON string carrying everything the
-    reward needs, the answer rule included."""
-    if fmt == "trl":
-        return row
-    extra = {k: row[k] for k in ("env_id", "env_name", "instance", "seed", "difficulty", *ROW_RULE_FIELDS)}
-    if fmt == "verl":
-        return {
-            "data_source": row["data_source"],
-            "prompt": row["prompt"],
-            "ability": "reasoning",
-            "reward_model": {"style": "rule", "ground_truth": row["answer"]},
-            "extra_info": {**extra, "index": index, "split": split},
-        }
-    if fmt == "openrlhf":
-        label = {
-            k: row[k] for k in ("env_id", "env_name", "instance", "answer", "seed", "difficulty", *ROW_RULE_FIELDS)
-        }
-        return {
-            "input": row["prompt"],
-            "label": json.dumps(label, ensure_ascii=False),
-            "datasource": row["data_source"],
-        }
-    raise ValueError(fmt)
+    """The same row as another trainer expects it, by that format's record in
+    `row_formats.FORMATS` (`trl` is the row itself); an unknown format is a ValueError."""
+    return row_formats.get(fmt).write(row, index, split)
 
 
 # -- the stage's record (evoenv_cli/stage.py) ------------------------------------------------------

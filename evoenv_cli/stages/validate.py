@@ -2,9 +2,11 @@
 a working environment, by staged checks run cheapest first; the first failing check decides
 and names itself in the verdict, and a probe that decided names itself too (`probe`).
 
-static -> load -> run -> determinism -> diversity -> reference -> discrimination ->
-constant_answer -> leak -> budget. Everything that executes environment code goes through the
-sandboxed pool, and a broken candidate is a verdict, never a crash.
+Each check is one record (`Check`: its name, what it guards, the function that runs it, its
+place in the order), registered once in `CHECKS` below; `STAGES`, the admission summary's
+funnel and the validate command's help all read their names and order from there. Everything
+that executes environment code goes through the sandboxed pool, and a broken candidate is a
+verdict, never a crash.
 
 The policy writes the `score` it is later rewarded by, so the checks assume a verifier that
 may be gamed on purpose: instance seeds come from the whole training range (not 0..7), score
@@ -49,20 +51,9 @@ from evoenv_cli.runtime.workers import (
     describe_failure,
 )
 from evoenv_cli.stage import Context as StageContext
-from evoenv_cli.stage import Stage, register
+from evoenv_cli.stage import Stage
+from evoenv_cli.stage import register as register_stage
 
-STAGES = (
-    "static",
-    "load",
-    "run",
-    "determinism",
-    "diversity",
-    "reference",
-    "discrimination",
-    "constant_answer",
-    "leak",
-    "budget",
-)
 TRAINING_SEEDS = 2**31  # `sample` and `calibrate` draw instance seeds below this
 ALWAYS_EQUAL = "type('AlwaysEqual', (), {'__eq__': lambda self, other: True, '__hash__': lambda self: 0})()"
 FIXED_PROBES = {
@@ -96,10 +87,13 @@ LEAK_FORMS = {
 
 
 class Rejected(Exception):
-    def __init__(self, stage: str, reason: str, probe: str | None = None):
+    """The verdict of the check that failed. `cut` False keeps the reason as written (the
+    static contract's reasons, which name the offending line, were never cut)."""
+
+    def __init__(self, stage: str, reason: str, probe: str | None = None, *, cut: bool = True):
         super().__init__(reason)
         self.stage = stage
-        reason = " ".join(reason.split())[:380]
+        reason = " ".join(reason.split())[:380] if cut else reason
         self.reason = f"{reason} [probe {probe}]" if probe and probe not in reason else reason
         self.probe = probe
 
@@ -149,10 +143,19 @@ def whole_token_in(needle: str, haystack: str) -> bool:
 
 
 class Checker:
-    """Runs the ten checks on one environment."""
+    """One environment's checks and what they share: the instances `run` made, the times and
+    output every call adds, the measurements that land in the verdict. `run()` runs the
+    sandboxed checks of `CHECKS` in order; a check that reads the source alone (`static`) runs
+    on a Checker without pools, before any worker starts."""
 
-    def __init__(self, env: EnvFile, cfg: ValidateConfig, pool: SandboxPool, fresh: SandboxPool):
+    def __init__(
+        self, env: EnvFile, cfg: ValidateConfig, pool: SandboxPool | None = None, fresh: SandboxPool | None = None
+    ):
         self.env, self.cfg, self.pool, self.fresh = env, cfg, pool, fresh
+        self.static_name: str | None = None  # the NAME the static check read
+        self.insts: list[Instance] = []  # the (seed, level) instances `run` made, scored by `reference`
+        self.ref_scores: list[CallResult] = []
+        self.by_pair: dict[tuple[int, int], dict] = {}  # every instance made, diversity's too
         self.m: dict = {}
         self.output_chars = 0
         self.times: dict[tuple[str, int], list[float]] = {}  # seconds per (call kind, level), every level
@@ -186,8 +189,19 @@ class Checker:
         return made
 
     def run(self) -> None:
+        """The sandboxed checks in order; the first to fail raises `Rejected`."""
+        for check in checks(sandboxed=True):
+            check.run(self)
+
+    def check_static(self) -> None:
+        report = check_source(self.env.source, max_bytes=self.cfg.max_source_bytes)
+        self.static_name = report.name
+        if not report.ok:
+            raise Rejected("static", report.reason, cut=False)
+
+    def check_load(self) -> None:
+        """The import, and what it costs (a replaced worker pays it again)."""
         cfg = self.cfg
-        # load: the import, and what it costs (a replaced worker pays it again)
         try:
             meta = self.pool.describe(self.env)
         except EnvLoadError as exc:
@@ -204,7 +218,9 @@ class Checker:
                 "import_budget",
             )
 
-        # run: every call on every (seed, level); values are checked by the pool
+    def check_run(self) -> None:
+        """Every call on every (seed, level); values are checked by the pool."""
+        cfg = self.cfg
         env_id = self.env.env_id
         pairs = [(s, d) for d in cfg.levels for s in training_seeds(env_id, f"level:{d}", cfg.seeds_per_level)]
         self.diversity_pairs = {
@@ -234,12 +250,12 @@ class Checker:
                 raise Rejected("run", describe_failure(c.fn, r, inst.seed, inst.difficulty))
             self.times.setdefault(("score", inst.difficulty), []).append(r.seconds)
         self.m["instances"] = len(insts)
+        self.insts, self.ref_scores, self.by_pair = insts, ref_scores, by_pair
 
-        self.check_determinism(insts)
-        self.check_score_determinism(insts)
-        self.check_diversity(by_pair)
-        # reference
-        bad = [(i, r.value) for i, r in zip(insts, ref_scores) if r.value != 1.0]
+    def check_reference(self) -> None:
+        """The oracle's own answers score 1.0."""
+        insts = self.insts
+        bad = [(i, r.value) for i, r in zip(insts, self.ref_scores) if r.value != 1.0]
         self.m["reference_pass_share"] = round(1 - len(bad) / len(insts), 4)
         if bad:
             i, v = bad[0]
@@ -248,12 +264,6 @@ class Checker:
                 f"score(instance, solve(instance)) = {v} at seed {i.seed} "
                 f"difficulty {i.difficulty} ({len(bad)}/{len(insts)} instances), expected 1.0",
             )
-        self.check_discrimination(insts)
-        self.check_magic_constants(insts)
-        self.check_fuzz(insts)
-        self.check_constant(insts)
-        self.check_leak(insts)
-        self.check_budget(insts)
 
     @staticmethod
     def _spread(insts: list[Instance], n: int) -> list[Instance]:
@@ -261,7 +271,8 @@ class Checker:
         step = max(1, len(insts) // max(1, n))
         return insts[::step][:n]
 
-    def check_determinism(self, insts: list[Instance]) -> None:
+    def check_determinism(self) -> None:
+        insts = self.insts
         chosen = self._spread(insts, self.cfg.determinism_pairs)
         calls = [Call.generate(i.seed, i.difficulty) for i in chosen]
         twice = self.call(calls + calls)  # one batch: the same worker answers both rounds
@@ -357,11 +368,12 @@ class Checker:
                 out.append((inst, kind, answer))
         return out
 
-    def check_score_determinism(self, insts: list[Instance]) -> None:
+    def check_score_determinism(self) -> None:
         """The same (instance, answer) scored twice in one worker (one batch), once in a fresh
         worker with another hash seed, and once more by a worker that has served as many calls
         as a reward worker does before it is replaced: a score that drifts, or turns lenient
         once it has counted enough calls, would pay rewards validate never saw."""
+        insts = self.insts
         triples = self._score_pairs(insts)
         calls = [Call.score(i.instance, a) for i, _, a in triples]
         twice = self.call(calls + calls)
@@ -434,7 +446,8 @@ class Checker:
                 raise Rejected("determinism", f"{what} {phase.label} in one worker", phase.probe)
         self.m["training_shape_calls"] = served + need + len(known) + len(regenerate)
 
-    def check_diversity(self, by_pair: dict) -> None:
+    def check_diversity(self) -> None:
+        by_pair = self.by_pair
         shares = {}
         for d, seeds in self.diversity_pairs.items():
             seen = [json.dumps(by_pair[(s, d)], sort_keys=True) for s in seeds]
@@ -481,7 +494,8 @@ class Checker:
                 out.append(("reordered", k, moved))
         return out
 
-    def check_discrimination(self, insts: list[Instance]) -> None:
+    def check_discrimination(self) -> None:
+        insts = self.insts
         cfg = self.cfg
         planned = self._probes(insts)
         results = self.call([Call.score(insts[k].instance, a) for _, k, a in planned])
@@ -533,9 +547,10 @@ class Checker:
                     kind,
                 )
 
-    def check_magic_constants(self, insts: list[Instance]) -> None:
+    def check_magic_constants(self) -> None:
         """The literals score compares against that the instance does not hold, each tried as
         the answer: one accepted where it is not the reference is a planted backdoor."""
+        insts = self.insts
         found = probes.score_constants(self.env.source)
         if found.digest_compare is not None:
             raise Rejected(
@@ -569,11 +584,12 @@ class Checker:
                     "magic_constant",
                 )
 
-    def check_fuzz(self, insts: list[Instance]) -> None:
+    def check_fuzz(self) -> None:
         """The scorer fuzzer (stages/fuzz.py): structured mutations of the reference, each kind
         accepted on fuzz_min_accepts instances or more (and again by a fresh worker) is a
         reward hack. A planted or order-free environment gets only the mutations its declared
         rule forbids whatever the answer, and the verdict says it was judged by that rule."""
+        insts = self.insts
         cfg = self.cfg
         unique = "planted" not in (self.tags or []) and not self.m.get("order_free")
         chosen = self._spread(insts, cfg.fuzz_instances) if cfg.fuzz_instances else []
@@ -610,7 +626,8 @@ class Checker:
                 f"fuzz_{found.kind}",
             )
 
-    def check_constant(self, insts: list[Instance]) -> None:
+    def check_constant(self) -> None:
+        insts = self.insts
         common = [a for a, _ in Counter(i.reference for i in insts).most_common(3)]
         calls = [Call.score(i.instance, a) for a in common for i in insts]
         results = self.call(calls, stop_on_failure=False)
@@ -629,11 +646,12 @@ class Checker:
                 f"instances (at most {self.cfg.max_constant_share:.0%} allowed)",
             )
 
-    def check_leak(self, insts: list[Instance]) -> None:
+    def check_leak(self) -> None:
         """The reference written in most prompts, as is or in a simple encoding (reversed,
         base64, hex, digits spelled out), and more often than other instances' references are
         so written: an answer that is one of the prompt's own labels (a SELECT composite's "B")
         appears in every prompt but tells the solver nothing."""
+        insts = self.insts
         others = [
             (i, o)
             for k, i in enumerate(insts)
@@ -685,9 +703,10 @@ class Checker:
                     f"leak_solver_{r.name}",
                 )
 
-    def check_budget(self, insts: list[Instance]) -> None:
+    def check_budget(self) -> None:
         """Call time (the median per level) and instance size at every level sampled, not only
         the top one: a level that is slow or huge is trained on as often as any other."""
+        insts = self.insts
         cfg = self.cfg
         medians = {key: statistics.median(v) for key, v in self.times.items() if v}
         top = max(cfg.levels)
@@ -719,6 +738,97 @@ class Checker:
                 f"printed {self.output_chars} characters to stdout/stderr "
                 f"(budget {cfg.budget_output_chars}); an environment has no reason to print",
             )
+
+
+@dataclass(frozen=True)
+class Check:
+    """One validation check, the one place its facts are written. `name` is the verdict's
+    stage when it decides; `run` raises `Rejected` on the first defect it finds (usually under
+    its own name; a step may name the check its finding belongs to, as score failing on a
+    probe during `determinism` is a `discrimination` verdict). Checks run by `order`, cheapest
+    first; `sandboxed` False: the check reads the source alone and runs, with the others like
+    it, before any worker starts (it may set `static_name`)."""
+
+    name: str
+    guards: str  # what it guards, in one line (the validate command's help lists it)
+    run: Callable[[Checker], None]
+    order: int
+    sandboxed: bool = True
+
+
+CHECKS: dict[str, Check] = {}
+
+
+def register(check: Check) -> Check:
+    """Add a check to `CHECKS`: one call is all a new check needs besides its function. A name
+    or place already taken, or a source check placed after a sandboxed one, is a ValueError."""
+    if check.name in CHECKS or check.name == "admitted":
+        raise ValueError(f"validation check {check.name!r} is already registered")
+    for other in CHECKS.values():
+        if other.order == check.order:
+            raise ValueError(f"validation checks {other.name!r} and {check.name!r} both have order {check.order}")
+        first, then = sorted((check, other), key=lambda c: c.order)
+        if first.sandboxed and not then.sandboxed:
+            raise ValueError(
+                f"{then.name!r} reads the source alone, so it runs before every sandboxed check: "
+                f"its order must be below {first.name!r}'s"
+            )
+    CHECKS[check.name] = check
+    return check
+
+
+def checks(sandboxed: bool | None = None) -> list[Check]:
+    """The registered checks in the order they run (only the sandboxed ones, or only the
+    source ones, when asked)."""
+    return sorted((c for c in CHECKS.values() if sandboxed is None or c.sandboxed == sandboxed), key=lambda c: c.order)
+
+
+def stage_names() -> tuple[str, ...]:
+    """The checks' names in the order they run: the stages a verdict can name besides `admitted`."""
+    return tuple(c.name for c in checks())
+
+
+def _in_turn(*steps: Callable[[Checker], None]) -> Callable[[Checker], None]:
+    """One check made of several steps, run in turn (the first to reject decides)."""
+
+    def run(checker: Checker) -> None:
+        for step in steps:
+            step(checker)
+
+    return run
+
+
+for _check in (
+    Check(
+        "static",
+        "the source alone: required names, stdlib imports only, no eval/exec/open, NAME assigned once",
+        Checker.check_static,
+        10,
+        sandboxed=False,
+    ),
+    Check("load", "the file imports within the import budget, and its NAME is not taken", Checker.check_load, 20),
+    Check("run", "every call at every level returns a value of the contract's type", Checker.check_run, 30),
+    Check(
+        "determinism",
+        "generate, prompt, solve and score give the same again, in a fresh worker and in an aged one",
+        _in_turn(Checker.check_determinism, Checker.check_score_determinism),
+        40,
+    ),
+    Check("diversity", "seeds give distinct instances at every level", Checker.check_diversity, 50),
+    Check("reference", "the oracle's own answers score 1.0", Checker.check_reference, 60),
+    Check(
+        "discrimination",
+        "score rejects probes, planted constants and fuzzed near misses of the reference",
+        _in_turn(Checker.check_discrimination, Checker.check_magic_constants, Checker.check_fuzz),
+        70,
+    ),
+    Check("constant_answer", "no single answer is right on most instances", Checker.check_constant, 80),
+    Check("leak", "the prompt does not give the answer away, as is or encoded", Checker.check_leak, 90),
+    Check("budget", "calls, instances and printing stay within their time and size budgets", Checker.check_budget, 100),
+):
+    register(_check)
+
+STAGES = stage_names()  # the built-in checks' names, in order (validate.run reads the registry)
 
 
 def judge(env: EnvFile, cfg: ValidateConfig, pool: SandboxPool, fresh: SandboxPool, static_name: str | None) -> Verdict:
@@ -753,27 +863,33 @@ def run(
             if on_verdict:
                 on_verdict(verdict)
 
-        # static checks and NAME uniqueness in file order, before anything runs
+        # the source checks and NAME uniqueness (across files) in file order, before anything runs
         names = {r["name"]: f for f, r in log.done.items() if r.get("admitted")}
         todo: list[tuple[EnvFile, str | None]] = []
         for env in log.pending():
-            report = check_source(env.source, max_bytes=cfg.max_source_bytes)
-            if not report.ok:
-                finish(Verdict(env.path.name, env.env_id, report.name, False, "static", report.reason))
-            elif report.name in names and names[report.name] != env.path.name:
+            checker = Checker(env, cfg)
+            try:
+                for check in checks(sandboxed=False):
+                    check.run(checker)
+            except Rejected as rej:
+                probe = {"probe": rej.probe} if rej.probe else {}
+                finish(Verdict(env.path.name, env.env_id, checker.static_name, False, rej.stage, rej.reason, probe))
+                continue
+            name = checker.static_name
+            if name in names and names[name] != env.path.name:
                 finish(
                     Verdict(
                         env.path.name,
                         env.env_id,
-                        report.name,
+                        name,
                         False,
                         "load",
-                        f"NAME {report.name!r} is already used by {names[report.name]}",
+                        f"NAME {name!r} is already used by {names[name]}",
                     )
                 )
             else:
-                names[report.name] = env.path.name
-                todo.append((env, report.name))
+                names[name] = env.path.name
+                todo.append((env, name))
         if todo:
             with shared(runtime, session) as rt, ThreadPoolExecutor(max_workers=runtime.workers) as ex:
                 pool, fresh = rt.pool, rt.fresh
@@ -783,7 +899,11 @@ def run(
         # order_free is a fact about the environment that composition needs: at the top level
         order_free = {f: {"order_free": bool(r.get("order_free"))} for f, r in log.done.items() if r["admitted"]}
         return log.finish(
-            "validate", STAGES, library, {"validate": to_dict(cfg), "runtime": to_dict(runtime)}, index_extra=order_free
+            "validate",
+            stage_names(),
+            library,
+            {"validate": to_dict(cfg), "runtime": to_dict(runtime)},
+            index_extra=order_free,
         )
 
 
@@ -793,7 +913,7 @@ def _run(ctx: StageContext, lib, out: Path, llm, bar) -> Summary:
     return run(lib, r.validate, r.runtime, out, on_verdict=bar.advance, session=ctx.session)
 
 
-STAGE = register(
+STAGE = register_stage(
     Stage(
         "validate",
         sections=("validate", "runtime.limits"),
