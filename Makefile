@@ -35,9 +35,12 @@ FULL_SUITE_FAST_BUDGET_S ?= 20
 test: setup
 	EVOENV_FAST_BUDGET_S=$${EVOENV_FAST_BUDGET_S:-$(FULL_SUITE_FAST_BUDGET_S)} OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -q
 
-# the edit-test loop: everything but the tests marked slow (real models, GRPO, servers, browsers)
+# the edit-test loop: everything but the tests marked slow (real models, GRPO, servers, browsers),
+# in TEST_WORKERS processes (pytest-xdist): the fast tests spend much of their time waiting on
+# the subprocesses and jails they start, so two workers fill two cores (190 s -> see docs/install.md)
+TEST_WORKERS ?= 2
 test-fast: setup
-	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -q -m 'not slow'
+	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -q -m 'not slow' -n $(TEST_WORKERS)
 
 bench: setup
 	$(BIN)/python benchmarks/bench_score.py

@@ -429,6 +429,7 @@ def test_anchors_keep_a_spread_of_ratings():
     AnchorPool(size=0, max_prompts=10).update("k", [Trace("1", "", 0.0)], {})
 
 
+@pytest.mark.slow  # loads a model through transformers twice: ~14 s
 def test_the_policy_view_generates_like_the_loaded_backend(tiny_model):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -141,6 +141,7 @@ def judged(tmp_path_factory):
     return judge(tmp_path_factory.mktemp("reskins"), files)
 
 
+@pytest.mark.slow  # judges the whole re-skin corpus in the sandbox: ~17 s
 def test_reskins_are_caught_with_no_loss_on_the_distinct_set(judged):
     v = judged
     lost = [p.name for p in DISTINCT if not v[p.name]["admitted"]]

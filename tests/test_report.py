@@ -641,6 +641,7 @@ def test_fields_of_the_wrong_kind_are_shown_as_missing(run):
     assert report.index.is_file()
 
 
+@pytest.mark.slow  # draws every figure through the command: ~16 s
 def test_cli_report_prints_the_path_and_json(run, evoenv):
     r = evoenv("report", run)
     assert r.returncode == 0, r.stderr

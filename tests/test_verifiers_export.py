@@ -52,6 +52,7 @@ def _trace(vf, data, reply):
     )
 
 
+@pytest.mark.slow  # imports verifiers and scores in the sandbox: ~11 s
 def test_verifiers_loads_the_taskset_and_scores_with_the_environments(package, monkeypatch):
     import verifiers.v1 as vf
     from verifiers.v1.utils.loaders import load_taskset, taskset_config_type
