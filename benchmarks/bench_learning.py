@@ -2,13 +2,13 @@
 commands (`make bench-learning`), beside a bare TRL script on the same rows:
 
 1. `evoenv starter-model`: SmolLM2-135M-Instruct, offline;
-2. `evoenv import reasoning-gym chain_sum` beside the seeds, then `evoenv calibrate`: the
-   levels whose pass rate for this model is in band and above chance;
+2. `evoenv calibrate` on the benchmark's environments (benchmarks/envs/): the levels whose
+   pass rate for this model is in band and above chance;
 3. `evoenv sample --difficulty-from index`: training rows at those levels (seeds < 2**31);
 4. `evoenv train`: GRPO for N steps, rewarded by the environments in the sandbox;
 5. the bare arm: a minimal TRL `GRPOTrainer` on the same rows, steps, seed and GRPO settings,
    whose reward is a plain in-process Python function calling each environment's `score`
-   directly (the library's files imported here: seeds and reasoning-gym imports are trusted,
+   directly (the library's files imported here: the benchmark's environments are trusted,
    hand-written code; evoenv itself never imports environment code);
 6. `evoenv evaluate --model TRAINED --baseline STARTER`, then `evoenv evaluate --model BARE`:
    the same held-out instances (seeds with bit 31 set) at the calibrated levels, with the
@@ -46,13 +46,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # evoenv_cli from this checkout
 EXE = Path(sys.executable).with_name("evoenv")
 RECIPE = ROOT / "benchmarks" / "learning.yaml"
-# The library: the seeds, plus one task the starter model can sometimes answer, imported from
-# reasoning-gym by `evoenv import` (its generator and its own score_answer, run in the sandbox):
-# at levels 1-3 the seeds' pass rates for this model are 0 to 0.125 (README), so without it
-# GRPO would train on near-zero rewards only.
-IMPORTED = ["chain_sum"]
-# External: reasoning-gym tasks that no training row asks (basic_arithmetic is another
-# generator and wording than chain_sum), generated offline at fixed seeds, scored by its own
+# The library: environment files written for this benchmark, validated like any other
+# (tests/test_bench_envs.py) and run in the sandbox. Not the seeds, nor reasoning-gym's
+# chain_sum: under chance-aware calibration the starter model has no level 1-3 of any seed above
+# chance (0 of 11 levels admitted) and none of chain_sum's (0 of 8, most answers untagged), so
+# nothing of them was drawn and GRPO had nothing to learn. number_in_words' low levels are in
+# its reach with many possible answers, so being above chance there means something.
+ENVS = ROOT / "benchmarks" / "envs"
+# External: reasoning-gym tasks that no training row asks (arithmetic, where training asks for
+# numbers in words), generated offline at fixed seeds, scored by its own
 # score_answer.
 EXTERNAL = [
     'rg:basic_arithmetic:32:min_terms=2,max_terms=2,min_digits=1,max_digits=1,operators=["+"]',
@@ -228,15 +230,14 @@ def main() -> None:
     library = run / "library"
     if not (run / "calibrate" / "summary.json").exists():
         shutil.rmtree(library, ignore_errors=True)
-        shutil.copytree(ROOT / "seeds", library, ignore=shutil.ignore_patterns("__pycache__"))
-        seconds["import"] = evoenv("import", "reasoning-gym", *IMPORTED, "--out", library, log=log)
+        shutil.copytree(ENVS, library, ignore=shutil.ignore_patterns("__pycache__"))
         shutil.rmtree(run / "calibrate", ignore_errors=True)
         seconds["calibrate"] = evoenv(
             "calibrate", library, "--out", run / "calibrate", "--model", model, "--config", recipe, log=log
         )
     admitted = [json.loads(x) for x in (run / "calibrate" / "index.jsonl").read_text().splitlines() if x.strip()]
     if not admitted:
-        sys.exit("bench learning: calibration admitted no seed (no level in band for this model)")
+        sys.exit("bench learning: calibration admitted no environment (no level in band for this model)")
     seconds["sample"] = evoenv(
         "sample",
         run / "calibrate",
