@@ -37,7 +37,7 @@ test: setup
 
 # the edit-test loop: everything but the tests marked slow (real models, GRPO, servers, browsers),
 # in TEST_WORKERS processes (pytest-xdist): the fast tests spend much of their time waiting on
-# the subprocesses and jails they start, so two workers fill two cores (190 s -> see docs/install.md)
+# the subprocesses and jails they start, so two workers fill two cores (docs/install.md: 143 s)
 TEST_WORKERS ?= 2
 test-fast: setup
 	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -q -m 'not slow' -n $(TEST_WORKERS)
