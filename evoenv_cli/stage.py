@@ -100,9 +100,9 @@ class Stage:
     uses_model: bool = False
     envs: bool = True  # OUT holds envs/ (an admission stage's admitted files)
     resumable: bool = True  # False: a rerun starts over (--clean), it never resumes
-    library_optional: bool = False
+    library_optional: bool = False  # it runs with no input library (synthesize; evaluate on benchmarks alone)
     allow_empty: bool = True  # an empty input library is judged (nothing admitted), not refused
-    check: Callable[[Context], None] | None = None  # before OUT is touched
+    check: Callable[[Context, Any], None] | None = None  # (ctx, library or None): before OUT is touched
     prepares: Callable[[Context], bool] | None = None  # whether this process prepares OUT (default: yes)
     total: Callable[[Context, Any], int | None] | None = None  # progress total; default: the library's files
 
@@ -153,15 +153,15 @@ def policy(recipe, backend: str | None, model: str | None, base_url: str | None 
 def execute(stage: Stage, ctx: Context) -> Any:
     """Run one stage: its checks, OUT prepared with its settings, the policy opened, `run`
     under the progress display. Ctrl-C raises StageInterrupted (saying where the results are)."""
-    if stage.check is not None:
-        stage.check(ctx)
-    if ctx.model is not None and ctx.model.check is not None:
-        ctx.model.check()
     lib = None
     if ctx.library is not None:
         lib = artifacts.EnvLibrary.open(ctx.library, allow_empty=stage.allow_empty)
-    elif not stage.library_optional and stage.total is None:
+    elif not stage.library_optional:
         raise artifacts.InputError(f"{stage.name}: no library given")
+    if stage.check is not None:
+        stage.check(ctx, lib)
+    if ctx.model is not None and ctx.model.check is not None:
+        ctx.model.check()
     out = ctx.out
     if stage.settings is not None and (stage.prepares is None or stage.prepares(ctx)):
         out = artifacts.prepare_out_dir(

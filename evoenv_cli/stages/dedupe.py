@@ -1206,6 +1206,6 @@ STAGE = register(
         run=_run,
         place=5,  # before calibrate: the cheap contract first, so no solver call is spent on a copy
         funnel="were new",
-        check=lambda ctx: check_config(ctx.recipe.dedupe),
+        check=lambda ctx, lib: check_config(ctx.recipe.dedupe),
     )
 )

@@ -177,8 +177,7 @@ def run(
 
 
 # -- the stage's record (evoenv_cli/stage.py) ------------------------------------------------------
-def _check(ctx: Context) -> None:
-    lib = artifacts.EnvLibrary.open(ctx.library)
+def _check(ctx: Context, lib: artifacts.EnvLibrary) -> None:
     artifacts.check_output_folder(ctx.out)
     check_inputs(ctx.inputs["data"], lib, ctx.inputs["model"])
     check_model(ctx.inputs["teacher"])

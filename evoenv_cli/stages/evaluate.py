@@ -687,7 +687,7 @@ __all__ = [
 
 
 # -- the stage's record (evoenv_cli/stage.py) ------------------------------------------------------
-def _check(ctx: Context) -> None:
+def _check(ctx: Context, lib: EnvLibrary | None) -> None:
     if ctx.library is None and not ctx.inputs.get("bench"):
         raise InputError("nothing to evaluate: pass --library, --bench FILE, or both")
     check_config(ctx.recipe.evaluate)

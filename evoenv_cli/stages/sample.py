@@ -125,8 +125,7 @@ def to_format(row: dict, fmt: str, index: int, split: str = "train") -> dict:
 
 
 # -- the stage's record (evoenv_cli/stage.py) ------------------------------------------------------
-def _check(ctx: Context) -> None:
-    lib = EnvLibrary.open(ctx.library)
+def _check(ctx: Context, lib: EnvLibrary) -> None:
     lib.check_python()
     check_config(ctx.recipe.sample, lib)
     if str(ctx.out) != "-":

@@ -229,16 +229,16 @@ def _settings(ctx: Context) -> dict:
     )
 
 
-def _check(ctx: Context) -> None:
-    """The examples' libraries open before OUT is touched."""
-    artifacts.EnvLibrary.open(ctx.inputs["seeds"])
-    for p in ctx.inputs["pools"]:
-        artifacts.EnvLibrary.open(p, allow_empty=True)
+def _check(ctx: Context, lib: None) -> None:
+    """The examples' libraries, opened before OUT is touched (and kept for the run)."""
+    ctx.inputs["examples"] = (
+        artifacts.EnvLibrary.open(ctx.inputs["seeds"]),
+        [artifacts.EnvLibrary.open(p, allow_empty=True) for p in ctx.inputs["pools"]],
+    )
 
 
-def _run(ctx, lib, out: Path, llm, bar) -> dict:
-    seeds = artifacts.EnvLibrary.open(ctx.inputs["seeds"])
-    pools = [artifacts.EnvLibrary.open(p, allow_empty=True) for p in ctx.inputs["pools"]]
+def _run(ctx: Context, lib: None, out: Path, llm, bar) -> dict:
+    seeds, pools = ctx.inputs["examples"]
     return run(
         seeds,
         pools,
@@ -264,6 +264,6 @@ STAGE = register(
         funnel="that parsed",
         uses_model=True,
         check=_check,
-        total=lambda ctx, lib: None,
+        library_optional=True,  # its examples are inputs: the seeds and the pools
     )
 )

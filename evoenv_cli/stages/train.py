@@ -729,8 +729,7 @@ def _metrics_callback(path: Path, step_rewards: StepRewards, fade: Demonstration
 
 
 # -- the stage's record (evoenv_cli/stage.py) ------------------------------------------------------
-def _check(ctx: Context) -> None:
-    lib = artifacts.EnvLibrary.open(ctx.library)
+def _check(ctx: Context, lib: artifacts.EnvLibrary) -> None:
     artifacts.check_output_folder(ctx.out)
     model = ctx.inputs["model"]
     check_inputs(ctx.inputs["data"], lib, model)  # before any folder is made
