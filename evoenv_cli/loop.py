@@ -658,6 +658,9 @@ def headline(metrics: dict) -> dict:
     delta = metrics.get("delta") or {}
     if isinstance(delta, dict) and "overall pass@1" in delta:
         out["delta_vs_baseline"] = delta["overall pass@1"]
+        change = (metrics.get("delta_ci95") or {}).get("overall pass@1")
+        if change:
+            out["delta_ci95"] = change
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -676,6 +679,9 @@ def round_line(s: dict, totals: dict | None = None, where: str = "rounds.jsonl")
             result += f" (95% interval {ci[0]:.3f}-{ci[1]:.3f}, {ev.get('items')} items)"
         if isinstance(delta, float):
             result += f", {p - delta:.3f} before training: {delta:+.3f}"
+            change = ev.get("delta_ci95")
+            if change:
+                result += f" (95% [{change[0]:+.3f}, {change[1]:+.3f}], paired)"
     else:
         result = "no evaluation"
     adm = s.get("admitted") or {}

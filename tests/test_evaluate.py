@@ -210,6 +210,10 @@ def test_baseline_gets_the_same_items_and_deltas(tmp_path, key):
     d = metrics["delta"]
     assert d["env register_machine"] == 1.0 and d["bench math.jsonl"] == round(5 / 6, 4)
     assert d["overall pass@1"] == metrics["overall"]["pass@1"]
+    # the change's interval pairs the same items: every item better or equal, so above 0
+    lo, hi = metrics["delta_ci95"]["overall pass@1"]
+    assert 0 < lo <= d["overall pass@1"] <= hi <= 1
+    assert set(metrics["overall"]["item_pass"]) == set(metrics["baseline"]["overall"]["item_pass"])
     new = [(r["item"], r["prompt"]) for r in rows if r["role"] == "model"]
     old = [(r["item"], r["prompt"]) for r in rows if r["role"] == "baseline"]
     assert new == old and len(new) == 2 * 2 + 6
@@ -310,3 +314,30 @@ def test_cli_real_tiny_model_through_hf(tiny_model, tmp_path):
     assert "delta" in r.stderr and "overall pass@1" in r.stderr and r.stdout == ""
     rows = (tmp_path / "ev" / "samples.jsonl").read_text().splitlines()
     assert len(rows) == 52
+
+
+def test_the_paired_change_needs_the_same_items_on_both_sides():
+    def res(items):
+        return {"overall": {"item_pass": items}}
+
+    assert evaluate.paired_change(res({"a": 1.0, "b": 0.0}), res({})) is None  # an older baseline
+    assert evaluate.paired_change(res({"a": 1.0}), res({"b": 0.0})) is None
+    lo, hi = evaluate.paired_change(res({"a": 1.0, "b": 1.0, "c": 0.5}), res({"a": 0.0, "b": 1.0, "c": 0.5, "d": 1.0}))
+    assert 0 <= lo <= 1 / 3 <= hi <= 1  # d, asked of the baseline only, is left out
+
+
+def test_the_round_line_gives_the_change_with_its_paired_interval():
+    from evoenv_cli.loop import headline, round_line
+
+    metrics = {
+        "overall": {"pass@1": 0.3, "items": 54, "ci95": [0.2, 0.43]},
+        "delta": {"overall pass@1": 0.1},
+        "delta_ci95": {"overall pass@1": [0.02, 0.18]},
+    }
+    ev = headline(metrics)
+    assert ev["delta_ci95"] == [0.02, 0.18]
+    line = round_line({"round": 2, "admitted": {}, "evaluation": ev})
+    assert "held-out pass@1 0.300 (95% interval 0.200-0.430, 54 items), 0.200 before training: +0.100" in line
+    assert "(95% [+0.020, +0.180], paired)" in line
+    del metrics["delta_ci95"]  # a baseline measured before item records: the change alone
+    assert "paired" not in round_line({"round": 2, "admitted": {}, "evaluation": headline(metrics)})

@@ -495,6 +495,20 @@ def test_did_it_learn_comes_first_with_intervals_and_the_start_as_round_0(run, t
     assert "learning.png" in top and html.index("id='learning'") < html.index("id='rounds'")
 
 
+def test_the_verdict_reads_the_paired_interval_of_the_change_when_evaluate_gave_one(run, tmp_path):
+    path = run / "round-01" / "evaluate" / "metrics.json"
+    m = json.loads(path.read_text())
+    for paired, words in (
+        ([0.02, 0.18], "better, and the paired 95% interval of the change, [+0.020, +0.180], is above 0"),
+        ([-0.05, 0.25], "holds 0, so this run cannot tell the change from noise"),
+    ):
+        path.write_text(json.dumps({**m, "delta_ci95": {"overall pass@1": paired}}))
+        ln = compute(RunFiles(run))["learning"]
+        assert ln["rounds"][1]["delta_ci95"] == paired and ln["verdict"].endswith(words)
+    html = build(run, tmp_path / "report").index.read_text()
+    assert "Δ 95% (paired)" in html and "-0.050 – +0.250" in html
+
+
 def test_the_score_zero_variance_share_is_preferred_where_train_logged_it(run):
     path = run / "round-01" / "train" / "metrics.jsonl"
     records = [json.loads(x) for x in path.read_text().splitlines()]

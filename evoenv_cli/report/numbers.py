@@ -669,6 +669,8 @@ def learning(run: RunFiles, training_numbers: dict) -> dict:
                 "model": m.get("model"),
                 **now,
                 "delta": delta(now["pass@1"], start["pass@1"]),
+                # the change's 95% interval over the same items, paired (evaluate's bootstrap)
+                "delta_ci95": obj(m.get("delta_ci95")).get("overall pass@1"),
                 "zero_variance": score_share if score_share is not None else t.get("mean_zero_std_share"),
                 "zero_variance_of": "score" if score_share is not None else "reward",
                 "signal": signal if isinstance(signal, str) else None,
@@ -685,6 +687,14 @@ def _verdict(start: dict, last: dict | None) -> str:
     if start["pass@1"] is None:
         return f"round {last['round']}: pass@1 {last['pass@1']:.3f}; the starting model was not measured"
     change = f"round {last['round']}: pass@1 {last['pass@1']:.3f} against {start['pass@1']:.3f} at the start ({last['delta']:+.3f})"
+    paired = last.get("delta_ci95")
+    if paired:
+        span = f"the paired 95% interval of the change, [{paired[0]:+.3f}, {paired[1]:+.3f}]"
+        if paired[0] > 0:
+            return change + f": better, and {span}, is above 0"
+        if paired[1] < 0:
+            return change + f": worse, and {span}, is below 0"
+        return change + f": {span}, holds 0, so this run cannot tell the change from noise"
     a, b = start["ci95"], last["ci95"]
     if not a or not b:
         return change

@@ -134,12 +134,13 @@ def learning_section(numbers: dict, fig_src) -> str:
                 cell(ci),
                 cell(r["items"] if type(r["items"]) is int else None),
                 cell(r["delta"], signed=True),
+                cell(f"{r['delta_ci95'][0]:+.3f} – {r['delta_ci95'][1]:+.3f}" if r.get("delta_ci95") else None),
                 cell(None) if share is None else f"<td class='n'>{share:.0%}</td>",
                 cell(r["signal"]),
             ]
         )
     tab = table(
-        ["round", "model", "pass@1", "95% interval", "items", "Δ vs start", "groups tied", "signal"],
+        ["round", "model", "pass@1", "95% interval", "items", "Δ vs start", "Δ 95% (paired)", "groups tied", "signal"],
         rows,
         "held-out pass@1 on the run's fixed evaluation set; groups tied: the share of GRPO groups whose "
         "scores (or, where the score was not logged apart, rewards) were all equal, which teach nothing",

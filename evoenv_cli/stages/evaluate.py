@@ -46,7 +46,7 @@ from typing import Any
 
 from evoenv_cli import artifacts
 from evoenv_cli.artifacts import EnvLibrary
-from evoenv_cli.confidence import wilson_interval
+from evoenv_cli.confidence import paired_bootstrap, wilson_interval
 from evoenv_cli.config import (
     AnswerConfig,
     EvaluateConfig,
@@ -492,6 +492,12 @@ def summarize(items: list[Item], records: list[dict], n: int) -> dict:
                 s["score_answer_errors"] = methods.count("score_answer_error")
             benches[source] = s
     everything, _ = stats(items)
+    # each item's pass rate, by item: a later comparison pairs the same items (delta_ci95)
+    item_pass = {
+        it.item: round(sum(r["score"] for r in per_item[it.item]) / len(per_item[it.item]), 4)
+        for it in items
+        if per_item.get(it.item)
+    }
     overall = {
         "pass@1": _mean(all_means),
         "ci95": wilson_interval(_mean(all_means), len(all_means)),
@@ -501,8 +507,21 @@ def summarize(items: list[Item], records: list[dict], n: int) -> dict:
         "samples": everything["samples"],
         "no_answer_share": everything["no_answer_share"],
         "errors": everything["errors"],
+        "item_pass": item_pass,
     }
     return {"overall": overall, "environments": envs, "benchmarks": benches}
+
+
+def paired_change(results: dict, baseline: dict) -> list[float] | None:
+    """The 95% paired-bootstrap interval of overall pass@1's change (model - baseline), over
+    the items both were asked; None when either side has no per-item record (an older
+    baseline) or no item in common."""
+    a = results.get("overall", {}).get("item_pass") or {}
+    b = baseline.get("overall", {}).get("item_pass") or {}
+    common = [k for k in a if k in b]
+    if not common:
+        return None
+    return paired_bootstrap([a[k] for k in common], [b[k] for k in common])[1]
 
 
 def _reused_baseline(baseline: dict, mine: dict) -> dict:
@@ -635,6 +654,9 @@ def run(
                 if "baseline" in results:
                     metrics["baseline"] = results["baseline"]
                     metrics["delta"] = deltas(results["model"], results["baseline"])
+                    change = paired_change(results["model"], results["baseline"])
+                    if change is not None:
+                        metrics["delta_ci95"] = {"overall pass@1": change}
                 artifacts.write_json_atomic(out / "metrics.json", metrics)
     finally:
         reward.close()
