@@ -29,6 +29,7 @@ from evoenv_cli.stages.train import (
     trained_parameters,
 )
 from evoenv_cli.training import quantize
+from evoenv_cli.training.cpu_head import compact_lm_head_on_cpu
 
 MANIFEST = "distill-manifest.json"
 DIVERGENCE = {1.0: "reverse KL", 0.0: "forward KL"}  # by beta
@@ -105,6 +106,7 @@ def run(
     from transformers import AutoTokenizer
     from trl import DistillationConfig, DistillationTrainer
 
+    compact_lm_head_on_cpu()  # on a CPU, the divergence projects the completion's positions alone
     transformers.set_seed(cfg.seed)
     dataset = datasets.load_dataset("json", data_files=str(data), split="train").select_columns(["prompt"])
     tokenizer = AutoTokenizer.from_pretrained(model, padding_side="left")

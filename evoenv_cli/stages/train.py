@@ -32,6 +32,7 @@ from evoenv_cli.integrations.reward_audit import QUARANTINE_FILE
 from evoenv_cli.integrations.rewards import EnvReward, FormatReward, row_instance
 from evoenv_cli.stage import Context, Stage, register
 from evoenv_cli.training import progress
+from evoenv_cli.training.cpu_head import compact_lm_head_on_cpu
 from evoenv_cli.training.progress import TRAIN_LOG
 
 ROW_FIELDS = ("prompt", "env_id", "instance")
@@ -425,6 +426,7 @@ def run(
     import transformers
     from trl import GRPOConfig, GRPOTrainer
 
+    compact_lm_head_on_cpu()  # on a CPU, the LM head projects the completion's positions alone
     transformers.set_seed(cfg.seed)
     # their bars (reading the rows, loading the weights) are noise in a log; the steps get lines
     datasets.disable_progress_bars()
