@@ -15,8 +15,12 @@ from evoenv_cli.training import cpu_head  # noqa: E402
 
 @pytest.fixture
 def restored():
-    """Put TRL's own decisions back after the test (the patch is process-wide)."""
+    """TRL's own decisions during the test, whatever an earlier test in this process left
+    (train and distill apply the patch in-process); the patch is process-wide, so what was
+    there before is put back after."""
     saved = {m: importlib.import_module(m)._use_triton for m in cpu_head._DECIDERS}
+    for m, f in saved.items():
+        importlib.import_module(m)._use_triton = getattr(f, "__wrapped__", f)
     yield
     for m, f in saved.items():
         importlib.import_module(m)._use_triton = f
@@ -63,6 +67,7 @@ def test_compact_scores_only_the_completion_and_changes_no_number(tiny_model, re
 
 
 def test_other_devices_keep_trls_own_choice(restored):
+    assert trl_utils._use_triton(torch.device("cpu")) is False  # TRL's own answer off Triton
     cpu_head.compact_lm_head_on_cpu()
     decide = trl_utils._use_triton
     assert decide(torch.device("cpu")) is True
