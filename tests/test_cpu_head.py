@@ -72,3 +72,30 @@ def test_other_devices_keep_trls_own_choice(restored):
     decide = trl_utils._use_triton
     assert decide(torch.device("cpu")) is True
     assert decide(torch.device("meta")) is False  # no Triton there, and not a CPU: TRL's choice
+
+
+def test_the_distillation_loss_is_the_same_compact_and_full(restored):
+    """distill's reverse KL (TRL's _chunked_divergence_loss): the same loss, entropy and
+    student gradient over the completion's positions alone as over every position."""
+    dist = importlib.import_module("trl.trainer.distillation_trainer")
+    torch.manual_seed(0)
+    vocab, hidden = 97, 16
+    student_h = torch.randn(2, 10, hidden, requires_grad=True)
+    teacher_h = torch.randn(2, 10, hidden)
+    w_s, w_t = torch.randn(vocab, hidden, requires_grad=True), torch.randn(vocab, hidden)
+    mask = torch.zeros(2, 10, dtype=torch.long)
+    mask[:, 6:] = 1  # the completion: the last 4 positions of each row
+
+    def run():
+        student_h.grad, w_s.grad = None, None
+        loss, entropy, n = dist._chunked_divergence_loss(student_h, teacher_h, w_s, w_t, mask, beta=1.0, temperature=0.7)
+        loss.backward()
+        return loss.detach(), entropy.detach(), n, student_h.grad.clone(), w_s.grad.clone()
+
+    full = run()
+    assert cpu_head.compact_lm_head_on_cpu() == list(cpu_head._DECIDERS)
+    assert dist._use_triton(student_h.device) is True
+    compact = run()
+    assert compact[2] == full[2] == 8
+    for a, b in zip(compact, full):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
