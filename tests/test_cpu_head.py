@@ -88,7 +88,9 @@ def test_the_distillation_loss_is_the_same_compact_and_full(restored):
 
     def run():
         student_h.grad, w_s.grad = None, None
-        loss, entropy, n = dist._chunked_divergence_loss(student_h, teacher_h, w_s, w_t, mask, beta=1.0, temperature=0.7)
+        loss, entropy, n = dist._chunked_divergence_loss(
+            student_h, teacher_h, w_s, w_t, mask, beta=1.0, temperature=0.7
+        )
         loss.backward()
         return loss.detach(), entropy.detach(), n, student_h.grad.clone(), w_s.grad.clone()
 
