@@ -204,6 +204,29 @@ def test_bound_is_deterministic_and_prints_its_statement(work, distilled):
     r = evoenv(*args)
     assert r.returncode == 0 and "base model on the same S" in r.stderr and "0 bits" in r.stderr
     one_line(evoenv(*args, "--temperature", "0.5"), "differs from the 1 recorded before S")
+    assert a["statement"].count("float32") == 1  # the code's dtype (the default), named
+
+
+@pytest.mark.slow
+def test_bound_in_bfloat16_is_recorded_in_the_code_and_deterministic(work, distilled, tiny_model):
+    out, _ = distilled
+    recipe = work / "bf16.yaml"
+    recipe.write_text(RECIPE.replace("  batch_size: 4\n", "  batch_size: 3\n  dtype: bfloat16\n"))
+    code = work / "bf16" / "bound-code.json"
+    code.parent.mkdir()
+    r = evoenv("bound-code", code, "--library", work / "lib", "--model", tiny_model, "-c", recipe)
+    assert r.returncode == 0, r.stderr
+    recorded = json.loads(code.read_text())
+    assert (recorded["dtype"], recorded["batch_size"]) == ("bfloat16", 3)
+    # the recipe given to `bound` asks for batches of 4: the code's 3 is what answers S
+    args = ["bound", out / "quantized", "--library", work / "lib", "--code", code, "-c", work / "recipe.yaml", "--json"]
+    first, second = evoenv(*args), evoenv(*args)
+    assert first.returncode == 0, first.stderr[-3000:]
+    a, b = json.loads(first.stdout), json.loads(second.stdout)
+    assert a == b and a["n"] == 8 and "bfloat16" in a["statement"]
+    # an older code, written before dtype and batch size were recorded, still reads: float32
+    del recorded["dtype"], recorded["batch_size"]
+    assert bound.BoundCode(**{k: v for k, v in recorded.items() if k != "code_sha256"}).dtype == "float32"
 
 
 @pytest.mark.slow

@@ -118,6 +118,11 @@ class BoundCode:
     answer: dict
     demonstrations: int
     written: str = ""
+    # how the policy answers S: its dtype and batch size (both move answers by rounding and
+    # padding, so both are fixed with the code); codes written before these were recorded
+    # answered in float32 at the recipe's batch size (0)
+    dtype: str = "float32"
+    batch_size: int = 0
 
     def digest(self) -> str:
         return artifacts.config_hash({k: v for k, v in asdict(self).items() if k != "written"})
@@ -189,6 +194,8 @@ def write_code(
         answer=asdict(answer),
         demonstrations=demonstrations,
         written=artifacts.now_iso(),
+        dtype=cfg.dtype,
+        batch_size=cfg.batch_size,
     )
     artifacts.write_json_atomic(out, {**asdict(code), "code_sha256": code.digest()})
     return code
@@ -322,8 +329,9 @@ def noise_seed(seed: int, item: int) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}:noise:{item}".encode()).digest()[:8], "big") >> 1
 
 
-def load_policy(policy: Policy):
-    """(model, tokenizer) in float32 and eval mode; an adapter is merged into its base."""
+def load_policy(policy: Policy, dtype: str = "float32"):
+    """(model, tokenizer) in `dtype` and eval mode; an adapter is merged into its base in float32
+    first, then the merged weights are cast."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -333,6 +341,7 @@ def load_policy(policy: Policy):
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, str(policy.adapter)).merge_and_unload()
+    model = model.to(getattr(torch, dtype))
     tokenizer = AutoTokenizer.from_pretrained(str(source), padding_side="left")
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -407,8 +416,8 @@ def correct_answers(
 def answer_sample(
     policy: Policy, rows: list[dict], code: BoundCode, library, runtime: RuntimeConfig, batch_size: int
 ) -> list[bool]:
-    model, tokenizer = load_policy(policy)
-    answers = gumbel_answers(model, tokenizer, [r["prompt"] for r in rows], code, batch_size)
+    model, tokenizer = load_policy(policy, code.dtype)
+    answers = gumbel_answers(model, tokenizer, [r["prompt"] for r in rows], code, code.batch_size or batch_size)
     return correct_answers(rows, answers, code, library, runtime)
 
 
@@ -443,7 +452,7 @@ def statement(code: BoundCode, accuracy_lower: float) -> str:
     levels = "; ".join(f"{name} at levels {', '.join(map(str, lv))}" for name, lv in sorted(code.levels.items()))
     return (
         f"With probability >= {1 - code.delta:g} over the draw of S, the policy sampled at temperature "
-        f"{code.temperature:g} (Gumbel-max) answers instances generate(seed, level) of {levels} correctly "
+        f"{code.temperature:g} (Gumbel-max, {code.dtype}) answers instances generate(seed, level) of {levels} correctly "
         f"(score >= {code.threshold:g}) with probability >= {accuracy_lower:.3f}. The bound covers the "
         "distribution of generate(seed, level) at those levels, sampled at that temperature; it says "
         "nothing about other environments, other levels or other temperatures."
