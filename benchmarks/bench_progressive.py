@@ -14,7 +14,9 @@
    two ends of the trade the bound makes: few bits and a tight bound, or more values and more
    of the teacher's gain kept;
 4. `evoenv bound` on every arm: the same S (held-out seeds, never a training seed), Gumbel-max
-   sampling at the code's temperature and fixed noise, scored by the environment in the sandbox.
+   sampling at the code's temperature and fixed noise, in bfloat16 in batches of 32 (the code
+   records both), scored by the environment in the sandbox. The quantized student is 2 bits a
+   value, so the 13-value arm's L is about 37 bits, and S holds 1,024 instances.
 
 Prints one line `bench progressive: ...` with each arm's pass@1 on S and its 95% interval, its
 trained values and description length, the compression against LoRA, the share of LoRA's gain
@@ -170,6 +172,9 @@ def main() -> None:
             results[arm] = json.loads(out.strip().splitlines()[-1])
     wall = time.perf_counter() - start
     report(run, results, seconds, wall)
+    # the same numbers as a page: every arm's latest bound (bounds.jsonl beside the codes)
+    evoenv("report", run, log=log)
+    print(f"bench progressive: report {run / 'report' / 'index.html'}", file=sys.stderr)
 
 
 def untied(run: Path) -> Path:

@@ -20,7 +20,9 @@ Steps:
 - accelerate: `accelerate launch` of a GRPO run over every GPU (one process per GPU), checking
   that only the main process writes the output and that it is complete after every rank ends;
 - vllm: an in-process vLLM engine on the same shape with a bounded max_model_len, where vLLM
-  is importable.
+  is importable;
+- bound: `evoenv bound`'s Gumbel-max answers on CUDA in bfloat16 (bound.device: cuda), the same
+  twice.
 
 Run: `python benchmarks/gpu_check.py [--wheels DIR] [--steps 2] [--completion 512]`.
 """
@@ -311,6 +313,26 @@ def vllm_step(model_dir: Path) -> str:
     return f"vllm engine at max_model_len 4096 ({shape.kv_bytes_per_token() // 1024} KiB of KV per token) generated"
 
 
+def bound_step(model_dir: Path) -> str:
+    """`evoenv bound`'s sampled policy on CUDA in bfloat16 (bound.device: cuda): Gumbel-max
+    answers of the same prompts twice, which must be identical (a deterministic function of
+    model, instance and noise on one device), and a third time in another batch, which runs."""
+    need_gpu()
+    from types import SimpleNamespace
+
+    from evoenv_cli.stages import bound
+
+    policy = bound.Policy(model_dir, "base", str(model_dir), None, 0)
+    model, tokenizer = bound.load_policy(policy, "bfloat16", "cuda")
+    code = SimpleNamespace(seed=7, temperature=0.7, max_tokens=16)
+    prompts = [[{"role": "user", "content": f"What is {i} + {i}?"}] for i in range(12)]
+    first = bound.gumbel_answers(model, tokenizer, prompts, code, 4)
+    second = bound.gumbel_answers(model, tokenizer, prompts, code, 4)
+    assert first == second, "the same prompts and noise gave different answers on cuda"
+    assert len(bound.gumbel_answers(model, tokenizer, prompts, code, 6)) == 12
+    return f"12 Gumbel-max answers on {next(model.parameters()).device} in bfloat16, identical twice"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--wheels", default=os.environ.get("GPU_WHEELS", "gpu-wheels"), help="folder of carried wheels")
@@ -333,6 +355,7 @@ def main() -> int:
             ("memory", lambda: memory(results, "grpo-full")),
             ("accelerate", lambda: accelerate(model_dir, work)),
             ("vllm", lambda: vllm_step(model_dir)),
+            ("bound", lambda: bound_step(model_dir)),
         ):
             if model_dir is None and step != "memory":
                 line(step, "SKIP", 0.0, "no CUDA device" if not has_cuda else "the model step did not run")

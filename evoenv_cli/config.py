@@ -464,6 +464,9 @@ class BoundConfig:
     # with AMX/AVX512-BF16, and what GPUs run); recorded in the code with batch_size, because
     # both change the answers (padding and rounding), so both are fixed before S
     dtype: str = field(default="float32", metadata={"choices": ("float32", "bfloat16")})
+    # where the policy answers S: a GPU box's "cuda" (the first device) or "cpu"; recorded in the
+    # code too, since another device may round a near-tie token the other way
+    device: str = field(default="cpu", metadata={"choices": ("cpu", "cuda")})
 
 
 @dataclass

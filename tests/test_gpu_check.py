@@ -8,7 +8,7 @@ import sys
 import pytest
 from conftest import ROOT
 
-STEPS = ["cuda", "wheels", "model", "grpo-lora", "memory", "grpo-full", "memory", "accelerate", "vllm"]
+STEPS = ["cuda", "wheels", "model", "grpo-lora", "memory", "grpo-full", "memory", "accelerate", "vllm", "bound"]
 
 
 @pytest.mark.slow

@@ -189,7 +189,7 @@ def test_distill_trains_a_13_value_student_and_quantizes_it(distilled):
 
 
 @pytest.mark.slow
-def test_bound_is_deterministic_and_prints_its_statement(work, distilled):
+def test_bound_is_deterministic_and_prints_its_statement(work, distilled, tiny_model):
     out, _ = distilled
     args = ["bound", out / "quantized", "--library", work / "lib", "-c", work / "recipe.yaml"]
     first, second = evoenv(*args, "--json"), evoenv(*args, "--json")
@@ -203,6 +203,26 @@ def test_bound_is_deterministic_and_prints_its_statement(work, distilled):
     assert "generate(seed, level)" in a["statement"] and "temperature 1" in a["statement"]
     r = evoenv(*args)
     assert r.returncode == 0 and "base model on the same S" in r.stderr and "0 bits" in r.stderr
+    # each run is one line of bounds.jsonl beside the code, and the report shows the latest
+    lines = [json.loads(x) for x in (work / "bounds.jsonl").read_text().splitlines()]
+    assert len(lines) == 3 and {x["risk_bound"] for x in lines} == {a["risk_bound"]}
+    assert f"recorded in {work / 'bounds.jsonl'}" in r.stderr.replace("\n", "")
+    from evoenv_cli.report.numbers import bounds
+    from evoenv_cli.report.run_files import RunFiles
+
+    (shown,) = bounds(RunFiles(work))
+    assert shown["checkpoint"] == str(out / "quantized") and shown["accuracy_lower_bound"] == a["accuracy_lower_bound"]
+    # a second code beside it that differs only in the adapter family reuses the base's answers
+    (base_file,) = work.glob("bound-base-*.json")
+    stamp = base_file.stat().st_mtime_ns
+    untied = work / "untied.yaml"
+    untied.write_text(RECIPE.replace("tinylora_weight_tying: 1.0", "tinylora_weight_tying: 0.0"))
+    code = work / "bound-code-untied.json"
+    assert evoenv("bound-code", code, "--library", work / "lib", "--model", tiny_model, "-c", untied).returncode == 0
+    r = evoenv("bound", tiny_model, "--library", work / "lib", "--code", code, "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)["base_accuracy"] == a["base_accuracy"]
+    assert list(work.glob("bound-base-*.json")) == [base_file] and base_file.stat().st_mtime_ns == stamp
     one_line(evoenv(*args, "--temperature", "0.5"), "differs from the 1 recorded before S")
     assert a["statement"].count("float32") == 1  # the code's dtype (the default), named
 
@@ -224,9 +244,29 @@ def test_bound_in_bfloat16_is_recorded_in_the_code_and_deterministic(work, disti
     assert first.returncode == 0, first.stderr[-3000:]
     a, b = json.loads(first.stdout), json.loads(second.stdout)
     assert a == b and a["n"] == 8 and "bfloat16" in a["statement"]
-    # an older code, written before dtype and batch size were recorded, still reads: float32
-    del recorded["dtype"], recorded["batch_size"]
-    assert bound.BoundCode(**{k: v for k, v in recorded.items() if k != "code_sha256"}).dtype == "float32"
+    assert recorded["device"] == "cpu" and "bfloat16 on cpu" in a["statement"]
+    # an older code, written before dtype, batch size and device were recorded, still reads: float32
+    del recorded["dtype"], recorded["batch_size"], recorded["device"]
+    older = bound.BoundCode(**{k: v for k, v in recorded.items() if k != "code_sha256"})
+    assert (older.dtype, older.device) == ("float32", "cpu")
+
+
+@pytest.mark.slow
+def test_bound_on_cuda_without_a_cuda_device_is_one_line(work, distilled, tiny_model):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: the cuda path is `make gpu-check`'s")
+    out, _ = distilled
+    recipe = work / "cuda.yaml"
+    recipe.write_text(RECIPE.replace("  batch_size: 4\n", "  batch_size: 4\n  device: cuda\n"))
+    code = work / "cuda" / "bound-code.json"
+    code.parent.mkdir()
+    r = evoenv("bound-code", code, "--library", work / "lib", "--model", tiny_model, "-c", recipe)
+    assert r.returncode == 0 and "on cuda" in r.stderr, r.stderr
+    r = evoenv("bound", out / "quantized", "--library", work / "lib", "--code", code)
+    one_line(r, "this machine has no CUDA device")
+    assert not (code.parent / "bounds.jsonl").exists()
 
 
 @pytest.mark.slow

@@ -721,3 +721,60 @@ def test_the_terminal_tables_show_the_funnel_and_the_side_by_side_metrics():
     shown = text(terminal.evaluation(rows, "policy", "start"))
     assert "baseline start" in shown and "+0.125" in shown and "0.500" in shown and "-" in shown
     assert "baseline" not in text(terminal.evaluation(rows, "policy", None))
+
+
+def bound_line(checkpoint: str, lower: float, **extra) -> dict:
+    from dataclasses import asdict
+
+    from evoenv_cli.stages.bound import BoundReport
+
+    report = BoundReport(
+        checkpoint=checkpoint,
+        kind="tinylora-quantized",
+        form="kl-inverse (Langford-Seeger) Occam bound",
+        n=2048,
+        errors=1400,
+        empirical_error=1400 / 2048,
+        accuracy=648 / 2048,
+        accuracy_interval=(0.296, 0.337),
+        description_length_bits=37.2,
+        bits={"total": 37.2},
+        trained_parameters=13,
+        delta=0.05,
+        temperature=0.7,
+        threshold=1.0,
+        complexity=0.0140,
+        risk_bound=1 - lower,
+        accuracy_lower_bound=lower,
+        base_accuracy=0.230,
+        base_accuracy_interval=(0.212, 0.249),
+        levels={"number_in_words": [1, 2, 3]},
+        code="c0de",
+        statement=f"With probability >= 0.95 ... correctly with probability >= {lower:.3f}.",
+    )
+    return {**asdict(report), "recorded": "2026-12-02T10:00:00Z", **extra}
+
+
+def test_a_progressive_run_reports_each_checkpoints_latest_bound(tmp_path):
+    """`evoenv bound` appends to bounds.jsonl beside its code; the report shows each checkpoint's
+    latest bound next to the base model's accuracy, and a torn line is named, not fatal."""
+    run = tmp_path / "progressive"
+    jsonl(
+        run / "p" / "bounds.jsonl",
+        [bound_line("runs/p/distill/quantized", 0.201), bound_line("runs/p/lora", 0.0, kind="lora")],
+    )
+    with (run / "p" / "bounds.jsonl").open("a") as f:  # the same checkpoint bounded again, then a torn line
+        f.write(json.dumps(bound_line("runs/p/distill/quantized", 0.241)) + "\n" + '{"checkpoint": "runs/p/x"')
+    report = build(run)
+    b = report.numbers["bounds"]
+    assert [(x["checkpoint"], x["accuracy_lower_bound"], x["above_base"]) for x in b] == [
+        ("runs/p/lora", 0.0, False),
+        ("runs/p/distill/quantized", 0.241, True),
+    ]
+    page = report.index.read_text()
+    assert "Generalization bound" in page and "runs/p/distill/quantized" in page
+    assert "0.316 [0.296, 0.337]" in page and "0.241" in page and "0.230 [0.212, 0.249]" in page
+    assert "with probability &gt;= 0.241" in page and "cost 0 bits" in page
+    assert "p/bounds.jsonl:4" in page and "torn last line" in page
+    # a run without any bound says so
+    assert "no bound recorded" in build(make_run(tmp_path / "run")).index.read_text()

@@ -93,7 +93,7 @@ def bound_code(
     code = stage.write_code(out, lib, model, cfg, recipe.train, recipe.answer, recipe.sample.demonstrations)
     err.print(
         f"bound code: n={code.n} ({code.per_env} per environment), delta={code.delta:g}, T={code.temperature:g}, "
-        f"answered in {code.dtype} in batches of {code.batch_size}, "
+        f"answered in {code.dtype} on {code.device} in batches of {code.batch_size}, "
         f"grid of {code.grid_size} settings ({math.log2(code.grid_size):.2f} bits); the base model and the "
         f"projection seed are fixed now and cost 0 bits -> {out}",
         markup=False,
@@ -143,6 +143,7 @@ def bound(
     lib = artifacts.EnvLibrary.open(library)
     with sandbox_pool(recipe) as pool:
         report = stage.run(checkpoint, lib, code_path, recipe.runtime, recipe.bound.batch_size, pool)
+    recorded_in = stage.record(report, code_path)
     if as_json:
         emit(json.dumps(asdict(report)))
         return
@@ -159,5 +160,6 @@ def bound(
         f"accuracy >= {report.accuracy_lower_bound:.4f}",
         f"  base model on the same S: accuracy {report.base_accuracy:.3f} (95% {blo:.3f}-{bhi:.3f})",
         f"  {report.statement}",
+        f"  recorded in {recorded_in} (`evoenv report` shows it)",
     ):
         err.print(line, markup=False, soft_wrap=True)

@@ -766,6 +766,35 @@ def synthesis(run: RunFiles) -> dict:
 
 
 # -- everything --------------------------------------------------------------------------------------
+BOUND_FIELDS = (
+    "checkpoint", "kind", "trained_parameters", "description_length_bits", "n", "errors", "accuracy",
+    "accuracy_interval", "accuracy_lower_bound", "base_accuracy", "base_accuracy_interval", "delta",
+    "temperature", "form", "statement", "code", "recorded",
+)  # fmt: skip
+
+
+def bounds(run: RunFiles) -> list[dict]:
+    """Each checkpoint's latest `evoenv bound` under each code (bounds.jsonl), in the order
+    first bounded, with the file it came from; fields of the wrong kind are left out."""
+    latest: dict[tuple, dict] = {}
+    for rel in run.bound_files():
+        for line in run.jsonl(rel):
+            r = line.record
+            if not isinstance(r.get("checkpoint"), str) or number(r.get("accuracy_lower_bound")) is None:
+                continue
+            entry = {k: r.get(k) for k in BOUND_FIELDS}
+            entry["file"] = rel
+            entry["above_base"] = (
+                entry["accuracy_lower_bound"] > r["base_accuracy"]
+                if number(r.get("base_accuracy")) is not None
+                else None
+            )
+            key = (rel, r.get("code"), r["checkpoint"])
+            latest.pop(key, None)
+            latest[key] = entry
+    return list(latest.values())
+
+
 def compute(run: RunFiles) -> dict:
     numbers = {
         "run": str(run.root),
@@ -778,5 +807,6 @@ def compute(run: RunFiles) -> dict:
         "synthesis": synthesis(run),
     }
     numbers["learning"] = learning(run, numbers["training"])
+    numbers["bounds"] = bounds(run)
     numbers["problems"] = [p.record() for p in run.problems]
     return numbers

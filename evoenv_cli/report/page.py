@@ -445,6 +445,52 @@ def evaluation_section(numbers: dict, fig_src) -> str:
     )
 
 
+def _interval(value, ci) -> str:
+    if not isinstance(value, (int, float)):
+        return cell(None)
+    if isinstance(ci, list) and len(ci) == 2 and all(isinstance(x, (int, float)) for x in ci):
+        return f'<td class="n">{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]</td>'
+    return cell(float(value))
+
+
+def bound_section(numbers: dict) -> str:
+    """`evoenv bound`'s numbers (bounds.jsonl beside each code): each checkpoint's accuracy on
+    S, its description length, the bound, and the base model's accuracy on the same S."""
+    rows, statements = [], {}
+    for b in numbers.get("bounds", []):
+        bits = b["description_length_bits"]
+        rows.append(
+            [
+                f"<td>{h(b['checkpoint'])}</td>",
+                cell(b["kind"]),
+                cell(b["trained_parameters"]),
+                cell(f"{bits:,.1f}" if isinstance(bits, (int, float)) else None),
+                cell(b["n"]),
+                _interval(b["accuracy"], b["accuracy_interval"]),
+                cell(b["accuracy_lower_bound"]),
+                _interval(b["base_accuracy"], b["base_accuracy_interval"]),
+                cell(b["above_base"]),
+            ]
+        )
+        if isinstance(b["statement"], str):
+            statements[b["statement"]] = b
+    if not rows:
+        return "<p class='missing'>no bound recorded (`evoenv bound` writes bounds.jsonl beside its code)</p>"
+    first = numbers["bounds"][0]
+    caption = (
+        f"{first.get('form')}, delta={first.get('delta')}, T={first.get('temperature')}; L counts what depends "
+        "on the data (values, codebook, the grid's union bound): the base model and the projection seed cost 0 bits"
+    )
+    table_html = table(
+        ["checkpoint", "kind", "trained values", "L (bits)", "n", "accuracy on S [95%]", "bound: accuracy ≥",
+         "base on the same S [95%]", "bound above base"],
+        rows,
+        caption,
+    )  # fmt: skip
+    said = "".join(f"<li>{h(text)}</li>" for text in statements)
+    return f"{table_html}<ul class='note'>{said}</ul>"
+
+
 def synthesis_section(numbers: dict, fig_src) -> str:
     syn = numbers["synthesis"]
     cols = syn["steps"]
@@ -498,6 +544,7 @@ def index_page(numbers: dict, links: Links, fig_src, example_page, generated: st
             ("training", "training"),
             ("evaluation", "evaluation"),
             ("synthesis", "synthesis yield"),
+            ("bound", "generalization bound"),
         )
     )
     finished = sum(r["finished"] for r in numbers["rounds"])
@@ -516,6 +563,7 @@ def index_page(numbers: dict, links: Links, fig_src, example_page, generated: st
         f"<h2 id='training'>Training</h2>{training_section(numbers, fig_src)}"
         f"<h2 id='evaluation'>Evaluation per round</h2>{evaluation_section(numbers, fig_src)}"
         f"<h2 id='synthesis'>Synthesis yield</h2>{synthesis_section(numbers, fig_src)}"
+        f"<h2 id='bound'>Generalization bound</h2>{bound_section(numbers)}"
     )
     return document(f"evoenv report — {numbers['run']}", body)
 

@@ -56,9 +56,11 @@ class RunFiles:
             not self.rounds()
             and not (self.root / "rounds.jsonl").is_file()
             and not (self.root / "pool" / "index.jsonl").is_file()
+            and not self.bound_files()
         ):
             raise InputError(
-                f"{self.root}: not an evoenv run (no round-NN/ folder, pool/index.jsonl or rounds.jsonl in it)"
+                f"{self.root}: not an evoenv run (no round-NN/ folder, pool/index.jsonl, rounds.jsonl or "
+                "bounds.jsonl in it)"
             )
         self.problems: list[Problem] = []
         self._jsonl: dict[str, list[Line]] = {}
@@ -72,6 +74,12 @@ class RunFiles:
             if m and p.is_dir():
                 found.append(int(m.group(1)))
         return sorted(found)
+
+    def bound_files(self) -> list[str]:
+        """The bounds.jsonl files `evoenv bound` wrote beside its codes: in the run folder and
+        one folder down (a progressive run's, or one a loop run holds), relative paths."""
+        found = [self.root / "bounds.jsonl", *sorted(self.root.glob("*/bounds.jsonl"))]
+        return [str(p.relative_to(self.root)) for p in found if p.is_file()]
 
     def path(self, rel: str) -> Path:
         return self.root / rel

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -25,7 +26,11 @@ from evoenv_cli.errors import InputError
 from evoenv_cli.training import quantize
 
 CODE_FILE = "bound-code.json"
-BASE_FILE = "bound-base.json"  # the base model's answers on S, beside the code (deterministic, so kept)
+# the base model's answers on S, beside the code (deterministic, so kept), one file per way of
+# answering: codes that differ only in the adapter family or the grids share it
+BASE_FILE = "bound-base-{}.json"
+# what the base model's answers on S do not depend on
+NOT_ANSWERING = ("written", "base_model", "adapter", "quantization", "grid", "grid_size", "delta")
 FORM = "kl-inverse (Langford-Seeger) Occam bound"
 MODEL_FILES = ("config.json", "*.safetensors", "*.bin")
 
@@ -123,9 +128,15 @@ class BoundCode:
     # answered in float32 at the recipe's batch size (0)
     dtype: str = "float32"
     batch_size: int = 0
+    device: str = "cpu"
 
     def digest(self) -> str:
         return artifacts.config_hash({k: v for k, v in asdict(self).items() if k != "written"})
+
+    def answering_digest(self) -> str:
+        """The hash of what decides the base model's correct answers on S: the base model's
+        bytes, S's rules, the sampling, the dtype, batch size and device, the threshold."""
+        return artifacts.config_hash({k: v for k, v in asdict(self).items() if k not in NOT_ANSWERING})
 
 
 SEED_RULE = (
@@ -196,6 +207,7 @@ def write_code(
         written=artifacts.now_iso(),
         dtype=cfg.dtype,
         batch_size=cfg.batch_size,
+        device=cfg.device,
     )
     artifacts.write_json_atomic(out, {**asdict(code), "code_sha256": code.digest()})
     return code
@@ -329,9 +341,9 @@ def noise_seed(seed: int, item: int) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}:noise:{item}".encode()).digest()[:8], "big") >> 1
 
 
-def load_policy(policy: Policy, dtype: str = "float32"):
-    """(model, tokenizer) in `dtype` and eval mode; an adapter is merged into its base in float32
-    first, then the merged weights are cast."""
+def load_policy(policy: Policy, dtype: str = "float32", device: str = "cpu"):
+    """(model, tokenizer) in `dtype` on `device`, in eval mode; an adapter is merged into its
+    base in float32 on the CPU first, then the merged weights are cast and moved."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -341,7 +353,7 @@ def load_policy(policy: Policy, dtype: str = "float32"):
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, str(policy.adapter)).merge_and_unload()
-    model = model.to(getattr(torch, dtype))
+    model = model.to(device=device, dtype=getattr(torch, dtype))
     tokenizer = AutoTokenizer.from_pretrained(str(source), padding_side="left")
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -364,7 +376,8 @@ def gumbel_answers(model, tokenizer, prompts: list, code: BoundCode, batch_size:
             noise = torch.stack(
                 [torch.rand(scores.shape[-1], generator=g, dtype=torch.float64) for g in self.generators]
             )
-            gumbel = -torch.log(-torch.log(noise.clamp(min=1e-300)))
+            # drawn on the CPU by the rule whatever the device, then moved to the logits
+            gumbel = -torch.log(-torch.log(noise.clamp(min=1e-300))).to(scores.device)
             return (scores.double() / code.temperature + gumbel).to(scores.dtype)
 
     eos = tokenizer.eos_token_id
@@ -381,7 +394,7 @@ def gumbel_answers(model, tokenizer, prompts: list, code: BoundCode, batch_size:
             tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) if isinstance(p, list) else p
             for p in chunk
         ]
-        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
         processors = LogitsProcessorList([GumbelNoise(list(range(start, start + len(chunk))))])
         with torch.no_grad():
             ids = model.generate(**enc, generation_config=gen, logits_processor=processors)
@@ -416,7 +429,7 @@ def correct_answers(
 def answer_sample(
     policy: Policy, rows: list[dict], code: BoundCode, library, runtime: RuntimeConfig, batch_size: int
 ) -> list[bool]:
-    model, tokenizer = load_policy(policy, code.dtype)
+    model, tokenizer = load_policy(policy, code.dtype, code.device)
     answers = gumbel_answers(model, tokenizer, [r["prompt"] for r in rows], code, code.batch_size or batch_size)
     return correct_answers(rows, answers, code, library, runtime)
 
@@ -448,11 +461,26 @@ class BoundReport:
     statement: str
 
 
+RECORDS_FILE = "bounds.jsonl"  # beside the code: one line per `bound` run, read by `evoenv report`
+
+
+def record(report: BoundReport, code_path: Path) -> Path:
+    """Append the report as one JSON line to bounds.jsonl beside the code (earlier lines are
+    never rewritten; a line torn by a kill is skipped by the reader) and return the file."""
+    path = code_path.parent / RECORDS_FILE
+    line = json.dumps({**asdict(report), "recorded": artifacts.now_iso()}) + "\n"
+    with path.open("a", encoding="utf-8") as f:
+        f.write(line)
+        f.flush()
+        os.fsync(f.fileno())
+    return path
+
+
 def statement(code: BoundCode, accuracy_lower: float) -> str:
     levels = "; ".join(f"{name} at levels {', '.join(map(str, lv))}" for name, lv in sorted(code.levels.items()))
     return (
         f"With probability >= {1 - code.delta:g} over the draw of S, the policy sampled at temperature "
-        f"{code.temperature:g} (Gumbel-max, {code.dtype}) answers instances generate(seed, level) of {levels} correctly "
+        f"{code.temperature:g} (Gumbel-max, {code.dtype} on {code.device}) answers instances generate(seed, level) of {levels} correctly "
         f"(score >= {code.threshold:g}) with probability >= {accuracy_lower:.3f}. The bound covers the "
         "distribution of generate(seed, level) at those levels, sampled at that temperature; it says "
         "nothing about other environments, other levels or other temperatures."
@@ -463,17 +491,23 @@ def run(
     checkpoint: Path, library: artifacts.EnvLibrary, code_path: Path, runtime: RuntimeConfig, batch_size: int, pool
 ) -> BoundReport:
     code = read_code(code_path)
+    if code.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise InputError(f"{code_path}: the code answers on cuda (bound.device) and this machine has no CUDA device")
     policy = describe(checkpoint, code)
     rows = draw_sample(code, library, pool)
     digest = code.digest()
-    base_file = code_path.parent / BASE_FILE
+    answering = code.answering_digest()
+    base_file = code_path.parent / BASE_FILE.format(answering[:16])
     cached = json.loads(base_file.read_text()) if base_file.is_file() else {}
-    if cached.get("code_sha256") == digest and len(cached.get("correct", [])) == len(rows):
+    if cached.get("answering_sha256") == answering and len(cached.get("correct", [])) == len(rows):
         base_correct = cached["correct"]
     else:
         base = Policy(Path(code.base_model), "base", code.base_model, None, 0)
         base_correct = answer_sample(base, rows, code, library, runtime, batch_size)
-        artifacts.write_json_atomic(base_file, {"code_sha256": digest, "correct": base_correct})
+        artifacts.write_json_atomic(base_file, {"answering_sha256": answering, "correct": base_correct})
     correct = base_correct if policy.kind == "base" else answer_sample(policy, rows, code, library, runtime, batch_size)
     n = len(rows)
     errors = n - sum(correct)
