@@ -495,7 +495,9 @@ def run(
         import torch
 
         if not torch.cuda.is_available():
-            raise InputError(f"{code_path}: the code answers on cuda (bound.device) and this machine has no CUDA device")
+            raise InputError(
+                f"{code_path}: the code answers on cuda (bound.device) and this machine has no CUDA device"
+            )
     policy = describe(checkpoint, code)
     rows = draw_sample(code, library, pool)
     digest = code.digest()
