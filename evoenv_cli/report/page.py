@@ -487,7 +487,7 @@ def bound_section(numbers: dict) -> str:
         rows,
         caption,
     )  # fmt: skip
-    said = "".join(f"<li>{h(text)}</li>" for text in statements)
+    said = "".join(f"<li>{h(b['checkpoint'])}: {h(text)}</li>" for text, b in statements.items())
     return f"{table_html}<ul class='note'>{said}</ul>"
 
 
