@@ -62,6 +62,17 @@ def one_line(r, needle):
     assert len(lines) == 1 and needle in lines[0], r.stderr
 
 
+def code_for(work: Path, name: str, old: str, new: str, model) -> tuple[Path, str]:
+    """A bound code in WORK/NAME/ for the test recipe with `old` replaced by `new`: (path, stderr)."""
+    recipe = work / f"{name}.yaml"
+    recipe.write_text(RECIPE.replace(old, new))
+    code = work / name / "bound-code.json"
+    code.parent.mkdir()
+    r = evoenv("bound-code", code, "--library", work / "lib", "--model", model, "-c", recipe)
+    assert r.returncode == 0, r.stderr
+    return code, r.stderr
+
+
 # -- the arithmetic, by hand ---------------------------------------------------------------------
 def test_kl_inverse_matches_hand_computed_values():
     # the design note's case: n = 2000, L = 120 bits, delta = 0.05, empirical error 0.5
@@ -230,12 +241,7 @@ def test_bound_is_deterministic_and_prints_its_statement(work, distilled, tiny_m
 @pytest.mark.slow
 def test_bound_in_bfloat16_is_recorded_in_the_code_and_deterministic(work, distilled, tiny_model):
     out, _ = distilled
-    recipe = work / "bf16.yaml"
-    recipe.write_text(RECIPE.replace("  batch_size: 4\n", "  batch_size: 3\n  dtype: bfloat16\n"))
-    code = work / "bf16" / "bound-code.json"
-    code.parent.mkdir()
-    r = evoenv("bound-code", code, "--library", work / "lib", "--model", tiny_model, "-c", recipe)
-    assert r.returncode == 0, r.stderr
+    code, _ = code_for(work, "bf16", "  batch_size: 4\n", "  batch_size: 3\n  dtype: bfloat16\n", tiny_model)
     recorded = json.loads(code.read_text())
     assert (recorded["dtype"], recorded["batch_size"]) == ("bfloat16", 3)
     # the recipe given to `bound` asks for batches of 4: the code's 3 is what answers S
@@ -258,12 +264,8 @@ def test_bound_on_cuda_without_a_cuda_device_is_one_line(work, distilled, tiny_m
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA: the cuda path is `make gpu-check`'s")
     out, _ = distilled
-    recipe = work / "cuda.yaml"
-    recipe.write_text(RECIPE.replace("  batch_size: 4\n", "  batch_size: 4\n  device: cuda\n"))
-    code = work / "cuda" / "bound-code.json"
-    code.parent.mkdir()
-    r = evoenv("bound-code", code, "--library", work / "lib", "--model", tiny_model, "-c", recipe)
-    assert r.returncode == 0 and "on cuda" in r.stderr, r.stderr
+    code, said = code_for(work, "cuda", "  batch_size: 4\n", "  batch_size: 4\n  device: cuda\n", tiny_model)
+    assert "on cuda" in said
     r = evoenv("bound", out / "quantized", "--library", work / "lib", "--code", code)
     one_line(r, "this machine has no CUDA device")
     assert not (code.parent / "bounds.jsonl").exists()
@@ -273,12 +275,8 @@ def test_bound_on_cuda_without_a_cuda_device_is_one_line(work, distilled, tiny_m
 def test_bound_refuses_a_checkpoint_outside_the_recorded_code(work, distilled, tiny_model):
     out, _ = distilled
     # a code recorded with another projection seed: the checkpoint's seed differs from it
-    recipe = work / "other-seed.yaml"
-    recipe.write_text(RECIPE.replace("  tinylora_u: 13\n", "  tinylora_u: 13\n  tinylora_projection_seed: 7\n"))
-    code = work / "other" / "bound-code.json"
-    code.parent.mkdir()
-    r = evoenv("bound-code", code, "--library", work / "lib", "--model", tiny_model, "-c", recipe)
-    assert r.returncode == 0, r.stderr
+    seed = "  tinylora_u: 13\n  tinylora_projection_seed: 7\n"
+    code, _ = code_for(work, "other", "  tinylora_u: 13\n", seed, tiny_model)
     r = evoenv("bound", out / "quantized", "--library", work / "lib", "--code", code)
     one_line(r, "its code differs from the one recorded before S: projection_seed 42 (the code records 7)")
     # a code recorded for another base model
