@@ -775,7 +775,8 @@ BOUND_FIELDS = (
 
 def bounds(run: RunFiles) -> list[dict]:
     """Each checkpoint's latest `evoenv bound` under each code (bounds.jsonl), in the order
-    first bounded, with the file it came from; fields of the wrong kind are left out."""
+    first bounded, with the file it came from. A line without a checkpoint or a numeric bound
+    is skipped; the page shows an interval of the wrong kind as its bare value."""
     latest: dict[tuple, dict] = {}
     for rel in run.bound_files():
         for line in run.jsonl(rel):
