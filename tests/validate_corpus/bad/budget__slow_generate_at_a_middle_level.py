@@ -1,4 +1,4 @@
-"""Defect: generate() spends about 0.2 s at difficulty 5 only (the corpus budget is 0.1 s), while the top level is fast."""
+"""Defect: generate() spends about 0.25 s at difficulty 5 only (the corpus budget is 0.1 s), while the top level is fast."""
 
 import hashlib
 import random
@@ -21,8 +21,9 @@ def generate(seed: int, difficulty: int) -> dict:
     rng = random.Random(f"{NAME}:{seed}:{level}")
     if level == 5:
         # A bounded busy loop in C (OpenSSL), so its time hardly depends on the interpreter:
-        # about 0.2 s quiet (0.5-1 s loaded), over the corpus recipe's 0.1 s budget and under the 1 s limit.
-        rng.seed(hashlib.pbkdf2_hmac("sha256", str(seed).encode(), b"pad", 500_000))
+        # 1 million rounds, 0.24 s quiet on the 2-core dev box, about 2.4x over the corpus recipe's
+        # 0.1 s budget and 4x under the 1 s limit (500,000 rounds, 0.12 s, sat on the budget).
+        rng.seed(hashlib.pbkdf2_hmac("sha256", str(seed).encode(), b"pad", 1_000_000))
     return {"numbers": [rng.randint(10, 99) for _ in range(3 + level)], "level": level}
 
 

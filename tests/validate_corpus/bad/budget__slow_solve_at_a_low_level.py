@@ -1,4 +1,4 @@
-"""Defect: solve() spends about 1 s at difficulty 3 only (the corpus budget is 0.25 s), while the top level is fast."""
+"""Defect: solve() spends about 0.6 s at difficulty 3 only (the corpus budget is 0.25 s, the limit 2 s), while the top level is fast."""
 
 import hashlib
 import random
@@ -32,9 +32,11 @@ def prompt(instance: dict) -> str:
 
 def solve(instance: dict) -> str:
     if instance["level"] == 3:
-        # A bounded busy loop in C (OpenSSL): about 1 s, over the corpus recipe's 0.25 s
-        # budget and under the 2 s limit.
-        digest = hashlib.pbkdf2_hmac("sha256", repr(instance["numbers"]).encode(), b"pad", 1_200_000)
+        # A bounded busy loop in C (OpenSSL): 2.5 million rounds, 0.6 s on the 2-core dev box, about
+        # 2.4x over the corpus recipe's 0.25 s budget and 3.3x under the 2 s limit, so a faster or
+        # a loaded machine still gives the same verdict (1.2 million rounds took 0.25-0.28 s, and
+        # a CI machine once judged it within budget).
+        digest = hashlib.pbkdf2_hmac("sha256", repr(instance["numbers"]).encode(), b"pad", 2_500_000)
         return str(_value(instance["numbers"])) if digest else ""
     return str(_value(instance["numbers"]))
 

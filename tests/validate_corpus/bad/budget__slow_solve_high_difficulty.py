@@ -1,4 +1,4 @@
-"""Defect: solve() spends about 0.5 s at difficulty 10 (over the corpus recipe's 0.25 s budget, under the 2 s limit) stretching a checksum, and is fast below."""
+"""Defect: solve() spends about 0.6 s at difficulty 10 (over the corpus recipe's 0.25 s budget, under the 2 s limit) stretching a checksum, and is fast below."""
 
 import hashlib
 import random
@@ -52,8 +52,9 @@ def solve(instance: dict) -> str:
     numbers = instance["numbers"]
     if len(numbers) >= 24:  # difficulty 10 only
         # A bounded busy loop that runs in C (OpenSSL), so its time hardly depends on how the
-        # interpreter was built: ~4 million HMAC rounds, about 1.2-1.6 s on current CPUs.
-        digest = hashlib.pbkdf2_hmac("sha256", repr(numbers).encode(), b"checksum", 1_500_000)
+        # interpreter was built: 2.5 million rounds, 0.6 s on the 2-core dev box, about 2.4x over the
+        # corpus recipe's 0.25 s budget and 3.3x under the 2 s limit.
+        digest = hashlib.pbkdf2_hmac("sha256", repr(numbers).encode(), b"checksum", 2_500_000)
         numbers = numbers if digest else []
     return str(_alternating_sum(numbers))
 
