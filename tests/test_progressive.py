@@ -289,3 +289,43 @@ def test_bound_refuses_a_checkpoint_outside_the_recorded_code(work, distilled, t
     # the code never moves once written
     r = evoenv("bound-code", code, "--library", work / "lib", "--model", tiny_model)
     one_line(r, "a bound code is already recorded")
+
+
+@pytest.mark.slow
+def test_bound_samples_write_each_item_answered_and_scored(work, distilled, tiny_model):
+    out, _ = distilled
+    code, _ = code_for(work, "samples", "  n: 8\n", "  n: 8\n", tiny_model)  # a folder of its own
+    recorded = json.loads(code.read_text())
+    args = ["bound", out / "quantized", "--library", work / "lib", "--code", code, "-c", work / "recipe.yaml"]
+    first, second = work / "samples" / "q1.jsonl", work / "samples" / "q2.jsonl"
+    r = evoenv(*args, "--json", "--samples", first)
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = json.loads(r.stdout)
+    items = [json.loads(x) for x in first.read_text().splitlines()]
+    assert [x["item"] for x in items] == list(range(8))
+    assert sum(x["correct"] for x in items) == 8 - report["errors"]
+    assert all(x["correct"] == (x["score"] >= 0.5) for x in items)  # the code's threshold
+    assert [x["noise_seed"] for x in items] == [bound.noise_seed(recorded["seed"], j) for j in range(8)]
+    assert {x["difficulty"] for x in items} <= {1, 2} and all(x["question"] and x["env_id"] for x in items)
+    assert evoenv(*args, "--samples", second).returncode == 0
+    assert second.read_text() == first.read_text()  # the answers are a function of (model, instance, noise)
+    # the base model's samples come from its answers kept beside the code...
+    (cache,) = code.parent.glob("bound-base-*.json")
+    kept = json.loads(cache.read_text())
+    base_args = ["bound", tiny_model, "--library", work / "lib", "--code", code, "--json", "--samples"]
+    r = evoenv(*base_args, work / "samples" / "base.jsonl")
+    assert r.returncode == 0, r.stderr[-3000:]
+    base_items = [json.loads(x) for x in (work / "samples" / "base.jsonl").read_text().splitlines()]
+    assert [x["answer"] for x in base_items] == kept["answers"]
+    assert [x["correct"] for x in base_items] == kept["correct"] and json.loads(r.stdout)["base_accuracy"] == (
+        sum(kept["correct"]) / 8
+    )
+    # ... and are answered again where an older cache kept only which were correct
+    cache.write_text(json.dumps({k: kept[k] for k in ("answering_sha256", "correct")}))
+    assert evoenv(*base_args, work / "samples" / "again.jsonl").returncode == 0
+    assert (work / "samples" / "again.jsonl").read_text() == (work / "samples" / "base.jsonl").read_text()
+    # a bad --samples is found before any answering, and nothing is recorded
+    lines = (code.parent / "bounds.jsonl").read_text()
+    one_line(evoenv(*args, "--samples", work / "samples"), "is a folder; the output here is a file")
+    one_line(evoenv(*args, "--json", "--samples", "-"), "--samples - with --json")
+    assert (code.parent / "bounds.jsonl").read_text() == lines

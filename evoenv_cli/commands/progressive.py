@@ -117,6 +117,13 @@ def bound(
     workers: WorkersOpt = None,
     sandbox: SandboxOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the numbers as JSON on stdout.")] = False,
+    samples: Annotated[
+        Path | None,
+        typer.Option(
+            "--samples",
+            help="Also write each item of S as a JSON line (question, noise seed, answer, score, correct) to this file, or - for stdout.",
+        ),
+    ] = None,
 ) -> None:
     """A compression (Occam, kl-inverse) bound on the policy's error over fresh instances at the
     library's calibrated levels, sampled with Gumbel-max at fixed noise; beside the base model's
@@ -140,9 +147,13 @@ def bound(
     ):
         if given is not None and given != value:
             raise artifacts.InputError(f"{code_path}: {flag} {given:g} differs from the {value:g} recorded before S")
+    if samples is not None and str(samples) == "-" and as_json:
+        raise artifacts.InputError("--samples - with --json: stdout carries one of them; give --samples a file")
+    if samples is not None and str(samples) != "-":
+        artifacts.check_output_file(samples)  # before minutes of answering, not after
     lib = artifacts.EnvLibrary.open(library)
     with sandbox_pool(recipe) as pool:
-        report = stage.run(checkpoint, lib, code_path, recipe.runtime, recipe.bound.batch_size, pool)
+        report = stage.run(checkpoint, lib, code_path, recipe.runtime, recipe.bound.batch_size, pool, samples)
     recorded_in = stage.record(report, code_path)
     if as_json:
         emit(json.dumps(asdict(report)))
@@ -161,5 +172,6 @@ def bound(
         f"  base model on the same S: accuracy {report.base_accuracy:.3f} (95% {blo:.3f}-{bhi:.3f})",
         f"  {report.statement}",
         f"  recorded in {recorded_in} (`evoenv report` shows it)",
+        *([f"  each item of S, answered and scored -> {samples}"] if samples is not None else []),
     ):
         err.print(line, markup=False, soft_wrap=True)

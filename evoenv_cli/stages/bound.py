@@ -403,10 +403,10 @@ def gumbel_answers(model, tokenizer, prompts: list, code: BoundCode, batch_size:
     return out
 
 
-def correct_answers(
+def score_answers(
     rows: list[dict], answers: list[str], code: BoundCode, library: artifacts.EnvLibrary, runtime: RuntimeConfig
-) -> list[bool]:
-    """Each answer scored by its environment's own `score` in the sandbox, thresholded."""
+) -> list[float]:
+    """Each answer scored by its environment's own `score` in the sandbox (checked in the parent)."""
     from evoenv_cli.integrations.rewards import EnvReward
 
     reward = EnvReward(
@@ -423,15 +423,54 @@ def correct_answers(
         )
     finally:
         reward.close()
-    return [d["score"] >= code.threshold for d in details]
+    return [float(d["score"]) for d in details]
+
+
+@dataclass
+class Answers:
+    """A policy's answers on S, their scores, and which count as correct (score >= threshold)."""
+
+    texts: list[str]
+    scores: list[float]
+    correct: list[bool]
 
 
 def answer_sample(
     policy: Policy, rows: list[dict], code: BoundCode, library, runtime: RuntimeConfig, batch_size: int
-) -> list[bool]:
+) -> Answers:
     model, tokenizer = load_policy(policy, code.dtype, code.device)
-    answers = gumbel_answers(model, tokenizer, [r["prompt"] for r in rows], code, code.batch_size or batch_size)
-    return correct_answers(rows, answers, code, library, runtime)
+    texts = gumbel_answers(model, tokenizer, [r["prompt"] for r in rows], code, code.batch_size or batch_size)
+    scores = score_answers(rows, texts, code, library, runtime)
+    return Answers(texts, scores, [s >= code.threshold for s in scores])
+
+
+def write_samples(path: Path, rows: list[dict], answers: Answers, code: BoundCode) -> int:
+    """One JSON line per item of S, in S's order: what was asked (environment, level, instance
+    seed, the question), the noise seed, the answer, its score and whether it counts as correct;
+    enough to re-score every answer or read where the policy fails. Written whole or not at all."""
+
+    def asked(prompt) -> str:
+        return prompt[-1]["content"] if isinstance(prompt, list) else str(prompt)
+
+    return artifacts.write_jsonl_atomic(
+        path,
+        (
+            {
+                "item": j,
+                "env_id": r["env_id"],
+                "env_name": r.get("env_name"),
+                "difficulty": r.get("difficulty"),
+                "seed": r.get("seed"),
+                "noise_seed": noise_seed(code.seed, j),
+                "question": asked(r["prompt"]),
+                "reference": r.get("answer"),
+                "answer": text,
+                "score": score,
+                "correct": ok,
+            }
+            for j, (r, text, score, ok) in enumerate(zip(rows, answers.texts, answers.scores, answers.correct))
+        ),
+    )
 
 
 # -- the report ----------------------------------------------------------------------------------
@@ -488,7 +527,13 @@ def statement(code: BoundCode, accuracy_lower: float) -> str:
 
 
 def run(
-    checkpoint: Path, library: artifacts.EnvLibrary, code_path: Path, runtime: RuntimeConfig, batch_size: int, pool
+    checkpoint: Path,
+    library: artifacts.EnvLibrary,
+    code_path: Path,
+    runtime: RuntimeConfig,
+    batch_size: int,
+    pool,
+    samples: Path | None = None,
 ) -> BoundReport:
     code = read_code(code_path)
     if code.device == "cuda":
@@ -504,13 +549,34 @@ def run(
     answering = code.answering_digest()
     base_file = code_path.parent / BASE_FILE.format(answering[:16])
     cached = json.loads(base_file.read_text()) if base_file.is_file() else {}
+    mine = None  # this policy's Answers, when answered here
     if cached.get("answering_sha256") == answering and len(cached.get("correct", [])) == len(rows):
         base_correct = cached["correct"]
+        if policy.kind == "base" and len(cached.get("answers", [])) == len(rows):
+            mine = Answers(cached["answers"], cached["scores"], base_correct)
     else:
         base = Policy(Path(code.base_model), "base", code.base_model, None, 0)
-        base_correct = answer_sample(base, rows, code, library, runtime, batch_size)
-        artifacts.write_json_atomic(base_file, {"answering_sha256": answering, "correct": base_correct})
-    correct = base_correct if policy.kind == "base" else answer_sample(policy, rows, code, library, runtime, batch_size)
+        answered = answer_sample(base, rows, code, library, runtime, batch_size)
+        base_correct = answered.correct
+        artifacts.write_json_atomic(
+            base_file,
+            {
+                "answering_sha256": answering,
+                "correct": answered.correct,
+                "answers": answered.texts,
+                "scores": answered.scores,
+            },
+        )
+        if policy.kind == "base":
+            mine = answered
+    if policy.kind != "base":
+        mine = answer_sample(policy, rows, code, library, runtime, batch_size)
+    elif samples is not None and mine is None:  # a cache from before answers were kept in it
+        base = Policy(Path(code.base_model), "base", code.base_model, None, 0)
+        mine = answer_sample(base, rows, code, library, runtime, batch_size)
+    correct = mine.correct if mine is not None else base_correct
+    if samples is not None:
+        write_samples(samples, rows, mine, code)
     n = len(rows)
     errors = n - sum(correct)
     bits = policy.bits["total"]
