@@ -8,9 +8,9 @@
 2. `evoenv bound-code`: the bound's code and the rule for its sample S, before any training;
 3. `evoenv sample` (training seeds), then six arms on the same environments:
    base; GRPO + LoRA (the teacher); GRPO + TinyLoRA (13 values); TinyLoRA distilled on-policy
-   from the teacher (`evoenv distill`, reverse KL); its 4-bit quantized copy; and the same
+   from the teacher (`evoenv distill`, reverse KL); its 2-bit quantized copy; and the same
    distillation into the untied TinyLoRA family (a 13-value vector per adapted module, 2,730
-   values; its own code, written before training), 4-bit quantized. The two families are the
+   values; its own code, written before training), 2-bit quantized. The two families are the
    two ends of the trade the bound makes: few bits and a tight bound, or more values and more
    of the teacher's gain kept;
 4. `evoenv bound` on every arm: the same S (held-out seeds, never a training seed), Gumbel-max
@@ -21,7 +21,9 @@
 Prints one line `bench progressive: ...` with each arm's pass@1 on S and its 95% interval, its
 trained values and description length, the compression against LoRA, the share of LoRA's gain
 kept, and each quantized arm's bound next to the base model's accuracy, with the n of S at
-which that bound would pass the base at the accuracy measured (computed, not measured). Targets: the bound above base accuracy,
+which that bound would pass the base at the accuracy measured (computed, not measured). Each
+arm's answers are kept as RUN/samples-ARM.jsonl (`bound --samples`), and RUN/bench-progressive.json
+adds each arm's pass@1 by level. Targets: the bound above base accuracy,
 >= 70% of the gain retained, >= 1000x compression; <= 30 minutes on 2 quiet cores.
 """
 
@@ -166,10 +168,12 @@ def main() -> None:
     with turn(args.lock):
         for arm in ARMS:
             mine = (untied_code, untied_config) if arm.endswith("_untied") else (code, config)
-            bound = ["bound", arms[arm], "--library", lib, "--code", mine[0], *mine[1], "--json"]
+            samples = run / f"samples-{arm}.jsonl"  # each item of S, answered and scored
+            bound = ["bound", arms[arm], "--library", lib, "--code", mine[0], *mine[1], "--json", "--samples", samples]
             took, out = evoenv(*bound, capture=True, **heavy)
             seconds[f"bound_{arm}"] = took
             results[arm] = json.loads(out.strip().splitlines()[-1])
+            results[arm]["by_level"] = by_level(samples)
     wall = time.perf_counter() - start
     report(run, results, seconds, wall)
     # the same numbers as a page: every arm's latest bound (bounds.jsonl beside the codes)
@@ -186,6 +190,15 @@ def untied(run: Path) -> Path:
     path = run / "progressive-untied.yaml"
     path.write_text(f"# {RECIPE.name} with {UNTIED} (bench_progressive.py)\n" + yaml.safe_dump(recipe, sort_keys=False))
     return path
+
+
+def by_level(samples: Path) -> dict[str, float]:
+    """pass@1 on S at each level, from the arm's samples file."""
+    seen: dict[str, list[bool]] = {}
+    for line in samples.read_text().splitlines():
+        item = json.loads(line)
+        seen.setdefault(str(item["difficulty"]), []).append(item["correct"])
+    return {level: round(sum(v) / len(v), 4) for level, v in sorted(seen.items())}
 
 
 def n_to_clear(accuracy: float, bits: float, delta: float, base: float) -> int | None:
@@ -236,6 +249,7 @@ def report(run: Path, results: dict, seconds: dict, wall: float) -> None:
                 "bound_accuracy_lower": r["accuracy_lower_bound"],
                 # the n of S at which this arm's bound would pass base, at its measured accuracy
                 "n_to_clear_base": n_to_clear(r["accuracy"], r["description_length_bits"], r["delta"], base),
+                "pass1_by_level": r["by_level"],
             }
             for arm, r in results.items()
         },
