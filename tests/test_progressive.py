@@ -324,6 +324,7 @@ def test_bound_samples_write_each_item_answered_and_scored(work, distilled, tiny
     cache.write_text(json.dumps({k: kept[k] for k in ("answering_sha256", "correct")}))
     assert evoenv(*base_args, work / "samples" / "again.jsonl").returncode == 0
     assert (work / "samples" / "again.jsonl").read_text() == (work / "samples" / "base.jsonl").read_text()
+    assert json.loads(cache.read_text()) == kept  # and kept there again
     # a bad --samples is found before any answering, and nothing is recorded
     lines = (code.parent / "bounds.jsonl").read_text()
     one_line(evoenv(*args, "--samples", work / "samples"), "is a folder; the output here is a file")

@@ -555,6 +555,9 @@ def run(
         if policy.kind == "base" and len(cached.get("answers", [])) == len(rows):
             mine = Answers(cached["answers"], cached["scores"], base_correct)
     else:
+        base_correct = None
+    if base_correct is None or (policy.kind == "base" and samples is not None and mine is None):
+        # no cache, or one from before answers were kept in it: the base answers, and is kept
         base = Policy(Path(code.base_model), "base", code.base_model, None, 0)
         answered = answer_sample(base, rows, code, library, runtime, batch_size)
         base_correct = answered.correct
@@ -571,9 +574,6 @@ def run(
             mine = answered
     if policy.kind != "base":
         mine = answer_sample(policy, rows, code, library, runtime, batch_size)
-    elif samples is not None and mine is None:  # a cache from before answers were kept in it
-        base = Policy(Path(code.base_model), "base", code.base_model, None, 0)
-        mine = answer_sample(base, rows, code, library, runtime, batch_size)
     correct = mine.correct if mine is not None else base_correct
     if samples is not None:
         write_samples(samples, rows, mine, code)
