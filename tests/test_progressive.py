@@ -309,6 +309,8 @@ def test_bound_samples_write_each_item_answered_and_scored(work, distilled, tiny
     assert {x["difficulty"] for x in items} <= {1, 2} and all(x["question"] and x["env_id"] for x in items)
     assert evoenv(*args, "--samples", second).returncode == 0
     assert second.read_text() == first.read_text()  # the answers are a function of (model, instance, noise)
+    on_stdout = evoenv(*args, "--samples", "-")  # without --json, stdout is free for them
+    assert on_stdout.returncode == 0 and on_stdout.stdout == first.read_text(), on_stdout.stderr[-2000:]
     # the base model's samples come from its answers kept beside the code...
     (cache,) = code.parent.glob("bound-base-*.json")
     kept = json.loads(cache.read_text())

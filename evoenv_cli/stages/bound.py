@@ -552,8 +552,9 @@ def run(
     mine = None  # this policy's Answers, when answered here
     if cached.get("answering_sha256") == answering and len(cached.get("correct", [])) == len(rows):
         base_correct = cached["correct"]
-        if policy.kind == "base" and len(cached.get("answers", [])) == len(rows):
-            mine = Answers(cached["answers"], cached["scores"], base_correct)
+        kept = (cached.get("answers", []), cached.get("scores", []))
+        if policy.kind == "base" and all(len(k) == len(rows) for k in kept):
+            mine = Answers(*kept, base_correct)
     else:
         base_correct = None
     if base_correct is None or (policy.kind == "base" and samples is not None and mine is None):
