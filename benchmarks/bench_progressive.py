@@ -7,7 +7,8 @@
    library's calibrated levels;
 2. `evoenv bound-code`: the bound's code and the rule for its sample S, before any training;
 3. `evoenv sample` (training seeds), then six arms on the same environments:
-   base; GRPO + LoRA (the teacher); GRPO + TinyLoRA (13 values); TinyLoRA distilled on-policy
+   base; GRPO + LoRA (the teacher); GRPO + TinyLoRA (26 values: one 13-value vector for each
+   half of the network's adapted modules); TinyLoRA of the same family distilled on-policy
    from the teacher (`evoenv distill`, reverse KL); its 2-bit quantized copy; and the same
    distillation into the untied TinyLoRA family (a 13-value vector per adapted module, 2,730
    values; its own code, written before training), 2-bit quantized. The two families are the
@@ -16,7 +17,7 @@
 4. `evoenv bound` on every arm: the same S (held-out seeds, never a training seed), Gumbel-max
    sampling at the code's temperature and fixed noise, in bfloat16 in batches of 32 (the code
    records both), scored by the environment in the sandbox. The quantized student is 2 bits a
-   value, so the 13-value arm's L is about 37 bits, and S holds 1,024 instances.
+   value, so the 26-value arm's L is about 63 bits, and S holds 1,024 instances.
 
 Prints one line `bench progressive: ...` with each arm's pass@1 on S and its 95% interval, its
 trained values and description length, the compression against LoRA, the share of LoRA's gain
@@ -45,10 +46,11 @@ EXE = Path(sys.executable).with_name("evoenv")
 RECIPE = ROOT / "benchmarks" / "progressive.yaml"
 TASK = "number_in_words"
 LEVELS = [1, 2, 3]
-TINY_LR = "0.002"  # GRPO on 13 values: a step size in the bound's grid (benchmarks/progressive.yaml)
+TINY_LR = "0.002"  # GRPO on TinyLoRA: a step size in the bound's grid (benchmarks/progressive.yaml)
 ARMS = ("base", "lora", "grpo_tinylora", "distilled", "quantized", "quantized_untied")
+TARGETED = ("distilled", "quantized", "quantized_untied")  # the arms the issue's targets are checked on
 # The untied family: the same TinyLoRA (r, u, projection seed) with weight_tying 0, one 13-value
-# vector per adapted module (2,730 values on the starter model) instead of one shared by all.
+# vector per adapted module (2,730 values on the starter model) instead of one for each half.
 # It has its own code, written before training like the first; S is the same sample (the same
 # seed rule, n and levels), so the arms' accuracies are paired item by item.
 UNTIED = {"tinylora_weight_tying": 0.0}
@@ -266,7 +268,8 @@ def report(run: Path, results: dict, seconds: dict, wall: float) -> None:
     def targets(arm: str) -> dict[str, bool | None]:
         a = summary["arms"][arm]
         return {
-            "bound_above_base": a["bound_accuracy_lower"] > base,
+            # the issue's bound is the quantized students'; the unquantized one is not the policy bounded
+            "bound_above_base": a["bound_accuracy_lower"] > base if arm != "distilled" else None,
             "retained_70": (a["retained"] or 0) >= 0.7,
             "compression_1000x": (a["compression_vs_lora"] or 0) >= 1000,
             # the untied arm's unquantized adapter is not bounded (its gap is not measured)
@@ -275,7 +278,9 @@ def report(run: Path, results: dict, seconds: dict, wall: float) -> None:
             else None,
         }
 
-    summary["targets"] = {arm: targets(arm) for arm in ("quantized", "quantized_untied")}
+    # "the distilled TinyLoRA arm keeps >= 70% of the gain" is the unquantized student; its
+    # quantized copy is held to the same, and to the bound
+    summary["targets"] = {arm: targets(arm) for arm in TARGETED}
     (run / "bench-progressive.json").write_text(json.dumps(summary, indent=2) + "\n")
 
     def arm_text(arm: str) -> str:
@@ -300,7 +305,7 @@ def report(run: Path, results: dict, seconds: dict, wall: float) -> None:
         f"{summary['bound_form']}, delta={summary['delta']:g}): "
         + "; ".join(bound_text(a) for a in ("quantized", "quantized_untied"))
         + f"; vs base={base:.3f}; quantization gap={summary['quantization_gap']:+.3f} "
-        f"targets: quantized={met('quantized')} quantized_untied={met('quantized_untied')} wall_s={summary['wall_s']}",
+        "targets: " + " ".join(f"{arm}={met(arm)}" for arm in TARGETED) + f" wall_s={summary['wall_s']}",
         flush=True,
     )
 

@@ -332,3 +332,27 @@ def test_bound_samples_write_each_item_answered_and_scored(work, distilled, tiny
     one_line(evoenv(*args, "--samples", work / "samples"), "is a folder; the output here is a file")
     one_line(evoenv(*args, "--json", "--samples", "-"), "--samples - with --json")
     assert (code.parent / "bounds.jsonl").read_text() == lines
+
+
+def test_tinylora_partial_tying_trains_one_vector_a_group(tiny_model):
+    """weight_tying between 0 and 1 (the bench's two groups): PEFT splits the adapted modules in
+    order into round(M * (1 - t)) groups, one u-value vector each, and the count says so."""
+    import dataclasses
+
+    from transformers import AutoModelForCausalLM
+
+    from evoenv_cli.config import TrainConfig
+    from evoenv_cli.stages.train import adapter_config, trained_parameters
+
+    def count(tying: float) -> int:
+        from peft import get_peft_model
+
+        cfg = dataclasses.replace(TrainConfig(), adapter="tinylora", tinylora_u=13, tinylora_weight_tying=tying)
+        model = AutoModelForCausalLM.from_pretrained(str(tiny_model))
+        return trained_parameters(get_peft_model(model, adapter_config(cfg)))
+
+    modules = count(0.0) // 13  # untied: one vector per adapted module
+    assert modules > 2 and count(0.0) == 13 * modules
+    assert count(1.0) == 13
+    assert count(1 - 2 / modules) == 26  # two groups
+    assert count(1 - 3 / modules) == 39
