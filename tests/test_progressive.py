@@ -357,3 +357,33 @@ def test_tinylora_partial_tying_trains_one_vector_a_group(tiny_model):
     assert count(1.0) == 13
     assert count(1 - 2 / modules) == 26  # two groups
     assert count(1 - 3 / modules) == 39
+
+
+def test_first_k_takes_the_first_instances_of_each_environment_in_s_order():
+    rows = [{"env_id": e} for e in "aaabbbccc"]
+    assert bound.prefix(rows, None) == list(range(9))
+    assert bound.prefix(rows, 2) == [0, 1, 3, 4, 6, 7]
+    assert bound.prefix(rows, 3) == list(range(9))
+
+
+@pytest.mark.slow
+def test_bound_first_k_answers_a_prefix_of_s_as_the_whole_run_does(work, distilled, tiny_model):
+    out, _ = distilled
+    code, _ = code_for(work, "first", "  n: 8\n", "  n: 8\n", tiny_model)  # a folder of its own
+    args = ["bound", out / "quantized", "--library", work / "lib", "--code", code, "-c", work / "recipe.yaml"]
+    whole, part = work / "first" / "all.jsonl", work / "first" / "part.jsonl"
+    r = evoenv(*args, "--json", "--samples", whole)
+    assert r.returncode == 0, r.stderr[-3000:]
+    # one batch of the code's 4 in both runs: the same items, the same noise, the same answers
+    r = evoenv(*args, "--json", "--samples", part, "--first", "4")
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = json.loads(r.stdout)
+    assert part.read_text().splitlines() == whole.read_text().splitlines()[:4]
+    assert (report["n"], report["sample_n"]) == (4, 8)
+    assert report["errors"] == sum(not json.loads(x)["correct"] for x in part.read_text().splitlines())
+    assert report["risk_bound"] == pytest.approx(bound.risk_bound(report["errors"], 4, 60.0, 0.05))
+    (cache,) = code.parent.glob("bound-base-*.json")
+    assert report["base_accuracy"] == sum(json.loads(cache.read_text())["correct"][:4]) / 4
+    r = evoenv(*args[:-2], "--first", "4")
+    assert r.returncode == 0 and "the first 4 instances of each environment: 4 of S's 8" in r.stderr
+    one_line(evoenv(*args, "--first", "9"), "--first 9: S holds 8 instances of each environment")

@@ -124,6 +124,14 @@ def bound(
             help="Also write each item of S as a JSON line (question, noise seed, answer, score, correct) to this file, or - for stdout.",
         ),
     ] = None,
+    first: Annotated[
+        int | None,
+        typer.Option(
+            "--first",
+            help="Answer only the first K instances of each environment in S (fix K before looking: the bound is at that n).",
+            min=1,
+        ),
+    ] = None,
 ) -> None:
     """A compression (Occam, kl-inverse) bound on the policy's error over fresh instances at the
     library's calibrated levels, sampled with Gumbel-max at fixed noise; beside the base model's
@@ -153,7 +161,7 @@ def bound(
         artifacts.check_output_file(samples)  # before minutes of answering, not after
     lib = artifacts.EnvLibrary.open(library)
     with sandbox_pool(recipe) as pool:
-        report = stage.run(checkpoint, lib, code_path, recipe.runtime, recipe.bound.batch_size, pool, samples)
+        report = stage.run(checkpoint, lib, code_path, recipe.runtime, recipe.bound.batch_size, pool, samples, first)
     recorded_in = stage.record(report, code_path)
     if as_json:
         emit(json.dumps(asdict(report)))
@@ -162,6 +170,7 @@ def bound(
     blo, bhi = report.base_accuracy_interval
     for line in (
         f"bound: {report.checkpoint} ({report.kind}, {report.trained_parameters} trained values)",
+        *([f"  the first {first} instances of each environment: {report.n} of S's {report.sample_n}"] if first else []),
         f"  n={report.n} errors={report.errors} empirical error={report.empirical_error:.4f} "
         f"(accuracy {report.accuracy:.3f}, 95% {lo:.3f}-{hi:.3f})",
         f"  L={report.description_length_bits:.1f} bits = {report.bits['value_bits']:.0f} values "

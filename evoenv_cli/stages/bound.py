@@ -361,10 +361,14 @@ def load_policy(policy: Policy, dtype: str = "float32", device: str = "cpu"):
     return model, tokenizer
 
 
-def gumbel_answers(model, tokenizer, prompts: list, code: BoundCode, batch_size: int) -> list[str]:
+def gumbel_answers(
+    model, tokenizer, prompts: list, code: BoundCode, batch_size: int, items: list[int] | None = None
+) -> list[str]:
     """Each prompt answered by Gumbel-max sampling at temperature T: token t of item j is
     argmax(logits/T + G), G drawn from item j's own generator (see NOISE_RULE), so the answer
-    is a function of (model, instance, noise) and does not depend on the other items."""
+    is a function of (model, instance, noise) and does not depend on the other items. `items`
+    are the prompts' positions in S (default 0, 1, ...): they name each one's noise."""
+    items = list(range(len(prompts))) if items is None else items
     import torch
     from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 
@@ -395,7 +399,7 @@ def gumbel_answers(model, tokenizer, prompts: list, code: BoundCode, batch_size:
             for p in chunk
         ]
         enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
-        processors = LogitsProcessorList([GumbelNoise(list(range(start, start + len(chunk))))])
+        processors = LogitsProcessorList([GumbelNoise(items[start : start + len(chunk)])])
         with torch.no_grad():
             ids = model.generate(**enc, generation_config=gen, logits_processor=processors)
         new = ids[:, enc["input_ids"].shape[1] :]
@@ -436,15 +440,24 @@ class Answers:
 
 
 def answer_sample(
-    policy: Policy, rows: list[dict], code: BoundCode, library, runtime: RuntimeConfig, batch_size: int
+    policy: Policy,
+    rows: list[dict],
+    code: BoundCode,
+    library,
+    runtime: RuntimeConfig,
+    batch_size: int,
+    items: list[int] | None = None,
 ) -> Answers:
     model, tokenizer = load_policy(policy, code.dtype, code.device)
-    texts = gumbel_answers(model, tokenizer, [r["prompt"] for r in rows], code, code.batch_size or batch_size)
+    prompts = [r["prompt"] for r in rows]
+    texts = gumbel_answers(model, tokenizer, prompts, code, code.batch_size or batch_size, items)
     scores = score_answers(rows, texts, code, library, runtime)
     return Answers(texts, scores, [s >= code.threshold for s in scores])
 
 
-def write_samples(path: Path, rows: list[dict], answers: Answers, code: BoundCode) -> int:
+def write_samples(
+    path: Path, rows: list[dict], answers: Answers, code: BoundCode, items: list[int] | None = None
+) -> int:
     """One JSON line per item of S, in S's order: what was asked (environment, level, instance
     seed, the question), the noise seed, the answer, its score and whether it counts as correct;
     enough to re-score every answer or read where the policy fails. Written whole or not at all."""
@@ -468,7 +481,9 @@ def write_samples(path: Path, rows: list[dict], answers: Answers, code: BoundCod
                 "score": score,
                 "correct": ok,
             }
-            for j, (r, text, score, ok) in enumerate(zip(rows, answers.texts, answers.scores, answers.correct))
+            for j, r, text, score, ok in zip(
+                range(len(rows)) if items is None else items, rows, answers.texts, answers.scores, answers.correct
+            )
         ),
     )
 
@@ -498,6 +513,9 @@ class BoundReport:
     levels: dict[str, list[int]]
     code: str
     statement: str
+    # the size of the whole S the code draws; n is smaller when only the first instances of each
+    # environment were answered (`bound --first K`), and the bound is then at that n
+    sample_n: int = 0
 
 
 RECORDS_FILE = "bounds.jsonl"  # beside the code: one line per `bound` run, read by `evoenv report`
@@ -534,8 +552,11 @@ def run(
     batch_size: int,
     pool,
     samples: Path | None = None,
+    first: int | None = None,
 ) -> BoundReport:
     code = read_code(code_path)
+    if first is not None and not 1 <= first <= code.per_env:
+        raise InputError(f"{code_path}: --first {first}: S holds {code.per_env} instances of each environment")
     if code.device == "cuda":
         import torch
 
@@ -544,40 +565,44 @@ def run(
                 f"{code_path}: the code answers on cuda (bound.device) and this machine has no CUDA device"
             )
     policy = describe(checkpoint, code)
-    rows = draw_sample(code, library, pool)
+    drawn = draw_sample(code, library, pool)
+    items = prefix(drawn, first)
+    rows = [drawn[j] for j in items]
     digest = code.digest()
     answering = code.answering_digest()
     base_file = code_path.parent / BASE_FILE.format(answering[:16])
     cached = json.loads(base_file.read_text()) if base_file.is_file() else {}
     mine = None  # this policy's Answers, when answered here
-    if cached.get("answering_sha256") == answering and len(cached.get("correct", [])) == len(rows):
-        base_correct = cached["correct"]
+    if cached.get("answering_sha256") == answering and len(cached.get("correct", [])) == len(drawn):
+        base_correct = [cached["correct"][j] for j in items]
         kept = (cached.get("answers", []), cached.get("scores", []))
-        if policy.kind == "base" and all(len(k) == len(rows) for k in kept):
-            mine = Answers(*kept, base_correct)
+        if policy.kind == "base" and all(len(k) == len(drawn) for k in kept):
+            mine = Answers(*([k[j] for j in items] for k in kept), base_correct)
     else:
         base_correct = None
     if base_correct is None or (policy.kind == "base" and samples is not None and mine is None):
         # no cache, or one from before answers were kept in it: the base answers, and is kept
+        # (a cache holds the whole S: the base's answers on a part of it are not kept)
         base = Policy(Path(code.base_model), "base", code.base_model, None, 0)
-        answered = answer_sample(base, rows, code, library, runtime, batch_size)
+        answered = answer_sample(base, rows, code, library, runtime, batch_size, items)
         base_correct = answered.correct
-        artifacts.write_json_atomic(
-            base_file,
-            {
-                "answering_sha256": answering,
-                "correct": answered.correct,
-                "answers": answered.texts,
-                "scores": answered.scores,
-            },
-        )
+        if len(rows) == len(drawn):
+            artifacts.write_json_atomic(
+                base_file,
+                {
+                    "answering_sha256": answering,
+                    "correct": answered.correct,
+                    "answers": answered.texts,
+                    "scores": answered.scores,
+                },
+            )
         if policy.kind == "base":
             mine = answered
     if policy.kind != "base":
-        mine = answer_sample(policy, rows, code, library, runtime, batch_size)
+        mine = answer_sample(policy, rows, code, library, runtime, batch_size, items)
     correct = mine.correct if mine is not None else base_correct
     if samples is not None:
-        write_samples(samples, rows, mine, code)
+        write_samples(samples, rows, mine, code, items)
     n = len(rows)
     errors = n - sum(correct)
     bits = policy.bits["total"]
@@ -605,4 +630,18 @@ def run(
         levels=code.levels,
         code=digest,
         statement=statement(code, 1 - bound),
+        sample_n=len(drawn),
     )
+
+
+def prefix(rows: list[dict], first: int | None) -> list[int]:
+    """The positions in S of the first `first` instances of each environment (all of S when
+    None). Fixed before S is answered, they are an i.i.d. sample of their own, so the bound holds
+    at their n; their noise is still named by their position in the whole S."""
+    seen: dict[str, int] = {}
+    items = []
+    for j, r in enumerate(rows):
+        seen[r["env_id"]] = seen.get(r["env_id"], 0) + 1
+        if first is None or seen[r["env_id"]] <= first:
+            items.append(j)
+    return items
