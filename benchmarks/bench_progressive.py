@@ -6,26 +6,26 @@
    it by +0.21 in 20 steps. The levels are fixed here, before any data, and written as the
    library's calibrated levels;
 2. `evoenv bound-code`: the bound's code and the rule for its sample S, before any training;
-3. `evoenv sample` (training seeds), then six arms on the same environments:
+3. `evoenv sample` (training seeds), then five arms on the same environments:
    base; GRPO + LoRA (the teacher); GRPO + TinyLoRA (26 values: one 13-value vector for each
    half of the network's adapted modules); TinyLoRA of the same family distilled on-policy
-   from the teacher (`evoenv distill`, reverse KL); its 2-bit quantized copy; and the same
-   distillation into the untied TinyLoRA family (a 13-value vector per adapted module, 2,730
-   values; its own code, written before training), 2-bit quantized. The two families are the
-   two ends of the trade the bound makes: few bits and a tight bound, or more values and more
-   of the teacher's gain kept;
+   from the teacher (`evoenv distill`, reverse KL); and its 2-bit quantized copy;
 4. `evoenv bound` on every arm: the same S (held-out seeds, never a training seed), Gumbel-max
    sampling at the code's temperature and fixed noise, in bfloat16 in batches of 32 (the code
    records both), scored by the environment in the sandbox. The quantized student is 2 bits a
-   value, so the 26-value arm's L is about 63 bits, and S holds 1,024 instances.
+   value, so its L is about 63 bits; at that L a bound clears a base near 0.21 from a measured
+   accuracy near 0.31 only once S holds about 1,800 instances. So S holds 3,072 (the recipe's
+   bound.n): the quantized student and the base answer all of it, and every arm answers its
+   first 1,024 (`bound --first`), the items the arms are compared on.
 
-Prints one line `bench progressive: ...` with each arm's pass@1 on S and its 95% interval, its
-trained values and description length, the compression against LoRA, the share of LoRA's gain
-kept, and each quantized arm's bound next to the base model's accuracy, with the n of S at
-which that bound would pass the base at the accuracy measured (computed, not measured). Each
-arm's answers are kept as RUN/samples-ARM.jsonl (`bound --samples`), and RUN/bench-progressive.json
-adds each arm's pass@1 by level. Targets: the bound above base accuracy,
->= 70% of the gain retained, >= 1000x compression; <= 30 minutes on 2 quiet cores.
+Prints one line `bench progressive: ...` with each arm's pass@1 on the first 1,024 items of S
+and its 95% interval, its trained values and description length, the compression against LoRA,
+the share of LoRA's gain kept; then the quantized student's accuracy and bound on all of S next
+to the base model's accuracy on the same S, with the n of S at which that bound would pass the
+base at the accuracy measured (computed, not measured). Each arm's answers are kept as
+RUN/samples-ARM.jsonl (`bound --samples`), and RUN/bench-progressive.json adds each arm's pass@1
+by level. Targets: the bound above base accuracy, >= 70% of the gain retained, >= 1000x
+compression; <= 30 minutes on 2 quiet cores.
 """
 
 from __future__ import annotations
@@ -47,13 +47,13 @@ RECIPE = ROOT / "benchmarks" / "progressive.yaml"
 TASK = "number_in_words"
 LEVELS = [1, 2, 3]
 TINY_LR = "0.002"  # GRPO on TinyLoRA: a step size in the bound's grid (benchmarks/progressive.yaml)
-ARMS = ("base", "lora", "grpo_tinylora", "distilled", "quantized", "quantized_untied")
-TARGETED = ("distilled", "quantized", "quantized_untied")  # the arms the issue's targets are checked on
-# The untied family: the same TinyLoRA (r, u, projection seed) with weight_tying 0, one 13-value
-# vector per adapted module (2,730 values on the starter model) instead of one for each half.
-# It has its own code, written before training like the first; S is the same sample (the same
-# seed rule, n and levels), so the arms' accuracies are paired item by item.
-UNTIED = {"tinylora_weight_tying": 0.0}
+ARMS = ("base", "lora", "grpo_tinylora", "distilled", "quantized")
+BOUNDED = ("base", "quantized")  # answer all of S: the bound, and the base on the same sample
+TARGETED = ("distilled", "quantized")  # the arms the issue's targets are checked on
+# Every arm answers the first FIRST instances of S (`bound --first`), the items the arms are
+# compared on side by side; the bounded student and the base answer all of S (the recipe's
+# bound.n), the n the bound needs. FIRST is fixed here, before S is drawn.
+FIRST = 1024
 
 
 @contextlib.contextmanager
@@ -129,22 +129,20 @@ def main() -> None:
     seconds["starter_model"] = evoenv("starter-model", model, log=log)[0]  # a no-op once built
     lib = library(run, log)
     config = ["--config", RECIPE]
-    untied_recipe = untied(run)
-    untied_config = ["--config", untied_recipe]
-    code, untied_code = run / "bound-code.json", run / "bound-code-untied.json"
-    for path, conf in ((code, config), (untied_code, untied_config)):
-        if not path.exists():  # before any training: the code and S's rule never move afterwards
-            evoenv(
-                "bound-code",
-                path,
-                "--library",
-                lib,
-                "--model",
-                model,
-                *conf,
-                *(["--n", args.n] if args.n else []),
-                log=log,
-            )
+    code = run / "bound-code.json"
+    if not code.exists():  # before any training: the code and S's rule never move afterwards
+        evoenv(
+            "bound-code",
+            code,
+            "--library",
+            lib,
+            "--model",
+            model,
+            *config,
+            *(["--n", args.n] if args.n else []),
+            log=log,
+        )
+    first = min(FIRST, json.loads(code.read_text())["per_env"])
     rows = run / "train.jsonl"
     if not rows.exists():
         evoenv("sample", lib, "--out", rows, "--difficulty-from", "index", "--seed", "1", *config, log=log)
@@ -152,7 +150,6 @@ def main() -> None:
     train = ["train", rows, "--library", lib, "--model", model, *config, *steps]
     arms = {"base": model, "lora": run / "lora", "grpo_tinylora": run / "grpo-tinylora"}
     arms["distilled"], arms["quantized"] = run / "distill", run / "distill" / "quantized"
-    arms["quantized_untied"] = run / "distill-untied" / "quantized"
     with turn(args.lock):
         if not (arms["lora"] / "train-manifest.json").exists():
             seconds["train_lora"] = evoenv(*train, "--out", arms["lora"], "--lora", "--clean", **heavy)[0]
@@ -163,35 +160,34 @@ def main() -> None:
         if not (arms["distilled"] / "distill-manifest.json").exists():
             distill = ["distill", rows, "--library", lib, "--teacher", arms["lora"], "--model", model, *config, *steps]
             seconds["distill"] = evoenv(*distill, "--out", arms["distilled"], "--clean", **heavy)[0]
-        if not (run / "distill-untied" / "distill-manifest.json").exists():
-            distill = ["distill", rows, "--library", lib, "--teacher", arms["lora"], "--model", model, *untied_config]
-            seconds["distill_untied"] = evoenv(*distill, *steps, "--out", run / "distill-untied", "--clean", **heavy)[0]
     results = {}
     with turn(args.lock):
         for arm in ARMS:
-            mine = (untied_code, untied_config) if arm.endswith("_untied") else (code, config)
-            samples = run / f"samples-{arm}.jsonl"  # each item of S, answered and scored
-            bound = ["bound", arms[arm], "--library", lib, "--code", mine[0], *mine[1], "--json", "--samples", samples]
+            samples = run / f"samples-{arm}.jsonl"  # each item answered and scored
+            part = [] if arm in BOUNDED else ["--first", first]
+            bound = [
+                "bound",
+                arms[arm],
+                "--library",
+                lib,
+                "--code",
+                code,
+                *config,
+                *part,
+                "--json",
+                "--samples",
+                samples,
+            ]
             took, out = evoenv(*bound, capture=True, **heavy)
             seconds[f"bound_{arm}"] = took
             results[arm] = json.loads(out.strip().splitlines()[-1])
             results[arm]["by_level"] = by_level(samples)
+            results[arm]["side"] = side_by_side(samples, first)
     wall = time.perf_counter() - start
-    report(run, results, seconds, wall)
+    report(run, results, seconds, wall, first)
     # the same numbers as a page: every arm's latest bound (bounds.jsonl beside the codes)
     evoenv("report", run, log=log)
     print(f"bench progressive: report {run / 'report' / 'index.html'}", file=sys.stderr)
-
-
-def untied(run: Path) -> Path:
-    """The bench's recipe with the untied TinyLoRA family (UNTIED), written into RUN."""
-    import yaml
-
-    recipe = yaml.safe_load(RECIPE.read_text())
-    recipe["train"].update(UNTIED)
-    path = run / "progressive-untied.yaml"
-    path.write_text(f"# {RECIPE.name} with {UNTIED} (bench_progressive.py)\n" + yaml.safe_dump(recipe, sort_keys=False))
-    return path
 
 
 def by_level(samples: Path) -> dict[str, float]:
@@ -201,6 +197,12 @@ def by_level(samples: Path) -> dict[str, float]:
         item = json.loads(line)
         seen.setdefault(str(item["difficulty"]), []).append(item["correct"])
     return {level: round(sum(v) / len(v), 4) for level, v in sorted(seen.items())}
+
+
+def side_by_side(samples: Path, first: int) -> list[bool]:
+    """Which of S's first `first` items (the arms' common items, one environment) were correct."""
+    items = [json.loads(line) for line in samples.read_text().splitlines()]
+    return [item["correct"] for item in items if item["item"] < first]
 
 
 def n_to_clear(accuracy: float, bits: float, delta: float, base: float) -> int | None:
@@ -228,51 +230,67 @@ def n_to_clear(accuracy: float, bits: float, delta: float, base: float) -> int |
     return hi
 
 
-def report(run: Path, results: dict, seconds: dict, wall: float) -> None:
-    base = results["base"]["accuracy"]
-    lora_gain = results["lora"]["accuracy"] - base
+def report(run: Path, results: dict, seconds: dict, wall: float, first: int) -> None:
+    """The json and the line. The arms are compared on S's first `first` items, which every arm
+    answered (pass@1, interval, the share of LoRA's gain kept, the quantization gap); the bound
+    is the quantized student's on all of S, next to the base model on the same S."""
+    sys.path.insert(0, str(ROOT))
+    from evoenv_cli.stages.bound import wilson
+
+    side = {arm: r["side"] for arm, r in results.items()}
+    pass1 = {arm: sum(c) / len(c) for arm, c in side.items()}
+    base = pass1["base"]
+    lora_gain = pass1["lora"] - base
     lora_bits = results["lora"]["description_length_bits"]
     q = results["quantized"]
     summary = {
         "model": "SmolLM2-135M-Instruct",
         "task": f"{TASK} levels {LEVELS}",
-        "n": q["n"],
+        "n": q["n"],  # all of S: the bound's sample
+        "n_side_by_side": first,  # the first items of S, which every arm answered
         "temperature": q["temperature"],
         "arms": {
             arm: {
-                "pass1": r["accuracy"],
-                "ci95": r["accuracy_interval"],
+                "pass1": pass1[arm],
+                "ci95": wilson(sum(side[arm]), len(side[arm])),
                 "trained": r["trained_parameters"],
                 "bits": r["description_length_bits"],
                 "compression_vs_lora": lora_bits / r["description_length_bits"]
                 if r["description_length_bits"]
                 else None,
-                "retained": (r["accuracy"] - base) / lora_gain if lora_gain > 0 else None,
+                "retained": (pass1[arm] - base) / lora_gain if lora_gain > 0 else None,
+                # on every item the arm answered (all of S for the bounded arms)
+                "answered": r["n"],
+                "pass1_answered": r["accuracy"],
+                "ci95_answered": r["accuracy_interval"],
                 "bound_accuracy_lower": r["accuracy_lower_bound"],
+                "base_on_answered": r["base_accuracy"],
                 # the n of S at which this arm's bound would pass base, at its measured accuracy
-                "n_to_clear_base": n_to_clear(r["accuracy"], r["description_length_bits"], r["delta"], base),
+                "n_to_clear_base": n_to_clear(
+                    r["accuracy"], r["description_length_bits"], r["delta"], r["base_accuracy"]
+                ),
                 "pass1_by_level": r["by_level"],
             }
             for arm, r in results.items()
         },
         "bound_form": q["form"],
         "delta": q["delta"],
-        "base_accuracy": base,
-        "quantization_gap": results["distilled"]["accuracy"] - q["accuracy"],
+        "base_accuracy": q["base_accuracy"],  # on all of S, beside the bound
+        "base_accuracy_side_by_side": base,
+        "quantization_gap": pass1["distilled"] - pass1["quantized"],
         "statement": q["statement"],
         "wall_s": round(wall),
         "seconds": {k: round(v) for k, v in seconds.items()},
     }
-    summary["bound_accuracy_lower"] = summary["arms"]["quantized"]["bound_accuracy_lower"]
+    summary["bound_accuracy_lower"] = q["accuracy_lower_bound"]
 
     def targets(arm: str) -> dict[str, bool | None]:
         a = summary["arms"][arm]
         return {
-            # the issue's bound is the quantized students'; the unquantized one is not the policy bounded
-            "bound_above_base": a["bound_accuracy_lower"] > base if arm != "distilled" else None,
+            # the issue's bound is the quantized student's; the unquantized one is not the policy bounded
+            "bound_above_base": q["accuracy_lower_bound"] > q["base_accuracy"] if arm == "quantized" else None,
             "retained_70": (a["retained"] or 0) >= 0.7,
             "compression_1000x": (a["compression_vs_lora"] or 0) >= 1000,
-            # the untied arm's unquantized adapter is not bounded (its gap is not measured)
             "quantized_within_tolerance": abs(summary["quantization_gap"]) <= tolerance()
             if arm == "quantized"
             else None,
@@ -291,20 +309,17 @@ def report(run: Path, results: dict, seconds: dict, wall: float) -> None:
             f"({a['trained']} values, {a['bits']:.0f} bits{extra})"
         )
 
-    def bound_text(arm: str) -> str:
-        a = summary["arms"][arm]
-        need = a["n_to_clear_base"]
-        return f"{arm}: accuracy>={a['bound_accuracy_lower']:.3f} (above base from n={need if need else 'never'})"
-
     def met(arm: str) -> str:
         return ",".join(k for k, v in summary["targets"][arm].items() if v) or "none"
 
+    lo, hi = q["accuracy_interval"]
+    need = summary["arms"]["quantized"]["n_to_clear_base"]
     print(
-        f"bench progressive: model={summary['model']} task={summary['task']} n={summary['n']} "
-        f"T={summary['temperature']:g} " + " ".join(arm_text(a) for a in ARMS) + " bound ("
-        f"{summary['bound_form']}, delta={summary['delta']:g}): "
-        + "; ".join(bound_text(a) for a in ("quantized", "quantized_untied"))
-        + f"; vs base={base:.3f}; quantization gap={summary['quantization_gap']:+.3f} "
+        f"bench progressive: model={summary['model']} task={summary['task']} T={summary['temperature']:g} "
+        f"side by side on the first {first} of S: " + " ".join(arm_text(a) for a in ARMS) + f"; bound on all of S "
+        f"(n={q['n']}, {summary['bound_form']}, delta={summary['delta']:g}): quantized={q['accuracy']:.3f}"
+        f"[{lo:.3f},{hi:.3f}] accuracy>={q['accuracy_lower_bound']:.3f} (above base from n={need or 'never'}) "
+        f"vs base={q['base_accuracy']:.3f}; quantization gap={summary['quantization_gap']:+.3f} "
         "targets: " + " ".join(f"{arm}={met(arm)}" for arm in TARGETED) + f" wall_s={summary['wall_s']}",
         flush=True,
     )
