@@ -200,9 +200,13 @@ def by_level(samples: Path) -> dict[str, float]:
 
 
 def side_by_side(samples: Path, first: int) -> list[bool]:
-    """Which of S's first `first` items (the arms' common items, one environment) were correct."""
+    """Which of S's first `first` items (`bound --first`: the arms' common items, as many of
+    each level as an S of `first` holds) were correct, in S's order."""
+    sys.path.insert(0, str(ROOT))
+    from evoenv_cli.stages.bound import prefix
+
     items = [json.loads(line) for line in samples.read_text().splitlines()]
-    return [item["correct"] for item in items if item["item"] < first]
+    return [items[j]["correct"] for j in prefix(items, first)]
 
 
 def n_to_clear(accuracy: float, bits: float, delta: float, base: float) -> int | None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from evoenv_cli.artifacts import EnvLibrary
+from evoenv_cli.conversations import draw_levels
 from evoenv_cli.stages import bound
 from evoenv_cli.training import quantize
 
@@ -359,11 +360,18 @@ def test_tinylora_partial_tying_trains_one_vector_a_group(tiny_model):
     assert count(1 - 3 / modules) == 39
 
 
-def test_first_k_takes_the_first_instances_of_each_environment_in_s_order():
-    rows = [{"env_id": e} for e in "aaabbbccc"]
-    assert bound.prefix(rows, None) == list(range(9))
-    assert bound.prefix(rows, 2) == [0, 1, 3, 4, 6, 7]
-    assert bound.prefix(rows, 3) == list(range(9))
+def test_first_k_takes_the_first_instances_of_each_level_as_an_s_of_k_would_split_them():
+    # S's order: environment by environment, levels in blocks, low to high (6 of a at 1-3, 4 of b at 1-2)
+    rows = [{"env_id": "a", "difficulty": d} for d in (1, 1, 2, 2, 3, 3)]
+    rows += [{"env_id": "b", "difficulty": d} for d in (1, 1, 2, 2)]
+    assert bound.prefix(rows, None) == list(range(10))
+    assert bound.prefix(rows, 3) == [0, 2, 4, 6, 7, 8]  # a: one a level; b: 2 at level 1, 1 at level 2
+    assert bound.prefix(rows, 4) == [0, 1, 2, 4, 6, 7, 8, 9]
+    assert bound.prefix(rows, 6) == list(range(10))
+    # every level of the starter bench's S of 3,072 keeps its share in the first 1,024
+    s = [{"env_id": "e", "difficulty": d} for d in draw_levels([1, 2, 3], 3072)]
+    kept = [s[j]["difficulty"] for j in bound.prefix(s, 1024)]
+    assert [kept.count(d) for d in (1, 2, 3)] == [draw_levels([1, 2, 3], 1024).count(d) for d in (1, 2, 3)]
 
 
 @pytest.mark.slow
@@ -374,16 +382,20 @@ def test_bound_first_k_answers_a_prefix_of_s_as_the_whole_run_does(work, distill
     whole, part = work / "first" / "all.jsonl", work / "first" / "part.jsonl"
     r = evoenv(*args, "--json", "--samples", whole)
     assert r.returncode == 0, r.stderr[-3000:]
-    # one batch of the code's 4 in both runs: the same items, the same noise, the same answers
+    # S holds 8 at levels 1-2 (4 each); the first 4 are 2 of each, answered as in the whole run
+    # (the same items and noise; their answers, in a batch of their own, match the whole run's)
     r = evoenv(*args, "--json", "--samples", part, "--first", "4")
     assert r.returncode == 0, r.stderr[-3000:]
     report = json.loads(r.stdout)
-    assert part.read_text().splitlines() == whole.read_text().splitlines()[:4]
+    everything = whole.read_text().splitlines()
+    assert [json.loads(x)["difficulty"] for x in everything] == [1, 1, 1, 1, 2, 2, 2, 2]
+    picked = [0, 1, 4, 5]
+    assert part.read_text().splitlines() == [everything[j] for j in picked]
     assert (report["n"], report["sample_n"]) == (4, 8)
     assert report["errors"] == sum(not json.loads(x)["correct"] for x in part.read_text().splitlines())
     assert report["risk_bound"] == pytest.approx(bound.risk_bound(report["errors"], 4, 60.0, 0.05))
     (cache,) = code.parent.glob("bound-base-*.json")
-    assert report["base_accuracy"] == sum(json.loads(cache.read_text())["correct"][:4]) / 4
+    assert report["base_accuracy"] == sum(json.loads(cache.read_text())["correct"][j] for j in picked) / 4
     r = evoenv(*args[:-2], "--first", "4")
     assert r.returncode == 0 and "the first 4 instances of each environment: 4 of S's 8" in r.stderr
     one_line(evoenv(*args, "--first", "9"), "--first 9: S holds 8 instances of each environment")

@@ -141,7 +141,8 @@ class BoundCode:
 
 SEED_RULE = (
     "instance i of an environment: seed = instance_seed(seed, NAME, i, 'heldout') (sha256, bit 31 set), "
-    "level = levels[i mod len(levels)], i = 0..per_env-1"
+    "level = levels[i * len(levels) // per_env] (each level about equally often, in blocks, low to high), "
+    "i = 0..per_env-1"
 )
 NOISE_RULE = (
     "item j of S (in order): a torch.Generator seeded with sha256('seed:noise:j'); the t-th token is "
@@ -635,13 +636,26 @@ def run(
 
 
 def prefix(rows: list[dict], first: int | None) -> list[int]:
-    """The positions in S of the first `first` instances of each environment (all of S when
-    None). Fixed before S is answered, they are an i.i.d. sample of their own, so the bound holds
-    at their n; their noise is still named by their position in the whole S."""
-    seen: dict[str, int] = {}
+    """The positions in S of its first `first` instances of each environment, level by level
+    (all of S when None): of each level, the first instances in S's order, as many as an S of
+    `first` per environment would hold at that level (the code's split of levels). Within a
+    level S's instances are independent draws, so these are a sample drawn as S is drawn, of
+    n = `first` per environment; fixed before S is answered, the bound holds at that n. Their
+    noise is still named by their position in the whole S."""
+    from collections import Counter
+
+    from evoenv_cli.conversations import draw_levels
+
+    if first is None:
+        return list(range(len(rows)))
+    quota: dict[str, Counter] = {}
+    for r in rows:
+        quota.setdefault(r["env_id"], Counter())[r["difficulty"]] = 0
+    quota = {env: Counter(draw_levels(sorted(levels), first)) for env, levels in quota.items()}
+    seen: Counter = Counter()
     items = []
     for j, r in enumerate(rows):
-        seen[r["env_id"]] = seen.get(r["env_id"], 0) + 1
-        if first is None or seen[r["env_id"]] <= first:
+        seen[r["env_id"], r["difficulty"]] += 1
+        if seen[r["env_id"], r["difficulty"]] <= quota[r["env_id"]][r["difficulty"]]:
             items.append(j)
     return items
