@@ -181,7 +181,8 @@ def main() -> None:
             took, out = evoenv(*bound, capture=True, **heavy)
             seconds[f"bound_{arm}"] = took
             results[arm] = json.loads(out.strip().splitlines()[-1])
-            results[arm]["by_level"] = by_level(samples)
+            results[arm]["by_level"] = by_level(samples, first)  # on the items the arms share
+            results[arm]["by_level_answered"] = by_level(samples)
             results[arm]["side"] = side_by_side(samples, first)
     wall = time.perf_counter() - start
     report(run, results, seconds, wall, first)
@@ -190,12 +191,16 @@ def main() -> None:
     print(f"bench progressive: report {run / 'report' / 'index.html'}", file=sys.stderr)
 
 
-def by_level(samples: Path) -> dict[str, float]:
-    """pass@1 on S at each level, from the arm's samples file."""
+def by_level(samples: Path, first: int | None = None) -> dict[str, float]:
+    """pass@1 at each level, from the arm's samples file: on S's first `first` items (the ones
+    every arm answered, so the arms' tables compare), or on every item the file holds."""
+    sys.path.insert(0, str(ROOT))
+    from evoenv_cli.stages.bound import prefix
+
+    items = [json.loads(line) for line in samples.read_text().splitlines()]
     seen: dict[str, list[bool]] = {}
-    for line in samples.read_text().splitlines():
-        item = json.loads(line)
-        seen.setdefault(str(item["difficulty"]), []).append(item["correct"])
+    for j in prefix(items, first):
+        seen.setdefault(str(items[j]["difficulty"]), []).append(items[j]["correct"])
     return {level: round(sum(v) / len(v), 4) for level, v in sorted(seen.items())}
 
 
@@ -273,7 +278,8 @@ def report(run: Path, results: dict, seconds: dict, wall: float, first: int) -> 
                 "n_to_clear_base": n_to_clear(
                     r["accuracy"], r["description_length_bits"], r["delta"], r["base_accuracy"]
                 ),
-                "pass1_by_level": r["by_level"],
+                "pass1_by_level": r["by_level"],  # on the first items, as pass1
+                "pass1_by_level_answered": r["by_level_answered"],
             }
             for arm, r in results.items()
         },

@@ -374,6 +374,22 @@ def test_first_k_takes_the_first_instances_of_each_level_as_an_s_of_k_would_spli
     assert [kept.count(d) for d in (1, 2, 3)] == [draw_levels([1, 2, 3], 1024).count(d) for d in (1, 2, 3)]
 
 
+def test_bench_tables_by_level_on_the_items_every_arm_answered(tmp_path):
+    # an arm that answered all of S (levels 1-3 in blocks of 4) and one that answered its first 6
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import bench_progressive
+
+    s = [{"env_id": "e", "difficulty": d, "correct": c} for d, c in zip(draw_levels([1, 2, 3], 12), [1, 1, 0, 0] * 3)]
+    whole, part = tmp_path / "whole.jsonl", tmp_path / "part.jsonl"
+    whole.write_text("".join(json.dumps(r) + "\n" for r in s))
+    part.write_text("".join(json.dumps(s[j]) + "\n" for j in bound.prefix(s, 6)))
+    # the first 6 are the first 2 of each level: all correct; on all of S half are
+    assert bench_progressive.by_level(whole, 6) == {"1": 1.0, "2": 1.0, "3": 1.0}
+    assert bench_progressive.by_level(part, 6) == bench_progressive.by_level(whole, 6)
+    assert bench_progressive.by_level(whole) == {"1": 0.5, "2": 0.5, "3": 0.5}
+    assert bench_progressive.side_by_side(whole, 6) == [1] * 6  # the same items, in S's order
+
+
 @pytest.mark.slow
 def test_bound_first_k_answers_a_prefix_of_s_as_the_whole_run_does(work, distilled, tiny_model):
     out, _ = distilled
