@@ -414,4 +414,5 @@ def test_bound_first_k_answers_a_prefix_of_s_as_the_whole_run_does(work, distill
     assert report["base_accuracy"] == sum(json.loads(cache.read_text())["correct"][j] for j in picked) / 4
     r = evoenv(*args[:-2], "--first", "4")
     assert r.returncode == 0 and "the first 4 instances of each environment: 4 of S's 8" in r.stderr
+    assert "deprecated" not in r.stderr  # loading the adapter says nothing the user cannot act on
     one_line(evoenv(*args, "--first", "9"), "--first 9: S holds 8 instances of each environment")

@@ -351,9 +351,15 @@ def load_policy(policy: Policy, dtype: str = "float32", device: str = "cpu"):
     source = policy.path if policy.kind in ("base", "full") else Path(policy.base_model)
     model = AutoModelForCausalLM.from_pretrained(str(source), dtype=torch.float32)
     if policy.adapter is not None:
+        import warnings
+
         from peft import PeftModel
 
-        model = PeftModel.from_pretrained(model, str(policy.adapter)).merge_and_unload()
+        with warnings.catch_warnings():  # PEFT asks through a name transformers 5 deprecates
+            warnings.filterwarnings(
+                "ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning
+            )
+            model = PeftModel.from_pretrained(model, str(policy.adapter)).merge_and_unload()
     model = model.to(device=device, dtype=getattr(torch, dtype))
     tokenizer = AutoTokenizer.from_pretrained(str(source), padding_side="left")
     if tokenizer.pad_token_id is None:
