@@ -355,10 +355,10 @@ def load_policy(policy: Policy, dtype: str = "float32", device: str = "cpu"):
 
         from peft import PeftModel
 
+        from evoenv_cli.stages.train import _TRL_CHECKPOINTING_NOISE
+
         with warnings.catch_warnings():  # PEFT asks through a name transformers 5 deprecates
-            warnings.filterwarnings(
-                "ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning
-            )
+            warnings.filterwarnings("ignore", message=_TRL_CHECKPOINTING_NOISE, category=FutureWarning)
             model = PeftModel.from_pretrained(model, str(policy.adapter)).merge_and_unload()
     model = model.to(device=device, dtype=getattr(torch, dtype))
     tokenizer = AutoTokenizer.from_pretrained(str(source), padding_side="left")

@@ -388,8 +388,9 @@ def vllm_context(model: str, rows: list[dict], cfg: TrainConfig) -> int | None:
     return longest + cfg.max_completion_length
 
 
-# TRL toggles checkpointing through the old method names, which transformers 5 deprecates:
-# noise the user can do nothing about, so it is silenced while training (and only that).
+# TRL (and PEFT, loading an adapter) toggles checkpointing through the old method names, which
+# transformers 5 deprecates: noise the user can do nothing about, so it is silenced while
+# training and while `bound` loads an adapter (and only then).
 _TRL_CHECKPOINTING_NOISE = r"`(is_)?gradient_checkpointing\w*` is deprecated"
 
 
