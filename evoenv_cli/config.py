@@ -424,7 +424,9 @@ class TrainConfig:
 class DistillConfig:
     """`evoenv distill`: on-policy distillation (TRL's DistillationTrainer). The student, the base
     model plus a TinyLoRA adapter shaped by train.tinylora_*, samples its own completions and
-    learns the teacher's next-token distribution on them. There is no reward in this loss."""
+    learns the teacher's next-token distribution on them. With reward_weight w > 0 the
+    environments' reward is mixed in: w times a REINFORCE term on the same samples, their
+    advantage the reward (as `train` pays it) less the batch's mean (training/mixed_reward.py)."""
 
     beta: float = field(default=1.0, metadata={"min": 0, "max": 1})  # 1.0 reverse KL, 0.0 forward KL, 0.5 JSD
     learning_rate: float = field(default=1e-3, metadata={"min": 0})
@@ -433,6 +435,7 @@ class DistillConfig:
     gradient_accumulation_steps: int = field(default=1, metadata={"min": 1})
     max_completion_length: int = field(default=256, metadata={"min": 1})
     temperature: float = field(default=1.0, metadata={"gt": 0})  # of the student's samples and of the loss
+    reward_weight: float = field(default=0.0, metadata={"min": 0})  # 0: the divergence alone
     seed: int = 0
     logging_steps: int = field(default=1, metadata={"min": 1})
     save_steps: int = field(default=50, metadata={"min": 1})

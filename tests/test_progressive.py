@@ -200,6 +200,66 @@ def test_distill_trains_a_13_value_student_and_quantizes_it(distilled):
     assert [round(x, 6) for x in qv.tolist()] == [round(levels[c], 6) for c in q["codes"]]
 
 
+def test_reinforce_term_matches_hand_computed_values():
+    import torch
+
+    from evoenv_cli.training.mixed_reward import logit_transforms, reinforce_loss
+
+    logps = torch.tensor([[-1.0, -2.0, -3.0], [-0.5, -0.5, -4.0]], requires_grad=True)
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])  # the first completion ended after 2 tokens
+    advantages = torch.tensor([0.25, -0.25])
+    loss = reinforce_loss(logps, mask, advantages, 5)
+    # -(0.25 * (-1 - 2) + (-0.25) * (-0.5 - 0.5 - 4)) / 5 = -(-0.75 + 1.25) / 5
+    assert loss.item() == pytest.approx(-0.1)
+    loss.backward()
+    # descending the loss raises the log-probs of the better completion, lowers the worse one's,
+    # and leaves the masked token alone
+    assert logps.grad.flatten().tolist() == pytest.approx([-0.05, -0.05, 0.0, 0.05, 0.05, 0.05])
+    from transformers import LlamaConfig
+
+    assert logit_transforms(LlamaConfig()) == []
+    assert logit_transforms(LlamaConfig(final_logit_softcapping=30.0)) == ["final_logit_softcapping"]
+
+
+@pytest.mark.slow
+def test_distill_mixes_the_environments_reward_in(work, tiny_model):
+    # batches of 4 completions of 24 tokens: enough text that the random model writes a digit
+    # somewhere, so digit_share's rewards differ inside a batch
+    wider = "distill:\n  per_device_train_batch_size: 4\n  max_completion_length: 24\n  learning_rate: 0.01\n"
+    base = RECIPE.replace("distill:\n  max_steps: 2\n  per_device_train_batch_size: 2\n", "distill:\n  max_steps: 2\n")
+    base = base.replace(
+        "distill:\n  max_steps: 2\n  max_completion_length: 8\n  learning_rate: 0.01\n", wider + "  max_steps: 2\n"
+    )
+    assert "max_completion_length: 24" in base
+    runs = {}
+    for weight in (0.0, 1.0):
+        recipe = work / f"mixed-{weight:g}.yaml"
+        recipe.write_text(base.replace("distill:\n", f"distill:\n  reward_weight: {weight}\n"))
+        out = work / f"distill-mixed-{weight:g}"
+        args = ["distill", work / "rows.jsonl", "--library", work / "lib", "--teacher", work / "teacher"]
+        r = evoenv(*args, "--model", tiny_model, "--out", out, "-c", recipe, "--json")
+        assert r.returncode == 0, r.stderr[-3000:]
+        runs[weight] = out, json.loads(r.stdout.strip().splitlines()[-1])
+    (plain, plain_summary), (mixed, summary) = runs[0.0], runs[1.0]
+    assert plain_summary["reward_mixed_in"] is False and summary["reward_mixed_in"] is True
+    assert summary["reward_weight"] == 1.0 and summary["trained_parameters"] == 13
+    logged = [json.loads(x) for x in (mixed / "metrics.jsonl").read_text().splitlines()]
+    steps = [x for x in logged if "reward" in x]
+    assert len(steps) == 2 and all(0.0 <= x["reward"] < 1.0 for x in steps)
+    assert any(x["reward_std"] > 0 and x["reward_term"] != 0 for x in steps)  # digit shares differ, so it pulls
+    assert all("reward" not in json.loads(x) for x in (plain / "metrics.jsonl").read_text().splitlines())
+    # same seed, same rows, same first samples: only the reward term moves the vector apart
+    (a,), (b,) = tinylora_vector(plain), tinylora_vector(mixed)
+    assert not bool((a == b).all())
+    q = json.loads((mixed / "quantized" / "quantized.json").read_text())
+    assert q["hyperparameters"]["reward_weight"] == 1.0
+    manifest = json.loads((mixed / "distill-manifest.json").read_text())
+    assert (
+        manifest["config"]["reward"]["format_weight"] == 0.0
+        and "reward" not in json.loads((plain / "distill-manifest.json").read_text())["config"]
+    )
+
+
 @pytest.mark.slow
 def test_bound_is_deterministic_and_prints_its_statement(work, distilled, tiny_model):
     out, _ = distilled

@@ -351,14 +351,11 @@ def load_policy(policy: Policy, dtype: str = "float32", device: str = "cpu"):
     source = policy.path if policy.kind in ("base", "full") else Path(policy.base_model)
     model = AutoModelForCausalLM.from_pretrained(str(source), dtype=torch.float32)
     if policy.adapter is not None:
-        import warnings
-
         from peft import PeftModel
 
-        from evoenv_cli.stages.train import _TRL_CHECKPOINTING_NOISE
+        from evoenv_cli.stages.train import checkpointing_noise_silenced
 
-        with warnings.catch_warnings():  # PEFT asks through a name transformers 5 deprecates
-            warnings.filterwarnings("ignore", message=_TRL_CHECKPOINTING_NOISE, category=FutureWarning)
+        with checkpointing_noise_silenced():  # PEFT asks through a name transformers 5 deprecates
             model = PeftModel.from_pretrained(model, str(policy.adapter)).merge_and_unload()
     model = model.to(device=device, dtype=getattr(torch, dtype))
     tokenizer = AutoTokenizer.from_pretrained(str(source), padding_side="left")

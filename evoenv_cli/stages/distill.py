@@ -3,10 +3,11 @@ TRL's DistillationTrainer. The student is the base model plus a TinyLoRA adapter
 train.tinylora_*); it samples completions of `evoenv sample` rows itself and learns the
 teacher's next-token distribution on them under the generalized JSD (beta 1.0: reverse KL).
 
-The environments' reward is not mixed in: DistillationTrainer's loss has no reward term and
-`_generate_and_score_completions` scores nothing, so mixing one in would mean overriding its
-loss, a trainer of our own, which this project does not write. The adapter is then quantized
-to bound.bits (OUT/quantized) for `evoenv bound`.
+DistillationTrainer's loss has no reward term. With distill.reward_weight w > 0 the
+environments' reward is mixed in by a subclass that scores TRL's own samples in the sandbox and
+adds w times a REINFORCE term to TRL's divergence (training/mixed_reward.py); at 0 (the default)
+TRL's trainer runs as it is. The adapter is then quantized to bound.bits (OUT/quantized) for
+`evoenv bound`.
 """
 
 from __future__ import annotations
@@ -14,18 +15,27 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-import warnings
 from pathlib import Path
 
 from evoenv_cli import artifacts
-from evoenv_cli.config import AnswerConfig, BoundConfig, DistillConfig, TrainConfig, to_dict
+from evoenv_cli.config import (
+    AnswerConfig,
+    BoundConfig,
+    DistillConfig,
+    RewardConfig,
+    RuntimeConfig,
+    TrainConfig,
+    to_dict,
+)
 from evoenv_cli.errors import InputError
 from evoenv_cli.stage import Context, Stage, register
 from evoenv_cli.stages.train import (
-    _TRL_CHECKPOINTING_NOISE,
     adapter_config,
     check_inputs,
     check_model,
+    checkpointing_noise_silenced,
+    recipe_reward,
+    thinking_rule,
     trained_parameters,
 )
 from evoenv_cli.training import quantize
@@ -52,6 +62,21 @@ def teacher_source(teacher: str):
         raise InputError(f"{path}/adapter_config.json: names no base model")
     model = AutoModelForCausalLM.from_pretrained(check_model(base), dtype=torch.float32)
     return PeftModel.from_pretrained(model, str(path)).merge_and_unload()
+
+
+def check_mixable(model: str) -> None:
+    """distill.reward_weight projects the student's hidden states through its LM head alone:
+    refuse a model whose logits are scaled or capped after it (one line, exit 2)."""
+    from transformers import AutoConfig
+
+    from evoenv_cli.training.mixed_reward import logit_transforms
+
+    found = logit_transforms(AutoConfig.from_pretrained(model))
+    if found:
+        raise InputError(
+            f"{model}: distill.reward_weight needs logits straight from the LM head; this model's config sets "
+            f"{', '.join(found)}"
+        )
 
 
 def distill_args(cfg: DistillConfig, out: Path) -> dict:
@@ -92,12 +117,19 @@ def run(
     bound_cfg: BoundConfig,
     answer: AnswerConfig,
     resume: bool = False,
+    runtime: RuntimeConfig | None = None,
+    reward_cfg: RewardConfig | None = None,
 ) -> dict:
     """Distil `teacher` into base `model` + TinyLoRA on the rows' prompts; write the adapter,
-    OUT/quantized (bound.bits) and distill-manifest.json."""
+    OUT/quantized (bound.bits) and distill-manifest.json. With cfg.reward_weight > 0 the rows'
+    environments score the student's samples (in `runtime`'s sandbox, paid as `reward_cfg`)."""
     rows = check_inputs(data, library, model)
     model = check_model(model)
     check_model(teacher)
+    runtime, reward_cfg = runtime or RuntimeConfig(), reward_cfg or RewardConfig()
+    mixed = cfg.reward_weight > 0
+    if mixed:
+        check_mixable(model)
     started = artifacts.now_iso()
     out.mkdir(parents=True, exist_ok=True)
 
@@ -108,7 +140,10 @@ def run(
 
     compact_lm_head_on_cpu()  # on a CPU, the divergence projects the completion's positions alone
     transformers.set_seed(cfg.seed)
-    dataset = datasets.load_dataset("json", data_files=str(data), split="train").select_columns(["prompt"])
+    # with the reward mixed in, the rows' environment columns travel with the prompts to the reward
+    columns = ["prompt", *(("env_id", "instance", "env_name") if mixed else ())]
+    dataset = datasets.load_dataset("json", data_files=str(data), split="train")
+    dataset = dataset.select_columns([c for c in columns if c in dataset.column_names])
     tokenizer = AutoTokenizer.from_pretrained(model, padding_side="left")
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -117,20 +152,35 @@ def run(
     args = distill_args(cfg, out)
     if isinstance(source, str):  # TRL refuses load settings for a teacher already in memory
         args["teacher_model_init_kwargs"] = {"dtype": "float32"}
+    reward = None
+    extra: dict = {}
+    trainer_cls = DistillationTrainer
+    if mixed:
+        from evoenv_cli.training import mixed_reward
+
+        # one column: TRL's distillation has no reward_weights to pay the format bonus apart
+        reward = recipe_reward(library, answer, reward_cfg, runtime, cfg.seed, out, reward_cfg.format_weight)
+        trainer_cls, extra = mixed_reward.trainer_class(), {"env_reward": reward, "reward_weight": cfg.reward_weight}
     loading = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=_TRL_CHECKPOINTING_NOISE, category=FutureWarning)
-        trainer = DistillationTrainer(
-            model=model,
-            teacher_model=source,
-            args=DistillationConfig(**args),
-            train_dataset=dataset,
-            processing_class=tokenizer,
-            peft_config=adapter_config(student),
-        )
-        load_s = time.perf_counter() - loading
-        checkpoint = resume and any((out / "checkpoints").glob("checkpoint-*"))
-        result = trainer.train(resume_from_checkpoint=True if checkpoint else None)
+    try:
+        with checkpointing_noise_silenced():
+            trainer = trainer_cls(
+                model=model,
+                teacher_model=source,
+                args=DistillationConfig(**args),
+                train_dataset=dataset,
+                processing_class=tokenizer,
+                peft_config=adapter_config(student),
+                **extra,
+            )
+            load_s = time.perf_counter() - loading
+            if reward is not None:
+                thinking_rule(trainer, student, [reward])
+            checkpoint = resume and any((out / "checkpoints").glob("checkpoint-*"))
+            result = trainer.train(resume_from_checkpoint=True if checkpoint else None)
+    finally:
+        if reward is not None:
+            reward.close()
     trainer.save_model(str(out))
     tokenizer.save_pretrained(str(out))
     with artifacts.atomic_file(out / "metrics.jsonl") as f:
@@ -141,6 +191,7 @@ def run(
         "bits": bound_cfg.bits,
         "learning_rate": cfg.learning_rate,
         "steps": cfg.max_steps,
+        "reward_weight": cfg.reward_weight,
     }
     quantized = quantize.quantize_adapter(out, out / "quantized", bound_cfg.bits, bound_cfg.grid, hyper)
     params = trained_parameters(trainer.model)
@@ -155,13 +206,20 @@ def run(
         "adapter_kind": "tinylora",
         "trained_parameters": params,
         "loss": f"generalized JSD, beta {cfg.beta:g} ({DIVERGENCE.get(cfg.beta, 'JSD')})",
-        "reward_mixed_in": False,
+        "reward_mixed_in": mixed,
+        "reward_weight": cfg.reward_weight,
         "quantized_bits": quantized["description_length"]["total"],
         "quantization_max_abs_error": quantized["max_abs_error"],
     }
     manifest = artifacts.manifest(
         "distill",
-        {"distill": to_dict(cfg), "train": to_dict(student), "bound": to_dict(bound_cfg), "answer": to_dict(answer)},
+        {
+            "distill": to_dict(cfg),
+            "train": to_dict(student),
+            "bound": to_dict(bound_cfg),
+            "answer": to_dict(answer),
+            **({"reward": to_dict(reward_cfg)} if mixed else {}),
+        },
         library.files,
         started,
         {"rows": len(rows), "steps": summary["steps"]},
@@ -191,6 +249,7 @@ def _settings(ctx: Context) -> dict:
         distill={k: v for k, v in to_dict(r.distill).items() if k != "max_steps"},
         train=r.train,
         bound=r.bound,
+        **({"reward": r.reward} if r.distill.reward_weight else {}),
         teacher=ctx.inputs["teacher"],
         model=ctx.inputs["model"],
         data=ctx.inputs["data"],
@@ -200,14 +259,25 @@ def _settings(ctx: Context) -> dict:
 def _run(ctx: Context, lib, out: Path, llm, bar) -> dict:
     r, given = ctx.recipe, ctx.inputs
     return run(
-        given["data"], lib, given["teacher"], given["model"], out, r.distill, r.train, r.bound, r.answer, ctx.resume
+        given["data"],
+        lib,
+        given["teacher"],
+        given["model"],
+        out,
+        r.distill,
+        r.train,
+        r.bound,
+        r.answer,
+        ctx.resume,
+        runtime=r.runtime,
+        reward_cfg=r.reward,
     )
 
 
 STAGE = register(
     Stage(
         "distill",
-        sections=("distill", "train", "bound", "answer"),
+        sections=("distill", "train", "bound", "answer", "reward", "runtime"),
         marker=MANIFEST,
         settings=_settings,
         run=_run,

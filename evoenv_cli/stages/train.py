@@ -13,6 +13,7 @@ line per step (`train_progress`); TRL's raw dicts go to OUT/log.txt.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -394,6 +395,41 @@ def vllm_context(model: str, rows: list[dict], cfg: TrainConfig) -> int | None:
 _TRL_CHECKPOINTING_NOISE = r"`(is_)?gradient_checkpointing\w*` is deprecated"
 
 
+@contextlib.contextmanager
+def checkpointing_noise_silenced():
+    """Inside: transformers' deprecation of the checkpointing names TRL and PEFT call, ignored."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_TRL_CHECKPOINTING_NOISE, category=FutureWarning)
+        yield
+
+
+def recipe_reward(
+    library: artifacts.EnvLibrary,
+    answer: AnswerConfig,
+    reward_cfg: RewardConfig,
+    runtime: RuntimeConfig,
+    seed: int,
+    out: Path,
+    format_weight: float = 0.0,
+) -> EnvReward:
+    """The environments' reward as the recipe pays it: scored in `runtime`'s sandbox, rechecked
+    at reward.recheck_share into OUT's quarantine log, every row by the recipe's answer rule
+    (its tag; `format_weight` folded in, or 0 where the trainer pays the format column itself,
+    as GRPO's reward_weights do in `train`)."""
+    return EnvReward(
+        library.files,
+        answer_tag=answer.tag,
+        format_weight=format_weight,
+        sandbox=runtime.sandbox,
+        workers=runtime.workers,
+        limits=runtime.limits,
+        recheck_share=reward_cfg.recheck_share,
+        recheck_seed=seed,
+        quarantine_log=out / QUARANTINE_FILE,
+        rows_rule=False,
+    )
+
+
 def run(
     data: Path,
     library: artifacts.EnvLibrary,
@@ -440,17 +476,7 @@ def run(
     eval_dataset = (
         datasets.load_dataset("json", data_files=str(eval_data), split="train") if eval_data is not None else None
     )
-    reward = EnvReward(
-        library.files,
-        answer_tag=answer.tag,
-        sandbox=runtime.sandbox,
-        workers=runtime.workers,
-        limits=runtime.limits,
-        recheck_share=reward_cfg.recheck_share,
-        recheck_seed=cfg.seed,
-        quarantine_log=out / QUARANTINE_FILE,
-        rows_rule=False,  # evoenv train's recipe is the answer rule: its tag, GRPO's reward_weights
-    )
+    reward = recipe_reward(library, answer, reward_cfg, runtime, cfg.seed, out)
     format_reward = FormatReward(answer.tag, rows_rule=False) if reward_cfg.format_weight else None
     made_with = sorted({r["answer_tag"] for r in rows if "answer_tag" in r} - {answer.tag})
     if made_with:  # loud: the rows' prompts asked for another tag than the one the reward extracts
@@ -475,8 +501,7 @@ def run(
         vllm_max_model_length=vllm_context(model, rows, cfg),
     )
     loading = time.perf_counter()  # the trainer loads the policy (and its reference) here
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=_TRL_CHECKPOINTING_NOISE, category=FutureWarning)
+    with checkpointing_noise_silenced():
         trainer = GRPOTrainer(
             model=model,
             reward_funcs=reward_funcs,
