@@ -9,7 +9,8 @@
 3. `evoenv sample` (training seeds), then five arms on the same environments:
    base; GRPO + LoRA (the teacher); GRPO + TinyLoRA (26 values: one 13-value vector for each
    half of the network's adapted modules); TinyLoRA of the same family distilled on-policy
-   from the teacher (`evoenv distill`, reverse KL); and its 2-bit quantized copy;
+   from the teacher (`evoenv distill`, reverse KL, the reward mixed in at distill.reward_weight);
+   and its 2-bit quantized copy;
 4. `evoenv bound` on every arm: the same S (held-out seeds, never a training seed), Gumbel-max
    sampling at the code's temperature and fixed noise, in bfloat16 in batches of 32 (the code
    records both), scored by the environment in the sandbox. The quantized student is 2 bits a
