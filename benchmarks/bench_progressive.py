@@ -14,7 +14,7 @@
 4. `evoenv bound` on every arm: the same S (held-out seeds, never a training seed), Gumbel-max
    sampling at the code's temperature and fixed noise, in bfloat16 in batches of 32 (the code
    records both), scored by the environment in the sandbox. The quantized student is 2 bits a
-   value, so its L is about 63 bits; at that L a bound clears a base near 0.21 from a measured
+   value, so its L is about 64 bits; at that L a bound clears a base near 0.21 from a measured
    accuracy near 0.31 only once S holds about 1,800 instances. So S holds 3,072 (the recipe's
    bound.n): the quantized student and the base answer all of it, and every arm answers its
    first 1,024 (`bound --first`), the items the arms are compared on.

@@ -231,18 +231,21 @@ def test_distill_mixes_the_environments_reward_in(work, tiny_model):
         "distill:\n  max_steps: 2\n  max_completion_length: 8\n  learning_rate: 0.01\n", wider + "  max_steps: 2\n"
     )
     assert "max_completion_length: 24" in base
+    recipe = work / "mixed.yaml"
+    recipe.write_text(base)
     runs = {}
-    for weight in (0.0, 1.0):
-        recipe = work / f"mixed-{weight:g}.yaml"
-        recipe.write_text(base.replace("distill:\n", f"distill:\n  reward_weight: {weight}\n"))
+    for weight in (0.0, 1.0):  # the recipe's default weight 0, then --reward-weight 1
         out = work / f"distill-mixed-{weight:g}"
         args = ["distill", work / "rows.jsonl", "--library", work / "lib", "--teacher", work / "teacher"]
-        r = evoenv(*args, "--model", tiny_model, "--out", out, "-c", recipe, "--json")
+        flag = ["--reward-weight", weight] if weight else []
+        r = evoenv(*args, "--model", tiny_model, "--out", out, "-c", recipe, *flag, "--json")
         assert r.returncode == 0, r.stderr[-3000:]
         runs[weight] = out, json.loads(r.stdout.strip().splitlines()[-1])
+    one_line(evoenv(*args, "--model", tiny_model, "--out", work / "never", "--reward-weight", "-1"), "--reward-weight")
     (plain, plain_summary), (mixed, summary) = runs[0.0], runs[1.0]
     assert plain_summary["reward_mixed_in"] is False and summary["reward_mixed_in"] is True
     assert summary["reward_weight"] == 1.0 and summary["trained_parameters"] == 13
+    assert summary["loss"] == "generalized JSD, beta 1 (reverse KL) + 1 x REINFORCE on the environments' reward"
     logged = [json.loads(x) for x in (mixed / "metrics.jsonl").read_text().splitlines()]
     steps = [x for x in logged if "reward" in x]
     assert len(steps) == 2 and all(0.0 <= x["reward"] < 1.0 for x in steps)

@@ -34,12 +34,20 @@ def distill(
     config: ConfigOpt = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="Optimizer steps.", min=1)] = None,
     learning_rate: Annotated[float | None, typer.Option("--lr", help="Learning rate.")] = None,
+    reward_weight: Annotated[
+        float | None,
+        typer.Option(
+            "--reward-weight",
+            help="Mix the environments' reward in at this weight (a REINFORCE term; 0: distillation alone).",
+        ),
+    ] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from the last checkpoint in OUT.")] = False,
     clean: CleanOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout.")] = False,
 ) -> None:
     """On-policy distillation (TRL's DistillationTrainer, reverse KL) of a teacher into the base
-    model plus a TinyLoRA adapter; then quantized to bound.bits for `evoenv bound`.
+    model plus a TinyLoRA adapter, the environments' reward mixed in at distill.reward_weight;
+    then quantized to bound.bits for `evoenv bound`.
 
     Example: [bold]evoenv distill rows.jsonl --library runs/pool --teacher runs/r1/train --model runs/starter-model --out runs/r1/distill[/]
     """
@@ -49,7 +57,11 @@ def distill(
 
     recipe = cfgmod.load_recipe(config)
     recipe.distill = cfgmod.override(
-        recipe.distill, {"learning_rate": "--lr"}, max_steps=max_steps, learning_rate=learning_rate
+        recipe.distill,
+        {"learning_rate": "--lr"},
+        max_steps=max_steps,
+        learning_rate=learning_rate,
+        reward_weight=reward_weight,
     )
     inputs = {"data": data, "teacher": teacher, "model": model}
     summary = run_stage(

@@ -205,7 +205,8 @@ def run(
         "quantized": str(out / "quantized"),
         "adapter_kind": "tinylora",
         "trained_parameters": params,
-        "loss": f"generalized JSD, beta {cfg.beta:g} ({DIVERGENCE.get(cfg.beta, 'JSD')})",
+        "loss": f"generalized JSD, beta {cfg.beta:g} ({DIVERGENCE.get(cfg.beta, 'JSD')})"
+        + (f" + {cfg.reward_weight:g} x REINFORCE on the environments' reward" if mixed else ""),
         "reward_mixed_in": mixed,
         "reward_weight": cfg.reward_weight,
         "quantized_bits": quantized["description_length"]["total"],
