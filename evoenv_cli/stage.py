@@ -105,6 +105,9 @@ class Stage:
     check: Callable[[Context, Any], None] | None = None  # (ctx, library or None): before OUT is touched
     prepares: Callable[[Context], bool] | None = None  # whether this process prepares OUT (default: yes)
     total: Callable[[Context, Any], int | None] | None = None  # progress total; default: the library's files
+    # (OUT) on a resumed folder, before `run`: cut the records a killed attempt left back to the
+    # point the run goes on from (train: its last checkpoint), so a rerun never appends to them
+    resume_from: Callable[[Path], None] | None = None
 
     @property
     def where(self) -> str:
@@ -164,14 +167,7 @@ def execute(stage: Stage, ctx: Context) -> Any:
         ctx.model.check()
     out = ctx.out
     if stage.settings is not None and (stage.prepares is None or stage.prepares(ctx)):
-        out = artifacts.prepare_out_dir(
-            ctx.out,
-            ctx.resume if stage.resumable else False,
-            ctx.clean,
-            envs=stage.envs,
-            settings=cfgmod.stage_settings(**stage.settings(ctx)),
-            resumable=stage.resumable,
-        )
+        out = prepare(stage, ctx)
     llm = ctx.model.get() if stage.uses_model and ctx.model is not None else None
     total = stage.total(ctx, lib) if stage.total is not None else (len(lib.files) if lib is not None else None)
     owned = llm if llm is not None and ctx.model.owned else contextlib.nullcontext()
@@ -181,6 +177,29 @@ def execute(stage: Stage, ctx: Context) -> Any:
     except KeyboardInterrupt:
         words, file = stage.partial
         raise StageInterrupted(f"{words} so far are in {out / file}; {stage.rerun}", out) from None
+
+
+def prepare(stage: Stage, ctx: Context) -> Path:
+    """OUT made ready the same way for every stage: refused if it holds results and neither
+    --resume nor --clean says what to do, emptied on --clean (and on any rerun of a stage that
+    cannot resume), and on --resume its records cut back to what the run goes on from: each
+    JSONL file's torn last line (a kill mid-write) dropped, then the stage's own `resume_from`."""
+    resume = ctx.resume and stage.resumable
+    used = artifacts.holds_results(ctx.out)
+    out = artifacts.prepare_out_dir(
+        ctx.out,
+        resume,
+        ctx.clean,
+        envs=stage.envs,
+        settings=cfgmod.stage_settings(**stage.settings(ctx)),
+        resumable=stage.resumable,
+    )
+    if used and resume:
+        for records in sorted(out.glob("*.jsonl")):
+            artifacts.read_jsonl_tolerant(records)  # truncates a torn last line
+        if stage.resume_from is not None:
+            stage.resume_from(out)
+    return out
 
 
 def funnel_line(label: str, record: dict, out: Path) -> str:

@@ -277,3 +277,58 @@ def test_the_console_gets_one_plain_line_per_step_and_the_raw_dicts_go_to_the_lo
     logged = [json.loads(x) for x in (out / "log.txt").read_text().splitlines()]
     assert [d["step"] for d in logged if "frac_reward_zero_std" in d] == [1, 2, 3]
     assert any("train_runtime" in d for d in logged)  # TRL's closing summary, logged too
+
+
+def _train_argv(rows, tiny_model, out, *extra):
+    return [
+        str(EXE),
+        "train",
+        str(rows),
+        "--library",
+        str(rows.parent / "lib"),
+        "--model",
+        str(tiny_model),
+        "--out",
+        str(out),
+        "--config",
+        str(rows.parent / "recipe.yaml"),
+        "--max-steps",
+        "4",
+        "--json",
+        *extra,
+    ]
+
+
+def _steps(out: Path) -> list[dict]:
+    return [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("killed_after", [1, 3])  # before the first checkpoint (step 2), and after it
+def test_a_train_killed_and_rerun_logs_each_step_once_as_an_unkilled_run_does(tiny_model, rows, tmp_path, killed_after):
+    """The measured defect: a rerun after kill -9 kept the killed attempt's steps in
+    metrics.jsonl beside its own, so the summary's mean train reward was wrong."""
+    import signal
+    import time
+
+    clean = tmp_path / "clean"
+    r = subprocess.run(_train_argv(rows, tiny_model, clean), capture_output=True, text=True, env=ENV, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(
+        _train_argv(rows, tiny_model, killed), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV
+    )
+    metrics = killed / "metrics.jsonl"
+    while proc.poll() is None and not (metrics.exists() and len(metrics.read_text().splitlines()) >= killed_after):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL and not (killed / "train-manifest.json").exists()
+    r = subprocess.run(
+        _train_argv(rows, tiny_model, killed, "--resume"), capture_output=True, text=True, env=ENV, timeout=900
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert [m["step"] for m in _steps(killed)] == [1, 2, 3, 4]
+    timeless = [{k: v for k, v in m.items() if "time" not in k and "seconds" not in k} for m in _steps(killed)]
+    assert timeless == [{k: v for k, v in m.items() if "time" not in k and "seconds" not in k} for m in _steps(clean)]
+    summary = json.loads((killed / "train-manifest.json").read_text())["summary"]
+    assert summary["mean_reward"] == json.loads((clean / "train-manifest.json").read_text())["summary"]["mean_reward"]

@@ -36,6 +36,8 @@ from evoenv_cli.training import progress
 from evoenv_cli.training.cpu_head import compact_lm_head_on_cpu
 from evoenv_cli.training.progress import TRAIN_LOG
 
+METRICS_FILE = "metrics.jsonl"  # a line per logged step (TRL's numbers and evoenv's)
+
 ROW_FIELDS = ("prompt", "env_id", "instance")
 
 
@@ -490,7 +492,7 @@ def run(
     )
     reward_funcs: list = [step_rewards, *([TimedFormat(format_reward, step_rewards)] if format_reward else [])]
     peft_config = adapter_config(cfg)
-    metrics_path = out / "metrics.jsonl"
+    metrics_path = out / METRICS_FILE
     if not resume and main:
         metrics_path.unlink(missing_ok=True)
     args = grpo_args(
@@ -771,6 +773,28 @@ def _check(ctx: Context, lib: artifacts.EnvLibrary) -> None:
         raise artifacts.InputError(f"{recipe}: {exc}" if recipe is not None else str(exc)) from None
 
 
+def resume_from(out: Path) -> None:
+    """A resumed train goes on from its last checkpoint (the one TRL's `resume_from_checkpoint`
+    picks), or from the start when the kill came before the first. The steps after that point
+    are trained and logged again, so the killed attempt's records of them (metrics.jsonl, the
+    arena's log) are dropped; from the start, the reward audit's quarantine is made again too."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from evoenv_cli.training.arena import ARENA_FILE
+
+    folder = out / "checkpoints"
+    last = get_last_checkpoint(str(folder)) if folder.is_dir() else None
+    step = int(Path(last).name.rsplit("-", 1)[1]) if last else 0
+    for name in (METRICS_FILE, ARENA_FILE):
+        path = out / name
+        records = artifacts.read_jsonl_tolerant(path)
+        kept = [r for r in records if isinstance(r.get("step"), int) and r["step"] <= step]
+        if len(kept) != len(records):
+            artifacts.write_jsonl_atomic(path, kept)
+    if step == 0:
+        (out / QUARANTINE_FILE).unlink(missing_ok=True)
+
+
 def _settings(ctx: Context) -> dict:
     r = ctx.recipe  # --resume may raise max_steps to train on: not in the settings
     return dict(
@@ -814,5 +838,6 @@ STAGE = register(
         allow_empty=False,
         check=_check,
         prepares=lambda ctx: is_main_rank(),  # under accelerate launch every rank runs it; one prepares OUT
+        resume_from=resume_from,
     )
 )
