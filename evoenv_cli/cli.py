@@ -23,7 +23,6 @@ from evoenv_cli import artifacts, row_formats, stage
 from evoenv_cli import config as cfgmod
 from evoenv_cli.commands import progressive, tools  # noqa: F401 (their commands register on the app)
 from evoenv_cli.commands.common import (
-    PIPELINE_ORDER,  # noqa: F401 (the order `evoenv --help` lists the commands in)
     RECIPE_FIELDS,  # noqa: F401
     AdmissionOutOpt,
     BackendOpt,

@@ -507,7 +507,8 @@ class RewardConfig:
     """How a completion becomes a reward: the answer extracted (the `answer:` section's tag),
     then the environment's score."""
 
-    format_weight: float = field(default=0.0, metadata={"min": 0, "max": 1})
+    # the format bonus's share of the reward; below 1, or the environment's score would weigh nothing
+    format_weight: float = field(default=0.0, metadata={"min": 0, "lt": 1})
     # rewards scored again in a fresh worker; a disagreement quarantines the environment
     recheck_share: float = field(default=0.02, metadata={"min": 0, "max": 1})
 
@@ -622,6 +623,14 @@ def _rule_problem(value: Any, rules: dict, section: Any = None) -> str | None:
 def _field_problem(obj: Any, f: dataclasses.Field, hint: Any) -> str | None:
     value = getattr(obj, f.name)
     return _type_problem(value, hint) or _rule_problem(value, dict(f.metadata), obj)
+
+
+def field_problem(cls: type, name: str, value: Any) -> str | None:
+    """What is wrong with `value` as the field `name` of the config dataclass `cls` (its type
+    and its bounds), or None: for a setting that arrives another way than in a recipe (a row
+    carries reward.format_weight)."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    return _type_problem(value, typing.get_type_hints(cls)[name]) or _rule_problem(value, dict(f.metadata))
 
 
 def check_values(obj: Any, where: str) -> None:

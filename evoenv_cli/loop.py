@@ -614,16 +614,19 @@ def round_summary(r: int, d: Path, pool_change: dict, config_hash: str | None = 
     """The round's numbers (no timings: those are in loop.json). `admitted.calibrate` counts
     what the difficulty contract measured in band; `admitted.uncalibrated`, what it let
     through unmeasured (no answers to score)."""
-    syn = read_json(d / "synthesize" / "summary.json")
+    syn = read_json(d / stages.get("synthesize").where)
     admitted = {}
-    for s in ("validate", "review", "compose", "dedupe", "calibrate"):
-        summary = read_json(d / s / "summary.json")
-        admitted[s] = summary.get("admitted")
-        if s == "calibrate" and admitted[s] is not None:
+    # the admission steps of the round, in its order: each one's funnel words name what it admitted
+    for st in stages.round_steps():
+        if not st.funnel or st.name in ("synthesize", "rotate"):  # they generate and re-measure
+            continue
+        summary = read_json(d / st.where)
+        admitted[st.name] = summary.get("admitted")
+        if st.name == "calibrate" and admitted[st.name] is not None:
             admitted["uncalibrated"] = summary.get("admitted_uncalibrated", 0)
-            admitted[s] -= admitted["uncalibrated"]
-    train = read_json(d / "train" / "train-manifest.json").get("summary", {})
-    metrics = read_json(d / "evaluate" / "metrics.json")
+            admitted[st.name] -= admitted["uncalibrated"]
+    train = read_json(d / stages.get("train").where).get("summary", {})
+    metrics = read_json(d / stages.get("evaluate").where)
     return {
         "round": r,
         "candidates": syn.get("candidates", 0),

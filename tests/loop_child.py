@@ -1,8 +1,9 @@
 """The loop in a process of its own, for kill tests: a scripted policy plays every LLM role, and
 `--kill-at N` sends this process SIGKILL just before its Nth change to the file system (a
 rename, a replace, a folder removal or a JSONL append), `--kill-in-swap` just after the pool
-is moved aside in a swap (the moment that used to lose the pool). Prints how many changes it
-made, as JSON on stdout, when it finishes.
+is moved aside in a swap (the moment that used to lose the pool). Prints, as JSON on stdout
+when it finishes, how many changes it made and each step's span of them ("round/stage":
+[first, last]; train's are its child's, which tests/scripted_train.py kills).
 
     python tests/loop_child.py RUN RECIPE SEEDS ROUNDS [--kill-at N | --kill-in-swap K]
 """
@@ -50,7 +51,7 @@ def main() -> None:
     run_dir, recipe, seeds, rounds = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
     kill_at = int(sys.argv[6]) if len(sys.argv) > 6 and sys.argv[5] == "--kill-at" else None
     kill_in_swap = int(sys.argv[6]) if len(sys.argv) > 6 and sys.argv[5] == "--kill-in-swap" else None
-    count = {"changes": 0, "swaps": 0}
+    count = {"changes": 0, "swaps": 0, "steps": {}}
 
     def counted(fn):
         def wrapper(*args, **kwargs):
@@ -72,6 +73,18 @@ def main() -> None:
     os.replace = counted(os.replace)
     shutil.rmtree = counted(shutil.rmtree)
     artifacts.JsonlAppender.append = counted(artifacts.JsonlAppender.append)
+
+    def spanned(fn, name_of):
+        def wrapper(self, *args, **kwargs):
+            first = count["changes"] + 1
+            result = fn(self, *args, **kwargs)
+            count["steps"][f"{self.round}/{name_of(args, kwargs)}"] = [first, count["changes"]]
+            return result
+
+        return wrapper
+
+    iterate.Loop.step = spanned(iterate.Loop.step, lambda a, k: k.get("label") or a[0])
+    iterate.Loop.train = spanned(iterate.Loop.train, lambda a, k: "train")
     recipe_cfg = iterate.cfgmod.load_recipe(recipe)
     loop = iterate.Loop(
         run_dir,

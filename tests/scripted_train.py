@@ -1,31 +1,61 @@
-"""A stand-in for `evoenv train` in the loop's kill tests (iterate.train_launch runs it): it
-reads the rows and writes the manifest the loop reads, with no model to train. The real train
-stage runs in tests/test_train.py and in test_iterate.py's loop.
+"""A stand-in for `evoenv train` in the loop's kill tests (iterate.train_launch runs it): the
+train stage's own record, run through `stage.execute` (so OUT is prepared, and a resumed one cut
+back to its last checkpoint, as the real train's is), with a scripted `run` in place of TRL's
+steps: a metrics line per step, a checkpoint every 2, no model. SCRIPTED_TRAIN_KILL=round-NN:S:
+SIGKILL the loop and this process just after round NN's step S is logged. The real train stage runs in
+tests/test_train.py and in test_iterate.py's loop.
 
     python tests/scripted_train.py -m evoenv_cli train DATA --library POOL --model M --out OUT ...
 """
 
+import dataclasses
 import json
+import os
+import signal
+import statistics
 import sys
 from pathlib import Path
 
+from evoenv_cli import artifacts, stage
+from evoenv_cli import config as cfgmod
+from evoenv_cli.stages import train
+
+STEPS = 4
+
+
+def scripted_run(ctx: stage.Context, lib, out: Path, llm, bar) -> dict:
+    rows = [json.loads(line) for line in ctx.inputs["data"].read_text().splitlines() if line.strip()]
+    print(f"scripted train: {len(rows)} rows", flush=True)
+    done = [int(p.name.rsplit("-", 1)[1]) for p in (out / "checkpoints").glob("checkpoint-*")]
+    where, _, at = os.environ.get("SCRIPTED_TRAIN_KILL", "").partition(":")
+    kill_at = int(at) if at and out.parent.name == where else None
+    for step in range(max(done, default=0) + 1, STEPS + 1):
+        with (out / train.METRICS_FILE).open("a", encoding="utf-8") as f:
+            f.write(json.dumps({"step": step, "reward": round(step / (len(rows) + STEPS), 4)}) + "\n")
+        if step == kill_at:
+            os.kill(os.getppid(), signal.SIGKILL)
+            os.kill(os.getpid(), signal.SIGKILL)
+        if step % 2 == 0:
+            (out / "checkpoints" / f"checkpoint-{step}").mkdir(parents=True)
+    rewards = [r["reward"] for r in artifacts.read_jsonl_tolerant(out / train.METRICS_FILE)]
+    summary = {
+        "stage": "train",
+        "steps": STEPS,
+        "rows": len(rows),
+        "mean_reward": round(statistics.fmean(rewards), 4),
+        "all_groups_zero_variance": True,
+    }
+    manifest = {"summary": summary, "timings": {"load_s": 0.0, "sandbox_calls": 0}}
+    artifacts.write_json_atomic(out / train.STAGE.marker, manifest)
+    return summary
+
+
 args = sys.argv[1:]
-data = Path(args[3])
-out = Path(args[args.index("--out") + 1])
-rows = [json.loads(line) for line in data.read_text().splitlines() if line.strip()]
-out.mkdir(parents=True, exist_ok=True)
-print(f"scripted train: {len(rows)} rows", flush=True)
-(out / "train-manifest.json").write_text(
-    json.dumps(
-        {
-            "summary": {
-                "stage": "train",
-                "steps": 1,
-                "rows": len(rows),
-                "mean_reward": 0.0,
-                "all_groups_zero_variance": True,
-            },
-            "timings": {"load_s": 0.0, "sandbox_calls": 0},
-        }
-    )
+ctx = stage.Context(
+    cfgmod.load_recipe(Path(args[args.index("--config") + 1])),
+    Path(args[args.index("--out") + 1]),
+    library=Path(args[args.index("--library") + 1]),
+    resume="--resume" in args,
+    inputs={"data": Path(args[3]), "model": args[args.index("--model") + 1]},
 )
+stage.execute(dataclasses.replace(train.STAGE, run=scripted_run, check=None), ctx)

@@ -211,3 +211,15 @@ def test_one_answer_tag_reaches_sample_reward_calibration_and_evaluation(tmp_pat
         assert all(c.endswith((recipe.answer.task_text, recipe.answer.bench_text)) for c in asked)
         got = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()]
         assert {r["kind"] for r in got} == {"env", "bench"} and all(r["answer"] == extracted for r in got)
+
+
+def test_a_format_weight_train_would_refuse_is_refused_when_the_recipe_is_read(tmp_path):
+    """`format_weight: 1` used to pass the recipe (bound: at most 1), sample with it, and fail at
+    train (bound: below 1); one bound now, read at load."""
+    from evoenv_cli.config import load_recipe
+    from evoenv_cli.errors import InputError
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("reward:\n  format_weight: 1\n")
+    with pytest.raises(InputError, match=r"reward\.format_weight: must be less than 1"):
+        load_recipe(recipe)

@@ -1,9 +1,11 @@
-"""Kill -9 anywhere in the loop, rerun, and get what a run never killed gets: the same final
-pool (bytes of its index and files) and the same rounds.jsonl. The loop runs in a child
-process (tests/loop_child.py) with a scripted policy and trainer, so a kill costs seconds."""
+"""Kill -9 anywhere in the loop, rerun, and get what a run never killed gets: every file of the
+run the same (times, logs and the recipe hash aside), the final pool byte for byte. The loop
+runs in a child process (tests/loop_child.py) with a scripted policy and trainer, so a kill
+costs seconds."""
 
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -68,12 +70,12 @@ def setup(tmp_path_factory):
     return root, recipe, seeds, final_state(clean), counts
 
 
-def child(run: Path, recipe: Path, seeds: Path, *kill: str, expect_killed: bool = False):
+def child(run: Path, recipe: Path, seeds: Path, *kill: str, expect_killed: bool = False, env: dict = ENV):
     p = subprocess.run(
         [sys.executable, str(CHILD), str(run), str(recipe), str(seeds), str(ROUNDS), *kill],
         capture_output=True,
         text=True,
-        env=ENV,
+        env=env,
         timeout=600,
     )
     if expect_killed:
@@ -92,6 +94,40 @@ def final_state(run: Path) -> dict:
         "pool_files": {f.name: f.read_bytes() for f in sorted((pool / "envs").iterdir())},
         "leftovers": sorted(p.name for p in run.iterdir() if p.name.startswith("pool.")),
     }
+
+
+# what differs between two runs by design: when things happened and how long they took, the
+# logs that record each attempt, and the hash of the recipe file the run was started from
+TIMES = {"started", "finished", "recorded", "wall_s", "load_s", "seconds", "elapsed_s", "config_hash"}
+LOGS = {"log.txt", "loop.json"}
+
+
+def timeless(value):
+    if isinstance(value, dict):
+        return {k: timeless(v) for k, v in value.items() if k not in TIMES and "seconds" not in k}
+    if isinstance(value, list):
+        return [timeless(v) for v in value]
+    return value
+
+
+def every_file(run: Path) -> dict:
+    """Every file of the run, its path and its content with the run's own folder as RUN;
+    JSON read without its times."""
+    out = {}
+    for f in sorted(p for p in run.rglob("*") if p.is_file() and p.name not in LOGS):
+        text = f.read_bytes().replace(str(run).encode(), b"RUN")
+        if f.suffix == ".json":
+            text = timeless(json.loads(text))
+        elif f.suffix == ".jsonl":
+            text = [timeless(json.loads(line)) for line in text.splitlines()]
+        out[str(f.relative_to(run))] = text
+    return out
+
+
+def same_files(run: Path, clean: Path) -> None:
+    got, want = every_file(run), every_file(clean)
+    assert sorted(got) == sorted(want)
+    assert [k for k in want if got[k] != want[k]] == []
 
 
 @pytest.mark.slow
@@ -125,6 +161,27 @@ def test_kill_anywhere_then_rerun_gives_the_clean_run_s_pool_and_rounds(setup, w
     child(run, recipe, seeds, "--kill-at", str(max(1, int(counts["changes"] * where))), expect_killed=True)
     child(run, recipe, seeds)
     assert final_state(run) == clean
+    same_files(run, root / "clean")
+
+
+ROUND_STEPS = ("synthesize", "validate", "review", "compose", "dedupe", "calibrate", "rotate", "sample", "train")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", ["1/baseline", *(f"1/{s}" for s in ROUND_STEPS), "1/evaluate", "2/train"])
+def test_a_kill_at_a_random_point_of_each_step_then_a_rerun_writes_every_file_the_unkilled_run_does(setup, step):
+    root, recipe, seeds, _, counts = setup
+    rng = random.Random(step)  # random, and the same on every run of the test
+    run = root / f"step-{step.replace('/', '-')}"
+    if step.endswith("/train"):  # the child's steps: tests/scripted_train.py kills the loop and itself
+        where = f"round-{int(step.split('/')[0]):02d}:{rng.randint(1, 4)}"
+        child(run, recipe, seeds, expect_killed=True, env={**ENV, "SCRIPTED_TRAIN_KILL": where})
+    else:
+        first, last = counts["steps"][step]
+        assert first <= last, f"{step} changed nothing on disk: nothing to kill it in"
+        child(run, recipe, seeds, "--kill-at", str(rng.randint(first, last)), expect_killed=True)
+    child(run, recipe, seeds)
+    same_files(run, root / "clean")
 
 
 @pytest.mark.slow

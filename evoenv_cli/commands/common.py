@@ -27,31 +27,6 @@ from evoenv_cli.errors import InputError
 from evoenv_cli.llm.base import backends_help
 from evoenv_cli.stage import Context, StageInterrupted, execute
 
-# `evoenv --help` lists the commands in the order the loop runs them; any other command
-# (a new one not yet placed here) follows in the order it was registered.
-PIPELINE_ORDER = (
-    "synthesize",
-    "validate",
-    "review",
-    "compose",
-    "calibrate",
-    "dedupe",
-    "sample",
-    "train",
-    "evaluate",
-    "plan",
-    "bound-code",
-    "distill",
-    "bound",
-    "iterate",
-    "import",
-    "export",
-    "serve-reward",
-    "preview",
-    "tiny-model",
-    "starter-model",
-)
-
 
 def reflow(text: str | None) -> str | None:
     """Help text with the source's line breaks inside paragraphs joined (rich help keeps them,
@@ -134,8 +109,10 @@ class PipelineGroup(TyperGroup):
                     param.help = f"{param.help or ''} {recipe_default(*fields[param.name])}".strip()
 
     def list_commands(self, ctx) -> list[str]:
+        """The stages' commands in round order (each record's `place`, the stages.all() order),
+        then every other command in the order it was registered."""
         names = list(self.commands)
-        rank = {name: i for i, name in enumerate(PIPELINE_ORDER)}
+        rank = {name: i for i, name in enumerate(stages.all())}
         return sorted(names, key=lambda n: (rank.get(n, len(rank)), names.index(n)))
 
 

@@ -32,6 +32,10 @@ TOP_REASONS = 8
 EXAMPLES_PER_REASON = 3
 
 
+def _evaluate() -> str:
+    return stages.get("evaluate").where
+
+
 def rdir(r: int) -> str:
     return f"round-{r:02d}"
 
@@ -527,7 +531,7 @@ def training(run: RunFiles) -> dict:
     for r in run.rounds():
         rel = f"{rdir(r)}/train/metrics.jsonl"
         records = [ln.record for ln in run.jsonl(rel)]
-        manifest = run.json(f"{rdir(r)}/train/train-manifest.json")
+        manifest = run.json(f"{rdir(r)}/{stages.get('train').where}")
         last = 0
         for rec in records:
             step = rec.get("step")
@@ -587,7 +591,7 @@ def evaluation(run: RunFiles) -> dict:
     the baseline, and the delta (model - baseline)."""
     rows = []
     for r in run.rounds():
-        m = run.json(f"{rdir(r)}/evaluate/metrics.json")
+        m = run.json(f"{rdir(r)}/{_evaluate()}")
         if m is None:
             continue
         base = obj(m.get("baseline"))
@@ -646,10 +650,10 @@ def learning(run: RunFiles, training_numbers: dict) -> dict:
     baseline a round's evaluation carries), the change against round 0, and beside each round
     the share of GRPO groups whose scores all tied (they teach nothing) and the round's learning
     signal as the loop recorded it."""
-    base = run.json("baseline/metrics.json")
-    rounds = [r for r in run.rounds() if run.json(f"{rdir(r)}/evaluate/metrics.json") is not None]
+    base = run.json(f"baseline/{stages.get('evaluate').marker}")
+    rounds = [r for r in run.rounds() if run.json(f"{rdir(r)}/{_evaluate()}") is not None]
     if base is None and rounds:
-        base = obj(run.json(f"{rdir(rounds[0])}/evaluate/metrics.json")).get("baseline")
+        base = obj(run.json(f"{rdir(rounds[0])}/{_evaluate()}")).get("baseline")
     start = _pass_at_1(obj(obj(base).get("overall")))
     summaries = {x["round"]: x for x in run.records("rounds.jsonl") if type(x.get("round")) is int}
     trained = {t["round"]: t for t in training_numbers["rounds"]}
@@ -657,7 +661,7 @@ def learning(run: RunFiles, training_numbers: dict) -> dict:
         {"round": 0, "model": obj(base).get("model"), **start, "delta": None, "zero_variance": None, "signal": None}
     ]
     for r in rounds:
-        m = run.json(f"{rdir(r)}/evaluate/metrics.json") or {}
+        m = run.json(f"{rdir(r)}/{_evaluate()}") or {}
         now = _pass_at_1(obj(m.get("overall")))
         t = trained.get(r, {})
         score_share = t.get("mean_score_zero_std_share")

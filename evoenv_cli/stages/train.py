@@ -27,7 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from evoenv_cli import artifacts
-from evoenv_cli.config import AnswerConfig, RewardConfig, RuntimeConfig, TrainConfig, to_dict
+from evoenv_cli.config import (
+    AnswerConfig,
+    RewardConfig,
+    RuntimeConfig,
+    TrainConfig,
+    check_values,
+    field_problem,
+    to_dict,
+)
 from evoenv_cli.conversations import without_demonstrations
 from evoenv_cli.integrations.reward_audit import QUARANTINE_FILE
 from evoenv_cli.integrations.rewards import EnvReward, FormatReward, row_instance
@@ -82,9 +90,8 @@ def row_problem(row: dict) -> str | None:
         if key in row and not isinstance(row[key], str):
             return f"{key} must be a string, not {type(row[key]).__name__}"
     weight = row.get("format_weight", 0.0)
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0.0 <= weight < 1.0:
-        return f"format_weight must be a number in [0, 1), not {weight!r}"
-    return None
+    problem = field_problem(RewardConfig, "format_weight", weight)  # the recipe's own bound
+    return f"format_weight {problem}, not {weight!r}" if problem else None
 
 
 def check_settings(cfg: TrainConfig) -> None:
@@ -453,8 +460,7 @@ def run(
     rows = check_inputs(data, library, model)
     model = check_model(model)
     eval_rows = check_inputs(eval_data, library, model) if eval_data is not None else []
-    if not 0.0 <= reward_cfg.format_weight < 1.0:
-        raise artifacts.InputError(f"reward.format_weight must be in [0, 1) (got {reward_cfg.format_weight!r})")
+    check_values(reward_cfg, "reward")  # a RewardConfig built in code, not read from a recipe
     check_settings(cfg)
     started = artifacts.now_iso()
     main = is_main_rank()  # under a launcher every rank runs this; rank 0 alone writes

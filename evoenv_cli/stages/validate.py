@@ -921,5 +921,6 @@ STAGE = register_stage(
         settings=lambda ctx: dict(validate=ctx.recipe.validate, limits=ctx.recipe.runtime.limits),
         run=_run,
         place=2,
+        funnel="passed the contracts",
     )
 )

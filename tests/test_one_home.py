@@ -1,0 +1,75 @@
+"""One fact, one home: the round's order lives in the stage records' `place`, reward.format_weight's
+bound in its field's metadata, each round step's marker path in its record. This reads the code
+(every module of the package, by AST) and fails where a second copy appears."""
+
+import ast
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from evoenv_cli import config as cfgmod
+from evoenv_cli import stages
+from evoenv_cli.stages import train
+
+PACKAGE = ROOT / "evoenv_cli"
+STEPS = [st for st in stages.round_steps()]
+
+
+def modules() -> list[tuple[Path, ast.Module]]:
+    return [(p, ast.parse(p.read_text(), str(p))) for p in sorted(PACKAGE.rglob("*.py"))]
+
+
+def strings(node: ast.AST) -> list[str]:
+    return [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def test_no_module_writes_the_round_s_order_out_by_hand():
+    """A tuple or list naming three or more round steps is an order kept by hand (the loop's
+    step calls, PIPELINE_ORDER, the report's lists were)."""
+    names = {st.name for st in STEPS}
+    found = []
+    for path, tree in modules():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Tuple, ast.List)):
+                named = [e.value for e in node.elts if isinstance(e, ast.Constant) and e.value in names]
+                if len(named) >= 3:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {named}")
+    assert found == []
+
+
+def test_the_loop_runs_its_steps_in_the_records_order():
+    assert [st.place for st in STEPS] == sorted(st.place for st in STEPS)
+    assert len({st.place for st in STEPS}) == len(STEPS)  # two steps never share a place
+
+
+def test_format_weight_is_bounded_once_and_train_accepts_what_the_recipe_does():
+    rule = dict(next(f for f in cfgmod.dataclasses.fields(cfgmod.RewardConfig) if f.name == "format_weight").metadata)
+    assert rule == {"min": 0, "lt": 1}
+    row = {"env_id": "e", "instance": {}, "prompt": [{"role": "user", "content": "q"}]}
+    for weight, ok in ((0.0, True), (0.999, True), (1.0, False), (1, False), (-0.1, False)):
+        accepted_by_recipe = cfgmod.field_problem(cfgmod.RewardConfig, "format_weight", weight) is None
+        accepted_by_train = "format_weight" not in (train.row_problem({**row, "format_weight": weight}) or "")
+        assert accepted_by_recipe == accepted_by_train == ok, weight
+    found = []
+    for path, tree in modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                named = any(
+                    isinstance(s, (ast.Name, ast.Attribute)) and "format_weight" in ast.unparse(s) for s in sides
+                )
+                numbers = any(isinstance(s, ast.Constant) and isinstance(s.value, (int, float)) for s in sides)
+                if named and numbers:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
+    assert found == []
+
+
+@pytest.mark.parametrize("st", [st for st in STEPS if "/" in st.where], ids=lambda st: st.name)
+def test_a_round_step_s_marker_path_is_written_only_in_its_record(st):
+    """round-NN/<folder>/<marker> spelled out elsewhere is a path re-derived: readers take
+    `stages.get(name).where` (or `.marker`)."""
+    found = [
+        f"{path.relative_to(ROOT)}: {text!r}" for path, tree in modules() for text in strings(tree) if st.where in text
+    ]
+    assert found == []
