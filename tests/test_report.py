@@ -180,6 +180,11 @@ def make_run(root: Path, calibrate_first: bool = False) -> Path:
         )
         write_json(r1 / "calibrate" / "summary.json", {"stage": "calibrate"})
         env_file(r1 / "calibrate" / "envs", "g00000_alpha.py")
+        # the loop books each step as it runs: the order the round ran
+        write_json(
+            r1 / "loop.json",
+            {"stages": {s: {} for s in ("synthesize", "validate", "review", "dedupe")} | {"calibrate": {}}},
+        )
     jsonl(
         r1 / "rotate" / "verdicts.jsonl",
         [
@@ -575,22 +580,25 @@ def test_an_older_run_that_calibrated_first_reads_in_its_own_order(tmp_path):
     assert "round 2: generations → parsed → validate → review → (+ composites) → dedupe → calibrate → joined" in page
 
 
-def test_the_contract_order_is_read_from_manifests_and_loop_json(tmp_path):
-    from evoenv_cli.report.numbers import contract_order
+def test_the_contract_order_is_the_one_each_round_recorded_in_loop_json(tmp_path):
+    from evoenv_cli.report.numbers import contract_order, loop_order
 
     root = tmp_path / "run"
     r1, r2, r3 = (root / f"round-0{k}" for k in (1, 2, 3))
-    for d in (r1, r2, r3):  # both admitted everything: the verdicts alone cannot tell
+    for d in (r1, r2, r3):  # both admitted everything: the verdicts alone could not tell
         for stage in ("calibrate", "dedupe"):
             jsonl(d / stage / "verdicts.jsonl", [verdict("g00000_alpha.py", True, "", "ok")])
-    write_json(r1 / "calibrate" / "manifest.json", {"stage": "calibrate", "library": str(r1 / "candidates")})
+    write_json(r1 / "loop.json", {"stages": {"synthesize": {}, "calibrate": {}, "dedupe": {}}})
     write_json(r2 / "loop.json", {"stages": {"synthesize": {}, "dedupe": {}, "calibrate": {}}})
-    write_json(r3 / "loop.json", {"stages": {"calibrate": {}, "dedupe": {}}})
-    write_json(r3 / "dedupe" / "manifest.json", {"stage": "dedupe", "library": str(r3 / "candidates")})
+    write_json(r3 / "loop.json", {"stages": {"synthesize": {}}})  # stopped before either
     run = RunFiles(root)
     assert contract_order(run, 1) == ("calibrate", "dedupe")
     assert contract_order(run, 2) == ("dedupe", "calibrate")
-    assert contract_order(run, 3) == ("dedupe", "calibrate")  # the manifest says what it judged
+    assert contract_order(run, 3) == loop_order() == ("dedupe", "calibrate")  # the records' place
+    for d in (r1, r2, r3):  # a run from before loop.json: every round calibrated first
+        (d / "loop.json").unlink()
+    assert [contract_order(RunFiles(root), k) for k in (1, 2, 3)] == [("calibrate", "dedupe")] * 3
+    assert contract_order(RunFiles(root), 4) == loop_order()  # one not reached: a resume's order
 
 
 def test_the_report_writes_figures_pages_and_numbers(run, tmp_path):

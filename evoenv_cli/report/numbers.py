@@ -16,10 +16,7 @@ from pathlib import Path
 from evoenv_cli import stages
 from evoenv_cli.report.run_files import Line, RunFiles
 
-# `evoenv iterate` runs dedupe before calibrate (the cheap contract first, so no solver call is
-# spent on a copy); runs made before that ran calibrate first. A round's funnel follows its own.
-DEDUPE_FIRST = ("dedupe", "calibrate")
-CALIBRATE_FIRST = ("calibrate", "dedupe")
+CONTRACTS = ("dedupe", "calibrate")  # the two contracts, whose order a round records in loop.json
 ADMISSION_BEFORE = (("validate", "synthesize"), ("review", "validate"), ("compose", None))
 ORIGINS = {"seed": "seed", "compose": "composite", "synthesize": "synthesized"}
 PARSE_REASONS = {
@@ -90,35 +87,24 @@ def unique_by_file(lines: list[Line]) -> list[Line]:
     return list(seen.values())
 
 
+def loop_order() -> tuple[str, str]:
+    """The order the loop runs the two contracts in: their records' `place`."""
+    names = [st.name for st in stages.round_steps() if st.name in CONTRACTS]
+    return names[0], names[1]
+
+
 def contract_order(run: RunFiles, r: int) -> tuple[str, str]:
-    """The order round r ran calibrate and dedupe in (DEDUPE_FIRST or CALIBRATE_FIRST), from
-    the run's own files: the library each stage's manifest says it judged; else the order of
-    the round's loop.json; else the one of the two that exists (a round stopped between them);
-    else which one judged only what the other admitted. Nothing to tell by: the loop's order."""
-    for stage, after_other, first_when_after in (
-        ("calibrate", "dedupe", DEDUPE_FIRST),
-        ("dedupe", "calibrate", CALIBRATE_FIRST),
-    ):
-        lib = obj(run.json(f"{rdir(r)}/{stage}/manifest.json")).get("library")
-        if isinstance(lib, str) and lib:
-            name = Path(lib).name
-            if name == after_other:
-                return first_when_after
-            if name == "candidates":
-                return (stage, after_other)
-    ran = list(obj(obj(run.json(f"{rdir(r)}/loop.json")).get("stages")))
-    if "calibrate" in ran and "dedupe" in ran:
-        return DEDUPE_FIRST if ran.index("dedupe") < ran.index("calibrate") else CALIBRATE_FIRST
-    has_cal, has_ded = run.exists(f"{rdir(r)}/calibrate"), run.exists(f"{rdir(r)}/dedupe")
-    if has_cal != has_ded:
-        return CALIBRATE_FIRST if has_cal else DEDUPE_FIRST
-    cal = unique_by_file(run.jsonl(f"{rdir(r)}/calibrate/verdicts.jsonl"))
-    ded = unique_by_file(run.jsonl(f"{rdir(r)}/dedupe/verdicts.jsonl"))
-    cal_in, ded_in = files_of(cal), files_of(ded)
-    cal_out, ded_out = files_of(cal, admitted_only=True), files_of(ded, admitted_only=True)
-    if ded_in and ded_in <= cal_out and not cal_in <= ded_out:
-        return CALIBRATE_FIRST
-    return DEDUPE_FIRST
+    """The order round r ran dedupe and calibrate in, as it recorded it: round-NN/loop.json
+    books each step as it runs (or is found finished). A round that reached neither runs the
+    loop's order when resumed; one that reached them in a run with no loop.json at all predates
+    loop.json, when every round calibrated first."""
+    ran = [name for name in obj(obj(run.json(f"{rdir(r)}/loop.json")).get("stages")) if name in CONTRACTS]
+    if len(ran) == 2:
+        return ran[0], ran[1]
+    reached = any(run.exists(f"{rdir(r)}/{name}") for name in CONTRACTS)
+    if reached and not any(run.exists(f"{rdir(k)}/loop.json") for k in run.rounds()):
+        return CONTRACTS[1], CONTRACTS[0]
+    return loop_order()
 
 
 def admission(order: tuple[str, str]) -> tuple[tuple[str, str | None], ...]:
@@ -139,7 +125,7 @@ def round_steps(order: tuple[str, str]) -> list[tuple[str, str]]:
     out = []
     for st in steps:
         if st.name in order:
-            if st.name == DEDUPE_FIRST[0]:  # where the contracts stand in the loop's own order
+            if st.name == loop_order()[0]:  # where the contracts stand in the loop's own order
                 out += [(name, stages.get(name).where) for name in order]
             continue
         out.append((st.name, st.where))
@@ -712,7 +698,7 @@ def _verdict(start: dict, last: dict | None) -> str:
 # -- synthesis yield -------------------------------------------------------------------------------
 def yield_steps(orders: list[tuple[str, str]]) -> tuple[str, ...]:
     """The yield table's columns: the contracts in the order the last round ran them."""
-    last = orders[-1] if orders else DEDUPE_FIRST
+    last = orders[-1] if orders else loop_order()
     return ("generations", "parsed", "validate", "review", *last, "joined")
 
 
