@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from evoenv_cli.envfile import EnvFile, env_id_of
-from evoenv_cli.errors import InputError  # noqa: F401 - re-exported: artifacts.InputError is the name most callers use
+from evoenv_cli.errors import InputError  # also the old path users' code names (artifacts.InputError)
 from evoenv_cli.filemodes import follow_umask, new_file_mode  # noqa: F401 - re-exported: its old home
 from evoenv_cli.runtime.contract import MAX_SOURCE_BYTES, parse_python, valid_text
 

@@ -64,6 +64,7 @@ from typing import Any
 from evoenv_cli import artifacts, stage, stages
 from evoenv_cli import config as cfgmod
 from evoenv_cli.config import IterateConfig
+from evoenv_cli.errors import InputError
 from evoenv_cli.pool import PLAN_FILE, EnvPool, merge_libraries, read_json, recover, write_pool
 from evoenv_cli.training.progress import TRAIN_LOG
 
@@ -292,7 +293,7 @@ class Loop:
         config = self.spec.train.accelerate_config
         if not self.cfg.train_launch:
             if config:
-                raise artifacts.InputError(
+                raise InputError(
                     f"{self.recipe}: train.accelerate_config needs iterate.train_launch: "
                     "'accelerate launch --num_processes N' (N: the GPUs to train on)"
                 )
@@ -300,7 +301,7 @@ class Loop:
         words = shlex.split(self.cfg.train_launch)
         if config:
             if words[:2] != ["accelerate", "launch"] and Path(words[0]).name != "accelerate":
-                raise artifacts.InputError(
+                raise InputError(
                     f"{self.recipe}: train.accelerate_config is a config for `accelerate launch`, "
                     f"but iterate.train_launch runs {words[0]!r}"
                 )
@@ -311,7 +312,7 @@ class Loop:
         if "/" not in words[0] and Path(sys.executable).with_name(words[0]).is_file():
             return [str(Path(sys.executable).with_name(words[0])), *words[1:]]
         if shutil.which(words[0]) is None:
-            raise artifacts.InputError(
+            raise InputError(
                 f"{self.recipe}: iterate.train_launch: {words[0]!r} is neither beside "
                 f"{sys.executable} nor on PATH (install it where evoenv is installed)"
             )

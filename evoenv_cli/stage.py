@@ -26,6 +26,7 @@ from typing import Any
 
 from evoenv_cli import artifacts
 from evoenv_cli import config as cfgmod
+from evoenv_cli.errors import InputError
 
 
 class StageInterrupted(KeyboardInterrupt):
@@ -142,7 +143,7 @@ def policy(recipe, backend: str | None, model: str | None, base_url: str | None 
 
     def check() -> None:
         if not settings["model"]:
-            raise artifacts.InputError("no model: pass --model or set backend.model in the recipe")
+            raise InputError("no model: pass --model or set backend.model in the recipe")
         check_backend(settings["kind"], settings["model"])
 
     def get():
@@ -160,7 +161,7 @@ def execute(stage: Stage, ctx: Context) -> Any:
     if ctx.library is not None:
         lib = artifacts.EnvLibrary.open(ctx.library, allow_empty=stage.allow_empty)
     elif not stage.library_optional:
-        raise artifacts.InputError(f"{stage.name}: no library given")
+        raise InputError(f"{stage.name}: no library given")
     if stage.check is not None:
         stage.check(ctx, lib)
     if ctx.model is not None and ctx.model.check is not None:

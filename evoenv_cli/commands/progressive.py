@@ -21,6 +21,7 @@ from evoenv_cli.commands.common import (
     sandbox_pool,
     stage_command,
 )
+from evoenv_cli.errors import InputError
 
 
 @app.command()
@@ -166,9 +167,9 @@ def bound(
         ("--temperature", temperature, recorded.temperature),
     ):
         if given is not None and given != value:
-            raise artifacts.InputError(f"{code_path}: {flag} {given:g} differs from the {value:g} recorded before S")
+            raise InputError(f"{code_path}: {flag} {given:g} differs from the {value:g} recorded before S")
     if samples is not None and str(samples) == "-" and as_json:
-        raise artifacts.InputError("--samples - with --json: stdout carries one of them; give --samples a file")
+        raise InputError("--samples - with --json: stdout carries one of them; give --samples a file")
     if samples is not None and str(samples) != "-":
         artifacts.check_output_file(samples)  # before minutes of answering, not after
     lib = artifacts.EnvLibrary.open(library)

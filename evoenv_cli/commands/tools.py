@@ -88,16 +88,16 @@ def import_tasks(
     from evoenv_cli.integrations import reasoning_gym_tasks as rg
 
     if source != "reasoning-gym":
-        raise artifacts.InputError(f"{source}: unknown source (one is supported: reasoning-gym)")
+        raise InputError(f"{source}: unknown source (one is supported: reasoning-gym)")
     files = [rg.import_environment(t) for t in dict.fromkeys(tasks)]  # every task checked first
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise artifacts.InputError(f"{out}: cannot create the folder ({exc.strerror or exc})") from None
+        raise InputError(f"{out}: cannot create the folder ({exc.strerror or exc})") from None
     for name, text in files:
         path = out / name
         if path.exists() and path.read_text(encoding="utf-8") != text and not force:
-            raise artifacts.InputError(f"{path}: exists and differs; pass --force to replace it")
+            raise InputError(f"{path}: exists and differs; pass --force to replace it")
     for name, text in files:
         artifacts.write_text_atomic(out / name, text)
         err.print(f"imported {name}", soft_wrap=True, markup=False)
@@ -145,7 +145,7 @@ def export(
     from evoenv_cli.stages import sample as stage
 
     if target != "verifiers":
-        raise artifacts.InputError(f"{target}: unknown export format (one is supported: verifiers)")
+        raise InputError(f"{target}: unknown export format (one is supported: verifiers)")
     verifiers_export.check_package(name)
     recipe = runtime_recipe(config, sandbox, workers)
     cfg = cfgmod.override(
@@ -159,7 +159,7 @@ def export(
     lib = artifacts.EnvLibrary.open(library)
     stage.check_config(cfg, lib)
     if out.exists() and any(out.iterdir()):
-        raise artifacts.InputError(f"{out}: already holds files; pass an empty or new folder")
+        raise InputError(f"{out}: already holds files; pass an empty or new folder")
     with sandbox_pool(recipe) as pool:
         report = stage.run(lib, cfg, pool, answer=recipe.answer)
     pkg = verifiers_export.write_package(out, name, lib, report.rows, recipe.answer.tag)
@@ -218,7 +218,7 @@ def serve_reward(
             ),
         )
     except OSError as exc:
-        raise artifacts.InputError(f"{host}:{port}: cannot listen ({exc.strerror or exc})") from None
+        raise InputError(f"{host}:{port}: cannot listen ({exc.strerror or exc})") from None
     except KeyboardInterrupt:
         err.print("serve-reward: stopped")
     finally:

@@ -19,6 +19,7 @@ from pathlib import Path
 from evoenv_cli import artifacts
 from evoenv_cli.config import SynthesizeConfig, to_dict
 from evoenv_cli.envfile import EnvFile
+from evoenv_cli.errors import InputError
 from evoenv_cli.llm.base import Backend, SamplingConfig, strip_thinking
 from evoenv_cli.prompts import PROMPTS, contract_text, template
 from evoenv_cli.runtime import contract
@@ -52,10 +53,10 @@ def topics(cfg: SynthesizeConfig) -> list[str]:
         return list(cfg.topics)
     path = Path(cfg.topics_file) if cfg.topics_file else PROMPTS / "topics.txt"
     if not path.is_file():
-        raise artifacts.InputError(f"{path}: no such topics file")
+        raise InputError(f"{path}: no such topics file")
     found = [t.strip() for t in path.read_text(encoding="utf-8").splitlines() if t.strip() and not t.startswith("#")]
     if not found:
-        raise artifacts.InputError(f"{path}: no topics in it")
+        raise InputError(f"{path}: no topics in it")
     return found
 
 
@@ -118,7 +119,7 @@ def run(
     started = artifacts.now_iso()
     examples = load_examples([seeds, *pools])
     if not examples:
-        raise artifacts.InputError(f"{seeds.root}: no example environments to show the model")
+        raise InputError(f"{seeds.root}: no example environments to show the model")
     topic_list = topics(cfg)
     log_path = out / "generations.jsonl"
     records = artifacts.read_jsonl_tolerant(log_path)

@@ -37,6 +37,7 @@ from evoenv_cli.config import (
     to_dict,
 )
 from evoenv_cli.conversations import without_demonstrations
+from evoenv_cli.errors import InputError
 from evoenv_cli.integrations.reward_audit import QUARANTINE_FILE
 from evoenv_cli.integrations.rewards import EnvReward, FormatReward, row_instance
 from evoenv_cli.stage import Context, Stage, register
@@ -53,18 +54,18 @@ def check_inputs(data: Path, library: artifacts.EnvLibrary, model: str) -> list[
     """The rows, or an InputError naming the file and the first problem."""
     rows = list(artifacts.read_jsonl(data))
     if not rows:
-        raise artifacts.InputError(f"{data}: no rows")
+        raise InputError(f"{data}: no rows")
     known = {e.env_id for e in library.files}
     names = {e.name for e in library.files}
     for n, row in enumerate(rows, 1):
         missing = [f for f in ROW_FIELDS if f not in row]
         if missing:
-            raise artifacts.InputError(f"{data}:{n}: row lacks {', '.join(missing)} (write rows with `evoenv sample`)")
+            raise InputError(f"{data}:{n}: row lacks {', '.join(missing)} (write rows with `evoenv sample`)")
         problem = row_problem(row)
         if problem:
-            raise artifacts.InputError(f"{data}:{n}: {problem}")
+            raise InputError(f"{data}:{n}: {problem}")
         if row["env_id"] not in known and row.get("env_name") not in names:
-            raise artifacts.InputError(
+            raise InputError(
                 f"{data}:{n}: environment {row['env_id']} ({row.get('env_name', '?')}) "
                 f"is not in the library {library.root}"
             )
@@ -774,9 +775,9 @@ def _check(ctx: Context, lib: artifacts.EnvLibrary) -> None:
     check_model(model)
     try:  # the judge's settings come from the recipe: its file leads the error
         check_settings(ctx.recipe.train)
-    except artifacts.InputError as exc:
+    except InputError as exc:
         recipe = ctx.inputs.get("recipe_path")
-        raise artifacts.InputError(f"{recipe}: {exc}" if recipe is not None else str(exc)) from None
+        raise InputError(f"{recipe}: {exc}" if recipe is not None else str(exc)) from None
 
 
 def resume_from(out: Path) -> None:

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from evoenv_cli import artifacts
+from evoenv_cli.errors import InputError
 from evoenv_cli.llm.base import Backend, SamplingConfig, one_line, strip_thinking
 
 log = logging.getLogger(__name__)
@@ -834,7 +835,7 @@ def check_judge(judge_cfg) -> None:
         return
     try:
         check_backend(judge_cfg.kind, judge_cfg.model)
-    except artifacts.InputError as exc:  # BackendError, or a model folder that is not there
+    except InputError as exc:  # BackendError, or a model folder that is not there
         raise BackendError(f"train.arena.judge: {exc}") from None
 
 

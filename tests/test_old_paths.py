@@ -1,0 +1,44 @@
+"""Paths users' configs and code name keep working after a move: verl's
+`custom_reward_function.path` (by module, `pkg://evoenv_cli.rewards`, or by file), TRL scripts'
+`from evoenv_cli.rewards import EnvReward`, and `InputError` under both of its names."""
+
+import ast
+import importlib.util
+from pathlib import Path
+
+from conftest import ROOT
+
+from evoenv_cli.integrations import rewards
+
+
+def test_evoenv_cli_rewards_is_the_integrations_module_s_entry_points():
+    import evoenv_cli.rewards as old
+
+    for name in ("compute_score", "reward_func", "env_reward", "EnvReward", "FormatReward", "score_queries"):
+        assert getattr(old, name) is getattr(rewards, name), name
+
+
+def test_verl_s_load_by_file_path_finds_compute_score_in_the_old_file():
+    """verl's get_custom_reward_fn loads custom_reward_function.path with
+    spec_from_file_location and takes the named function from the module."""
+    path = ROOT / "evoenv_cli" / "rewards.py"
+    spec = importlib.util.spec_from_file_location("custom_module", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.compute_score is rewards.compute_score
+
+
+def test_input_error_is_one_class_and_the_package_imports_it_from_errors_only():
+    from evoenv_cli import artifacts, errors
+
+    assert artifacts.InputError is errors.InputError
+    found = []
+    for path in sorted((ROOT / "evoenv_cli").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            named = (
+                isinstance(node, ast.Attribute) and node.attr == "InputError" and ast.unparse(node.value) != "errors"
+            )
+            imported = isinstance(node, ast.ImportFrom) and node.module != "evoenv_cli.errors"
+            if named or (imported and any(a.name == "InputError" for a in node.names)):
+                found.append(f"{Path(path).relative_to(ROOT)}:{node.lineno}")
+    assert found == []
