@@ -23,7 +23,6 @@ from evoenv_cli import artifacts, row_formats, stage
 from evoenv_cli import config as cfgmod
 from evoenv_cli.commands import progressive, tools  # noqa: F401 (their commands register on the app)
 from evoenv_cli.commands.common import (
-    RECIPE_FIELDS,  # noqa: F401
     AdmissionOutOpt,
     BackendOpt,
     BaseUrlOpt,
@@ -39,6 +38,7 @@ from evoenv_cli.commands.common import (
     app,
     emit,
     err,
+    recipe_option,
     run_stage,
     runtime_recipe,
     say,
@@ -47,7 +47,6 @@ from evoenv_cli.commands.common import (
 )
 from evoenv_cli.errors import InputError
 from evoenv_cli.llm.base import BACKEND_KINDS
-from evoenv_cli.operators import OPERATORS
 
 
 def admit(name: str, recipe, out: Path, as_json: bool, **given) -> dict:
@@ -75,7 +74,7 @@ def sample(
             help="Output JSONL ('-' for stdout), or a .parquet file (verl's data.train_files in every release).",
         ),
     ],
-    per_env: Annotated[int | None, typer.Option("--per-env", "-n", help="Rows per environment.")] = None,
+    per_env: Annotated[int | None, recipe_option("sample.per_env", "-n")] = None,
     difficulty: Annotated[
         int | None,
         typer.Option(
@@ -86,7 +85,7 @@ def sample(
         str | None,
         typer.Option("--difficulty-from", help="'index': the calibrated levels in the library's index.jsonl."),
     ] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Base seed for instance seeds.")] = None,
+    seed: Annotated[int | None, recipe_option("sample.seed")] = None,
     fmt: Annotated[
         str | None, typer.Option("--format", help=f"{', '.join(row_formats.FORMATS)} (default trl).")
     ] = None,
@@ -159,14 +158,10 @@ def compose(
         Path, typer.Argument(help="Environments to compose: a folder of .py files or a stage's output folder.")
     ],
     out: AdmissionOutOpt,
-    ops: Annotated[
-        str | None, typer.Option("--ops", help=f"Comma-separated operators: {', '.join(OPERATORS)}.")
-    ] = None,
-    n: Annotated[int | None, typer.Option("--n", "-n", help="Composites to admit (over all depths).", min=1)] = None,
-    max_depth: Annotated[
-        int | None, typer.Option("--max-depth", help="Composites of composites up to this depth.", min=1)
-    ] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Which composites are sampled.")] = None,
+    ops: Annotated[str | None, recipe_option("compose.ops")] = None,
+    n: Annotated[int | None, recipe_option("compose.n", "-n")] = None,
+    max_depth: Annotated[int | None, recipe_option("compose.max_depth")] = None,
+    seed: Annotated[int | None, recipe_option("compose.seed")] = None,
     config: ConfigOpt = None,
     resume: ResumeOpt = False,
     clean: CleanOpt = False,
@@ -198,16 +193,7 @@ def dedupe(
             help="A pool (env library) the candidates must differ from; repeatable. Its saved dedupe-index.bin is reused when it matches.",
         ),
     ] = None,
-    threshold: Annotated[
-        float | None,
-        typer.Option(
-            "--threshold",
-            "-t",
-            help="Estimated Jaccard at or above which two environments are duplicates, for both signatures (code and behaviour).",
-            min=0.0,
-            max=1.0,
-        ),
-    ] = None,
+    threshold: Annotated[float | None, recipe_option("dedupe.code_threshold", "-t")] = None,
     save_index: Annotated[
         bool | None,
         typer.Option(
@@ -231,7 +217,6 @@ def dedupe(
     recipe = runtime_recipe(config, sandbox, workers)
     recipe.dedupe = cfgmod.override(
         recipe.dedupe,
-        {"code_threshold": "--threshold", "behaviour_threshold": "--threshold"},
         code_threshold=threshold,
         behaviour_threshold=threshold,
         save_index=save_index,
@@ -258,17 +243,13 @@ def synthesize(
         list[Path] | None,
         typer.Option("--pool", help="A pool library whose environments are examples and names to avoid (repeatable)."),
     ] = None,
-    n: Annotated[
-        int | None, typer.Option("--n", "-n", help="Candidates wanted (responses with usable code).", min=1)
-    ] = None,
+    n: Annotated[int | None, recipe_option("synthesize.n", "-n")] = None,
     model: ModelOpt = None,
     backend: BackendOpt = None,
     base_url: BaseUrlOpt = None,
-    seed: Annotated[
-        int | None, typer.Option("--seed", help="Which examples and topics each request shows, and the sampling seeds.")
-    ] = None,
-    temperature: Annotated[float | None, typer.Option("--temperature", help="Sampling temperature.")] = None,
-    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Tokens per response.", min=1)] = None,
+    seed: Annotated[int | None, recipe_option("synthesize.seed")] = None,
+    temperature: Annotated[float | None, recipe_option("synthesize.temperature")] = None,
+    max_tokens: Annotated[int | None, recipe_option("synthesize.max_tokens")] = None,
     config: ConfigOpt = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue until N candidates exist.")] = False,
     clean: CleanOpt = False,
@@ -309,9 +290,7 @@ def review(
     model: ModelOpt = None,
     backend: BackendOpt = None,
     base_url: BaseUrlOpt = None,
-    votes: Annotated[
-        int | None, typer.Option("--votes", "-k", help="Votes per candidate; a majority admits.", min=1)
-    ] = None,
+    votes: Annotated[int | None, recipe_option("review.votes", "-k")] = None,
     config: ConfigOpt = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue into OUT; candidates whose votes failed are asked again.")
@@ -349,9 +328,9 @@ def calibrate(
     model: ModelOpt = None,
     backend: BackendOpt = None,
     base_url: BaseUrlOpt = None,
-    band: Annotated[str | None, typer.Option("--band", help="LO,HI: the pass rates to keep, e.g. 0.15,0.85.")] = None,
-    instances: Annotated[int | None, typer.Option("--instances", help="Fresh instances per level.", min=1)] = None,
-    samples: Annotated[int | None, typer.Option("--samples", "-k", help="Answers per instance.", min=1)] = None,
+    band: Annotated[str | None, recipe_option("calibrate.band")] = None,
+    instances: Annotated[int | None, recipe_option("calibrate.instances")] = None,
+    samples: Annotated[int | None, recipe_option("calibrate.samples", "-k")] = None,
     config: ConfigOpt = None,
     resume: ResumeOpt = False,
     clean: CleanOpt = False,
@@ -395,19 +374,12 @@ def train(
             help="Held-out rows (`evoenv sample --split heldout`) TRL evaluates on every train.eval_steps (its eval_dataset).",
         ),
     ] = None,
-    max_steps: Annotated[int | None, typer.Option("--max-steps", help="Stop after this many optimizer steps.")] = None,
-    learning_rate: Annotated[float | None, typer.Option("--lr", help="Learning rate.")] = None,
-    beta: Annotated[float | None, typer.Option("--beta", help="KL coefficient (0: no reference model).")] = None,
-    num_generations: Annotated[
-        int | None, typer.Option("--num-generations", help="Completions per prompt (the GRPO group).", min=2)
-    ] = None,
-    batch_size: Annotated[
-        int | None,
-        typer.Option("--batch-size", help="Completions per device per step (a multiple of --num-generations).", min=1),
-    ] = None,
-    max_completion_length: Annotated[
-        int | None, typer.Option("--max-completion-length", help="Tokens per completion.", min=1)
-    ] = None,
+    max_steps: Annotated[int | None, recipe_option("train.max_steps")] = None,
+    learning_rate: Annotated[float | None, recipe_option("train.learning_rate")] = None,
+    beta: Annotated[float | None, recipe_option("train.beta")] = None,
+    num_generations: Annotated[int | None, recipe_option("train.num_generations")] = None,
+    batch_size: Annotated[int | None, recipe_option("train.per_device_train_batch_size")] = None,
+    max_completion_length: Annotated[int | None, recipe_option("train.max_completion_length")] = None,
     merge_lora: Annotated[
         bool | None,
         typer.Option(
@@ -424,14 +396,8 @@ def train(
     use_vllm: Annotated[
         bool | None, typer.Option("--use-vllm/--no-vllm", help="Generate with vLLM (GPU; see README).")
     ] = None,
-    zero_variance: Annotated[
-        str | None,
-        typer.Option(
-            "--zero-variance",
-            help="Groups whose completions all scored the same: skip (no gradient) or judge (Reasoning Arena: ranked by a judge, the policy unless train.arena.judge names a model; see README).",
-        ),
-    ] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Training seed.")] = None,
+    zero_variance: Annotated[str | None, recipe_option("train.zero_variance")] = None,
+    seed: Annotated[int | None, recipe_option("train.seed")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from the last checkpoint in OUT.")] = False,
     clean: CleanOpt = False,
     workers: WorkersOpt = None,
@@ -447,7 +413,6 @@ def train(
     recipe = runtime_recipe(config, sandbox, workers)
     recipe.train = cfgmod.override(
         recipe.train,
-        {"learning_rate": "--lr", "per_device_train_batch_size": "--batch-size"},
         max_steps=max_steps,
         learning_rate=learning_rate,
         beta=beta,
@@ -519,18 +484,10 @@ def evaluate(
         str | None,
         typer.Option("--baseline-base-url", help="For --backend openai: the baseline's server (default: --base-url)."),
     ] = None,
-    n: Annotated[
-        int | None, typer.Option("--n", "-n", help="Samples per item; pass@1 is their mean correctness.", min=1)
-    ] = None,
-    temperature: Annotated[
-        float | None, typer.Option("--temperature", help="Sampling temperature (0: greedy).", min=0.0)
-    ] = None,
-    instances: Annotated[
-        int | None, typer.Option("--instances", help="Held-out instances per environment.", min=1)
-    ] = None,
-    seed: Annotated[
-        int | None, typer.Option("--seed", help="Base of the held-out instance seeds and the sampling seeds.")
-    ] = None,
+    n: Annotated[int | None, recipe_option("evaluate.samples", "-n")] = None,
+    temperature: Annotated[float | None, recipe_option("evaluate.temperature")] = None,
+    instances: Annotated[int | None, recipe_option("evaluate.instances")] = None,
+    seed: Annotated[int | None, recipe_option("evaluate.seed")] = None,
     config: ConfigOpt = None,
     clean: CleanOpt = False,
     workers: WorkersOpt = None,
@@ -549,7 +506,7 @@ def evaluate(
 
     recipe = runtime_recipe(config, sandbox, workers)
     recipe.evaluate = cfgmod.override(
-        recipe.evaluate, {"samples": "--n"}, samples=n, temperature=temperature, instances=instances, seed=seed
+        recipe.evaluate, samples=n, temperature=temperature, instances=instances, seed=seed
     )
     inputs = {"bench": list(bench or []), "baseline": baseline}
     policy = stage.policy(recipe, backend, model, base_url, "evaluate")

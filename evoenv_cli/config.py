@@ -80,15 +80,21 @@ class AnswerConfig:
 class RuntimeConfig:
     """Where and how environment code runs."""
 
-    sandbox: str = field(default="auto", metadata={"choices": ("auto", "bwrap", "process")})  # auto | bwrap | process
-    workers: int = field(default=2, metadata={"min": 1})
+    sandbox: str = field(
+        default="auto",
+        metadata={
+            "help": "Where environment code runs: auto (bwrap when it works), bwrap, or process (weaker fallback).",
+            "choices": ("auto", "bwrap", "process"),
+        },
+    )  # auto | bwrap | process
+    workers: int = field(default=2, metadata={"help": "Sandboxed worker processes.", "min": 1})
     limits: Limits = field(default_factory=Limits)
 
 
 @dataclass
 class SampleConfig:
-    per_env: int = field(default=16, metadata={"min": 1})
-    seed: int = 0
+    per_env: int = field(default=16, metadata={"help": "Rows (tasks) per environment.", "min": 1})
+    seed: int = field(default=0, metadata={"help": "Base seed for instance seeds."})
     # fixed level; None spreads rows over 1..10
     difficulty: int | None = field(default=None, metadata={"min": 1, "max": 10})
     # "index": calibrated levels from the library's index
@@ -166,14 +172,24 @@ class DedupeConfig:
     the normalized code and the text of sampled prompts; either over its threshold rejects."""
 
     # estimated Jaccard of code shingle sets (scaffold left out) that makes a duplicate
-    code_threshold: float = field(default=0.4, metadata={"gt": 0, "max": 1})
+    code_threshold: float = field(
+        default=0.4,
+        metadata={
+            "help": "Estimated Jaccard at or above which two environments are duplicates, for both signatures (code and behaviour).",
+            "flag": "--threshold",
+            "gt": 0,
+            "max": 1,
+        },
+    )
     # ... which alone only rejects from this one up; below it, code this near must be
     # corroborated by behaviour (the prompts, or the solve signature), since shared
     # scaffolding can make unrelated programs look alike
     code_sure_threshold: float = field(default=0.85, metadata={"gt": 0, "max": 1})
     # estimated Jaccard of the prompts of the code-nearest pair that corroborates a code match
     code_corroboration: float = field(default=0.2, metadata={"gt": 0, "max": 1})
-    behaviour_threshold: float = field(default=0.5, metadata={"gt": 0, "max": 1})  # the same for prompt shingle sets
+    behaviour_threshold: float = field(
+        default=0.5, metadata={"flag": "--threshold", "gt": 0, "max": 1}
+    )  # the same for prompt shingle sets
     code_shingle: int = field(default=5, metadata={"min": 1, "max": 4096})  # normalized tokens per code shingle
     behaviour_shingle: int = field(default=3, metadata={"min": 1, "max": 4096})  # words per prompt shingle
     behaviour_seeds: int = field(default=3, metadata={"min": 1, "max": 4096})  # prompts at seeds 0..n-1 ...
@@ -203,11 +219,18 @@ class ComposeConfig:
     """RACES: which operators, how many composites, how deep."""
 
     ops: list[str] = field(
-        default_factory=lambda: list(OPERATOR_NAMES), metadata={"min_len": 1, "items": {"choices": OPERATOR_NAMES}}
+        default_factory=lambda: list(OPERATOR_NAMES),
+        metadata={
+            "help": "Comma-separated operators",
+            "min_len": 1,
+            "items": {"choices": OPERATOR_NAMES},
+        },
     )
-    n: int = field(default=20, metadata={"min": 0})  # composites wanted; 0: none (a loop round without composites)
-    max_depth: int = field(default=1, metadata={"min": 1})
-    seed: int = 0
+    n: int = field(
+        default=20, metadata={"help": "Composites to admit (over all depths).", "min": 0}
+    )  # composites wanted; 0: none (a loop round without composites)
+    max_depth: int = field(default=1, metadata={"help": "Composites of composites up to this depth.", "min": 1})
+    seed: int = field(default=0, metadata={"help": "Which composites are sampled."})
     partial_credit: bool = False  # PARALLEL: mean of the parts instead of all-or-nothing
 
 
@@ -218,7 +241,9 @@ class BackendConfig:
 
     # hf (transformers, in-process) | openai (an OpenAI-compatible server) | vllm | vllm_server (a
     # server the loop starts on each policy and stops before training): llm/base.py's records
-    kind: str = field(default="hf", metadata={"choices": tuple(BACKEND_KINDS)})
+    kind: str = field(
+        default="hf", metadata={"help": "How to generate", "flag": "--backend", "choices": tuple(BACKEND_KINDS)}
+    )
     model: str | None = None  # a checkpoint folder or hub name; for openai, the served name
     base_url: str | None = None  # openai: e.g. http://127.0.0.1:8000/v1
     api_key_env: str = "OPENAI_API_KEY"  # openai: the variable holding the key (may be unset)
@@ -248,7 +273,7 @@ class SynthesizeConfig:
     """The policy as generator: how many candidates, what each request shows it."""
 
     # candidates wanted (responses with usable code); 0: none (a loop round without synthesis)
-    n: int = field(default=32, metadata={"min": 0})
+    n: int = field(default=32, metadata={"help": "Candidates wanted (responses with usable code).", "min": 0})
     max_requests: int = field(default=0, metadata={"min": 0})  # give up after this many requests (0: 4 x n)
     batch: int = field(default=64, metadata={"min": 1})  # requests sent to the backend at once
     # example environments shown per request, drawn from seeds and pool
@@ -256,17 +281,19 @@ class SynthesizeConfig:
     max_avoid: int = field(default=60, metadata={"min": 0})  # pool names listed to steer away from
     topics: list[str] = field(default_factory=list)  # empty: prompts/topics.txt
     topics_file: str | None = None
-    temperature: float = field(default=1.0, metadata={"min": 0})
+    temperature: float = field(default=1.0, metadata={"help": "Sampling temperature.", "min": 0})
     top_p: float = field(default=0.95, metadata={"gt": 0, "max": 1})
-    max_tokens: int = field(default=4096, metadata={"min": 1})
-    seed: int = 0
+    max_tokens: int = field(default=4096, metadata={"help": "Tokens per response.", "min": 1})
+    seed: int = field(
+        default=0, metadata={"help": "Which examples and topics each request shows, and the sampling seeds."}
+    )
 
 
 @dataclass
 class ReviewConfig:
     """The semantic contract: the policy judges its own candidates by majority vote."""
 
-    votes: int = field(default=3, metadata={"min": 1})
+    votes: int = field(default=3, metadata={"help": "Votes per candidate; a majority admits.", "min": 1})
     temperature: float = field(default=0.7, metadata={"min": 0})
     top_p: float = field(default=0.95, metadata={"gt": 0, "max": 1})
     max_tokens: int = field(default=1024, metadata={"min": 1})
@@ -287,13 +314,21 @@ class CalibrateConfig:
     [0.15, 0.85] with K = 8 stays under 0.28, so most groups carry a learning signal."""
 
     band: list[float] = field(
-        default_factory=lambda: [0.15, 0.85], metadata={"len": 2, "ascending": True, "items": {"min": 0, "max": 1}}
+        default_factory=lambda: [0.15, 0.85],
+        metadata={
+            "help": "LO,HI: the pass rates to keep, e.g. 0.15,0.85.",
+            "len": 2,
+            "ascending": True,
+            "items": {"min": 0, "max": 1},
+        },
     )  # [low, high]
     coarse_levels: list[int] = field(
         default_factory=lambda: [1, 4, 7, 10], metadata={"min_len": 1, "items": {"min": 1, "max": 10}}
     )
-    instances: int = field(default=8, metadata={"min": 1})  # M fresh instances per level
-    samples: int = field(default=8, metadata={"min": 1})  # K answers per instance
+    instances: int = field(
+        default=8, metadata={"help": "Fresh instances per level.", "min": 1}
+    )  # M fresh instances per level
+    samples: int = field(default=8, metadata={"help": "Answers per instance.", "min": 1})  # K answers per instance
     # a level is in band only when its pass rate beats the measured guess rate (one-sided exact
     # binomial test at this level)
     alpha: float = field(default=0.05, metadata={"gt": 0, "lt": 1})
@@ -350,21 +385,32 @@ class ArenaConfig:
 class TrainConfig:
     """GRPO with TRL. Defaults are TRL 1.x's (beta 0: no reference model; loss 'dapo')."""
 
-    learning_rate: float = field(default=1e-6, metadata={"min": 0})
-    beta: float = field(default=0.0, metadata={"min": 0})  # KL coefficient
-    num_generations: int = field(default=8, metadata={"min": 2})
+    learning_rate: float = field(default=1e-6, metadata={"help": "Learning rate.", "flag": "--lr", "min": 0})
+    beta: float = field(
+        default=0.0, metadata={"help": "KL coefficient (0: no reference model).", "min": 0}
+    )  # KL coefficient
+    num_generations: int = field(default=8, metadata={"help": "Completions per prompt (the GRPO group).", "min": 2})
     # completions per device per step; a multiple of num_generations
-    per_device_train_batch_size: int = field(default=8, metadata={"min": 1})
+    per_device_train_batch_size: int = field(
+        default=8,
+        metadata={
+            "help": "Completions per device per step (a multiple of --num-generations).",
+            "flag": "--batch-size",
+            "min": 1,
+        },
+    )
     gradient_accumulation_steps: int = field(default=1, metadata={"min": 1})
-    max_completion_length: int = field(default=2048, metadata={"min": 1})
+    max_completion_length: int = field(default=2048, metadata={"help": "Tokens per completion.", "min": 1})
     temperature: float = field(default=1.0, metadata={"gt": 0})
     epochs: float = field(default=1.0, metadata={"gt": 0})
-    max_steps: int = -1  # > 0 overrides epochs
+    max_steps: int = field(
+        default=-1, metadata={"help": "Stop after this many optimizer steps."}
+    )  # > 0 overrides epochs
     # Demonstrations fade: once a logged step's share of completions with a well-formed answer
     # (train/format_share) reaches this, the steps after it are asked without the rows'
     # demonstration turns (half the prompt tokens). None: kept throughout.
     fade_demonstrations_at: float | None = field(default=None, metadata={"gt": 0, "max": 1})
-    seed: int = 0
+    seed: int = field(default=0, metadata={"help": "Training seed."})
     loss_type: str = "dapo"
     scale_rewards: str = "group"
     logging_steps: int = field(default=1, metadata={"min": 1})
@@ -416,7 +462,13 @@ class TrainConfig:
     chat_template_kwargs: dict | None = None
     # Groups whose completions all got the same reward: "skip" (GRPO's zero advantage, no gradient)
     # or "judge" (Reasoning Arena: ranked by a judge, see the arena section).
-    zero_variance: str = field(default="skip", metadata={"choices": ("skip", "judge")})
+    zero_variance: str = field(
+        default="skip",
+        metadata={
+            "help": "Groups whose completions all scored the same: skip (no gradient) or judge (Reasoning Arena: ranked by a judge, the policy unless train.arena.judge names a model; see README).",
+            "choices": ("skip", "judge"),
+        },
+    )
     arena: ArenaConfig = field(default_factory=ArenaConfig)
 
 
@@ -429,7 +481,7 @@ class DistillConfig:
     advantage the reward (as `train` pays it) less the batch's mean (training/mixed_reward.py)."""
 
     beta: float = field(default=1.0, metadata={"min": 0, "max": 1})  # 1.0 reverse KL, 0.0 forward KL, 0.5 JSD
-    learning_rate: float = field(default=1e-3, metadata={"min": 0})
+    learning_rate: float = field(default=1e-3, metadata={"flag": "--lr", "min": 0})
     max_steps: int = field(default=20, metadata={"min": 1})
     per_device_train_batch_size: int = field(default=8, metadata={"min": 1})
     gradient_accumulation_steps: int = field(default=1, metadata={"min": 1})
@@ -478,12 +530,16 @@ class EvaluateConfig:
     training seed) and benchmark files of {question, answer} rows; pass@1 over `samples`."""
 
     # held-out instances per environment, spread over its levels
-    instances: int = field(default=16, metadata={"min": 1})
-    samples: int = field(default=4, metadata={"min": 1})  # n: responses per item; pass@1 is their mean correctness
-    temperature: float = field(default=0.6, metadata={"min": 0})
+    instances: int = field(default=16, metadata={"help": "Held-out instances per environment.", "min": 1})
+    samples: int = field(
+        default=4, metadata={"help": "Samples per item; pass@1 is their mean correctness.", "flag": "--n", "min": 1}
+    )  # n: responses per item; pass@1 is their mean correctness
+    temperature: float = field(default=0.6, metadata={"help": "Sampling temperature (0: greedy).", "min": 0})
     top_p: float = field(default=0.95, metadata={"gt": 0, "max": 1})
     max_tokens: int = field(default=2048, metadata={"min": 1})
-    seed: int = 0  # base of the held-out instance seeds and of the sampling seeds
+    seed: int = field(
+        default=0, metadata={"help": "Base of the held-out instance seeds and the sampling seeds."}
+    )  # base of the held-out instance seeds and of the sampling seeds
     # math-verify: seconds per comparison before it counts as wrong
     verify_timeout_s: int = field(default=5, metadata={"min": 1})
 
@@ -719,10 +775,15 @@ def load_recipe(path: str | Path | None) -> Recipe:
     return recipe
 
 
-def override(obj: T, flags: dict[str, str] | None = None, /, **values: Any) -> T:
+def flag_of(f: dataclasses.Field) -> str:
+    """The command-line flag that sets a recipe field: its metadata's `flag`, else --field-name."""
+    return f.metadata.get("flag", "--" + f.name.replace("_", "-"))
+
+
+def override(obj: T, /, **values: Any) -> T:
     """A copy of a config dataclass with the values of the flags the user actually gave (not
     None), each checked by its field's rules as a recipe value is; a bad one is an InputError
-    naming the flag. `flags` names a field's flag where it is not `--field-name` (--lr)."""
+    naming the flag (`flag_of` the field)."""
     given = {k: v for k, v in values.items() if v is not None}
     built = dataclasses.replace(obj, **given)
     hints = typing.get_type_hints(type(obj))
@@ -730,7 +791,7 @@ def override(obj: T, flags: dict[str, str] | None = None, /, **values: Any) -> T
         cause = f.name if f.name in given else f.metadata.get("names_tag")  # a rule reading a flag's field
         problem = _field_problem(built, f, hints[f.name]) if cause in given else None
         if problem:
-            flag = (flags or {}).get(cause, "--" + cause.replace("_", "-"))
+            flag = flag_of(next(g for g in dataclasses.fields(built) if g.name == cause))
             raise InputError(f"{flag}: {problem} (got {_shown(given[cause])})")
     return built
 

@@ -466,20 +466,37 @@ def test_gitignore_covers_what_the_readme_examples_write():
     assert (r.returncode, r.stdout) == (1, "")  # the clone's own files are not swept up
 
 
-def test_help_shows_the_recipe_default_of_every_option_that_overrides_one(tmp_path):
+def test_an_option_that_overrides_the_recipe_is_made_from_its_field(tmp_path):
+    """Flag name, help and default come from the field's metadata (RECIPE_FIELDS and the
+    override rename maps are gone); every field with help is some command's option."""
+    import dataclasses
+
     import typer
 
-    from evoenv_cli.cli import RECIPE_FIELDS, app
+    from evoenv_cli.cli import app
+    from evoenv_cli.config import Recipe, flag_of
 
     group = typer.main.get_command(app)
-    for name, fields in RECIPE_FIELDS.items():
-        for command in group.commands.values() if name == "*" else [group.commands[name]]:
-            params = {p.name: p for p in command.params}
-            for option, (section, field) in fields.items():
-                if name == "*" and option not in params:
-                    continue
-                assert option in params, f"{name}: no option {option}"
-                assert f"(recipe: {section}.{field})." in params[option].help, (name, option)
+    seen = set()
+    for command in group.commands.values():
+        for param in command.params:
+            m = re.search(r"Default (.*) \(recipe: (\w+)\.(\w+)\)\.$", param.help or "")
+            if m is None:
+                continue
+            shown, section, name = m.groups()
+            f = next(f for f in dataclasses.fields(getattr(Recipe(), section)) if f.name == name)
+            value = getattr(getattr(Recipe(), section), name)
+            assert param.opts[0] == flag_of(f), (command.name, param.opts)
+            assert shown == (",".join(map(str, value)) if isinstance(value, list) else str(value))
+            assert param.help.startswith(f.metadata["help"].rstrip(".")), (command.name, name)
+            seen.add(f"{section}.{name}")
+    documented = {
+        f"{section.name}.{f.name}"
+        for section in dataclasses.fields(Recipe)
+        for f in dataclasses.fields(getattr(Recipe(), section.name))
+        if "help" in f.metadata
+    }
+    assert documented == seen
     r = run("synthesize", "--help", cwd=tmp_path, env={"COLUMNS": "200"})
     assert r.returncode == 0
     assert (
@@ -487,6 +504,11 @@ def test_help_shows_the_recipe_default_of_every_option_that_overrides_one(tmp_pa
     )
     r = run("evaluate", "--help", cwd=tmp_path, env={"COLUMNS": "200"})
     assert r.returncode == 0 and "Default 4 (recipe: evaluate.samples)." in r.stdout
+
+
+def test_a_flag_s_bound_is_its_field_s_and_the_error_names_the_flag(tmp_path):
+    r = run("evaluate", "--model", "m", "--out", tmp_path / "e", "--bench", "x.jsonl", "--n", "0", cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].endswith("--n: must be at least 1 (got 0)")
 
 
 def test_preview_labels_the_demonstration_turns_roles(tmp_path):

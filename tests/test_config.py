@@ -123,7 +123,7 @@ def test_flags_are_checked_by_the_fields_own_rules():
     with pytest.raises(InputError, match=r"^--band: must be in ascending order"):
         override(calibrate, band=[0.9, 0.1])
     with pytest.raises(InputError, match=r"^--lr: must be at least 0"):
-        override(Recipe().train, {"learning_rate": "--lr"}, learning_rate=-1.0)
+        override(Recipe().train, learning_rate=-1.0)  # the flag is the field's metadata
     assert override(calibrate, band=[0.2, 0.8]).band == [0.2, 0.8]
 
 

@@ -15,7 +15,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -41,72 +41,36 @@ def reflow(text: str | None) -> str | None:
 
 # Options whose default is None because the recipe decides: (section, field) of the value they
 # override, shown in --help as the default with no recipe (and where a recipe sets it).
-RECIPE_FIELDS = {
-    "sample": {"per_env": ("sample", "per_env"), "seed": ("sample", "seed")},
-    "compose": {"ops": ("compose", "ops"), "n": ("compose", "n"), "max_depth": ("compose", "max_depth")},
-    "dedupe": {"threshold": ("dedupe", "code_threshold")},
-    "synthesize": {
-        "n": ("synthesize", "n"),
-        "seed": ("synthesize", "seed"),
-        "temperature": ("synthesize", "temperature"),
-        "max_tokens": ("synthesize", "max_tokens"),
-    },
-    "review": {"votes": ("review", "votes")},
-    "calibrate": {
-        "band": ("calibrate", "band"),
-        "instances": ("calibrate", "instances"),
-        "samples": ("calibrate", "samples"),
-    },
-    "train": {
-        "max_steps": ("train", "max_steps"),
-        "learning_rate": ("train", "learning_rate"),
-        "beta": ("train", "beta"),
-        "num_generations": ("train", "num_generations"),
-        "batch_size": ("train", "per_device_train_batch_size"),
-        "max_completion_length": ("train", "max_completion_length"),
-        "zero_variance": ("train", "zero_variance"),
-        "seed": ("train", "seed"),
-    },
-    "evaluate": {
-        "n": ("evaluate", "samples"),
-        "temperature": ("evaluate", "temperature"),
-        "instances": ("evaluate", "instances"),
-        "seed": ("evaluate", "seed"),
-    },
-    "export": {"per_env": ("sample", "per_env"), "seed": ("sample", "seed")},
-    "*": {
-        "workers": ("runtime", "workers"),
-        "sandbox": ("runtime", "sandbox"),
-        "backend": ("backend", "kind"),
-    },
-}
+def recipe_option(key: str, *aliases: str, detail: str = "") -> Any:
+    """The option that overrides the recipe's `section.field`, made from that field: its flag
+    (metadata `flag`, else --field-name), its help (metadata `help`, its choices, `detail`) and
+    the recipe's default. Its bounds stay in the field: `config.override` checks the value."""
+    import dataclasses
 
+    from evoenv_cli.config import Recipe, flag_of
 
-def recipe_default(section: str, name: str) -> str:
-    """'Default V (recipe: section.name).' for an option's help."""
-    from evoenv_cli.config import Recipe
-
+    section, name = key.split(".")
+    f = next(f for f in dataclasses.fields(getattr(Recipe(), section)) if f.name == name)
     value = getattr(getattr(Recipe(), section), name)
     shown = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value
-    return f"Default {shown} (recipe: {section}.{name})."  # rich help reads [...] as markup
+    choices = f.metadata.get("items", {}).get("choices") or ()
+    words = f.metadata["help"] + (": " + ", ".join(choices) if choices else "") + (f": {detail}" if detail else "")
+    # rich help reads [...] as markup: the default is shown without brackets
+    return typer.Option(flag_of(f), *aliases, help=f"{words.rstrip('.')}. Default {shown} (recipe: {key}).")
 
 
 class PipelineGroup(TyperGroup):
-    """The `evoenv` group: commands in pipeline order, help text reflowed, no type label
-    (`<bool>`) beside a plain on/off flag, and the recipe's default beside each option that
-    overrides one."""
+    """The `evoenv` group: commands in round order, help text reflowed, no type label
+    (`<bool>`) beside a plain on/off flag."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        for name, command in [("", self), *self.commands.items()]:
+        for command in [self, *self.commands.values()]:
             command.help = reflow(command.help)
             ctx = typer.Context(command)
-            fields = {**RECIPE_FIELDS["*"], **RECIPE_FIELDS.get(name, {})}
             for param in [*command.params, command.get_help_option(ctx)]:
                 if param is not None and getattr(param, "is_flag", False):
                     param.metavar = ""
-                if param is not None and param.name in fields and param.default is None:
-                    param.help = f"{param.help or ''} {recipe_default(*fields[param.name])}".strip()
 
     def list_commands(self, ctx) -> list[str]:
         """The stages' commands in round order (each record's `place`, the stages.all() order),
@@ -141,14 +105,8 @@ AdmissionOutOpt = Annotated[
         "--out", "-o", help="Output folder (envs/, verdicts.jsonl, index.jsonl, manifest.json, summary.json)."
     ),
 ]
-SandboxOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--sandbox",
-        help="Where environment code runs: auto (bwrap when it works), bwrap, or process (weaker fallback).",
-    ),
-]
-WorkersOpt = Annotated[int | None, typer.Option("--workers", help="Sandboxed worker processes.", min=1)]
+SandboxOpt = Annotated[str | None, recipe_option("runtime.sandbox")]
+WorkersOpt = Annotated[int | None, recipe_option("runtime.workers")]
 ResumeOpt = Annotated[
     bool,
     typer.Option(
@@ -167,13 +125,7 @@ ModelOpt = Annotated[
         help="Policy model: a checkpoint folder or hub name (for --backend openai, the name the server serves).",
     ),
 ]
-BackendOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--backend",
-        help=f"How to generate: {backends_help()}.",
-    ),
-]
+BackendOpt = Annotated[str | None, recipe_option("backend.kind", detail=backends_help())]
 BaseUrlOpt = Annotated[
     str | None,
     typer.Option(

@@ -59,7 +59,6 @@ def distill(
     recipe = cfgmod.load_recipe(config)
     recipe.distill = cfgmod.override(
         recipe.distill,
-        {"learning_rate": "--lr"},
         max_steps=max_steps,
         learning_rate=learning_rate,
         reward_weight=reward_weight,

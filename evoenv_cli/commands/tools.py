@@ -21,6 +21,7 @@ from evoenv_cli.commands.common import (
     emit,
     err,
     fail,
+    recipe_option,
     runtime_recipe,
     sandbox_pool,
     stage_command,
@@ -120,11 +121,11 @@ def export(
     name: Annotated[
         str, typer.Option("--name", help="The package (and taskset id) name, e.g. evoenv_pool.")
     ] = "evoenv_tasks",
-    per_env: Annotated[int | None, typer.Option("--per-env", "-n", help="Tasks per environment.")] = None,
+    per_env: Annotated[int | None, recipe_option("sample.per_env", "-n")] = None,
     split: Annotated[
         str | None, typer.Option("--split", help="train or heldout (default: heldout, seeds never trained on).")
     ] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Base seed for instance seeds.")] = None,
+    seed: Annotated[int | None, recipe_option("sample.seed")] = None,
     difficulty_from: Annotated[
         str | None,
         typer.Option("--difficulty-from", help="'index': the calibrated levels in the library's index.jsonl."),
