@@ -22,10 +22,13 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evoenv_cli import artifacts
 from evoenv_cli import config as cfgmod
+
+if TYPE_CHECKING:  # the session's class is the runtime's; stages open it only when it is None
+    from evoenv_cli.runtime.session import Runtime
 from evoenv_cli.errors import InputError
 
 
@@ -70,18 +73,18 @@ class Model:
 class Context:
     """What a stage's `run` gets: the recipe with the caller's flags already over it."""
 
-    recipe: Any
+    recipe: cfgmod.Recipe
     out: Path
     library: Path | None = None
     model: Model | None = None
-    session: Any = None  # the loop's Runtime (its sandbox pools), or None: the stage opens its own
+    session: Runtime | None = None  # the loop's Runtime (its sandbox pools), or None: the stage opens its own
     resume: bool = False
     clean: bool = False
     progress: Callable[..., Any] = Quiet  # (total, label, llm=None) -> a context with advance(verdict)
     say: Callable[[str], None] = lambda message: None  # a line for the reader (stderr, the loop's log)
     note: Callable[[str], None] | None = None  # a progress note (the loop: its log file only)
     label: str = ""  # the progress label; default: the stage's name ("rotate" runs calibrate)
-    inputs: dict = field(default_factory=dict)  # the stage's other inputs (seeds, pools, benches, ...)
+    inputs: dict[str, Any] = field(default_factory=dict)  # the stage's other inputs (seeds, pools, benches, ...)
 
 
 @dataclass(frozen=True)
