@@ -433,6 +433,42 @@ def train(
     if as_json:
         emit(json.dumps(summary))
         return
+    train_lines(summary, out)
+
+
+@app.command("run-context", hidden=True)
+@stage_command
+def run_context(
+    path: Annotated[Path, typer.Argument(help="A stage's Context as JSON (stage.context_record).")],
+) -> None:
+    """Run a stage from the Context a caller wrote: the loop's train, in the process `iterate.train_launch` starts.
+
+    Example: [bold]accelerate launch -m evoenv_cli run-context runs/demo/round-01/train-context.json[/]
+    """
+    from evoenv_cli.stages.train import is_main_rank
+
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: not a Context record ({exc})") from None
+    name, ctx = stage.context_from_record(record, str(path))
+    summary = run_stage(
+        name,
+        ctx.recipe,
+        ctx.out,
+        as_json=True,
+        library=ctx.library,
+        resume=ctx.resume,
+        clean=ctx.clean,
+        inputs=ctx.inputs,
+    )
+    if name == "train" and is_main_rank():
+        train_lines(summary, ctx.out)
+
+
+def train_lines(summary: dict, out: Path) -> None:
+    """A finished train's lines for the reader: its steps and reward, the arena's work, and a
+    warning when no weight changed."""
     say(f"train: {summary['steps']} steps, mean reward {summary['mean_reward']} -> {out}")
     if summary.get("arena"):
         a = summary["arena"]

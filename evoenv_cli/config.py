@@ -764,14 +764,20 @@ def load_recipe(path: str | Path | None) -> Recipe:
         raise InputError(f"{p}{where}: not valid YAML") from None
     if not isinstance(data, dict):
         raise InputError(f"{p}: expected a mapping of stage sections")
+    return recipe_from_dict(data, str(p))
+
+
+def recipe_from_dict(data: dict, where: str) -> Recipe:
+    """A recipe from its sections as a mapping (a YAML file's, or `to_dict` of a resolved
+    recipe), every value checked by its field's rules; `where` leads each error."""
     recipe = Recipe()
     for section, body in data.items():
         if section in SECTIONS:
-            setattr(recipe, section, _build(SECTIONS[section], body or {}, f"{p}: {section}"))
+            setattr(recipe, section, _build(SECTIONS[section], body or {}, f"{where}: {section}"))
         else:
             hint = difflib.get_close_matches(str(section), list(SECTIONS), n=1)
             more = f" (did you mean {hint[0]!r}?)" if hint else ""
-            raise InputError(f"{p}: unknown section {section!r}{more}")
+            raise InputError(f"{where}: unknown section {section!r}{more}")
     return recipe
 
 

@@ -70,6 +70,7 @@ from evoenv_cli.training.progress import TRAIN_LOG
 
 LOOP_FILE = "loop.json"
 LOG_FILE = "log.txt"  # RUN/log.txt: the loop's lines with their times, a start line per stage
+CONTEXT_FILE = "train-context.json"  # round-NN/: the Context the train child runs (stage.context_record)
 
 
 class StageFailed(RuntimeError):
@@ -256,26 +257,24 @@ class Loop:
         return self.policy.loads, self.policy.load_s, self.policy.tokens, calls
 
     def train(self, data: Path, out: Path, policy: str) -> None:
-        """The child process, its output shown here and kept in out/log.txt."""
+        """The child process, its output shown here and kept in out/log.txt. It runs the train
+        stage through `stage.execute`, from the Context written beside OUT (CONTEXT_FILE): the
+        resolved recipe, the pool, the rows and the policy, resumed where a kill left it."""
         self.policy.close()  # the trainer gets the memory (and the GPU) the policy held
-        argv = [
-            *self.train_launch(),
-            "-m",
-            "evoenv_cli",
-            "train",
-            str(data),
-            "--library",
-            str(self.pool),
-            "--model",
-            policy,
-            "--out",
-            str(out),
-            "--config",
-            str(self.recipe),
-            "--resume",
-            # the next round's policy must be a model vLLM and transformers load, not an adapter
-            *(["--merge-lora"] if self.spec.train.lora else []),
-        ]  # a folder with no checkpoint yet (log.txt only) starts from the start
+        spec = self.spec
+        if spec.train.lora:  # the next round's policy must be a model vLLM and transformers load, not an adapter
+            spec = dataclasses.replace(spec, train=cfgmod.override(spec.train, merge_lora=True))
+        st = stages.get("train")
+        ctx = stage.Context(
+            spec,
+            out,
+            library=self.pool,
+            resume=True,  # a folder with no checkpoint yet (log.txt only) starts from the start
+            inputs={"data": data, "model": policy, "eval_data": None, "recipe_path": self.recipe},
+        )
+        context = out.parent / CONTEXT_FILE
+        artifacts.write_json_atomic(context, stage.context_record(st, ctx))
+        argv = [*self.train_launch(), "-m", "evoenv_cli", "run-context", str(context)]
         out.mkdir(parents=True, exist_ok=True)
         log_path = out / TRAIN_LOG  # where the child appends TRL's raw numbers too
         self.log(f"  train: started, a line per step (TRL's numbers in {log_path})")

@@ -206,6 +206,39 @@ def prepare(stage: Stage, ctx: Context) -> Path:
     return out
 
 
+def context_record(stage: Stage, ctx: Context) -> dict:
+    """A Context as JSON, for a stage run in a process of its own (train under `accelerate
+    launch`): the resolved recipe, OUT, the library, resume/clean and the named inputs (a path
+    kept as {"path": ...}). The model, session and displays stay with the caller."""
+    inputs = {k: {"path": str(v)} if isinstance(v, Path) else v for k, v in ctx.inputs.items()}
+    return {
+        "stage": stage.name,
+        "recipe": cfgmod.to_dict(ctx.recipe),
+        "out": str(ctx.out),
+        "library": str(ctx.library) if ctx.library is not None else None,
+        "resume": ctx.resume,
+        "clean": ctx.clean,
+        "inputs": inputs,
+    }
+
+
+def context_from_record(record: dict, where: str) -> tuple[str, Context]:
+    """The stage's name and the Context `context_record` wrote (its recipe rebuilt and checked
+    by the fields' rules, not read from the recipe file again)."""
+    inputs = {
+        k: Path(v["path"]) if isinstance(v, dict) and set(v) == {"path"} else v for k, v in record["inputs"].items()
+    }
+    ctx = Context(
+        cfgmod.recipe_from_dict(record["recipe"], where),
+        Path(record["out"]),
+        library=Path(record["library"]) if record["library"] is not None else None,
+        resume=record["resume"],
+        clean=record["clean"],
+        inputs=inputs,
+    )
+    return record["stage"], ctx
+
+
 def funnel_line(label: str, record: dict, out: Path) -> str:
     """An admission stage's result in one line: entered, admitted, what rejected the rest."""
     rejected = ", ".join(f"{k}={v}" for k, v in record.get("rejected_by_stage", {}).items() if v)

@@ -1,11 +1,11 @@
-"""A stand-in for `evoenv train` in the loop's kill tests (iterate.train_launch runs it): the
-train stage's own record, run through `stage.execute` (so OUT is prepared, and a resumed one cut
-back to its last checkpoint, as the real train's is), with a scripted `run` in place of TRL's
-steps: a metrics line per step, a checkpoint every 2, no model. SCRIPTED_TRAIN_KILL=round-NN:S:
+"""A stand-in for the loop's train child in its kill tests (iterate.train_launch runs it): the
+Context the loop wrote, run through `stage.execute` with the train stage's own record (so OUT
+is prepared, and a resumed one cut back to its last checkpoint, as the real train's is), with
+a scripted `run` in place of TRL's steps: a metrics line per step, a checkpoint every 2, no model. SCRIPTED_TRAIN_KILL=round-NN:S:
 SIGKILL the loop and this process just after round NN's step S is logged. The real train stage runs in
 tests/test_train.py and in test_iterate.py's loop.
 
-    python tests/scripted_train.py -m evoenv_cli train DATA --library POOL --model M --out OUT ...
+    python tests/scripted_train.py -m evoenv_cli run-context round-NN/train-context.json
 """
 
 import dataclasses
@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 from evoenv_cli import artifacts, stage
-from evoenv_cli import config as cfgmod
 from evoenv_cli.stages import train
 
 STEPS = 4
@@ -50,12 +49,6 @@ def scripted_run(ctx: stage.Context, lib, out: Path, llm, bar) -> dict:
     return summary
 
 
-args = sys.argv[1:]
-ctx = stage.Context(
-    cfgmod.load_recipe(Path(args[args.index("--config") + 1])),
-    Path(args[args.index("--out") + 1]),
-    library=Path(args[args.index("--library") + 1]),
-    resume="--resume" in args,
-    inputs={"data": Path(args[3]), "model": args[args.index("--model") + 1]},
-)
+path = Path(sys.argv[-1])
+name, ctx = stage.context_from_record(json.loads(path.read_text()), str(path))
 stage.execute(dataclasses.replace(train.STAGE, run=scripted_run, check=None), ctx)

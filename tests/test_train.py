@@ -332,3 +332,38 @@ def test_a_train_killed_and_rerun_logs_each_step_once_as_an_unkilled_run_does(ti
     assert timeless == [{k: v for k, v in m.items() if "time" not in k and "seconds" not in k} for m in _steps(clean)]
     summary = json.loads((killed / "train-manifest.json").read_text())["summary"]
     assert summary["mean_reward"] == json.loads((clean / "train-manifest.json").read_text())["summary"]["mean_reward"]
+
+
+@pytest.mark.slow
+def test_the_loop_s_train_child_runs_the_stage_from_the_context_it_is_given(tiny_model, rows, tmp_path):
+    """The loop writes the resolved Context as one JSON file and its child runs `execute` on it:
+    no argv rebuilt from the recipe, no second read of the recipe file."""
+    from evoenv_cli import config as cfgmod
+    from evoenv_cli import stage
+    from evoenv_cli.stages import train
+
+    recipe = cfgmod.load_recipe(rows.parent / "recipe.yaml")
+    recipe.train = cfgmod.override(recipe.train, max_steps=2)
+    out = tmp_path / "train"
+    ctx = stage.Context(
+        recipe, out, library=rows.parent / "lib", resume=True, inputs={"data": rows, "model": str(tiny_model)}
+    )
+    context = tmp_path / "train-context.json"
+    context.write_text(json.dumps(stage.context_record(train.STAGE, ctx)))
+    (rows.parent / "recipe.yaml").rename(rows.parent / "recipe.yaml.away")  # the child must not need it
+    try:
+        r = evoenv("run-context", context)
+    finally:
+        (rows.parent / "recipe.yaml.away").rename(rows.parent / "recipe.yaml")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "train: 2 steps" in r.stderr
+    assert [m["step"] for m in _steps(out)] == [1, 2]
+    manifest = json.loads((out / "train-manifest.json").read_text())
+    assert manifest["config"]["train"]["max_steps"] == 2 and manifest["summary"]["steps"] == 2
+
+
+def test_a_context_record_that_is_not_one_is_one_line_exit_2(tmp_path):
+    bad = tmp_path / "ctx.json"
+    bad.write_text("{not json")
+    r = evoenv("run-context", bad)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and str(bad) in r.stderr
