@@ -10,6 +10,7 @@ progress and messages go to stderr, with rich markup escaped in every value they
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -39,14 +40,11 @@ def reflow(text: str | None) -> str | None:
     return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
 
 
-# Options whose default is None because the recipe decides: (section, field) of the value they
-# override, shown in --help as the default with no recipe (and where a recipe sets it).
 def recipe_option(key: str, *aliases: str, detail: str = "") -> Any:
     """The option that overrides the recipe's `section.field`, made from that field: its flag
     (metadata `flag`, else --field-name), its help (metadata `help`, its choices, `detail`) and
-    the recipe's default. Its bounds stay in the field: `config.override` checks the value."""
-    import dataclasses
-
+    the recipe's default. Its bounds stay in the field: `config.override` checks the value.
+    The option's own default is None: the recipe decides unless the flag is given."""
     from evoenv_cli.config import Recipe, flag_of
 
     section, name = key.split(".")
