@@ -31,17 +31,39 @@ def test_on_the_cpu_the_policy_loads_in_float32_on_one_device(tmp_path):
     assert set(args) <= fields_of_grpo_config()  # every name is one TRL 1.16 knows
 
 
-def test_on_a_gpu_bf16_weights_pinned_to_one_card_unless_launched(tmp_path, monkeypatch):
+def test_on_a_gpu_bf16_compute_over_the_weights_precision_needs_pinned_to_one_card(tmp_path, monkeypatch):
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.delenv("WORLD_SIZE", raising=False)
+    for name in ("ACCELERATE_USE_DEEPSPEED", "ACCELERATE_USE_FSDP"):
+        monkeypatch.delenv(name, raising=False)
     args = stage.grpo_args(TrainConfig(), tmp_path)
-    assert args["bf16"] is True and args["use_cpu"] is False
-    assert args["model_init_kwargs"] == {"dtype": "bfloat16", "device_map": {"": 0}}
+    assert args["bf16"] is True and args["use_cpu"] is False  # bf16 autocast ...
+    # ... over fp32 master weights: full fine-tuning in pure bf16 drops AdamW's small steps
+    assert args["model_init_kwargs"] == {"dtype": "float32", "device_map": {"": 0}}
+    lora = TrainConfig(lora=True)
+    assert stage.grpo_args(lora, tmp_path)["model_init_kwargs"]["dtype"] == "bfloat16"  # the base is never written
+    synced = TrainConfig(lora=True, use_vllm=True)
+    assert stage.grpo_args(synced, tmp_path)["model_init_kwargs"]["dtype"] == "float32"  # merged at every sync
     assert stage.grpo_args(TrainConfig(bf16=False), tmp_path)["model_init_kwargs"]["dtype"] == "float32"
     monkeypatch.setenv("WORLD_SIZE", "8")  # under accelerate launch: each rank's accelerator places it
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")  # DeepSpeed keeps its own fp32 masters
     assert stage.grpo_args(TrainConfig(), tmp_path)["model_init_kwargs"] == {"dtype": "bfloat16", "device_map": None}
+
+
+def test_ranks_wait_at_collectives_for_long_generation_within_a_bound(tmp_path):
+    from transformers import TrainingArguments
+
+    assert TrainingArguments.__dataclass_fields__["ddp_timeout"].default == 1800  # what it was
+    assert stage.grpo_args(TrainConfig(), tmp_path)["ddp_timeout"] == 7200
+    assert stage.grpo_args(TrainConfig(ddp_timeout=600), tmp_path)["ddp_timeout"] == 600
+    from evoenv_cli import config as cfgmod
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("train:\n  ddp_timeout: 100000\n")
+    with pytest.raises(InputError, match="ddp_timeout"):
+        cfgmod.load_recipe(recipe)
 
 
 def test_colocated_vllm_gets_a_context_from_the_rows(tiny_model, tmp_path):
