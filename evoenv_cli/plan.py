@@ -506,6 +506,43 @@ def _stage_of(sharding: str) -> int:
     return {"none": 0, "ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}.get(sharding, 0)
 
 
+# -- what the training launch imports ----------------------------------------------------------------
+def training_sharding(t: Any, train_launch: str) -> str:
+    """none | zero1 | zero2 | zero3 | fsdp, from train.accelerate_config (a shipped name, or a
+    YAML file whose distributed_type and zero_stage say it) and iterate.train_launch's flags."""
+    sharding = launch_settings(train_launch)[1]
+    config = str(_setting(t, "accelerate_config", default=""))
+    named = _sharding_of_file(config)
+    if named or not config.endswith((".yaml", ".yml")) or not Path(config).is_file():
+        return named or sharding
+    import yaml
+
+    data = yaml.safe_load(Path(config).read_text(encoding="utf-8")) or {}
+    kind = str(data.get("distributed_type", "")).upper()
+    if kind == "DEEPSPEED":
+        return f"zero{(data.get('deepspeed_config') or {}).get('zero_stage', 3)}"
+    return "fsdp" if kind == "FSDP" else sharding
+
+
+def launch_dependencies(recipe) -> list[str]:
+    """What the recipe's training imports that this environment lacks, one line each with its
+    install line: DeepSpeed for a ZeRO launch, vLLM for train.use_vllm (colocated, or TRL's
+    client of `trl vllm-serve`). Checked by `iterate` before the first stage, not at round 1's
+    train hours later."""
+    import importlib.util
+
+    t = recipe.train
+    missing = []
+    sharding = training_sharding(t, recipe.iterate.train_launch)
+    if sharding.startswith("zero") and importlib.util.find_spec("deepspeed") is None:
+        missing.append(
+            f"training runs DeepSpeed ZeRO ({sharding}) and deepspeed is not installed: pip install 'evoenv[deepspeed]'"
+        )
+    if t.use_vllm and importlib.util.find_spec("vllm") is None:
+        missing.append(f"train.use_vllm (vllm_mode {t.vllm_mode}) needs vLLM and it is not installed: pip install vllm")
+    return missing
+
+
 # -- building it ----------------------------------------------------------------------------------
 def plan(recipe_path: str | Path, model: str | None = None, gpus: int | None = None, gpu_gb: float | None = None):
     """The plan of a recipe file for `gpus` cards of `gpu_gb` GB each (default: the recipe
@@ -612,9 +649,8 @@ def _llm_phase(p: Plan, recipe, m: ModelShape) -> None:
 
 def _train_phase(p: Plan, recipe, m: ModelShape) -> None:
     t = recipe.train
-    procs, sharding = launch_settings(recipe.iterate.train_launch)
-    procs = procs or p.gpus
-    sharding = _sharding_of_file(str(_setting(t, "accelerate_config", default=""))) or sharding
+    procs = launch_settings(recipe.iterate.train_launch)[0] or p.gpus
+    sharding = training_sharding(t, recipe.iterate.train_launch)
     stage = _stage_of(sharding)
     if procs > p.gpus:
         p.problems.append(

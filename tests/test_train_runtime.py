@@ -133,7 +133,11 @@ def loop(tmp_path: Path, train: str = "", launch: str = "") -> iterate.Loop:
     return iterate.Loop(tmp_path / "run", recipe, "m", spec.iterate, ROOT / "seeds")
 
 
-def test_the_loop_launches_accelerate_with_the_chosen_config(tmp_path):
+def test_the_loop_launches_accelerate_with_the_chosen_config(tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec  # the words, whether or not this venv has DeepSpeed (checked below)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: object() if n == "deepspeed" else real(n, *a))
     words = loop(tmp_path, "  accelerate_config: zero3", "accelerate launch --num_processes 8").train_launch()
     assert Path(words[0]).name == "accelerate" and words[1:3] == ["launch", "--config_file"]
     assert Path(words[3]).name == "zero3.yaml" and Path(words[3]).is_file()
@@ -143,6 +147,28 @@ def test_the_loop_launches_accelerate_with_the_chosen_config(tmp_path):
     with pytest.raises(InputError, match="neither one of zero2, zero3, fsdp"):
         loop(tmp_path, "  accelerate_config: zero4", "accelerate launch").train_launch()
     assert loop(tmp_path).train_launch() == [sys.executable]
+
+
+def test_the_launchs_dependencies_are_checked_before_the_first_stage(tmp_path, monkeypatch):
+    """iterate calls train_launch() before the first stage (cli.py): a ZeRO launch without
+    DeepSpeed, or train.use_vllm without vLLM, is one line naming the install, not an
+    ImportError at round 1's train."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n in ("deepspeed", "vllm") else real(n, *a))
+    with pytest.raises(InputError, match=r"deepspeed is not installed: pip install 'evoenv\[deepspeed\]'"):
+        loop(tmp_path, "  accelerate_config: zero3", "accelerate launch --num_processes 8").train_launch()
+    with pytest.raises(InputError, match="deepspeed"):
+        loop(tmp_path, "", "accelerate launch --use_deepspeed --zero_stage 2").train_launch()
+    user = tmp_path / "mine.yaml"
+    user.write_text("distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 1\n")
+    with pytest.raises(InputError, match=r"ZeRO \(zero1\)"):
+        loop(tmp_path, f"  accelerate_config: {user}", "accelerate launch").train_launch()
+    with pytest.raises(InputError, match="train.use_vllm .*pip install vllm"):
+        loop(tmp_path, "  use_vllm: true").train_launch()
+    words = loop(tmp_path, "  accelerate_config: fsdp", "accelerate launch").train_launch()
+    assert Path(words[3]).name == "fsdp.yaml"  # torch's own FSDP: nothing to install
 
 
 def test_one_training_process_is_pinned_to_one_gpu(tmp_path, monkeypatch):
