@@ -289,11 +289,6 @@ class Loop:
         launch ...`) taken from beside this interpreter first, where the environment evoenv is
         installed in keeps it even when that environment is not on PATH. With
         `train.accelerate_config`, accelerate gets that file (`--config_file`)."""
-        from evoenv_cli.plan import launch_dependencies
-
-        missing = launch_dependencies(self.spec)
-        if missing:
-            raise artifacts.InputError(f"{self.recipe}: {missing[0]}")
         config = self.spec.train.accelerate_config
         if not self.cfg.train_launch:
             if config:

@@ -3,6 +3,8 @@ here without one: the arguments GRPOConfig gets (TRL 1.16 field names), the acce
 shipped in the package, the launcher line, the per-rank temp files and the checkpoint cleanup.
 The real multi-rank run is in test_train_ranks.py."""
 
+import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +17,8 @@ from evoenv_cli import loop as iterate
 from evoenv_cli.config import TrainConfig
 from evoenv_cli.errors import InputError
 from evoenv_cli.stages import train as stage
+
+EXE = Path(sys.executable).with_name("evoenv")
 
 
 def fields_of_grpo_config() -> set[str]:
@@ -134,8 +138,6 @@ def loop(tmp_path: Path, train: str = "", launch: str = "") -> iterate.Loop:
 
 
 def test_the_loop_launches_accelerate_with_the_chosen_config(tmp_path, monkeypatch):
-    import importlib.util
-
     real = importlib.util.find_spec  # the words, whether or not this venv has DeepSpeed (checked below)
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: object() if n == "deepspeed" else real(n, *a))
     words = loop(tmp_path, "  accelerate_config: zero3", "accelerate launch --num_processes 8").train_launch()
@@ -149,26 +151,49 @@ def test_the_loop_launches_accelerate_with_the_chosen_config(tmp_path, monkeypat
     assert loop(tmp_path).train_launch() == [sys.executable]
 
 
-def test_the_launchs_dependencies_are_checked_before_the_first_stage(tmp_path, monkeypatch):
-    """iterate calls train_launch() before the first stage (cli.py): a ZeRO launch without
-    DeepSpeed, or train.use_vllm without vLLM, is one line naming the install, not an
-    ImportError at round 1's train."""
-    import importlib.util
+def test_the_launchs_dependencies_are_named_with_their_install_lines(tmp_path, monkeypatch):
+    """A ZeRO launch without DeepSpeed, or train.use_vllm without vLLM, is one line naming
+    the install (plan.launch_dependencies, which iterate checks before the first stage)."""
+    from evoenv_cli.plan import launch_dependencies
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n in ("deepspeed", "vllm") else real(n, *a))
-    with pytest.raises(InputError, match=r"deepspeed is not installed: pip install 'evoenv\[deepspeed\]'"):
-        loop(tmp_path, "  accelerate_config: zero3", "accelerate launch --num_processes 8").train_launch()
-    with pytest.raises(InputError, match="deepspeed"):
-        loop(tmp_path, "", "accelerate launch --use_deepspeed --zero_stage 2").train_launch()
+
+    def missing(train: str, launch: str = "") -> list[str]:
+        return launch_dependencies(iterate.cfgmod.load_recipe(loop(tmp_path, train, launch).recipe))
+
+    assert missing("  accelerate_config: zero3", "accelerate launch") == [
+        "training runs DeepSpeed ZeRO (zero3) and deepspeed is not installed: pip install 'evoenv[deepspeed]'"
+    ]
+    assert "deepspeed" in missing("  lora: false", "accelerate launch --use_deepspeed --zero_stage 2")[0]
     user = tmp_path / "mine.yaml"
     user.write_text("distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 1\n")
-    with pytest.raises(InputError, match=r"ZeRO \(zero1\)"):
-        loop(tmp_path, f"  accelerate_config: {user}", "accelerate launch").train_launch()
-    with pytest.raises(InputError, match="train.use_vllm .*pip install vllm"):
-        loop(tmp_path, "  use_vllm: true").train_launch()
-    words = loop(tmp_path, "  accelerate_config: fsdp", "accelerate launch").train_launch()
-    assert Path(words[3]).name == "fsdp.yaml"  # torch's own FSDP: nothing to install
+    assert "(zero1)" in missing(f"  accelerate_config: {user}", "accelerate launch")[0]
+    assert missing("  use_vllm: true") == [
+        "train.use_vllm (vllm_mode colocate) needs vLLM and it is not installed: pip install vllm"
+    ]
+    assert missing("  accelerate_config: fsdp", "accelerate launch") == []  # torch's own FSDP
+
+
+def test_iterate_refuses_a_missing_training_dependency_before_the_first_stage(tmp_path):
+    """On this CPU box vLLM is not installed: iterate stops at once, exit 2, one line, and no
+    stage ran (round 1 has no folder)."""
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed here")
+    text = (ROOT / "tests" / "recipes" / "tiny.yaml").read_text().replace("train:\n", "train:\n  use_vllm: true\n")
+    text = text.replace("recipes/bench/", str(ROOT / "recipes" / "bench") + "/")
+    (tmp_path / "r.yaml").write_text(text)
+    run = tmp_path / "run"
+    argv = [str(EXE), "iterate", "--rounds", "1", "--recipe", str(tmp_path / "r.yaml"), "--run", str(run)]
+    done = subprocess.run(
+        [*argv, "--model", str(tmp_path / "m"), "--seeds", str(ROOT / "seeds")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "train.use_vllm (vllm_mode colocate) needs vLLM" in done.stderr and "Traceback" not in done.stderr
+    assert not (run / "round-01").exists()
 
 
 def test_one_training_process_is_pinned_to_one_gpu(tmp_path, monkeypatch):
