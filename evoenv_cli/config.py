@@ -446,6 +446,7 @@ class DistillConfig:
     save_steps: int = field(default=50, metadata={"min": 1})
     save_total_limit: int = field(default=2, metadata={"min": 1})
     bf16: bool | None = None  # None: on GPUs only
+    gradient_checkpointing: bool | None = None  # None: on GPUs only (a CPU's short completions need none)
     use_cpu: bool = False
 
 
