@@ -49,6 +49,7 @@ bench: setup
 	$(BIN)/python benchmarks/bench_sandbox.py
 	$(BIN)/python benchmarks/bench_generate.py
 	$(BIN)/python benchmarks/bench_loop.py
+	$(BIN)/python benchmarks/bench_plan.py
 
 # The proof that train makes the starter model better (about 25 minutes on 2 quiet cores).
 bench-learning: setup

@@ -11,12 +11,20 @@ Steps:
   --no-deps` from the folder `make gpu-wheels` fills (GPU_WHEELS, default gpu-wheels/), for
   whichever of them is not importable (the checked machine has torch, transformers, accelerate
   and peft, and no network);
-- grpo-lora: TRL GRPO on CUDA in bf16 with gradient checkpointing and LoRA, on a random-init
-  model built from Qwen3-0.6B's published config (no weights needed; vocabulary 151,936, so the
-  logits weigh what they will), two steps; then the LoRA merged, saved and reloaded;
-- grpo-full: the same in full fine-tuning;
-- memory (one line per run): the peak `torch.cuda.max_memory_allocated` of those steps beside
+- grpo-lora: evoenv's own GRPO settings (`stages.train.grpo_args`, `adapter_config`) on CUDA in
+  bf16 with gradient checkpointing and LoRA, on a random-init model built from Qwen3-0.6B's
+  published config (no weights needed; vocabulary 151,936, so the head weighs what it will),
+  two steps; then evoenv's `save()`: the adapter and the merged copy, which is reloaded and run;
+- grpo-full: the same in full fine-tuning, over fp32 master weights with bf16 autocast
+  (training/precision.py), checked to be float32;
+- memory (one line per run): the peak `torch.cuda.max_memory_reserved` of those steps (what
+  the allocator holds, fragmentation included; `max_memory_allocated` beside it) against
   `evoenv plan`'s estimate for the same shapes, and their ratio (target: within 25%);
+- drift: 100 syncs of PEFT's merge_adapter/unmerge_adapter (TRL's vLLM sync) on CUDA on that
+  model, its base in float32 (what train loads for an adapter synced to vLLM) and in bf16;
+- zero3: evoenv's shipped ZeRO-3 config on one rank (`accelerate launch --num_processes 1`), a
+  full fine-tuning step and its saved model, where DeepSpeed is importable (it does not travel:
+  the wheels are at the 64 MiB limit);
 - accelerate: `accelerate launch` of a GRPO run over every GPU (one process per GPU), checking
   that only the main process writes the output and that it is complete after every rank ends;
 - vllm: an in-process vLLM engine on the same shape with a bounded max_model_len, where vLLM
@@ -90,6 +98,10 @@ def cuda() -> str:
 
 
 WHEEL_MODULES = {  # import name -> wheel name prefix
+    # pandas imports these three; the machine has none of them
+    "dateutil": "python_dateutil",
+    "pytz": "pytz",
+    "tzdata": "tzdata",
     "trl": "trl",
     "datasets": "datasets",
     "dill": "dill",
@@ -164,59 +176,63 @@ def build_model(out: Path) -> Path:
     return out
 
 
-def grpo(model_dir: Path, out: Path, lora: bool, steps: int, completion: int, batch: int) -> dict:
-    """Two GRPO steps on CUDA; returns the peak memory and the plan's estimate for them."""
-    import torch
-    from datasets import Dataset
-    from peft import LoraConfig
-    from trl import GRPOConfig, GRPOTrainer
+def train_config(lora: bool, steps: int, completion: int, batch: int):
+    """evoenv's TrainConfig for a check run: bf16, checkpointing, transformers generating."""
+    from evoenv_cli.config import TrainConfig
 
-    from evoenv_cli import plan as planner
-    from evoenv_cli.config import Recipe
-
-    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
-    prompts = [
-        [{"role": "user", "content": f"Add {i} and {i + 1}, then explain the sum at length."}] for i in range(64)
-    ]
-    args = GRPOConfig(
-        output_dir=str(out),
+    return TrainConfig(
+        lora=lora,
+        lora_r=16,
+        lora_alpha=32,
+        merge_lora=lora,
         per_device_train_batch_size=batch,
         num_generations=batch,
-        gradient_accumulation_steps=1,
         max_completion_length=completion,
         max_steps=steps,
         learning_rate=1e-5,
         bf16=True,
         gradient_checkpointing=True,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        beta=0.0,
-        # one process keeps the model on its GPU; under a launcher each rank's accelerator places it
-        model_init_kwargs={"dtype": "bfloat16", **({"device_map": {"": 0}} if world == 1 else {})},
+        mask_truncated_completions=False,  # random weights never stop: every completion is cut
+        use_vllm=False,
+        save_steps=10**6,
     )
-    peft = LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", task_type="CAUSAL_LM") if lora else None
+
+
+def grpo(model_dir: Path, out: Path, lora: bool, steps: int, completion: int, batch: int) -> dict:
+    """GRPO steps on CUDA with evoenv's own settings; the peak memory and the plan's estimate."""
+    import torch
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from evoenv_cli import plan as planner
+    from evoenv_cli.config import Recipe
+    from evoenv_cli.stages import train as stage
+
+    cfg = train_config(lora, steps, completion, batch)
+    prompts = [
+        [{"role": "user", "content": f"Add {i} and {i + 1}, then explain the sum at length."}] for i in range(64)
+    ]
+    args = {**stage.grpo_args(cfg, out), "save_strategy": "no"}
     trainer = GRPOTrainer(
         model=str(model_dir),
         reward_funcs=[lambda completions, **kw: [float(len(str(c)) % 7) for c in completions]],
-        args=args,
+        args=GRPOConfig(**args),
         train_dataset=Dataset.from_list([{"prompt": p} for p in prompts]),
-        peft_config=peft,
+        peft_config=stage.adapter_config(cfg),
     )
     torch.cuda.reset_peak_memory_stats()
     trainer.train()
-    peak = torch.cuda.max_memory_allocated() / 2**30
+    allocated = torch.cuda.max_memory_allocated() / 2**30
+    reserved = torch.cuda.max_memory_reserved() / 2**30
     recipe = Recipe()
-    recipe.train.lora, recipe.train.lora_r = lora, 16
-    recipe.train.per_device_train_batch_size = recipe.train.num_generations = batch
-    recipe.train.max_completion_length, recipe.train.bf16, recipe.train.use_vllm = completion, True, False
+    recipe.train = cfg
     shape = planner.model_shape("Qwen/Qwen3-0.6B")
     props = torch.cuda.get_device_properties(0)
     # these prompts run about 32 tokens, not a task prompt's 2048
     result = planner.plan_recipe(recipe, "gpu-check", shape, 1, props.total_memory / 2**30, prompt_tokens=32)
     phases = [p for p in result.phases if p.name.startswith("train")]
     estimate = max(p.total_gib for p in phases) - planner.CUDA_OVERHEAD_GIB
-    return {"trainer": trainer, "peak": peak, "estimate": estimate}
+    return {"trainer": trainer, "cfg": cfg, "peak": reserved, "allocated": allocated, "estimate": estimate}
 
 
 def grpo_lora(model_dir: Path, work: Path, steps: int, completion: int, batch: int, results: dict) -> str:
@@ -224,27 +240,67 @@ def grpo_lora(model_dir: Path, work: Path, steps: int, completion: int, batch: i
     import torch
     from transformers import AutoModelForCausalLM
 
-    r = grpo(model_dir, work / "lora", True, steps, completion, batch)
+    from evoenv_cli.stages import train as stage
+
+    out = work / "lora"
+    r = grpo(model_dir, out, True, steps, completion, batch)
     results["grpo-lora"] = r
-    merged = r["trainer"].model.merge_and_unload()
-    merged.save_pretrained(work / "merged")
-    back = AutoModelForCausalLM.from_pretrained(work / "merged", dtype=torch.bfloat16, device_map={"": 0})
+    base = next(p for n, p in r["trainer"].model.named_parameters() if "base_layer" in n)
+    assert base.dtype == torch.bfloat16, f"LoRA without vLLM keeps its base in bf16, got {base.dtype}"
+    merged = stage.save(r["trainer"], out, r["cfg"])  # evoenv's own save(): adapter + merged copy
+    assert merged is not None and (out / "adapter_config.json").is_file()
+    back = AutoModelForCausalLM.from_pretrained(merged, dtype=torch.bfloat16, device_map={"": 0})
     logits = back(torch.tensor([[1, 2, 3]], device="cuda")).logits
     assert logits.shape[-1] == back.config.vocab_size and torch.isfinite(logits.float()).all()
-    del r["trainer"], back, merged
+    del r["trainer"], back
     torch.cuda.empty_cache()
-    return f"{steps} steps, bf16, gradient checkpointing, LoRA r=16; merged, saved and reloaded ({work / 'merged'})"
+    return f"{steps} steps, bf16, gradient checkpointing, LoRA r=16; evoenv's save(): merged, reloaded ({merged})"
 
 
 def grpo_full(model_dir: Path, work: Path, steps: int, completion: int, batch: int, results: dict) -> str:
     need_gpu()
     import torch
 
+    from evoenv_cli.stages import train as stage
+
     r = grpo(model_dir, work / "full", False, steps, completion, batch)
     results["grpo-full"] = r
+    dtypes = {p.dtype for p in r["trainer"].model.parameters()}
+    assert dtypes == {torch.float32}, f"full fine-tuning trains fp32 masters, got {dtypes}"
+    stage.save(r["trainer"], work / "full", r["cfg"])
+    assert (work / "full" / "config.json").is_file()
     del r["trainer"]
     torch.cuda.empty_cache()
-    return f"{steps} steps, bf16, gradient checkpointing, full fine-tuning"
+    return f"{steps} steps, bf16 autocast over fp32 master weights, gradient checkpointing, full fine-tuning; saved"
+
+
+def drift(model_dir: Path) -> str:
+    """TRL's vLLM sync, 100 times: the base after it against the base before."""
+    need_gpu()
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    ratios = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, device_map={"": 0})
+        lora = LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", init_lora_weights=False)
+        model = get_peft_model(model, lora)
+        bases = {n: p for n, p in model.named_parameters() if n.endswith("base_layer.weight")}
+        before = {n: p.detach().clone() for n, p in bases.items()}
+        with torch.no_grad():
+            for _ in range(100):
+                model.merge_adapter()
+                model.unmerge_adapter()
+        worst = max((bases[n].float() - before[n].float()).abs().max().item() for n in bases)
+        mean = torch.stack([b.float().abs().mean() for b in before.values()]).mean().item()
+        ratios[str(dtype).removeprefix("torch.")] = worst / mean
+        del model, bases, before
+        torch.cuda.empty_cache()
+    detail = ", ".join(f"{k} {v:.1e}" for k, v in ratios.items())
+    if ratios["float32"] >= 1e-5:
+        raise RuntimeError(f"max drift / mean weight after 100 syncs: {detail} (fp32 should stay at rounding)")
+    return f"max drift / mean weight after 100 syncs: {detail} (train loads a synced adapter's base in float32)"
 
 
 def memory(results: dict, name: str) -> str:
@@ -252,7 +308,10 @@ def memory(results: dict, name: str) -> str:
     if r is None:
         raise Skip(f"{name} did not run")
     ratio = r["peak"] / r["estimate"]
-    detail = f"{name}: peak {r['peak']:.2f} GiB measured, {r['estimate']:.2f} GiB planned, ratio {ratio:.2f}"
+    detail = (
+        f"{name}: max_memory_reserved {r['peak']:.2f} GiB (allocated {r['allocated']:.2f}), "
+        f"{r['estimate']:.2f} GiB planned, ratio {ratio:.2f}"
+    )
     if not 0.75 <= ratio <= 1.25:
         raise RuntimeError(detail + " (outside the 25% target)")
     return detail
@@ -295,6 +354,50 @@ def accelerate(model_dir: Path, work: Path) -> str:
     assert written["rank"] == 0 and (out / "final" / "adapter_config.json").exists()
     note = "" if gpus > 1 else " (one GPU: one rank; the two-rank case is tested on CPU with gloo)"
     return f"{gpus} process(es): only rank 0 wrote, after every rank finished{note}"
+
+
+ZERO3_CHILD = """
+import os, sys, json
+from pathlib import Path
+sys.path.insert(0, os.environ["GPU_CHECK_ROOT"])
+from benchmarks.gpu_check import grpo
+from evoenv_cli.stages import train as stage
+out = Path(sys.argv[1])
+r = grpo(Path(sys.argv[2]), out, False, 1, 64, 4)
+stage.save(r["trainer"], out, r["cfg"])
+if r["trainer"].accelerator.is_main_process:
+    count = stage.trained_parameters(r["trainer"].model)
+    (out / "zero3.json").write_text(json.dumps({"trained_parameters": count}))
+"""
+
+
+def zero3(model_dir: Path, work: Path) -> str:
+    """evoenv's zero3.yaml on one rank: DeepSpeed partitions, trains, gathers and saves."""
+    need_gpu()
+    if importlib.util.find_spec("deepspeed") is None:
+        raise Skip("DeepSpeed is not installed (it does not travel: gpu-wheels is at the 64 MiB limit)")
+    from safetensors import safe_open
+
+    from evoenv_cli.accelerate_configs import config_path
+    from evoenv_cli.plan import model_shape
+
+    launcher = Path(sys.executable).with_name("accelerate")
+    script, out = work / "zero3_child.py", work / "zero3"
+    script.write_text(ZERO3_CHILD)
+    cmd = [str(launcher), "launch", "--config_file", str(config_path("zero3")), "--num_processes", "1"]
+    env = {**os.environ, "GPU_CHECK_ROOT": str(ROOT)}
+    done = subprocess.run([*cmd, str(script), str(out), str(model_dir)], capture_output=True, text=True, env=env)
+    if done.returncode:
+        raise RuntimeError(f"accelerate launch exited {done.returncode}: {done.stderr.strip().splitlines()[-1:]}")
+    count = json.loads((out / "zero3.json").read_text())["trained_parameters"]
+    expected = model_shape("Qwen/Qwen3-0.6B").params
+    assert abs(count - expected) / expected < 0.01, f"trained_parameters {count} under ZeRO-3, expected ~{expected}"
+    files = sorted(out.glob("*.safetensors"))
+    assert files, "ZeRO-3 saved no weights"
+    with safe_open(str(files[0]), "pt") as f:
+        empty = [k for k in f.keys() if f.get_slice(k).get_shape() in ([], [0])]
+    assert not empty, f"ZeRO-3 saved empty tensors: {empty[:3]}"
+    return f"one rank: a step, the gathered 16-bit model saved whole, trained_parameters {count:,} (ds_numel)"
 
 
 def vllm_step(model_dir: Path) -> str:
@@ -353,6 +456,8 @@ def main() -> int:
             ("memory", lambda: memory(results, "grpo-lora")),
             ("grpo-full", lambda: grpo_full(model_dir, work, a.steps, a.completion, a.batch, results)),
             ("memory", lambda: memory(results, "grpo-full")),
+            ("drift", lambda: drift(model_dir)),
+            ("zero3", lambda: zero3(model_dir, work)),
             ("accelerate", lambda: accelerate(model_dir, work)),
             ("vllm", lambda: vllm_step(model_dir)),
             ("bound", lambda: bound_step(model_dir)),

@@ -608,6 +608,11 @@ def iterate(
         from evoenv_cli import plan as planner
 
         planner.preflight(recipe, policy, note=lambda m: err.print(m, markup=False, soft_wrap=True))
+    from evoenv_cli.plan import launch_dependencies
+
+    missing = launch_dependencies(recipe_cfg)  # what round 1's train imports (DeepSpeed, vLLM), now
+    if missing:
+        raise InputError(f"{recipe}: {missing[0]}")
     build = recipe_cfg.iterate.build_model
     if build not in ("", "tiny", "starter"):
         raise InputError(f"{recipe}: iterate.build_model must be '', 'tiny' or 'starter' (got {build!r})")

@@ -459,6 +459,11 @@ class TrainConfig:
     # `accelerate launch --config_file` for iterate's train_launch: zero2 | zero3 | fsdp (shipped
     # in evoenv_cli/accelerate_configs/) or a YAML file; "": accelerate's default (plain DDP)
     accelerate_config: str = ""
+    # seconds a rank waits at a collective (transformers' ddp_timeout, 1800 by default): after
+    # generation every rank gathers while the slowest still decodes its num_generations
+    # completions of max_completion_length (8 x 32,768 tokens on the paper recipe can pass 30
+    # minutes); at most a day, so a hung rank still ends the run
+    ddp_timeout: int = field(default=7200, metadata={"min": 60, "max": 86400})
     chat_template_kwargs: dict | None = None
     # Groups whose completions all got the same reward: "skip" (GRPO's zero advantage, no gradient)
     # or "judge" (Reasoning Arena: ranked by a judge, see the arena section).
@@ -493,6 +498,7 @@ class DistillConfig:
     save_steps: int = field(default=50, metadata={"min": 1})
     save_total_limit: int = field(default=2, metadata={"min": 1})
     bf16: bool | None = None  # None: on GPUs only
+    gradient_checkpointing: bool | None = None  # None: on GPUs only (a CPU's short completions need none)
     use_cpu: bool = False
 
 

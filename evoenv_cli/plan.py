@@ -20,9 +20,14 @@ check them against):
   one sequence of `max_model_len` tokens must fit in what its `gpu_memory_utilization` share
   leaves after the weights;
 - activations: with gradient checkpointing, each layer's input kept (tokens x hidden x bytes)
-  plus one layer's working set recomputed in backward, plus the logits over the completion
-  (TRL's loss reads log-probabilities of completion tokens only), which dominate at long
-  completions and large vocabularies. These are estimates, checked on a GPU by `make gpu-check`.
+  plus one layer's working set recomputed in backward;
+- the LM head: TRL 1.16's fused, tiled head (`add_fused_lm_head`), which never builds the
+  logits: one 4,096 x 32,768 tile, the completion's hidden states and fp32 per-token
+  statistics, and the fp32 gradient of the head's weight where it is trained. These are
+  estimates; `make bench` compares them with torch's measured peak on a CPU and `make
+  gpu-check` with `max_memory_reserved` on a GPU.
+- the weights' dtype: `training/precision.py` (float32 masters where bf16 weights would be
+  silently wrong), the same rule `train` loads them by.
 
 Nothing is fetched: a local model folder's config.json is read; otherwise the model's shape
 comes from KNOWN_MODELS, copied from the models' published config.json files.
@@ -39,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from evoenv_cli.errors import InputError
+from evoenv_cli.training import precision
 
 GIB = 1024**3
 # A CUDA context, cuBLAS workspaces and the caching allocator's fragmentation, per process: the
@@ -287,29 +293,44 @@ class TrainShape:
     gradient_checkpointing: bool = True
 
 
-LOGIT_COPIES = 3.5  # measured: TRL's loss path at bf16 on CPU peaks at 3.46 copies of the logits (fp32: 2.94)
+# TRL 1.16's fused LM head (trl/trainer/utils.py `add_fused_lm_head`, the kernel in
+# trl/kernels/chunked_logprob.py) never builds the (tokens x vocabulary) logits: it projects the
+# completion's positions through the head in tiles of TOKEN_CHUNK_SIZE tokens x
+# _CHUNKED_LOGPROB_CHUNK_SIZE vocabulary entries, folding each into fp32 running statistics,
+# and its backward recomputes each tile.
+HEAD_TOKEN_TILE = 4096  # trl.kernels.chunked_logprob.TOKEN_CHUNK_SIZE
+HEAD_VOCAB_TILE = 32768  # trl.trainer.utils._CHUNKED_LOGPROB_CHUNK_SIZE
+HEAD_FP32_PER_TOKEN = 9  # running max, sum_exp, x_sum_exp, sq_sum_exp, z_sum, max_before_target, target, log_z, entropy
 
 
-def activation_bytes(m: ModelShape, t: TrainShape) -> tuple[float, float]:
-    """(activations, logits) of one forward/backward, in bytes.
+def activation_bytes(m: ModelShape, t: TrainShape) -> float:
+    """The activations of one forward/backward through the decoder layers, in bytes.
 
     A decoder layer saves, per token, about 10 x hidden (norm inputs and outputs, q, attention
     output, o_proj input), 4 x kv_heads x head_dim (k, v before and after RoPE) and 4 x
     intermediate (gate, up, SiLU(gate), their product) values for backward; attention is
     SDPA/flash, so no tokens-squared term. With checkpointing each layer keeps only its input
     (hidden values per token) and one layer at a time is recomputed, its saved values and their
-    gradients alive together (x2). The logits cover the completion only (TRL's
-    `logits_to_keep`); divided by the temperature, log-softmaxed row by row and
-    back-propagated, they peak at LOGIT_COPIES copies."""
+    gradients alive together (x2)."""
     tokens = t.micro_batch * (t.prompt_tokens + t.completion_tokens)
     a = t.compute_bytes
     saved = tokens * a * (10 * m.hidden + 4 * m.intermediate + 4 * m.kv_heads * m.head_dim)
     if t.gradient_checkpointing:
-        acts = m.layers * tokens * m.hidden * a + 2 * saved
-    else:
-        acts = m.layers * saved + saved
-    logits = LOGIT_COPIES * t.micro_batch * t.completion_tokens * m.vocab * a
-    return acts, logits
+        return m.layers * tokens * m.hidden * a + 2 * saved
+    return m.layers * saved + saved
+
+
+def head_bytes(m: ModelShape, t: TrainShape, trains_head: bool) -> float:
+    """What TRL's fused LM head holds over one forward/backward, in bytes: the completion's
+    hidden states it scores (compute dtype), one projection tile, the fp32 statistics per
+    token, the fp32 accumulator of the hidden states' gradient, and, where the head is trained
+    (full fine-tuning; tied to the embedding or not), the fp32 accumulator of its weight's."""
+    n = t.micro_batch * t.completion_tokens
+    a = t.compute_bytes
+    tile = min(n, HEAD_TOKEN_TILE) * min(m.vocab, HEAD_VOCAB_TILE) * a
+    hidden = n * m.hidden * (a + 4)
+    weight_grad = m.vocab * m.hidden * 4 if trains_head else 0
+    return tile + hidden + n * 4 * HEAD_FP32_PER_TOKEN + weight_grad
 
 
 # -- the plan -------------------------------------------------------------------------------------
@@ -485,6 +506,43 @@ def _stage_of(sharding: str) -> int:
     return {"none": 0, "ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}.get(sharding, 0)
 
 
+# -- what the training launch imports ----------------------------------------------------------------
+def training_sharding(t: Any, train_launch: str) -> str:
+    """none | zero1 | zero2 | zero3 | fsdp, from train.accelerate_config (a shipped name, or a
+    YAML file whose distributed_type and zero_stage say it) and iterate.train_launch's flags."""
+    sharding = launch_settings(train_launch)[1]
+    config = str(_setting(t, "accelerate_config", default=""))
+    named = _sharding_of_file(config)
+    if named or not config.endswith((".yaml", ".yml")) or not Path(config).is_file():
+        return named or sharding
+    import yaml
+
+    data = yaml.safe_load(Path(config).read_text(encoding="utf-8")) or {}
+    kind = str(data.get("distributed_type", "")).upper()
+    if kind == "DEEPSPEED":
+        return f"zero{(data.get('deepspeed_config') or {}).get('zero_stage', 3)}"
+    return "fsdp" if kind == "FSDP" else sharding
+
+
+def launch_dependencies(recipe) -> list[str]:
+    """What the recipe's training imports that this environment lacks, one line each with its
+    install line: DeepSpeed for a ZeRO launch, vLLM for train.use_vllm (colocated, or TRL's
+    client of `trl vllm-serve`). Checked by `iterate` before the first stage, not at round 1's
+    train hours later."""
+    import importlib.util
+
+    t = recipe.train
+    missing = []
+    sharding = training_sharding(t, recipe.iterate.train_launch)
+    if sharding.startswith("zero") and importlib.util.find_spec("deepspeed") is None:
+        missing.append(
+            f"training runs DeepSpeed ZeRO ({sharding}) and deepspeed is not installed: pip install 'evoenv[deepspeed]'"
+        )
+    if t.use_vllm and importlib.util.find_spec("vllm") is None:
+        missing.append(f"train.use_vllm (vllm_mode {t.vllm_mode}) needs vLLM and it is not installed: pip install vllm")
+    return missing
+
+
 # -- building it ----------------------------------------------------------------------------------
 def plan(recipe_path: str | Path, model: str | None = None, gpus: int | None = None, gpu_gb: float | None = None):
     """The plan of a recipe file for `gpus` cards of `gpu_gb` GB each (default: the recipe
@@ -591,31 +649,40 @@ def _llm_phase(p: Plan, recipe, m: ModelShape) -> None:
 
 def _train_phase(p: Plan, recipe, m: ModelShape) -> None:
     t = recipe.train
-    procs, sharding = launch_settings(recipe.iterate.train_launch)
-    procs = procs or p.gpus
-    sharding = _sharding_of_file(str(_setting(t, "accelerate_config", default=""))) or sharding
+    procs = launch_settings(recipe.iterate.train_launch)[0] or p.gpus
+    sharding = training_sharding(t, recipe.iterate.train_launch)
     stage = _stage_of(sharding)
     if procs > p.gpus:
         p.problems.append(
             Problem("iterate.train_launch", f"{procs} training processes on {p.gpus} GPUs (one GPU per process)")
         )
-    # The weights' dtype: bfloat16 where bf16 is on (train passes TRL model_init_kwargs with it on
-    # GPUs), float32 where it is off; a dtype setting, where this evoenv has one, wins.
+    # The weights' dtype as train loads them (training/precision.py): float32 masters where
+    # bf16 weights would be silently wrong, bf16 under DeepSpeed and for an adapter kept off vLLM
     bf16 = t.bf16 is not False  # None: bf16 on GPUs
-    dtype = str(_setting(t, "model_dtype", "torch_dtype", "dtype", default="bfloat16" if bf16 else "float32"))
-    dtype = dtype.replace("torch.", "").replace("auto", "bfloat16")
-    w = DTYPE_BYTES.get(dtype, 4)
-    compute = 2 if (bf16 or w == 2) else 4
+    ds = "deepspeed" if sharding.startswith("zero") else "fsdp" if sharding == "fsdp" else ""
+    dtype = precision.weights_dtype(t, True, bf16, ds)
+    refused = precision.refusal(t, ds, stage if ds == "deepspeed" else None)
+    if refused:
+        p.problems.append(Problem("train: sharding", refused))
+    w = DTYPE_BYTES[dtype]
+    compute = 2 if bf16 else 4
+    kind = precision.adapter_kind(t)
     phase = Phase(f"train ({procs} process{'es' if procs > 1 else ''}, {sharding}, weights {dtype})", p.gpu_gib)
     phase.add("cuda context", CUDA_OVERHEAD_GIB * GIB)
     n = procs
-    if t.lora:
-        lp = m.lora_params(t.lora_r)
+    if kind != "full":
         base = m.params * w / (n if stage == 3 else 1)
-        phase.add("frozen base weights", base, f"{dtype}{', sharded' if stage == 3 else ''}")
-        phase.add("lora states", 16 * lp, f"{lp / 1e6:.0f}M adapter parameters x 16 bytes (fp32 weight, grad, AdamW)")
+        why = "float32: TRL merges the adapter into it at every vLLM sync" if dtype == "float32" and bf16 else dtype
+        phase.add("frozen base weights", base, f"{why}{', sharded' if stage == 3 else ''}")
+        if kind == "lora":
+            lp = m.lora_params(t.lora_r)
+            phase.add(
+                "lora states", 16 * lp, f"{lp / 1e6:.0f}M adapter parameters x 16 bytes (fp32 weight, grad, AdamW)"
+            )
+        else:  # TinyLoRA: the frozen rank-r SVD factors in fp32 (the trained vector is a few values)
+            phase.add("tinylora svd factors", 4 * m.lora_params(t.tinylora_r), f"rank {t.tinylora_r}, fp32, frozen")
     elif stage == 0:
-        # plain DDP / one process: weights, gradients and both AdamW moments in the weights' dtype
+        # plain DDP / one process: fp32 master weights, their gradients and both AdamW moments
         phase.add("model states", 4 * w * m.params, f"{4 * w} bytes/param: weights, grads, AdamW m and v in {dtype}")
     else:
         phase.add(
@@ -630,17 +697,22 @@ def _train_phase(p: Plan, recipe, m: ModelShape) -> None:
         compute_bytes=compute,
         gradient_checkpointing=t.gradient_checkpointing,
     )
-    acts, logits = activation_bytes(m, shape)
+    acts = activation_bytes(m, shape)
     ckpt = "checkpointed" if t.gradient_checkpointing else "no checkpointing"
     phase.add(
         "activations", acts, f"{shape.micro_batch} x {shape.prompt_tokens + shape.completion_tokens} tokens, {ckpt}"
     )
-    phase.add("logits", logits, f"{shape.micro_batch} x {shape.completion_tokens} completion tokens x {m.vocab} vocab")
+    phase.add(
+        "lm head (fused, tiled)",
+        head_bytes(m, shape, trains_head=kind == "full"),
+        f"TRL's chunked head: {min(HEAD_TOKEN_TILE, shape.micro_batch * shape.completion_tokens)} x "
+        f"{min(m.vocab, HEAD_VOCAB_TILE)} tiles over {shape.micro_batch} x {shape.completion_tokens} completion tokens",
+    )
     if not t.use_vllm:
         # transformers' generate: the device's whole generation batch at once, its KV cache
         # beside the weights (before the loss's activations exist, so a phase of its own)
         gen = Phase("train generation (transformers)", p.gpu_gib)
-        gen.terms = [x for x in phase.terms if x.name not in ("activations", "logits")]
+        gen.terms = [x for x in phase.terms if x.name not in ("activations", "lm head (fused, tiled)")]
         local = t.per_device_train_batch_size * t.gradient_accumulation_steps
         seq = p.prompt_tokens + t.max_completion_length
         gen.add("generation kv cache", local * seq * m.kv_bytes_per_token(compute), f"{local} sequences of {seq}")
@@ -735,6 +807,7 @@ __all__ = [
     "Plan",
     "TrainShape",
     "activation_bytes",
+    "head_bytes",
     "launch_settings",
     "model_shape",
     "plan",

@@ -8,7 +8,20 @@ import sys
 import pytest
 from conftest import ROOT
 
-STEPS = ["cuda", "wheels", "model", "grpo-lora", "memory", "grpo-full", "memory", "accelerate", "vllm", "bound"]
+STEPS = [
+    "cuda",
+    "wheels",
+    "model",
+    "grpo-lora",
+    "memory",
+    "grpo-full",
+    "memory",
+    "drift",
+    "zero3",
+    "accelerate",
+    "vllm",
+    "bound",
+]
 
 
 @pytest.mark.slow

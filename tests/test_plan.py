@@ -85,12 +85,34 @@ def test_activation_estimate_grows_as_checkpointing_and_lengths_say():
     m = P.model_shape("Qwen/Qwen3-0.6B")
     short = P.TrainShape(micro_batch=1, prompt_tokens=256, completion_tokens=1024)
     long = P.TrainShape(micro_batch=1, prompt_tokens=256, completion_tokens=4096)
-    acts_s, logits_s = P.activation_bytes(m, short)
-    acts_l, logits_l = P.activation_bytes(m, long)
-    assert logits_l == pytest.approx(4 * logits_s)  # the logits cover the completion only
+    acts_s, acts_l = P.activation_bytes(m, short), P.activation_bytes(m, long)
     assert acts_l > 3 * acts_s
     no_ckpt = P.TrainShape(micro_batch=1, prompt_tokens=256, completion_tokens=1024, gradient_checkpointing=False)
-    assert P.activation_bytes(m, no_ckpt)[0] > 5 * acts_s
+    assert P.activation_bytes(m, no_ckpt) > 5 * acts_s
+
+
+def test_the_head_term_is_trls_tiles_read_from_the_installed_source():
+    """TRL 1.16's fused head projects in tiles of TOKEN_CHUNK_SIZE tokens x
+    _CHUNKED_LOGPROB_CHUNK_SIZE vocabulary entries (trl/kernels/chunked_logprob.py,
+    trl/trainer/utils.py): the plan's tile is theirs, and GRPOTrainer installs that head."""
+    import inspect
+
+    from trl.kernels import chunked_logprob
+    from trl.trainer import grpo_trainer, utils
+
+    assert P.HEAD_TOKEN_TILE == chunked_logprob.TOKEN_CHUNK_SIZE
+    assert P.HEAD_VOCAB_TILE == utils._CHUNKED_LOGPROB_CHUNK_SIZE
+    assert "add_fused_lm_head(" in inspect.getsource(grpo_trainer.GRPOTrainer.__init__)
+    m = P.model_shape("Qwen/Qwen3-4B-Thinking-2507")
+    t = P.TrainShape(micro_batch=1, prompt_tokens=2048, completion_tokens=32768)
+    full_logits = 32768 * m.vocab * 2  # what a (tokens x vocabulary) bf16 logits tensor would weigh
+    assert full_logits / P.GIB == pytest.approx(9.27, abs=0.01)
+    frozen = P.head_bytes(m, t, trains_head=False)
+    # one 4096 x 32768 bf16 tile (256 MiB) + 32,768 hidden states in bf16 and their fp32 gradient
+    assert frozen == 4096 * 32768 * 2 + 32768 * m.hidden * 6 + 32768 * 4 * P.HEAD_FP32_PER_TOKEN
+    assert frozen < full_logits / 10
+    # full fine-tuning also accumulates the head's (tied embedding's) gradient in fp32
+    assert P.head_bytes(m, t, trains_head=True) - frozen == m.vocab * m.hidden * 4
 
 
 def test_launch_settings_read_processes_and_sharding():

@@ -185,6 +185,19 @@ def distilled(work, tiny_model):
 
 
 @pytest.mark.slow
+def test_a_rank_other_than_0_of_distill_writes_no_metrics_quantized_copy_or_manifest(work, tiny_model):
+    """The same distill as rank 1 of a launch sees it (RANK=1): it trains and saves through the
+    trainer (which writes on the main process only) and writes nothing of its own."""
+    out = work / "distill-rank1"
+    args = ["distill", work / "rows.jsonl", "--library", work / "lib", "--teacher", work / "teacher"]
+    argv = [str(EXE), *map(str, args), "--model", str(tiny_model), "--out", str(out), "-c", str(work / "recipe.yaml")]
+    r = subprocess.run(argv, capture_output=True, text=True, env={**ENV, "RANK": "1"}, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    for own in ("metrics.jsonl", "quantized", "distill-manifest.json"):
+        assert not (out / own).exists(), own
+
+
+@pytest.mark.slow
 def test_distill_trains_a_13_value_student_and_quantizes_it(distilled):
     out, summary = distilled
     assert summary["steps"] == 2 and summary["trained_parameters"] == 13

@@ -3,6 +3,8 @@ here without one: the arguments GRPOConfig gets (TRL 1.16 field names), the acce
 shipped in the package, the launcher line, the per-rank temp files and the checkpoint cleanup.
 The real multi-rank run is in test_train_ranks.py."""
 
+import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +17,8 @@ from evoenv_cli import loop as iterate
 from evoenv_cli.config import TrainConfig
 from evoenv_cli.errors import InputError
 from evoenv_cli.stages import train as stage
+
+EXE = Path(sys.executable).with_name("evoenv")
 
 
 def fields_of_grpo_config() -> set[str]:
@@ -31,17 +35,39 @@ def test_on_the_cpu_the_policy_loads_in_float32_on_one_device(tmp_path):
     assert set(args) <= fields_of_grpo_config()  # every name is one TRL 1.16 knows
 
 
-def test_on_a_gpu_bf16_weights_pinned_to_one_card_unless_launched(tmp_path, monkeypatch):
+def test_on_a_gpu_bf16_compute_over_the_weights_precision_needs_pinned_to_one_card(tmp_path, monkeypatch):
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.delenv("WORLD_SIZE", raising=False)
+    for name in ("ACCELERATE_USE_DEEPSPEED", "ACCELERATE_USE_FSDP"):
+        monkeypatch.delenv(name, raising=False)
     args = stage.grpo_args(TrainConfig(), tmp_path)
-    assert args["bf16"] is True and args["use_cpu"] is False
-    assert args["model_init_kwargs"] == {"dtype": "bfloat16", "device_map": {"": 0}}
+    assert args["bf16"] is True and args["use_cpu"] is False  # bf16 autocast ...
+    # ... over fp32 master weights: full fine-tuning in pure bf16 drops AdamW's small steps
+    assert args["model_init_kwargs"] == {"dtype": "float32", "device_map": {"": 0}}
+    lora = TrainConfig(lora=True)
+    assert stage.grpo_args(lora, tmp_path)["model_init_kwargs"]["dtype"] == "bfloat16"  # the base is never written
+    synced = TrainConfig(lora=True, use_vllm=True)
+    assert stage.grpo_args(synced, tmp_path)["model_init_kwargs"]["dtype"] == "float32"  # merged at every sync
     assert stage.grpo_args(TrainConfig(bf16=False), tmp_path)["model_init_kwargs"]["dtype"] == "float32"
     monkeypatch.setenv("WORLD_SIZE", "8")  # under accelerate launch: each rank's accelerator places it
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")  # DeepSpeed keeps its own fp32 masters
     assert stage.grpo_args(TrainConfig(), tmp_path)["model_init_kwargs"] == {"dtype": "bfloat16", "device_map": None}
+
+
+def test_ranks_wait_at_collectives_for_long_generation_within_a_bound(tmp_path):
+    from transformers import TrainingArguments
+
+    assert TrainingArguments.__dataclass_fields__["ddp_timeout"].default == 1800  # what it was
+    assert stage.grpo_args(TrainConfig(), tmp_path)["ddp_timeout"] == 7200
+    assert stage.grpo_args(TrainConfig(ddp_timeout=600), tmp_path)["ddp_timeout"] == 600
+    from evoenv_cli import config as cfgmod
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("train:\n  ddp_timeout: 100000\n")
+    with pytest.raises(InputError, match="ddp_timeout"):
+        cfgmod.load_recipe(recipe)
 
 
 def test_colocated_vllm_gets_a_context_from_the_rows(tiny_model, tmp_path):
@@ -111,7 +137,9 @@ def loop(tmp_path: Path, train: str = "", launch: str = "") -> iterate.Loop:
     return iterate.Loop(tmp_path / "run", recipe, "m", spec.iterate, ROOT / "seeds")
 
 
-def test_the_loop_launches_accelerate_with_the_chosen_config(tmp_path):
+def test_the_loop_launches_accelerate_with_the_chosen_config(tmp_path, monkeypatch):
+    real = importlib.util.find_spec  # the words, whether or not this venv has DeepSpeed (checked below)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: object() if n == "deepspeed" else real(n, *a))
     words = loop(tmp_path, "  accelerate_config: zero3", "accelerate launch --num_processes 8").train_launch()
     assert Path(words[0]).name == "accelerate" and words[1:3] == ["launch", "--config_file"]
     assert Path(words[3]).name == "zero3.yaml" and Path(words[3]).is_file()
@@ -121,6 +149,51 @@ def test_the_loop_launches_accelerate_with_the_chosen_config(tmp_path):
     with pytest.raises(InputError, match="neither one of zero2, zero3, fsdp"):
         loop(tmp_path, "  accelerate_config: zero4", "accelerate launch").train_launch()
     assert loop(tmp_path).train_launch() == [sys.executable]
+
+
+def test_the_launchs_dependencies_are_named_with_their_install_lines(tmp_path, monkeypatch):
+    """A ZeRO launch without DeepSpeed, or train.use_vllm without vLLM, is one line naming
+    the install (plan.launch_dependencies, which iterate checks before the first stage)."""
+    from evoenv_cli.plan import launch_dependencies
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n in ("deepspeed", "vllm") else real(n, *a))
+
+    def missing(train: str, launch: str = "") -> list[str]:
+        return launch_dependencies(iterate.cfgmod.load_recipe(loop(tmp_path, train, launch).recipe))
+
+    assert missing("  accelerate_config: zero3", "accelerate launch") == [
+        "training runs DeepSpeed ZeRO (zero3) and deepspeed is not installed: pip install 'evoenv[deepspeed]'"
+    ]
+    assert "deepspeed" in missing("  lora: false", "accelerate launch --use_deepspeed --zero_stage 2")[0]
+    user = tmp_path / "mine.yaml"
+    user.write_text("distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 1\n")
+    assert "(zero1)" in missing(f"  accelerate_config: {user}", "accelerate launch")[0]
+    assert missing("  use_vllm: true") == [
+        "train.use_vllm (vllm_mode colocate) needs vLLM and it is not installed: pip install vllm"
+    ]
+    assert missing("  accelerate_config: fsdp", "accelerate launch") == []  # torch's own FSDP
+
+
+def test_iterate_refuses_a_missing_training_dependency_before_the_first_stage(tmp_path):
+    """On this CPU box vLLM is not installed: iterate stops at once, exit 2, one line, and no
+    stage ran (round 1 has no folder)."""
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed here")
+    text = (ROOT / "tests" / "recipes" / "tiny.yaml").read_text().replace("train:\n", "train:\n  use_vllm: true\n")
+    text = text.replace("recipes/bench/", str(ROOT / "recipes" / "bench") + "/")
+    (tmp_path / "r.yaml").write_text(text)
+    run = tmp_path / "run"
+    argv = [str(EXE), "iterate", "--rounds", "1", "--recipe", str(tmp_path / "r.yaml"), "--run", str(run)]
+    done = subprocess.run(
+        [*argv, "--model", str(tmp_path / "m"), "--seeds", str(ROOT / "seeds")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "train.use_vllm (vllm_mode colocate) needs vLLM" in done.stderr and "Traceback" not in done.stderr
+    assert not (run / "round-01").exists()
 
 
 def test_one_training_process_is_pinned_to_one_gpu(tmp_path, monkeypatch):

@@ -67,6 +67,10 @@ def distill(
     summary = run_stage(
         "distill", recipe, out, as_json=True, library=library, resume=resume, clean=clean, inputs=inputs
     )
+    from evoenv_cli.stages.train import is_main_rank
+
+    if not is_main_rank():  # the other ranks of a launch: rank 0 reports for all
+        return
     if as_json:
         emit(json.dumps(summary))
     else:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 from pathlib import Path
 
@@ -34,20 +35,23 @@ from evoenv_cli.stages.train import (
     check_inputs,
     check_model,
     checkpointing_noise_silenced,
+    is_main_rank,
     recipe_reward,
     thinking_rule,
     trained_parameters,
+    world_size,
 )
-from evoenv_cli.training import quantize
+from evoenv_cli.training import precision, quantize
 from evoenv_cli.training.cpu_head import compact_lm_head_on_cpu
 
 MANIFEST = "distill-manifest.json"
 DIVERGENCE = {1.0: "reverse KL", 0.0: "forward KL"}  # by beta
 
 
-def teacher_source(teacher: str):
+def teacher_source(teacher: str, dtype: str = "float32"):
     """The teacher as DistillationTrainer takes it: a model folder, or (for a LoRA checkpoint
-    with no merged copy) its base with the adapter merged in."""
+    with no merged copy) its base loaded in `dtype` with the adapter merged in (once: a single
+    rounding in bf16)."""
     path = Path(check_model(teacher))
     if not (path / "adapter_config.json").is_file():
         return str(path)
@@ -60,7 +64,7 @@ def teacher_source(teacher: str):
     base = json.loads((path / "adapter_config.json").read_text()).get("base_model_name_or_path")
     if not base:
         raise InputError(f"{path}/adapter_config.json: names no base model")
-    model = AutoModelForCausalLM.from_pretrained(check_model(base), dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(check_model(base), dtype=getattr(torch, dtype))
     return PeftModel.from_pretrained(model, str(path)).merge_and_unload()
 
 
@@ -79,11 +83,19 @@ def check_mixable(model: str) -> None:
         )
 
 
-def distill_args(cfg: DistillConfig, out: Path) -> dict:
+def distill_args(cfg: DistillConfig, out: Path, student: TrainConfig) -> dict:
+    """DistillationConfig keyword arguments. On a GPU: bf16, checkpointing, the student's base in
+    the dtype `precision.weights_dtype` gives a TinyLoRA adapter (bf16: the base is never
+    written) and the frozen teacher in bf16, each kept whole on its one GPU by one process (TRL's
+    default there is device_map="auto", every visible card) and placed by each rank's
+    accelerator under a launcher. On the CPU: float32 throughout."""
     import torch
     from trl import DistillationConfig
 
     on_gpu = torch.cuda.is_available() and not cfg.use_cpu
+    bf16 = on_gpu if cfg.bf16 is None else cfg.bf16
+    device_map = {"": 0} if on_gpu and world_size() == 1 else None
+    sharding, _ = precision.launched_sharding()
     args = dict(
         output_dir=str(out / "checkpoints"),
         beta=cfg.beta,
@@ -99,10 +111,15 @@ def distill_args(cfg: DistillConfig, out: Path) -> dict:
         save_total_limit=cfg.save_total_limit,
         report_to="none",
         use_cpu=not on_gpu,
-        bf16=on_gpu if cfg.bf16 is None else cfg.bf16,
+        bf16=bf16,
+        model_init_kwargs={"dtype": precision.weights_dtype(student, on_gpu, bf16, sharding), "device_map": device_map},
+        teacher_model_init_kwargs={"dtype": "bfloat16" if on_gpu and bf16 else "float32", "device_map": device_map},
     )
+    checkpointing = on_gpu if cfg.gradient_checkpointing is None else cfg.gradient_checkpointing
     fields = getattr(DistillationConfig, "__dataclass_fields__", {})
-    args["activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"] = False
+    args["activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"] = (
+        checkpointing
+    )
     return args
 
 
@@ -130,8 +147,11 @@ def run(
     mixed = cfg.reward_weight > 0
     if mixed:
         check_mixable(model)
+    student = dataclasses.replace(train_cfg, adapter="tinylora", use_vllm=False)
+    precision.check(student, *precision.launched_sharding())  # TinyLoRA's SVD needs whole weights
     started = artifacts.now_iso()
-    out.mkdir(parents=True, exist_ok=True)
+    if is_main_rank():
+        out.mkdir(parents=True, exist_ok=True)
 
     import datasets
     import transformers
@@ -147,11 +167,10 @@ def run(
     tokenizer = AutoTokenizer.from_pretrained(model, padding_side="left")
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    student = dataclasses.replace(train_cfg, adapter="tinylora")
-    source = teacher_source(teacher)
-    args = distill_args(cfg, out)
-    if isinstance(source, str):  # TRL refuses load settings for a teacher already in memory
-        args["teacher_model_init_kwargs"] = {"dtype": "float32"}
+    args = distill_args(cfg, out, student)
+    source = teacher_source(teacher, args["teacher_model_init_kwargs"]["dtype"])
+    if not isinstance(source, str):  # TRL refuses load settings for a teacher already in memory
+        del args["teacher_model_init_kwargs"]
     reward = None
     extra: dict = {}
     trainer_cls = DistillationTrainer
@@ -181,7 +200,10 @@ def run(
     finally:
         if reward is not None:
             reward.close()
-    trainer.save_model(str(out))
+    trainer.save_model(str(out))  # on every rank: a sharded run gathers there, transformers writes on rank 0
+    if not is_main_rank():  # rank 0 alone writes the rest; every rank waits for it at the end
+        trainer.accelerator.wait_for_everyone()
+        return {"stage": "distill", "rank": int(os.environ.get("RANK", "0")), "steps": trainer.state.global_step}
     tokenizer.save_pretrained(str(out))
     with artifacts.atomic_file(out / "metrics.jsonl") as f:
         for record in trainer.state.log_history:
@@ -234,6 +256,7 @@ def run(
         out / "quantized" / MANIFEST, {**manifest, "summary": {**summary, "trained_parameters": params}}
     )
     artifacts.follow_umask(out)
+    trainer.accelerator.wait_for_everyone()
     return summary
 
 
@@ -286,5 +309,6 @@ STAGE = register(
         envs=False,
         allow_empty=False,
         check=_check,
+        prepares=lambda ctx: is_main_rank(),  # under accelerate launch every rank runs it; one prepares OUT
     )
 )

@@ -41,7 +41,7 @@ from evoenv_cli.errors import InputError
 from evoenv_cli.integrations.reward_audit import QUARANTINE_FILE
 from evoenv_cli.integrations.rewards import EnvReward, FormatReward, row_instance
 from evoenv_cli.stage import Context, Stage, register
-from evoenv_cli.training import progress
+from evoenv_cli.training import precision, progress
 from evoenv_cli.training.cpu_head import compact_lm_head_on_cpu
 from evoenv_cli.training.progress import TRAIN_LOG
 
@@ -96,7 +96,10 @@ def row_problem(row: dict) -> str | None:
 
 
 def check_settings(cfg: TrainConfig) -> None:
-    """Settings that can be checked before anything loads: the arena's judge."""
+    """Settings that can be checked before anything loads: an adapter under a sharding that
+    cannot merge it correctly (`precision.refusal`, as this process's launcher set it up), the
+    arena's judge."""
+    precision.check(cfg, *precision.launched_sharding())
     if cfg.zero_variance == "judge":
         from evoenv_cli.training.arena import check_judge
 
@@ -323,7 +326,8 @@ def grpo_args(
         log_completions=cfg.log_completions,
         use_vllm=cfg.use_vllm,
         mask_truncated_completions=cfg.mask_truncated_completions,
-        model_init_kwargs=model_init_kwargs(on_gpu, bf16),
+        ddp_timeout=cfg.ddp_timeout,
+        model_init_kwargs=model_init_kwargs(on_gpu, bf16, cfg),
         disable_tqdm=True,  # train_progress prints a line per step with an ETA from measured steps
     )
     if format_weight:
@@ -371,14 +375,17 @@ def is_main_rank() -> bool:
     return int(os.environ.get("RANK", "0") or 0) == 0
 
 
-def model_init_kwargs(on_gpu: bool, bf16: bool) -> dict[str, Any]:
+def model_init_kwargs(on_gpu: bool, bf16: bool, cfg: TrainConfig) -> dict[str, Any]:
     """How TRL loads the policy from its path (GRPOTrainer passes these to
-    `create_model_from_path`, whose dtype default is float32): bfloat16 weights on GPUs with
-    bf16 on, float32 on the CPU. One process on a GPU box keeps the whole model on its one
-    device: TRL's default there is device_map="auto", which spreads a model over every visible
-    card (naive pipelining, the other cards' memory taken). Under a launcher each rank's
-    accelerator places it (TRL sets None itself for DDP and DeepSpeed; FSDP needs it too)."""
-    kwargs: dict[str, Any] = {"dtype": "bfloat16" if on_gpu and bf16 else "float32"}
+    `create_model_from_path`, whose dtype default is float32): the dtype `precision.weights_dtype`
+    gives (bf16 compute comes from the trainer's autocast; the weights are float32 wherever bf16
+    ones would be silently wrong: full fine-tuning's masters, and a base TRL merges the adapter
+    into at every vLLM sync). One process on a GPU box keeps the whole model on its one device:
+    TRL's default there is device_map="auto", which spreads a model over every visible card
+    (naive pipelining, the other cards' memory taken). Under a launcher each rank's accelerator
+    places it (TRL sets None itself for DDP and DeepSpeed; FSDP needs it too)."""
+    sharding, _ = precision.launched_sharding()
+    kwargs: dict[str, Any] = {"dtype": precision.weights_dtype(cfg, on_gpu, bf16, sharding)}
     kwargs["device_map"] = {"": 0} if on_gpu and world_size() == 1 else None
     return kwargs
 
@@ -548,7 +555,7 @@ def run(
         "checkpoint": str(out),
         "merged": str(merged) if merged else None,
         "adapter": peft_config is not None,
-        "adapter_kind": adapter_kind(cfg),
+        "adapter_kind": precision.adapter_kind(cfg),
         "trained_parameters": trained_parameters(trainer.model),
         "mean_reward": _mean_reward(metrics_path),
         "all_groups_zero_variance": all_groups_zero_variance(metrics_path),
@@ -600,7 +607,7 @@ def save(trainer, out: Path, cfg: TrainConfig) -> Path | None:
     trainer.save_model(str(out))
     # transformers cannot load a TinyLoRA adapter folder (its shared vector lives on the tuner),
     # so a TinyLoRA run always writes the merged copy the loop's next round and the backends load
-    adapted = adapter_kind(cfg) != "full"
+    adapted = precision.adapter_kind(cfg) != "full"
     merged = out / "merged" if adapted and (cfg.merge_lora or cfg.adapter == "tinylora") else None
     if accelerator.is_main_process:
         if trainer.processing_class is not None:
@@ -631,14 +638,9 @@ def thinking_rule(trainer, cfg: TrainConfig, rewards: list) -> None:
             r.end_ids, r.opens_think = end_ids, opens
 
 
-def adapter_kind(cfg: TrainConfig) -> str:
-    """What `train` trains: "tinylora", "lora" or "full" (all weights)."""
-    return "tinylora" if cfg.adapter == "tinylora" else "lora" if cfg.lora else "full"
-
-
 def adapter_config(cfg: TrainConfig):
     """The PEFT config of the adapter `cfg` asks for, or None to train all weights."""
-    kind = adapter_kind(cfg)
+    kind = precision.adapter_kind(cfg)
     if kind == "tinylora":
         from peft import TinyLoraConfig
 
@@ -664,8 +666,10 @@ def adapter_config(cfg: TrainConfig):
 
 
 def trained_parameters(model) -> int:
-    """The exact number of values the optimizer updates (requires_grad), shared ones counted once."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+    """The exact number of values the optimizer updates (requires_grad), shared ones counted
+    once; under DeepSpeed ZeRO-3 a parameter's local tensor is an empty placeholder and its
+    whole size is `ds_numel`."""
+    return sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad)
 
 
 def all_groups_zero_variance(metrics_path: Path) -> bool:
