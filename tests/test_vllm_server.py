@@ -30,6 +30,9 @@ def test_a_real_vllm_server_from_start_to_a_free_port(vllm_tiny_model, tmp_path,
     # vLLM's CPU knob for the KV cache, in GiB: without it the CPU build reads
     # --gpu-memory-utilization as the share of host memory to reserve
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    # vLLM's own switch for CPU CI: dynamo with the eager backend instead of inductor, no
+    # warm-up (vllm/platforms/cpu.py, vllm/v1/worker/cpu_worker.py): seconds, not minutes
+    monkeypatch.setenv("VLLM_CPU_CI_ENV", "1")
     model = str(vllm_tiny_model)
     backend = make_backend(
         "vllm_server",

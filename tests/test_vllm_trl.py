@@ -21,6 +21,9 @@ def test_grpo_generates_with_colocated_vllm_and_syncs_its_weights(vllm_tiny_mode
     # the CPU build's KV-cache size in GiB: vllm_gpu_memory_utilization is read there as the
     # share of host memory to reserve
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    # vLLM's switch for CPU CI: no inductor compile and no warm-up (vllm/platforms/cpu.py);
+    # TRL offers no enforce_eager for the engine it builds
+    monkeypatch.setenv("VLLM_CPU_CI_ENV", "1")
     data = Dataset.from_list([{"prompt": [{"role": "user", "content": f"What is {i} + 1?"}]} for i in range(4)])
     completions = []
 
