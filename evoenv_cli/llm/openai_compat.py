@@ -15,7 +15,9 @@ nothing beyond Python is needed to talk to a remote server.
   serve ignores `n`), the missing ones are asked for with separate `n=1` requests, and later
   prompts go straight to separate requests. The request for completion `j` of a prompt carries
   `seed = request_seed(sampling.seed, prompt_id, j)` (how faithfully a server honours it varies:
-  transformers serve seeds one global generator, so concurrent requests are not reproducible).
+  transformers serve seeds one global generator, so concurrent requests are not reproducible),
+  unless `request_seeds=False` (the managed vLLM server, seeded once: llm/served.py), where
+  no request carries one and the completions record `sampling.seed`.
   Greedy sampling sends one request per prompt and copies it `n` times.
 - A request that still fails gives completions with finish reason "error" and
   `Generation.error`; `generate` raises `BackendConnectionError` (naming the URL) only when
@@ -107,6 +109,7 @@ class OpenAIBackend(BaseBackend):
         max_backoff_s: float = 30.0,
         chat_template_kwargs: dict | None = None,
         extra_body: dict | None = None,
+        request_seeds: bool = True,
     ):
         if base_url is None:
             raise BackendError(
@@ -128,6 +131,7 @@ class OpenAIBackend(BaseBackend):
         self.max_backoff_s = float(max_backoff_s)
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.extra_body = dict(extra_body or {})
+        self.request_seeds = request_seeds
         self.n_supported: bool | None = None  # learned from the first response to an n > 1 ask
         self.length_field = "max_completion_tokens"  # "max_tokens" once a server rejects it
 
@@ -274,8 +278,8 @@ class OpenAIBackend(BaseBackend):
 
         def submit(i: int, j: int, k: int) -> None:
             nonlocal sent
-            seed = request_seed(sampling.seed, ids[i], j)
-            jobs.put(((i, j, k, seed), (prompts[i], sampling, k, seed)))
+            seed = request_seed(sampling.seed, ids[i], j) if self.request_seeds else sampling.seed
+            jobs.put(((i, j, k, seed), (prompts[i], sampling, k, seed if self.request_seeds else None)))
             sent += 1
 
         # Daemon threads: Ctrl-C returns at once instead of waiting out requests in flight.

@@ -12,9 +12,24 @@ Requests go through the `openai` backend unchanged.
 
 The command is a template (`backend.serve_command`), so any server that speaks the OpenAI API
 and answers GET /health can stand in: the CPU tests run `transformers serve {model} --host
-127.0.0.1 --port {port} --device cpu`. Placeholders: {model}, {port}, {dp}, {tp}, {dtype},
-{max_model_len}, {gpu_memory_utilization}, {exe_dir} (the folder of this Python, where its
-`vllm` or `transformers` command is installed). Empty: `vllm serve` with the recipe's settings.
+127.0.0.1 --port {port} --device cpu`, and the vLLM lane a real vLLM server. Placeholders:
+{model}, {port}, {dp}, {tp}, {dtype}, {max_model_len}, {gpu_memory_utilization}, {seed},
+{exe_dir} (the folder of this Python, where its `vllm` or `transformers` command is
+installed). Empty: `vllm serve` with the recipe's settings.
+
+It samples the policy the in-process engine, transformers and TRL sample, so calibration on one
+GPU and on eight measure the same thing:
+- `--generation-config vllm`: `vllm serve` otherwise takes the model's generation_config.json as
+  the default for every field a request leaves out (top_k 20 for Qwen3-Thinking, and its
+  max_new_tokens as a server-wide cap: `ModelConfig.get_diff_sampling_param`,
+  vllm/config/model.py), while `LLM.chat` with explicit SamplingParams, TRL's SamplingParams and
+  the hf backend (top_k None) sample from temperature and top_p alone.
+- No seed per request: a request with its own seed gets its own generator, which vLLM's sampler
+  draws one request at a time ("This can be slow because we handle each request one by one",
+  `random_sample`, vllm/v1/sample/ops/topk_topp_sampler.py). The server is seeded once
+  (`--seed`), as the in-process engine is.
+- `gpus` are indices among the GPUs this process sees: under `CUDA_VISIBLE_DEVICES=4,5,6,7`,
+  `gpus: [0, 1]` serves on physical 4 and 5 (the server's CUDA_VISIBLE_DEVICES is `4,5`).
 
 Each start writes `serve-PORT.log` (the server's output), `server.json` (pid, port, model,
 command; removed at stop) and a line of `servers.jsonl` (every server started there) in
@@ -36,6 +51,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -64,9 +80,41 @@ def default_command(max_model_len: int | None) -> str:
     cmd = (
         "{exe_dir}/vllm serve {model} --served-model-name {model} --host 127.0.0.1 --port {port} "
         "--data-parallel-size {dp} --tensor-parallel-size {tp} --dtype {dtype} "
-        "--gpu-memory-utilization {gpu_memory_utilization}"
+        "--gpu-memory-utilization {gpu_memory_utilization} --generation-config vllm --seed {seed}"
     )
     return cmd + (" --max-model-len {max_model_len}" if max_model_len else "")
+
+
+def visible_devices(gpus: list[int], inherited: str | None) -> str:
+    """The server's CUDA_VISIBLE_DEVICES: `gpus` are indices among the devices this process
+    sees (its own CUDA_VISIBLE_DEVICES, ids or UUIDs), or physical ids where it has none."""
+    if inherited is None:
+        return ",".join(map(str, gpus))
+    seen = [d.strip() for d in inherited.split(",") if d.strip()]
+    beyond = [g for g in gpus if g >= len(seen)]
+    if beyond:
+        raise BackendError(
+            f"backend.gpus: GPU {beyond[0]} is not among the {len(seen)} that CUDA_VISIBLE_DEVICES={inherited!r} "
+            "shows this process (gpus are indices among the visible GPUs)"
+        )
+    return ",".join(seen[g] for g in gpus)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below `pid` (children, their children, ...), from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
 
 
 @dataclass
@@ -79,6 +127,7 @@ class ServerState:
     argv: list[str]
     gpus: list[int]
     log: str
+    cuda_visible_devices: str | None  # what the server was given (None: inherited unchanged)
 
 
 class ManagedServer:
@@ -96,9 +145,12 @@ class ManagedServer:
         gpu_memory_utilization: float = 0.9,
         startup_timeout_s: float = 1800.0,
         log_dir: str | Path | None = None,
+        seed: int = 0,
     ):
         self.model = model
         self.gpus = [int(g) for g in gpus]
+        inherited = os.environ.get("CUDA_VISIBLE_DEVICES")
+        self.visible = visible_devices(self.gpus, inherited) if self.gpus else None
         self.port = port or free_port()
         tp = max(1, int(tensor_parallel_size))
         dp = max(1, len(self.gpus) // tp) if self.gpus else 1
@@ -110,6 +162,7 @@ class ManagedServer:
             "dtype": dtype,
             "max_model_len": max_model_len or "",
             "gpu_memory_utilization": gpu_memory_utilization,
+            "seed": int(seed),
             "exe_dir": str(Path(sys.executable).parent),
         }
         template = command or default_command(max_model_len)
@@ -139,8 +192,8 @@ class ManagedServer:
         if port_open(self.port):
             raise BackendError(f"port {self.port} is already in use: cannot start a server for {self.model} there")
         env = dict(os.environ)
-        if self.gpus:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self.gpus))
+        if self.visible is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.visible
         with self.log.open("ab") as out:
             out.write(f"$ {shlex.join(self.argv)}\n".encode())
             out.flush()
@@ -149,7 +202,9 @@ class ManagedServer:
             self.proc = subprocess.Popen(
                 self.argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
             )
-        state = asdict(ServerState(self.proc.pid, self.port, self.model, self.argv, self.gpus, str(self.log)))
+        state = asdict(
+            ServerState(self.proc.pid, self.port, self.model, self.argv, self.gpus, str(self.log), self.visible)
+        )
         (self.log_dir / STATE_FILE).write_text(json.dumps(state, indent=1))
         # every server this folder has seen: one line, appended here rather than through the
         # artifacts layer, which a backend does not import (tests/test_layering.py)
@@ -187,26 +242,13 @@ class ManagedServer:
         return f"{' | '.join(lines[-3:])} (log: {self.log})"
 
     def stop(self, grace_s: float = 30.0) -> None:
-        """SIGTERM to the whole process group, SIGKILL after `grace_s`; returns once the
-        process is reaped and its port is closed."""
+        """SIGTERM to the server's process group and to every process below it (vLLM's engine
+        cores, and the data-parallel API servers that leave for a group of their own), SIGKILL
+        to those left after `grace_s`; returns once each of them is gone and the port is closed."""
         proc, self.proc = self.proc, None
         if proc is None:
             return
-        for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                proc.wait(timeout=wait)
-                # the leader is gone; its group's stragglers (engine workers) go with SIGKILL
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                break
-            except subprocess.TimeoutExpired:
-                continue
+        terminate(proc.pid, lambda: proc.poll() is None, grace_s)
         proc.wait()
         deadline = time.monotonic() + 10
         while port_open(self.port) and time.monotonic() < deadline:
@@ -224,6 +266,29 @@ def running(pid: int) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
+def terminate(pid: int, leader_alive: Callable[[], bool], grace_s: float) -> None:
+    """SIGTERM to `pid`'s process group and to every process below it, SIGKILL to those left
+    after `grace_s`; returns once all are gone (or 10 s after the SIGKILL). The family is listed
+    first: once the leader exits, its children are no one's and a group signal misses those
+    that left the group."""
+    family = descendants(pid)
+
+    def alive() -> bool:
+        return leader_alive() or any(map(running, family))
+
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        for send, target in ((os.killpg, pid), *((os.kill, p) for p in family)):
+            try:
+                send(target, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.monotonic() + wait
+        while alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not alive():
+            return
+
+
 def stop_stale(log_dir: Path) -> None:
     """Stop a server a killed loop left running (its server.json still there, its process
     still the command it recorded): it would hold its GPUs through the rerun's training."""
@@ -236,16 +301,8 @@ def stop_stale(log_dir: Path) -> None:
         return
     # a console script (vllm, transformers) shows as [python, script, ...]: either may be it
     if state.get("argv") and state["argv"][0] in [c.decode(errors="replace") for c in cmdline[:2]]:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(int(state["pid"]), sig)
-            except ProcessLookupError:
-                break
-            deadline = time.monotonic() + 30
-            while running(int(state["pid"])) and time.monotonic() < deadline:
-                time.sleep(0.2)
-            if not running(int(state["pid"])):
-                break
+        pid = int(state["pid"])
+        terminate(pid, lambda: running(pid), 30.0)
     path.unlink(missing_ok=True)
 
 
@@ -266,6 +323,7 @@ class ServedBackend(OpenAIBackend):
         max_model_len: int | None = None,
         gpu_memory_utilization: float = 0.9,
         log_dir: str | Path | None = None,
+        seed: int = 0,
         **openai_options,
     ):
         self.server = ManagedServer(
@@ -279,8 +337,10 @@ class ServedBackend(OpenAIBackend):
             gpu_memory_utilization,
             startup_timeout_s,
             log_dir,
+            seed,
         )
-        super().__init__(model, base_url=self.server.base_url, **openai_options)
+        # the server is seeded once (--seed); a seed per request is vLLM's slow path
+        super().__init__(model, base_url=self.server.base_url, request_seeds=False, **openai_options)
         self.server.start()
 
     def close(self) -> None:
@@ -293,8 +353,11 @@ __all__ = [
     "ServedBackend",
     "ServerState",
     "default_command",
+    "descendants",
     "free_port",
     "port_open",
     "running",
     "stop_stale",
+    "terminate",
+    "visible_devices",
 ]

