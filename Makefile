@@ -87,10 +87,13 @@ iterate: $(if $(INSTALLED),,setup)
 # Its seeds: seeds/ plus the learning bench's number_in_words and reasoning-gym's chain_sum:
 # calibration admits only levels above chance, and the starter model is at chance on the seeds'
 # low levels (0 of 10 admitted); number_in_words (levels 1, 3) and chain_sum (3) are above it.
+# Its figures go to docs/demo-output.txt and the README's demo block (benchmarks/demo_output.py;
+# tests/test_readme.py holds them together): commit both after a demo run.
 demo: setup
 	mkdir -p $(RUN)-seeds && cp seeds/*.py benchmarks/envs/*.py $(RUN)-seeds/
 	$(BIN)/evoenv import reasoning-gym chain_sum --out $(RUN)-seeds --force
-	$(MAKE) iterate ROUNDS=2 RECIPE=recipes/cpu-demo.yaml RUN=$(RUN) SEEDS=$(RUN)-seeds
+	$(BIN)/python benchmarks/demo_output.py --run $(RUN) -- \
+		$(MAKE) iterate ROUNDS=2 RECIPE=recipes/cpu-demo.yaml RUN=$(RUN) SEEDS=$(RUN)-seeds
 	$(BIN)/evoenv preview $(RUN)/round-02/sample/train.jsonl -n 3
 	$(BIN)/evoenv report $(RUN)
 

@@ -10,9 +10,13 @@ instances (seeds with bit 31 set) by one `evoenv evaluate --baseline`.
 5. `evoenv evaluate --model ON --baseline OFF`.
 
 Prints one line:
-  bench arena: steps=N zero_var_share=Z rescued_share=R pass@1_off=A pass@1_on=B step_s_off=S step_s_on=T ...
+  bench arena: steps=N zero_var_share=Z rescued_share=R agreement=G[lo,hi] n=D p=P judge=J steps_off=O pass@1_off=A ...
 zero_var_share is the arena run's share of zero-variance groups before the judge, rescued_share
 the share of all groups the judge gave a non-zero advantage, both averaged over its steps;
+agreement the share of the judge's decisive verdicts, on groups the verifier separates, that
+name the verifier's better trace (chance: 1/2), with its 95% interval, sign-test p-value and
+whether the arena trusted it (an arena at chance stands aside: rescued_share 0, no judge calls
+on the zero-variance groups);
 step_s the mean seconds per step (TRL's step_time, judging included). Settings live in
 benchmarks/arena.yaml; the run lands in runs/bench-arena (kept, so its files can be read).
 """
@@ -161,12 +165,26 @@ def main() -> None:
     calls = max(arena["judge_calls"], 1)
     print(
         f"bench arena: steps={result['steps']} zero_var_share={result['zero_var_share']:.3f} "
-        f"rescued_share={result['rescued_share']:.3f} pass@1_off={result['pass@1_off']:.3f} "
+        f"rescued_share={result['rescued_share']:.3f} {agreement_text(arena)} pass@1_off={result['pass@1_off']:.3f} "
         f"pass@1_on={result['pass@1_on']:.3f} step_s_off={result['step_s_off']:.1f} "
         f"step_s_on={result['step_s_on']:.1f} (model={result['model']} level={args.level} "
         f"zero_var_share_off={result['zero_var_share_off']:.3f} judge_calls={arena['judge_calls']} "
         f"unparseable={arena['unparseable'] / calls:.2f} wall_s={result['wall_s']})",
         flush=True,
+    )
+
+
+def agreement_text(arena: dict) -> str:
+    """The judge's agreement with the verifier on the groups it separates, beside whether the
+    arena used it: `agreement=0.50[0.31,0.69] n=20 p=0.59 judge=at_chance steps_off=2`."""
+    a = arena.get("judge_agreement") or {}
+    verdict = "trusted" if a.get("trusted") else "at_chance"
+    if a.get("agreement") is None:
+        return f"agreement=- n=0 judge={verdict} steps_off={arena.get('steps_off', 0)}"
+    lo, hi = a["ci95"]
+    return (
+        f"agreement={a['agreement']:.2f}[{lo:.2f},{hi:.2f}] n={a['decisive']} p={a['p_value']:.2g} "
+        f"judge={verdict} steps_off={arena.get('steps_off', 0)}"
     )
 
 

@@ -162,6 +162,14 @@ def compose(
     n: Annotated[int | None, recipe_option("compose.n", "-n")] = None,
     max_depth: Annotated[int | None, recipe_option("compose.max_depth")] = None,
     seed: Annotated[int | None, recipe_option("compose.seed")] = None,
+    measured: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--measured",
+            help="A calibrate output folder whose pass rates compose aims at (besides the library's index); "
+            "repeatable.",
+        ),
+    ] = None,
     config: ConfigOpt = None,
     resume: ResumeOpt = False,
     clean: CleanOpt = False,
@@ -170,14 +178,20 @@ def compose(
     as_json: JsonOpt = False,
 ) -> None:
     """RACES: fuse environments into new verifiable ones (SEQUENTIAL, PARALLEL, SORT, SELECT),
-    each a standalone file judged by the execution contract before it is written.
+    each a standalone file judged by the execution contract before it is written. Candidates
+    whose pass rate, predicted from the parts' measured ones, is in the calibration band come
+    first.
 
-    Example: [bold]evoenv compose seeds/ --out runs/r1/compose --n 20 --max-depth 2 --seed 1[/]
+    Example: [bold]evoenv compose seeds/ --out runs/r1/compose --n 20 --measured runs/r1/rotate --seed 1[/]
     """
     recipe = runtime_recipe(config, sandbox, workers)
     op_list = None if ops is None else [o.strip() for o in ops.split(",") if o.strip()]
     recipe.compose = cfgmod.override(recipe.compose, ops=op_list, n=n, max_depth=max_depth, seed=seed)
-    admit("compose", recipe, out, as_json, library=library, resume=resume, clean=clean)
+    for folder in measured or []:
+        if not (folder / "verdicts.jsonl").is_file():
+            raise InputError(f"{folder}: not a calibrate output folder (no verdicts.jsonl)")
+    inputs = {"measured": list(measured or [])}
+    admit("compose", recipe, out, as_json, library=library, resume=resume, clean=clean, inputs=inputs)
 
 
 @app.command()

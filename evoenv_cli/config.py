@@ -379,6 +379,11 @@ class ArenaConfig:
     max_tokens: int = field(default=512, metadata={"min": 1})  # the judge's response
     max_trace_chars: int = field(default=6000, metadata={"min": 200})  # of each trace shown (head and tail kept)
     seed: int = 0  # anchor choice and the order traces are shown in
+    # the judge's rewards are used while its agreement with the verifier, on groups the verifier
+    # separates, beats chance (1/2) in a one-sided sign test at this level (1: used unmeasured)
+    trust_alpha: float = field(default=0.05, metadata={"gt": 0, "max": 1})
+    probe_groups: int = field(default=8, metadata={"min": 0})  # separated groups probed a step (2 calls each)
+    retest_every: int = field(default=4, metadata={"min": 1})  # steps a judge found at chance sits out
 
 
 @dataclass

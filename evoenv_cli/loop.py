@@ -3,10 +3,11 @@ program.
 
 Round r, in RUN/round-NN/<stage>/:
   synthesize (policy = round r-1's checkpoint; round 1 = MODEL) -> validate -> review
-  compose (on the pool, no LLM; composites are code built from admitted parts, so they skip
-  the LLM review) -> candidates (review + compose, merged) -> dedupe (--against the pool: the
-  cheap contract first, so no solver call is spent on a copy) -> calibrate -> rotate (pool
-  members due for it re-calibrated against the policy) -> pool update (less what an earlier
+  -> rotate (pool members due for it re-calibrated against the policy) -> compose (on the
+  pool, no LLM, aimed at the pass rates rotation and earlier calibrations measured; composites
+  are code built from admitted parts, so they skip the LLM review) -> candidates (review +
+  compose, merged) -> dedupe (--against the pool: the cheap contract first, so no solver call
+  is spent on a copy) -> calibrate -> pool update (less what an earlier
   round's training quarantined: rewards a fresh worker's re-check disagreed with) -> sample ->
   train -> evaluate.
 
@@ -560,10 +561,7 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
         syn = step("synthesize", model=policy, inputs={"seeds": loop.seeds, "pools": [loop.pool]})
         val = step("validate", library=syn)
         rev = step("review", library=val, model=policy)
-        comp = step("compose", library=loop.pool)
-        cands = merge_libraries(d / "candidates", [rev, comp])
-        ded = step("dedupe", library=cands, inputs={"against": [loop.pool]})
-        cal = step("calibrate", library=ded, model=policy)
+        # rotation first: compose aims at the pass rates it measures (every seed's, at round 1)
         rotated = None
         if not (d / PLAN_FILE).exists():
             due = pool.rotation_due(d, r, cfg.rotate_every)
@@ -571,6 +569,10 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
                 rotated = step("rotate", library=due, model=policy)
             else:
                 loop.log(f"  rotate: no pool member is due (iterate.rotate_every={cfg.rotate_every})")
+        comp = step("compose", library=loop.pool, inputs={"measured": [rotated] if rotated else []})
+        cands = merge_libraries(d / "candidates", [rev, comp])
+        ded = step("dedupe", library=cands, inputs={"against": [loop.pool]})
+        cal = step("calibrate", library=ded, model=policy)
         pool_change = pool.plan(d, rotated, cal, r)
         pool.apply(d)
         dropped = len(pool_change.get("quarantined", []))
@@ -599,7 +601,7 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
         policy = policy_of(train)
         loop.evaluate(d, book, policy, baseline)
         book.write()
-        summary = round_summary(r, d, pool_change, digest)
+        summary = round_summary(r, d, pool_change, digest, loop.pool)
         artifacts.JsonlAppender(loop.run_dir / "rounds.jsonl").append(summary)
         loop.log(round_line(summary, book.totals(), str(loop.run_dir / "rounds.jsonl")))
         if summary["candidates"] == 0:
@@ -610,10 +612,57 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
     return artifacts.read_jsonl_tolerant(loop.run_dir / "rounds.jsonl")
 
 
-def round_summary(r: int, d: Path, pool_change: dict, config_hash: str | None = None) -> dict:
+def _verdict_of(stage_dir: Path, env_id: str | None) -> dict:
+    """The verdict a stage folder recorded for an environment ({} when none)."""
+    path = stage_dir / "verdicts.jsonl"
+    rows = artifacts.read_jsonl_tolerant(path) if path.exists() else []
+    return next((v for v in rows if v.get("env_id") == env_id), {})
+
+
+def newcomers(r: int, d: Path, pool: Path | None, metrics: dict) -> list[dict]:
+    """The pool members that joined after the start and are drawn for this round's training,
+    or joined in it: where each came from, its predicted pass rate and the one calibration
+    measured when it joined (at its lowest calibrated level), its training rows this round and
+    its held-out pass@1 against the baseline (when it is in the evaluation set)."""
+    if pool is None or not (pool / "index.jsonl").exists():
+        return []
+    rows: dict[str, int] = {}
+    train = d / "sample" / "train.jsonl"
+    for row in artifacts.read_jsonl_tolerant(train) if train.exists() else []:
+        rows[row.get("env_name")] = rows.get(row.get("env_name"), 0) + 1
+    envs, base = metrics.get("environments") or {}, (metrics.get("baseline") or {}).get("environments") or {}
+    out = []
+    for rec in artifacts.read_jsonl_tolerant(pool / "index.jsonl"):
+        joined, name = rec.get("joined_round"), rec.get("name")
+        if not isinstance(joined, int) or not (joined == r or rows.get(name)):
+            continue
+        at_join = _verdict_of(d.parent / f"round-{joined:02d}" / "calibrate", rec.get("env_id"))
+        levels = at_join.get("levels") or []
+        level = str(min(levels)) if levels else None
+        measured = (at_join.get("curve") or {}).get(level) or {}
+        predicted = rec.get("predicted") or {}
+        out.append(
+            {
+                "name": name,
+                "operator": rec.get("operator"),
+                "parents": [Path(p).stem for p in rec.get("parents") or []],
+                "joined_round": joined,
+                "level": None if level is None else int(level),
+                "predicted": (predicted.get("pass_rate") or {}).get(level),
+                "measured": measured.get("pass_rate"),
+                "train_rows": rows.get(name, 0),
+                "held_out": (envs.get(name) or {}).get("pass@1"),
+                "held_out_before": (base.get(name) or {}).get("pass@1"),
+            }
+        )
+    return out
+
+
+def round_summary(r: int, d: Path, pool_change: dict, config_hash: str | None = None, pool: Path | None = None) -> dict:
     """The round's numbers (no timings: those are in loop.json). `admitted.calibrate` counts
     what the difficulty contract measured in band; `admitted.uncalibrated`, what it let
-    through unmeasured (no answers to score)."""
+    through unmeasured (no answers to score); `newcomers`, what joined after the start and
+    what this round trained on of it."""
     syn = read_json(d / stages.get("synthesize").where)
     admitted = {}
     # the admission steps of the round, in its order: each one's funnel words name what it admitted
@@ -642,6 +691,7 @@ def round_summary(r: int, d: Path, pool_change: dict, config_hash: str | None = 
         # | "skipped" (nothing to train on: skip_training)
         "signal": train.get("signal") or ("none" if train.get("all_groups_zero_variance") else None),
         "evaluation": headline(metrics),
+        "newcomers": newcomers(r, d, pool, metrics),
         "config_hash": config_hash,
     }
 
@@ -716,7 +766,28 @@ def round_line(s: dict, totals: dict | None = None, where: str = "rounds.jsonl")
         f"mean reward {reward if reward is not None else '-'}{'; ' + learned if learned else ''}"
         f" (all numbers: {where})"
     )
-    return f"round {s['round']} done{took}: {result}\n{envs}\n{train}"
+    lines = [f"round {s['round']} done{took}: {result}", envs, train]
+    lines += [f"  {newcomer_line(n, s['round'])}" for n in s.get("newcomers") or []]
+    return "\n".join(lines)
+
+
+def newcomer_line(n: dict, r: int) -> str:
+    """One environment that joined after the start: where it came from, how well its pass rate
+    was predicted, what this round trained on of it, and its held-out pass@1."""
+
+    def rate(v) -> str:
+        return f"{v:.3f}" if isinstance(v, (int, float)) else "-"
+
+    origin = f"{n['operator']} of {', '.join(n['parents'])}" if n.get("operator") else "written by the policy"
+    when = "joined this round" if n["joined_round"] == r else f"joined in round {n['joined_round']}"
+    line = (
+        f"new: {n['name']} ({origin}; {when}): pass rate predicted {rate(n['predicted'])}, "
+        f"measured {rate(n['measured'])} at level {n['level'] if n['level'] is not None else '-'}; "
+        f"{n['train_rows']} training rows this round"
+    )
+    if isinstance(n.get("held_out"), (int, float)):
+        line += f"; held-out pass@1 {rate(n['held_out_before'])} before training, {rate(n['held_out'])} now"
+    return line
 
 
 __all__ = [

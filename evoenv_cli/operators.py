@@ -18,11 +18,29 @@ and this module refuses to load when the two disagree.
 
 Every composite but a SEQUENTIAL one is "multi-part": its answer is labels or part lines,
 which feed no SEQUENTIAL step and are never sorted or selected.
+
+Levels: part k of a composite at level d runs at `Plan.levels[k] + ceil(d / 2) - 1` (capped
+at 10; compose picks `levels` where the policy's pass rate is measured, 1 by default).
+
+Predicted pass rate (`predict`, from the parts' measured pass rates p at their levels, taken as
+independent: the solver answers each embedded problem as well as it answers it alone) and the
+guess rate it implies (`chance`, from the parts' measured guess rates g):
+- SEQUENTIAL: pA * pB. The answer is B's, and B's problem is built from A's answer, so a solver
+  that gets X wrong answers another B problem (right only by coincidence, left out). Chance:
+  max(gB, gA * pB): B's answer guessed, or X guessed and B solved (a B that only restates X,
+  such as writing it in words, is as guessable as A).
+- PARALLEL: pA * pB, every part right (chance gA * gB); with partial credit the mean score,
+  (pA + pB) / 2 (chance (gA + gB) / 2).
+- SELECT(A, n): a solver that gets all n answers right names the right label (p^n); otherwise
+  it is taken to name one of the n labels at random: p^n + (1 - p^n) / n. Chance: 1 / n.
+- SORT(A, n): the same with one of the n! orders: p^n + (1 - p^n) / n!. Chance: 1 / n!.
+Ties among the n answers only make SELECT and SORT easier, so those two are lower bounds.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,6 +85,11 @@ class Plan:
     parts: list[Part]
     n: int = 2
     direction: str = "max"  # SELECT only
+    levels: list[int] = field(default_factory=list)  # each part's level at the composite's level 1 (default 1)
+
+    @property
+    def start_levels(self) -> list[int]:
+        return self.levels or [1] * len(self.parts)
 
     @property
     def op(self) -> Operator:
@@ -117,6 +140,10 @@ class Operator:
     accepts: Callable[[list[Part]], bool]
     plan: Callable[[list[Part], random.Random], Plan]
     bind: Callable[[Plan, Callable[[Part], str], bool], list[str]]  # (plan, part -> its function, partial credit)
+    # (plan, the parts' pass rates, partial credit) -> the composite's pass rate (module docstring)
+    predict: Callable[[Plan, list[float], bool], float]
+    # (plan, the parts' pass rates, their guess rates, partial credit) -> the composite's guess rate
+    chance: Callable[[Plan, list[float], list[float], bool], float]
     template: str  # the composite's code after the common helpers
     template_from: str = ""  # its generate_from, added when it has an INPUT_TYPE
     # its parts' order means nothing (PARALLEL(A, B) is PARALLEL(B, A)): dedupe compares such
@@ -126,10 +153,11 @@ class Operator:
 
 # -- the composite's own code ------------------------------------------------------------------------
 COMMON = '''
-def _level(difficulty):
-    """Each part runs at ceil(d / 2) of the composite's level d."""
+def _levels(difficulty):
+    """Part k runs at _START[k] + ceil(d / 2) - 1 of the composite's level d (capped at 10):
+    level 1 asks each part at the level compose chose for it, and every two levels add one."""
     d = max(1, min(10, int(difficulty)))
-    return (d + 1) // 2
+    return [min(10, start + (d + 1) // 2 - 1) for start in _START]
 
 
 def _sub_seed(seed, k):
@@ -216,6 +244,7 @@ def _chain(a, seed, level):
 
 
 def _first_chaining(make_a, seed, level):
+    """`level`: part 2's (part 1's is in make_a)."""
     for k in range(_TRIES):
         a = make_a(_sub_seed(seed, k))
         b, masked = _chain(a, seed, level)
@@ -226,8 +255,8 @@ def _first_chaining(make_a, seed, level):
 
 
 def generate(seed, difficulty):
-    level = _level(difficulty)
-    return _first_chaining(lambda s: _call(_A, "generate", s, level), seed, level)
+    level_a, level_b = _levels(difficulty)
+    return _first_chaining(lambda s: _call(_A, "generate", s, level_a), seed, level_b)
 
 
 def _canonical(value):
@@ -260,8 +289,8 @@ def score(instance, answer):
 SEQUENTIAL_FROM = """
 
 def generate_from(value, seed, difficulty):
-    level = _level(difficulty)
-    return _first_chaining(lambda s: _call(_A, "generate_from", value, s, level), seed, level)
+    level_a, level_b = _levels(difficulty)
+    return _first_chaining(lambda s: _call(_A, "generate_from", value, s, level_a), seed, level_b)
 """
 
 PARALLEL = """
@@ -269,8 +298,8 @@ _PART_LINE = re.compile(r"[ \\t]*part[ \\t]*(\\d+)[ \\t]*:[ \\t]*(.*?)[ \\t]*", 
 
 
 def generate(seed, difficulty):
-    level = _level(difficulty)
-    return {"parts": [_call(p, "generate", _sub_seed(seed, k), level) for k, p in enumerate(_PARTS)]}
+    levels = _levels(difficulty)
+    return {"parts": [_call(p, "generate", _sub_seed(seed, k), lv) for k, (p, lv) in enumerate(zip(_PARTS, levels))]}
 
 
 def prompt(instance):
@@ -311,7 +340,7 @@ _LABELS = "ABCDEFGH"[:N]
 
 
 def generate(seed, difficulty):
-    level = _level(difficulty)
+    [level] = _levels(difficulty)
     return {"items": [_call(_A, "generate", _sub_seed(seed, k), level) for k in range(N)]}
 
 
@@ -415,6 +444,17 @@ def _labelled(name: str) -> Callable[[list[Part], random.Random], Plan]:
     return lambda parts, rng: Plan(name, parts, n=rng.choice((3, 4)), direction=rng.choice(("max", "min")))
 
 
+def _both(rates: list[float], partial_credit: bool) -> float:
+    """Every part right (the product), or with partial credit the mean score."""
+    return sum(rates) / len(rates) if partial_credit else math.prod(rates)
+
+
+def _pick(p: float, n: int, orders: int) -> float:
+    """n answers all right (p^n) names the right one of `orders`; otherwise a random one."""
+    right = p**n
+    return right + (1.0 - right) / orders
+
+
 def _labelled_bind(plan: Plan, slot: Callable[[Part], str], partial_credit: bool) -> list[str]:
     return [f"_A = {slot(plan.parts[0])}()", f"N = {plan.n}"]
 
@@ -440,6 +480,8 @@ _OPERATORS = (
         ],
         template=SEQUENTIAL,
         template_from=SEQUENTIAL_FROM,
+        predict=lambda plan, rates, partial_credit: rates[0] * rates[1],
+        chance=lambda plan, rates, guesses, partial_credit: max(guesses[1], guesses[0] * rates[1]),
     ),
     Operator(
         name="parallel",
@@ -457,6 +499,8 @@ _OPERATORS = (
             f"PARTIAL_CREDIT = {partial_credit!r}",
         ],
         template=PARALLEL,
+        predict=lambda plan, rates, partial_credit: _both(rates, partial_credit),
+        chance=lambda plan, rates, guesses, partial_credit: _both(guesses, partial_credit),
         unordered_parts=True,
     ),
     Operator(
@@ -472,6 +516,8 @@ _OPERATORS = (
         plan=_labelled("sort"),
         bind=_labelled_bind,
         template=LABELLED + SORT,
+        predict=lambda plan, rates, partial_credit: _pick(rates[0], plan.n, math.factorial(plan.n)),
+        chance=lambda plan, rates, guesses, partial_credit: 1.0 / math.factorial(plan.n),
     ),
     Operator(
         name="select",
@@ -491,6 +537,8 @@ _OPERATORS = (
             _labelled_bind(plan, slot, partial_credit) + [f"LARGEST = {plan.direction == 'max'!r}"]
         ),
         template=LABELLED + SELECT,
+        predict=lambda plan, rates, partial_credit: _pick(rates[0], plan.n, plan.n),
+        chance=lambda plan, rates, guesses, partial_credit: 1.0 / plan.n,
     ),
 )
 REGISTRY: dict[str, Operator] = {op.name: op for op in _OPERATORS}

@@ -54,12 +54,16 @@ class EnvPool:
         write_pool(self.root, seed_members(self.seeds))
 
     def freeze_eval_set(self) -> None:
-        """RUN/eval-set/: the starting pool (the seeds) at the levels round 1 calibrated them
-        to, kept apart so that every round is measured on the same items (written once)."""
+        """RUN/eval-set/: the pool as round 1 left it (the seeds and round 1's newcomers) at the
+        levels round 1 calibrated them to, kept apart so that every round is measured on the
+        same items (written once), and so that a newcomer's held-out pass@1 has a before."""
         if (self.eval_set / "index.jsonl").exists():
             return
         seeds = {e.env_id for e, _ in seed_members(self.seeds)}
-        write_pool(self.eval_set, [(e, rec) for e, rec in library_members(self.root) if e.env_id in seeds])
+        write_pool(
+            self.eval_set,
+            [(e, rec) for e, rec in library_members(self.root) if e.env_id in seeds or rec.get("joined_round") == 1],
+        )
 
     def quarantined(self) -> dict[str, dict]:
         """Environments whose rewards disagreed with a re-check in a fresh worker, in any

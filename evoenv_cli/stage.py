@@ -96,7 +96,7 @@ class Stage:
     settings: Callable[[Context], dict] | None
     # (ctx, library or None, OUT, open policy or None, progress) -> the stage's result
     run: Callable[..., Any] | None
-    place: int | None = None  # its place in the loop's round (None: not a step of the round)
+    place: float | None = None  # its place in the loop's round (None: not a step of the round)
     folder: str | None = None  # its folder in round-NN/ (default: its name; "" for a file in round-NN/)
     partial: tuple[str, str] = ("verdicts", "verdicts.jsonl")  # what a stopped run leaves, and where
     rerun: str = "rerun with --resume to finish"

@@ -1,7 +1,8 @@
 """Reasoning Arena (`train.zero_variance: judge`): strict verdicts, the Bradley-Terry fit, a
 scripted judge whose ranking must come back, the verifier's order never overturned, a failing
 judge (scripted and a real unreachable server) leaving the rewards alone, bounded anchors that
-survive a checkpoint, and the policy view over a model in memory."""
+survive a checkpoint, and the policy view over a model in memory. The tournament's tests set
+`trust_alpha=1.0` (the judge used unmeasured); tests/test_arena_trust.py measures it."""
 
 from __future__ import annotations
 
@@ -151,7 +152,7 @@ def test_bradley_terry_recovers_a_known_ranking_and_stays_finite_on_any_graph():
 
 @pytest.mark.parametrize("anchors, floor", [(0, 0.95), (4, 0.9)])
 def test_a_scripted_judge_ranking_comes_back_as_rewards(anchors, floor):
-    cfg = ArenaConfig(comparisons=3, anchors=anchors)
+    cfg = ArenaConfig(trust_alpha=1.0, comparisons=3, anchors=anchors)
     judge = QualityJudge()
     arena = Arena(cfg, 8, backend_judge(judge))
     rng = random.Random(0)
@@ -184,7 +185,7 @@ def test_the_verifier_order_is_never_overturned():
         rewards = [r for g in groups for r in g]
         qualities = [[rng.randrange(100) for _ in range(size)] for _ in groups]
         _, prompts, completions, keys = batch(qualities, rewards, prompts_per_key=3)
-        cfg = ArenaConfig(comparisons=rng.randint(1, 3), anchors=rng.choice([0, 2, 4]), weight=0.49)
+        cfg = ArenaConfig(trust_alpha=1.0, comparisons=rng.randint(1, 3), anchors=rng.choice([0, 2, 4]), weight=0.49)
         arena = Arena(cfg, size, backend_judge(QualityJudge(flip=0.5, garbage=0.2, seed=trial)))
         for step in (1, 2):
             new = arena.rescore(rewards, prompts, completions, keys, step=step)
@@ -249,7 +250,7 @@ def test_with_a_format_weight_the_arena_judges_score_ties_inside_the_weighted_su
     completions, columns = step_batch(groups)
     n = len(completions)
     judge = QualityJudge()
-    arena = Arena(ArenaConfig(weight=0.49), 4, backend_judge(judge))
+    arena = Arena(ArenaConfig(trust_alpha=1.0, weight=0.49), 4, backend_judge(judge))
     fmt = FormatReward()
     step = StepRewards(FixedScores(), arena, fmt, w, group_size=4)
     column = step(prompts=["the task"] * n, completions=completions, **columns)
@@ -288,7 +289,7 @@ def test_format_only_signal_score_ties_everywhere_the_arena_judges_and_the_round
     groups = [[(0.0, True), (0.0, False), (0.0, False), (0.0, True)], [(0.0, False), (0.0, True)] * 2]
     completions, columns = step_batch(groups)
     n = len(completions)
-    arena = Arena(ArenaConfig(), 4, backend_judge(QualityJudge()))
+    arena = Arena(ArenaConfig(trust_alpha=1.0), 4, backend_judge(QualityJudge()))
     fmt = FormatReward()
     step = StepRewards(FixedScores(), arena, fmt, 0.1, group_size=4)
     step(prompts=["the task"] * n, completions=completions, **columns)
@@ -340,7 +341,7 @@ def test_a_failing_judge_leaves_the_verifier_rewards_and_is_logged(tmp_path, jud
             "openai", "judge", base_url=f"http://127.0.0.1:{closed_port()}/v1", max_retries=0, timeout_s=5
         )
     log = tmp_path / "arena.jsonl"
-    arena = Arena(ArenaConfig(), 4, backend_judge(backend), log)
+    arena = Arena(ArenaConfig(trust_alpha=1.0), 4, backend_judge(backend), log)
     rewards, prompts, completions, keys = batch([[1, 2, 3, 4], [5, 6, 7, 8]], [0.0] * 4 + [1.0, 0.0, 1.0, 0.0])
     metrics = {}
     new = arena.rescore(rewards, prompts, completions, keys, step=3, log_metric=metrics.__setitem__)
@@ -359,7 +360,7 @@ def test_a_failing_judge_leaves_the_verifier_rewards_and_is_logged(tmp_path, jud
 
 def test_failed_requests_count_for_nothing_and_the_rest_still_rank(tmp_path):
     log = tmp_path / "arena.jsonl"
-    arena = Arena(ArenaConfig(comparisons=3, anchors=0), 8, backend_judge(HalfFailingJudge()), log)
+    arena = Arena(ArenaConfig(trust_alpha=1.0, comparisons=3, anchors=0), 8, backend_judge(HalfFailingJudge()), log)
     qualities = [[5, 1, 7, 3, 8, 2, 6, 4]]
     new = arena.rescore(*batch(qualities), step=1)
     arena.close()
@@ -372,7 +373,7 @@ def test_failed_requests_count_for_nothing_and_the_rest_still_rank(tmp_path):
 
 def test_unparseable_verdicts_are_ties_and_each_comparison_is_a_line(tmp_path):
     log = tmp_path / "arena.jsonl"
-    arena = Arena(ArenaConfig(), 4, backend_judge(QualityJudge(garbage=1.0)), log)
+    arena = Arena(ArenaConfig(trust_alpha=1.0), 4, backend_judge(QualityJudge(garbage=1.0)), log)
     new = arena.rescore(*batch([[1, 2, 3, 4]]), step=1)
     arena.close()
     assert new == [0.0] * 4 and arena.last.unparseable == arena.last.judge_calls > 0 and arena.last.rescued == 0
@@ -396,15 +397,17 @@ class FirstJudge(QualityJudge):
 
 
 def test_asking_both_orders_turns_position_bias_into_ties():
-    arena = Arena(ArenaConfig(), 4, backend_judge(FirstJudge()))
+    arena = Arena(ArenaConfig(trust_alpha=1.0), 4, backend_judge(FirstJudge()))
     assert arena.rescore(*batch([[1, 2, 3, 4]]), step=1) == [0.0] * 4 and arena.last.rescued == 0
-    one_order = Arena(ArenaConfig(both_orders=False), 4, backend_judge(FirstJudge()))
+    one_order = Arena(ArenaConfig(trust_alpha=1.0, both_orders=False), 4, backend_judge(FirstJudge()))
     one_order.rescore(*batch([[1, 2, 3, 4]]), step=1)
     assert one_order.last.rescued == 1  # asked once, its bias becomes a (random) ranking
 
 
 def test_anchor_pool_is_bounded_and_survives_a_checkpoint(tmp_path):
-    arena = Arena(ArenaConfig(comparisons=2, anchors=3, max_prompts=2), 4, backend_judge(QualityJudge()))
+    arena = Arena(
+        ArenaConfig(trust_alpha=1.0, comparisons=2, anchors=3, max_prompts=2), 4, backend_judge(QualityJudge())
+    )
     for step in range(1, 6):
         qualities = [[step * 4 + j for j in range(4)] for _ in range(3)]
         arena.rescore(*batch(qualities, prompts_per_key=3), step=step)
@@ -416,7 +419,9 @@ def test_anchor_pool_is_bounded_and_survives_a_checkpoint(tmp_path):
     folder = tmp_path / "checkpoint-5"
     folder.mkdir()
     arena.save(folder)
-    again = Arena(ArenaConfig(comparisons=2, anchors=3, max_prompts=2), 4, backend_judge(QualityJudge()))
+    again = Arena(
+        ArenaConfig(trust_alpha=1.0, comparisons=2, anchors=3, max_prompts=2), 4, backend_judge(QualityJudge())
+    )
     assert again.restore(folder) and again.pool.state() == arena.pool.state()
     assert not again.restore(tmp_path)  # no pool file: nothing restored
 
@@ -502,7 +507,7 @@ def train_tiny(rows, tiny_model, out, zero_variance, judge=None, format_weight=0
         max_steps=2,
         save_steps=1,
         zero_variance=zero_variance,
-        arena=ArenaConfig(max_tokens=16, **arena),
+        arena=ArenaConfig(trust_alpha=1.0, max_tokens=16, **arena),
     )
     return train.run(
         rows,
@@ -561,7 +566,7 @@ def test_a_grpo_step_learns_from_groups_only_the_judge_separates(seed_rows, tiny
         max_steps=3,
         save_steps=1,
         zero_variance="judge",
-        arena=ArenaConfig(max_tokens=16),
+        arena=ArenaConfig(trust_alpha=1.0, max_tokens=16),
     )
     again = train.run(
         seed_rows,
@@ -672,7 +677,7 @@ from test_arena import QualityJudge, two_process_batches
 from evoenv_cli.config import ArenaConfig
 from evoenv_cli.training.arena import Arena, backend_judge, processes
 judge = QualityJudge(flip=0.3)
-arena = Arena(ArenaConfig(comparisons=3, anchors=4), 4, backend_judge(judge), sys.argv[2], processes())
+arena = Arena(ArenaConfig(trust_alpha=1.0, comparisons=3, anchors=4), 4, backend_judge(judge), sys.argv[2], processes())
 out = []
 for step, (rewards, prompts, completions, keys) in enumerate(two_process_batches(), 1):
     half = len(rewards) // 2
@@ -705,7 +710,9 @@ def test_two_processes_judge_their_shares_and_agree_with_one(tmp_path):
     """Under `accelerate launch` every rank gathers the batch, judges every second comparison
     and fits the same scores: the rewards are those of one process, judge calls are split."""
     single_judge = QualityJudge(flip=0.3)
-    single = Arena(ArenaConfig(comparisons=3, anchors=4), 4, backend_judge(single_judge), tmp_path / "one.jsonl")
+    single = Arena(
+        ArenaConfig(trust_alpha=1.0, comparisons=3, anchors=4), 4, backend_judge(single_judge), tmp_path / "one.jsonl"
+    )
     expected = [single.rescore(*b, step=step) for step, b in enumerate(two_process_batches(), 1)]
     single.close()
     script = tmp_path / "worker.py"

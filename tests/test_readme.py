@@ -156,3 +156,50 @@ def test_one_stage_by_hand_runs_as_written_on_a_fresh_clone(tmp_path):
         assert (hand / marker).exists(), marker
     assert list((hand / "calibrate" / "envs").glob("*.py")), "the chain after compose must not be empty"
     assert (hand / "train.jsonl").read_text().strip()
+
+
+def demo_output():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("demo_output", ROOT / "benchmarks" / "demo_output.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_readme_states_the_figures_of_the_demo_output_it_was_written_from():
+    """The README's demo block is what benchmarks/demo_output.py writes from the committed
+    docs/demo-output.txt (which `make demo` regenerates): same date, machine, pass@1 figures
+    and round lines."""
+    recorder = demo_output()
+    text = (ROOT / "docs" / "demo-output.txt").read_text()
+    readme = (ROOT / "README.md").read_text()
+    block = readme[readme.index(recorder.START) : readme.index(recorder.END) + len(recorder.END)]
+    assert block == recorder.readme_block(text)
+    f = recorder.fields(text)
+    assert f["pass@1"] and all(x["items"] > 0 for x in f["pass@1"].values())
+    for line in text.splitlines():
+        if line.startswith(("round ", "  ")):
+            assert line in block
+
+
+def test_the_demo_record_is_rendered_from_the_runs_rounds(tmp_path):
+    """A run's rounds.jsonl becomes the record, and the record the README's block."""
+    import json
+
+    recorder = demo_output()
+    run = tmp_path / "run"
+    run.mkdir()
+    ev = {"pass@1": 0.3, "items": 30, "delta_vs_baseline": 0.1, "delta_ci95": [0.02, 0.2]}
+    rows = [{"round": 1, "evaluation": ev, "admitted": {}, "pool_size": 13, "joined": 1}]
+    (run / "rounds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = recorder.record(run, 600.4, 1100.0, "2026-12-04 05:00 UTC", "Some CPU, 2 cores")
+    assert "pass@1 round 1: 0.300 baseline 0.200 delta +0.100 paired95 [+0.020, +0.200] items 30" in text
+    block = recorder.readme_block(text)
+    assert "10.0 minutes wall, 1100 CPU-seconds" in block
+    assert "30 frozen items went 0.200 at the start, 0.300 after round 1 (+0.100, paired 95% interval" in block
+    assert "round 1 done: held-out pass@1 0.300" in block
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{recorder.START}\nold\n{recorder.END}\nrest\n")
+    recorder.update_readme(text, readme)
+    assert readme.read_text() == f"intro\n{block}\nrest\n"

@@ -15,8 +15,8 @@ def test_every_stage_module_registers_its_record_and_the_round_reads_them_in_ord
     records = stages.all()
     steps = [s.name for s in stages.round_steps()]
     assert steps == [
-        "synthesize", "validate", "review", "compose", "dedupe", "calibrate",
-        "rotate", "pool update", "sample", "train", "evaluate",
+        "synthesize", "validate", "review", "rotate", "compose", "dedupe", "calibrate",
+        "pool update", "sample", "train", "evaluate",
     ]  # fmt: skip
     assert {"distill"} <= set(records) - set(steps)  # a command-only stage: no place in the round
     for s in records.values():  # every runnable record can be executed

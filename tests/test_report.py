@@ -394,7 +394,8 @@ def test_round_status_and_the_torn_line_is_named(run):
     n = compute(RunFiles(run))
     r1, r2 = n["rounds"]
     assert r1["finished"] and r1["stopped_in"] is None and set(r1["steps"].values()) == {"done"}
-    assert list(r1["steps"])[4:6] == ["dedupe", "calibrate"]
+    steps = list(r1["steps"])
+    assert steps[steps.index("dedupe") + 1] == "calibrate" and steps.index("rotate") < steps.index("compose")
     assert not r2["finished"] and r2["stopped_in"] == "synthesize"  # no summary.json: it never finished
     assert r2["steps"]["validate"] == "partial" and r2["steps"]["train"] == "not started"
     assert n["problems"] == [
@@ -563,7 +564,8 @@ def test_an_older_run_that_calibrated_first_reads_in_its_own_order(tmp_path):
     ]
     ex = f1["stages"]["dedupe"]["reasons"][0]["examples"][0]
     assert (ex["line"], ex["source"]) == (2, "round-01/calibrate/envs/par__A__B.py")
-    assert list(n["rounds"][0]["steps"])[4:6] == ["calibrate", "dedupe"]
+    steps = list(n["rounds"][0]["steps"])
+    assert steps[steps.index("calibrate") + 1] == "dedupe"
     assert n["synthesis"]["total"] == {
         "generations": 8,
         "parsed": 5,

@@ -7,6 +7,7 @@ from conftest import SEEDS
 
 from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.config import SampleConfig
+from evoenv_cli.conversations import EXAMPLE
 from evoenv_cli.runtime.workers import SandboxPool
 from evoenv_cli.stages import sample
 
@@ -50,18 +51,30 @@ def test_a_demonstration_turn_shows_another_instance_answered_in_tags():
 
 
 def test_a_prompt_cap_drops_demonstrations_first_then_skips_the_task():
-    """Over `max_prompt_chars` a conversation loses its demonstration turns; a task longer than
-    the cap alone is skipped with its reason."""
+    """Over `max_prompt_chars` a conversation loses its demonstration turns, keeping the
+    demonstration's answer alone where that fits; a task longer than the cap alone is skipped
+    with its reason."""
     lib = EnvLibrary.open(SEEDS)
     with SandboxPool() as pool:
         shown = sample.run(lib, SampleConfig(per_env=4, seed=3, demonstrations=1), pool).rows
         tasks = sorted(len(r["prompt"][-1]["content"]) for r in shown)
-        cap = tasks[len(tasks) // 2]  # half the tasks fit alone, none with its demonstration
+        cap = tasks[len(tasks) // 2] + 60  # half the tasks fit alone, none with its demonstration
         capped = sample.run(lib, SampleConfig(per_env=4, seed=3, demonstrations=1, max_prompt_chars=cap), pool)
     assert all(sum(len(m["content"]) for m in r["prompt"]) > cap for r in shown)
     assert capped.rows and all(len(r["prompt"]) == 1 and len(r["prompt"][0]["content"]) <= cap for r in capped.rows)
     assert len(capped.rows) + len(capped.skipped) == len(shown)
     assert all("sample.max_prompt_chars" in s["reason"] for s in capped.skipped)
+    by_seed = {(r["env_name"], r["seed"]): r for r in shown}
+    examples = 0
+    for r in capped.rows:
+        text = r["prompt"][0]["content"]
+        full = by_seed[(r["env_name"], r["seed"])]["prompt"]
+        if EXAMPLE in text:  # the answer of the demonstration it had, tagged, after the instruction
+            examples += 1
+            assert text == full[-1]["content"] + "\n" + EXAMPLE + full[-2]["content"]
+        else:
+            assert text == full[-1]["content"]
+    assert examples  # some tasks fit with the answer of their demonstration
 
 
 def test_heldout_seeds_never_meet_training_seeds():

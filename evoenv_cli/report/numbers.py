@@ -509,6 +509,35 @@ def calibration(run: RunFiles) -> dict:
     }
 
 
+# -- the environments that joined after the start ---------------------------------------------------
+def newcomers(run: RunFiles) -> dict:
+    """Per round, the newcomers it names (rounds.jsonl: where each came from, its predicted and
+    measured pass rate, its training rows, its held-out pass@1), and the prediction's error
+    (measured - predicted, per level) over every composite calibrated with a prediction
+    (compose's verdict holds the prediction, calibrate's the measurement)."""
+    rows = []
+    for s in run.records("rounds.jsonl"):
+        for n in items(s.get("newcomers")):
+            if isinstance(n, dict) and type(s.get("round")) is int:
+                rows.append({"round": s["round"], **n})
+    errors = []
+    for r in run.rounds():
+        composed = {v.get("env_id"): obj(v.get("predicted")) for v in run.records(f"{rdir(r)}/compose/verdicts.jsonl")}
+        for v in run.records(f"{rdir(r)}/calibrate/verdicts.jsonl"):
+            predicted = obj(composed.get(v.get("env_id"), {}).get("pass_rate"))
+            for level, m in obj(v.get("curve")).items():
+                p, q = number(obj(m).get("pass_rate")), number(predicted.get(level))
+                if p is not None and q is not None:
+                    errors.append({"round": r, "name": v.get("name"), "level": int(level), "error": p - q})
+    gaps = [e["error"] for e in errors]
+    return {
+        "rows": rows,
+        "errors": errors,
+        "mean_error": mean(gaps),
+        "mean_abs_error": mean([abs(g) for g in gaps]),
+    }
+
+
 # -- training ------------------------------------------------------------------------------------
 def training(run: RunFiles) -> dict:
     """Per logged step of every round's training: reward mean and std, the share of groups
@@ -793,6 +822,7 @@ def compute(run: RunFiles) -> dict:
         "funnel": [funnel(run, r) for r in run.rounds()],
         "pool": pool_over_rounds(run),
         "calibration": calibration(run),
+        "newcomers": newcomers(run),
         "training": training(run),
         "evaluation": evaluation(run),
         "synthesis": synthesis(run),

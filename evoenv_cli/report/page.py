@@ -294,6 +294,56 @@ def _level_cell(c: dict) -> str:
     return f'<td class="n">{c["pass_rate"]:.3f} <small>guess {c["guess_rate"]:.2f} n={h(str(c["n"]))}</small></td>'
 
 
+def newcomers_section(numbers: dict) -> str:
+    """The environments that joined after the start, per round: origin, predicted against
+    measured pass rate, training rows and held-out pass@1; then the prediction's error."""
+    new = numbers.get("newcomers") or {}
+    rows = [
+        [
+            cell(n["round"]),
+            f"<td>{h(str(n.get('name')))}</td>",
+            f"<td>{h(n['operator'] + ' of ' + ', '.join(n.get('parents') or [])) if n.get('operator') else 'policy'}</td>",
+            cell(n.get("joined_round")),
+            cell(n.get("level")),
+            cell(n.get("predicted")),
+            cell(n.get("measured")),
+            cell(n.get("train_rows")),
+            cell(n.get("held_out_before")),
+            cell(n.get("held_out")),
+        ]
+        for n in new.get("rows") or []
+    ]
+    if not rows:
+        return "<p class='missing'>no environment joined the pool after the start</p>"
+    errors = new.get("errors") or []
+    note = (
+        f"<p class='note'>prediction error (measured − predicted pass rate) over {len(errors)} calibrated "
+        f"(composite, level) pairs: mean {new['mean_error']:+.3f}, mean absolute {new['mean_abs_error']:.3f}</p>"
+        if errors
+        else ""
+    )
+    return (
+        table(
+            [
+                "round",
+                "environment",
+                "origin",
+                "joined",
+                "level",
+                "predicted",
+                "measured",
+                "train rows",
+                "held-out before",
+                "held-out now",
+            ],  # fmt: skip
+            rows,
+            "newcomers per round: the pass rate compose predicted from its parts, what calibration measured "
+            "when it joined, the rows this round trained on, held-out pass@1 of the baseline and this round",
+        )
+        + note
+    )
+
+
 def calibration_section(numbers: dict, links: Links, fig_src) -> str:
     cal = numbers["calibration"]
     levels = sorted({c["level"] for e in cal["environments"] for c in e["curve"]})
@@ -541,6 +591,7 @@ def index_page(numbers: dict, links: Links, fig_src, example_page, generated: st
             ("funnel", "admission funnel"),
             ("pool", "pool"),
             ("calibration", "calibration"),
+            ("newcomers", "new environments"),
             ("training", "training"),
             ("evaluation", "evaluation"),
             ("synthesis", "synthesis yield"),
@@ -560,6 +611,7 @@ def index_page(numbers: dict, links: Links, fig_src, example_page, generated: st
         f"{funnel_section(numbers, links, fig_src, example_page)}"
         f"<h2 id='pool'>The pool over rounds</h2>{pool_section(numbers, links, fig_src)}"
         f"<h2 id='calibration'>Calibration curves of the pool</h2>{calibration_section(numbers, links, fig_src)}"
+        f"<h2 id='newcomers'>New environments</h2>{newcomers_section(numbers)}"
         f"<h2 id='training'>Training</h2>{training_section(numbers, fig_src)}"
         f"<h2 id='evaluation'>Evaluation per round</h2>{evaluation_section(numbers, fig_src)}"
         f"<h2 id='synthesis'>Synthesis yield</h2>{synthesis_section(numbers, fig_src)}"

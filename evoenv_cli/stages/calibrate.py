@@ -496,5 +496,5 @@ STAGE = register(
     )
 )
 # The pool's rotation: calibrate again, on the pool members due for it (retiring those that left
-# the band); its own folder and place in the round.
-ROTATE = register(replace(STAGE, name="rotate", place=7, funnel="kept their level"))
+# the band); its own folder, and its place before compose, which aims at what it measures.
+ROTATE = register(replace(STAGE, name="rotate", place=3.5, funnel="kept their level"))

@@ -5,8 +5,15 @@ says what each builds) fuse parts into one standalone environment file (the part
 embedded, no import of evoenv), which is then judged by the execution contract like any
 candidate.
 
-Difficulty: a composite at level d runs each part at level ceil(d / 2), so d = 10 asks for
-two (or n) level-5 solves. Parts whose answers are not unique (tagged "planted") never feed
+Difficulty: a composite at level d runs part k at levels[k] + ceil(d / 2) - 1 (operators.py).
+Aim: compose reads what calibration measured of each part (the pool's index, and in the loop
+the round's rotation): per (environment, level) its pass rate and guess rate. Each candidate
+gets the part levels, among the measured ones, whose predicted pass rate (the operator's
+`predict`, operators.py) is inside calibration's band and furthest above the guess rate it
+implies, and candidates are proposed in that order: first those predicted in band (by that
+margin), then those whose parts were never measured, then the rest, which compose later as
+the policy grows into them and their re-measured rates move. The prediction is recorded in the
+composite's verdict and index record, beside what calibration then measures. Parts whose answers are not unique (tagged "planted") never feed
 a SEQUENTIAL step and are never sorted or selected: another valid answer would change the task.
 A part whose list answer may come in any order (`order_free`, measured by validate) is never
 sorted or selected either, and feeds a SEQUENTIAL step in a canonical form, its items in
@@ -15,9 +22,11 @@ increasing order, which part 2's prompt says is what X stands for.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evoenv_cli import artifacts
@@ -65,7 +74,12 @@ def render(plan: Plan, docs: dict[str, str | None], partial_credit: bool = False
     ]
     if input_type:
         lines.append(f"INPUT_TYPE = {input_type!r}")
-    lines += [f"OPERATOR = {op.name!r}", f"PARENTS = {[p.name for p in parts]!r}", ""]
+    lines += [
+        f"OPERATOR = {op.name!r}",
+        f"PARENTS = {[p.name for p in parts]!r}",
+        f"_START = {plan.start_levels!r}",
+        "",
+    ]
     for k, eid in enumerate(unique):
         lines += ["", embed(sources[eid], f"_part_{k}")]
     index = {eid: k for k, eid in enumerate(unique)}
@@ -107,6 +121,114 @@ def round_robin(by_op: dict[str, list[Plan]]) -> list[Plan]:
             if q:
                 order.append(q.pop(0))
     return order
+
+
+# -- aiming at the policy's reach -------------------------------------------------------------------
+Rates = dict[str, dict[int, tuple[float, float]]]  # env_id -> level -> (pass rate, guess rate)
+
+
+@dataclass
+class Aim:
+    """What compose aims at: calibration's band and the parts' measured rates."""
+
+    band: tuple[float, float]
+    rates: Rates = field(default_factory=dict)
+    partial_credit: bool = False
+    levels: tuple[int, ...] = (1, 2, 3)  # the composite levels to predict (calibration's coarse ones)
+
+
+@dataclass
+class Prediction:
+    """A plan's chosen part levels and what they predict: pass rate and guess rate per
+    composite level (where every part's rate is measured), and its tier (0 in band, 1 parts
+    unmeasured, 2 out of band)."""
+
+    levels: list[int]
+    pass_rate: dict[int, float]
+    chance: dict[int, float]
+    tier: int
+    margin: float  # predicted minus guess rate at the composite's level 1
+
+    def record(self) -> dict:
+        return {
+            "levels": self.levels,
+            "pass_rate": {str(d): round(p, 4) for d, p in self.pass_rate.items()},
+            "guess_rate": {str(d): round(g, 4) for d, g in self.chance.items()},
+        }
+
+
+def curve_rates(curve: dict) -> dict[int, tuple[float, float]]:
+    """A calibration curve ({level: {pass_rate, guess_rate, ...}}) as level -> (pass, guess)."""
+    out = {}
+    for lv, m in (curve or {}).items():
+        p = m.get("pass_rate") if isinstance(m, dict) else None
+        if str(lv).isdigit() and isinstance(p, (int, float)):
+            g = m.get("guess_rate")
+            out[int(lv)] = (float(p), float(g) if isinstance(g, (int, float)) else 0.0)
+    return out
+
+
+def measured_rates(index: dict[str, dict], records: list[dict]) -> Rates:
+    """Rates per env_id from the pool's index (`calibration.curve`), overridden by newer
+    calibration verdict records (which carry a curve whether admitted or not)."""
+    out: Rates = {}
+    for env_id, rec in index.items():
+        cal = rec.get("calibration") if isinstance(rec, dict) else None
+        if isinstance(cal, dict) and (rates := curve_rates(cal.get("curve"))):
+            out[env_id] = rates
+    for rec in records:
+        if isinstance(rec.get("env_id"), str) and (rates := curve_rates(rec.get("curve"))):
+            out[rec["env_id"]] = rates
+    return out
+
+
+def predict(plan: Plan, aim: Aim) -> Prediction:
+    """The part levels (among those measured) that put the plan's predicted pass rate at its
+    level 1 in the band, furthest above its guess rate; level 1 for parts never measured.
+    In band (tier 0) means inside the band and above the guess rate by the band's low edge."""
+    lo = aim.band[0]
+    known = [aim.rates.get(p.env.env_id) or {} for p in plan.parts]
+    if not all(known):
+        return Prediction([1] * len(plan.parts), {}, {}, 1, 0.0)
+    best = None
+    for starts in itertools.product(*(sorted(k) for k in known)):
+        pred, chance = {}, {}
+        for d in aim.levels:
+            at = [start + (d + 1) // 2 - 1 for start in starts]
+            if all(lv in k for lv, k in zip(at, known)):
+                rates = [k[lv][0] for lv, k in zip(at, known)]
+                guesses = [k[lv][1] for lv, k in zip(at, known)]
+                pred[d] = plan.op.predict(plan, rates, aim.partial_credit)
+                chance[d] = plan.op.chance(plan, rates, guesses, aim.partial_credit)
+        guess = Prediction(list(starts), pred, chance, 2, pred[aim.levels[0]] - chance[aim.levels[0]])
+        guess.tier = 0 if _rank(guess, aim)[1] == 0.0 and guess.margin >= lo and 0.0 < pred[aim.levels[0]] < 1.0 else 2
+        if best is None or _rank(guess, aim) < _rank(best, aim):
+            best = guess
+    return best
+
+
+def _rank(guess: Prediction, aim: Aim) -> tuple[int, float, float]:
+    """Its tier, how far outside the band its level-1 prediction is, and minus its margin
+    over guessing: smaller is proposed first."""
+    p1 = guess.pass_rate.get(aim.levels[0])
+    if p1 is None:
+        return (guess.tier, 0.0, 0.0)
+    lo, hi = aim.band
+    return (guess.tier, round(max(lo - p1, p1 - hi, 0.0), 6), round(-guess.margin, 6))
+
+
+def aimed(plans: list[Plan], aim: Aim | None) -> list[tuple[Plan, Prediction | None]]:
+    """The plans with their chosen levels, in the order to propose them: predicted in band
+    (largest margin over guessing first), parts unmeasured, the rest (nearest the band, then
+    largest margin, first); the given order (operators interleaved) breaks ties."""
+    if aim is None:
+        return [(plan, None) for plan in plans]
+    out = []
+    for plan in plans:
+        guess = predict(plan, aim)
+        plan.levels = guess.levels
+        out.append((plan, guess))
+    return sorted(out, key=lambda item: _rank(item[1], aim))  # stable: the given order breaks ties
 
 
 def measure_order_free(env: EnvFile, pool: SandboxPool, levels: tuple[int, ...] = (1, 3, 5, 7)) -> bool:
@@ -165,9 +287,11 @@ def run(
     out: Path,
     on_verdict: Callable[[Verdict], None] | None = None,
     session: Runtime | None = None,
+    aim: Aim | None = None,
 ) -> Summary:
     """Sample up to cfg.n composites (split over depths 1..max_depth), judge each with the
-    execution contract, and write the admitted ones; verdicts already in `out` are reused."""
+    execution contract, and write the admitted ones; verdicts already in `out` are reused.
+    With `aim`, candidates are ordered and their part levels chosen by predicted pass rate."""
     rng = random.Random(f"compose:{cfg.seed}")
     made: list[EnvFile] = []
     lineage: dict[str, dict] = {}
@@ -175,11 +299,11 @@ def run(
         pool, fresh = rt.pool, rt.fresh
         parts, docs, skipped = describe_parts(library, pool)
         for depth, want in enumerate(_split(cfg.n, cfg.max_depth), start=1):
-            plans = round_robin(candidates(parts, tuple(cfg.ops), rng, depth))
+            plans = aimed(round_robin(candidates(parts, tuple(cfg.ops), rng, depth)), aim)
             got = 0
             while got < want and plans:
                 batch, plans = plans[: want - got], plans[want - got :]
-                for plan, env, record in _judge(batch, docs, cfg, vcfg, pool, fresh, log, on_verdict):
+                for (plan, _), env, record in _judge(batch, docs, cfg, vcfg, pool, fresh, log, on_verdict):
                     made.append(env)
                     if record["admitted"]:
                         got += 1
@@ -190,6 +314,7 @@ def run(
                             "operator": plan.operator,
                             "parents": record["parents"],
                             "depth": plan.depth,
+                            **({"predicted": record["predicted"]} if record.get("predicted") else {}),
                         }
         composed = artifacts.EnvLibrary(library.root, made, {})
         return log.finish(
@@ -198,23 +323,27 @@ def run(
             composed,
             {"compose": to_dict(cfg), "validate": to_dict(vcfg), "runtime": to_dict(runtime)},
             index_extra=lineage,
-            manifest_extra={"parts": len(parts), "skipped_parts": skipped},
+            manifest_extra={
+                "parts": len(parts),
+                "skipped_parts": skipped,
+                "measured_parts": len((aim or Aim((0, 1))).rates),
+            },
         )
 
 
-def _judge(batch: list[Plan], docs, cfg, vcfg, pool, fresh, log: AdmissionLog, on_verdict):
-    """(plan, file, verdict record) per plan, judged in parallel; a verdict already final in
-    the log (a resumed run) is reused."""
+def _judge(batch: list[tuple[Plan, Prediction | None]], docs, cfg, vcfg, pool, fresh, log: AdmissionLog, on_verdict):
+    """((plan, prediction), file, verdict record) per plan, judged in parallel; a verdict
+    already final in the log (a resumed run) is reused."""
     envs = []
-    for plan in batch:
+    for plan, _ in batch:
         source = render(plan, docs, cfg.partial_credit).encode()
         envs.append(EnvFile(log.out / "envs" / f"{plan.name()}.py", source, env_id_of(source)))
     todo = [
-        (plan, env) for plan, env in zip(batch, envs) if (log.done.get(env.path.name) or {}).get("env_id") != env.env_id
+        (item, env) for item, env in zip(batch, envs) if (log.done.get(env.path.name) or {}).get("env_id") != env.env_id
     ]
 
     def one(item):
-        plan, env = item
+        (plan, guess), env = item
         verdict = validate.judge(env, vcfg, pool, fresh, plan.name())
         leak = part_one_leak(plan, env, pool, vcfg) if verdict.admitted else None
         if leak is not None:
@@ -229,6 +358,7 @@ def _judge(batch: list[Plan], docs, cfg, vcfg, pool, fresh, log: AdmissionLog, o
             "operator": plan.operator,
             "depth": plan.depth,
             "parents": [p.env.path.name for p in plan.parts],
+            **({"predicted": guess.record()} if guess is not None and guess.pass_rate else {}),
             **verdict.measurements,
         }
         return verdict
@@ -238,7 +368,7 @@ def _judge(batch: list[Plan], docs, cfg, vcfg, pool, fresh, log: AdmissionLog, o
             log.add(verdict, env.source)
             if on_verdict:
                 on_verdict(verdict)
-    return [(plan, env, log.done[env.path.name]) for plan, env in zip(batch, envs)]
+    return [(item, env, log.done[env.path.name]) for item, env in zip(batch, envs)]
 
 
 def _as_part(plan: Plan, env: EnvFile) -> Part:
@@ -263,9 +393,28 @@ def _split(n: int, depth: int) -> list[int]:
 
 
 # -- the stage's record (evoenv_cli/stage.py) ------------------------------------------------------
+def aim_of(ctx: Context, lib: artifacts.EnvLibrary) -> Aim:
+    """Calibration's band and levels from the recipe; the rates from the library's index and
+    `ctx.inputs["measured"]` (calibration folders measured since: the loop's rotation)."""
+    r = ctx.recipe
+    records = []
+    for folder in ctx.inputs.get("measured") or []:
+        path = Path(folder) / "verdicts.jsonl"
+        if path.exists():
+            records += artifacts.read_jsonl_tolerant(path)
+    return Aim(
+        (r.calibrate.band[0], r.calibrate.band[1]),
+        measured_rates(lib.index, records),
+        r.compose.partial_credit,
+        tuple(sorted(r.calibrate.coarse_levels)),
+    )
+
+
 def _run(ctx: Context, lib, out: Path, llm, bar) -> Summary:
     r = ctx.recipe
-    return run(lib, r.compose, r.validate, r.runtime, out, on_verdict=bar.advance, session=ctx.session)
+    return run(
+        lib, r.compose, r.validate, r.runtime, out, on_verdict=bar.advance, session=ctx.session, aim=aim_of(ctx, lib)
+    )
 
 
 STAGE = register(
@@ -274,7 +423,10 @@ STAGE = register(
         sections=("compose", "validate", "runtime.limits"),
         marker="summary.json",
         settings=lambda ctx: dict(
-            compose=ctx.recipe.compose, validate=ctx.recipe.validate, limits=ctx.recipe.runtime.limits
+            compose=ctx.recipe.compose,
+            validate=ctx.recipe.validate,
+            limits=ctx.recipe.runtime.limits,
+            aim=dict(band=ctx.recipe.calibrate.band, levels=ctx.recipe.calibrate.coarse_levels),
         ),
         run=_run,
         place=4,

@@ -23,6 +23,15 @@ differ a lot in reasoning. Such groups go to a judge instead of being wasted.
   groups the verifier separates are never touched, and no two traces the verifier tells apart
   (in any group) ever swap order. Under `scale_rewards: group` (the default) TRL divides by the
   group's std, so the judge's ranking gets full-size advantages.
+- **Trusted only when right.** Each step first measures the judge on groups the verifier
+  already separates (`arena.probe_groups` of them): one pair a group, its best and its worst
+  trace by the verifier, shown in both orders as if they had tied at the lower score. The
+  judge agrees when it names the verifier's better trace; over every probe so far, its
+  agreement among decisive verdicts must beat chance (1/2: a judge that always names the first
+  trace agrees on exactly half) in a one-sided exact sign test at `arena.trust_alpha`. While it
+  does not, the arena stands aside (the verifier's rewards stand, the step line says "judge at
+  chance: arena off") and the judge is not called again for `arena.retest_every` steps, when
+  it is probed again. `trust_alpha: 1` uses the judge unmeasured.
 - **The judge** is a backend from `llm/`: by default the policy itself, the model being trained,
   with its current weights, through an `hf` view over the trainer's own model (nothing loaded
   or copied); or any model or server (`arena.judge`). Its prompt shows the task and two traces
@@ -52,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from evoenv_cli import artifacts
+from evoenv_cli.confidence import above_chance_p_value, wilson_interval
 from evoenv_cli.errors import InputError
 from evoenv_cli.llm.base import Backend, SamplingConfig, one_line, strip_thinking
 
@@ -372,12 +382,19 @@ class ArenaStats:
     unparseable: int = 0  # answers that did not parse (counted as ties)
     judge_seconds: float = 0.0
     bt_iterations: int = 0
+    probe_calls: int = 0  # judge requests on groups the verifier separates
+    agree: int = 0  # of those, verdicts naming the verifier's better trace
+    disagree: int = 0  # verdicts naming its worse one (ties, unparseable and failed: neither)
+    trusted: int = 0  # steps the judge's rewards were used
+    off: int = 0  # steps the arena stood aside, its judge at chance (or unmeasured)
 
     def metrics(self) -> dict[str, float]:
         groups = max(self.groups, 1)
         return {
             "arena/zero_variance_share": self.zero_variance / groups,
             "arena/rescued_share": self.rescued / groups,
+            "arena/probe_calls": float(self.probe_calls),
+            "arena/judge_trusted": float(self.trusted),
             "arena/judge_calls": float(self.judge_calls),
             "arena/judge_errors": float(self.judge_errors),
             "arena/unparseable": float(self.unparseable),
@@ -429,6 +446,7 @@ class Arena:
         self.totals = ArenaStats()
         self.last = ArenaStats()
         self.calls = 0
+        self.off_until = 0  # a judge found at chance is probed again at this step
         self._warned = False
 
     # -- the reward hook --------------------------------------------------------------------------
@@ -492,9 +510,96 @@ class Arena:
         for name in vars(self.totals):
             setattr(self.totals, name, getattr(self.totals, name) + getattr(stats, name))
         if log_metric is not None:
-            for name, value in stats.metrics().items():
+            for name, value in {**stats.metrics(), **self.agreement_metrics()}.items():
                 log_metric(name, value)
         return new[start : start + len(local)]
+
+    # -- is the judge right? ----------------------------------------------------------------------
+    def agreement(self, current: ArenaStats | None = None) -> dict:
+        """The judge's agreement with the verifier over every probe so far (and `current`, a
+        step not yet in the totals): the share of decisive verdicts naming the verifier's
+        better trace, its 95% interval, the sign test's one-sided p-value against 1/2, and
+        whether that beats `trust_alpha`."""
+        t, c = self.totals, current or ArenaStats()
+        agree, n = t.agree + c.agree, t.agree + c.agree + t.disagree + c.disagree
+        share = agree / n if n else None
+        p = above_chance_p_value(agree, n, 0.5) if n else None
+        return {
+            "agreement": None if share is None else round(share, 4),
+            "ci95": wilson_interval(share, n),
+            "decisive": n,
+            "probe_calls": t.probe_calls + c.probe_calls,
+            "p_value": None if p is None else round(p, 6),
+            "trusted": self.cfg.trust_alpha >= 1.0 or (p is not None and p < self.cfg.trust_alpha),
+        }
+
+    def agreement_metrics(self) -> dict[str, float]:
+        a = self.agreement()
+        if a["agreement"] is None:
+            return {}
+        return {
+            "arena/judge_agreement": a["agreement"],
+            "arena/judge_agreement_lo": a["ci95"][0],
+            "arena/judge_agreement_hi": a["ci95"][1],
+            "arena/judge_p_value": a["p_value"],
+        }
+
+    def _trusted(self, items, groups, step, stats) -> bool:
+        """Probe the judge on this step's groups the verifier separates (unless it sits out
+        after being found at chance), then whether its agreement so far beats chance."""
+        if self.cfg.trust_alpha >= 1.0:
+            stats.trusted = 1
+            return True
+        if step < self.off_until:
+            stats.off = 1
+            return False
+        separated = [
+            idx for idx in groups if len({items[i][3] for i in idx}) > 1 and len({items[i][0] for i in idx}) == 1
+        ]
+        if separated and self.cfg.probe_groups:
+            self._probe(items, separated[: self.cfg.probe_groups], step, stats)
+        trusted = self.agreement(stats)["trusted"]
+        if trusted:
+            stats.trusted = 1
+        else:
+            stats.off = 1
+            self.off_until = step + self.cfg.retest_every
+        return trusted
+
+    def _probe(self, items, separated: list[list[int]], step: int, stats: ArenaStats) -> None:
+        """One pair per separated group, the verifier's best and worst trace, in both orders,
+        shown as if tied at the lower score (as the judge sees a zero-variance group)."""
+        nodes: list[Trace] = []
+        comparisons = []
+        for gi, idx in enumerate(separated):
+            best = max(idx, key=lambda i: items[i][3])
+            worst = min(idx, key=lambda i: items[i][3])
+            low = items[worst][3]
+            nodes += [
+                Trace(f"probe:{step}:{gi}:best", items[best][2], low),
+                Trace(f"probe:{step}:{gi}:worst", items[worst][2], low),
+            ]
+            comparisons.append(Comparison(gi, 2 * gi, 2 * gi + 1, True))
+        orders = [(c, first) for c in comparisons for first in (True, False)]
+        answers = self._ask(items, separated, nodes, orders, step)
+        for (c, a_first), (text, error) in zip(orders, answers):
+            stats.probe_calls += 1
+            verdict = parse_verdict(text, self.judge_opens_think) if text is not None else None
+            named = None if verdict in (None, "tie") else "best" if (verdict == "A") == a_first else "worst"
+            stats.agree += named == "best"
+            stats.disagree += named == "worst"
+            self._write(
+                {
+                    "kind": "probe",
+                    "step": step,
+                    "group": c.group,
+                    "key": items[separated[c.group][0]][0],
+                    "shown_first": "best" if a_first else "worst",
+                    "named": named,
+                    "status": "error" if text is None else "ok" if verdict else "unparseable",
+                    **({"error": error} if text is None else {"response": text[:RESPONSE_CHARS]}),
+                }
+            )
 
     def _rescore_all(
         self, items: list[tuple[str, str, str, float, float]], step: int
@@ -513,6 +618,8 @@ class Arena:
         if mixed:  # TRL's groups are consecutive completions of one prompt; anything else is not judged
             self._note(step, f"{len(mixed)} groups of {g} consecutive completions mix prompts: not judged")
             zero = [idx for idx in zero if idx not in mixed]
+        if not self._trusted(items, groups, step, stats):
+            return rewards, stats
         width = self._width(rewards)
         if zero and width < MIN_WIDTH:
             self._note(
@@ -777,6 +884,9 @@ class Arena:
             "unparseable": t.unparseable,
             "judge_seconds": round(t.judge_seconds, 3),
             "prompts_with_anchors": len(self.pool.prompts),
+            "steps_trusted": t.trusted,
+            "steps_off": t.off,
+            "judge_agreement": self.agreement(),
         }
 
     def close(self) -> None:

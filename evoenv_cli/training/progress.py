@@ -69,8 +69,14 @@ def step_line(step: int, total: int, seconds: float, logs: dict | None, left: fl
         f"score {'-' if score is None else f'{score:.3f}'} "
         f"(zero-variance {share(first_number(logs, ZERO_VARIANCE_KEYS))} of groups)",
         f"format {share(first_number(logs, FORMAT_KEYS))}",
-        f"ETA {'-' if left is None else duration(left)}",
     ]
+    trusted, agree = first_number(logs, ("arena/judge_trusted",)), first_number(logs, ("arena/judge_agreement",))
+    if agree is not None:
+        lo, hi = first_number(logs, ("arena/judge_agreement_lo",)), first_number(logs, ("arena/judge_agreement_hi",))
+        shown.append(f"judge agrees {agree:.2f} [{lo:.2f}, {hi:.2f}]")
+    if trusted is not None and trusted < 1.0:
+        shown.append("judge at chance: arena off" if agree is not None else "judge unmeasured: arena off")
+    shown.append(f"ETA {'-' if left is None else duration(left)}")
     return " | ".join(shown)
 
 

@@ -1,0 +1,71 @@
+"""What the round's line and summary say of environments that joined after the start: where
+each came from, its predicted and measured pass rate, its training rows, its held-out pass@1."""
+
+import json
+from pathlib import Path
+
+from evoenv_cli.loop import newcomer_line, newcomers, round_line
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def fake_run(tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    par = {
+        "file": "par__a__b.py",
+        "env_id": "e-par",
+        "name": "par__a__b",
+        "origin": "compose",
+        "operator": "parallel",
+        "parents": ["a.py", "b.py"],
+        "joined_round": 1,
+        "predicted": {"levels": [1, 3], "pass_rate": {"1": 0.15, "2": 0.15}, "guess_rate": {"1": 0.0}},
+    }
+    seed = {"file": "a.py", "env_id": "e-a", "name": "a", "origin": "seed"}
+    write_jsonl(run / "pool" / "index.jsonl", [seed, par])
+    write_jsonl(
+        run / "round-01" / "calibrate" / "verdicts.jsonl",
+        [{"env_id": "e-par", "name": "par__a__b", "levels": [2, 1], "curve": {"1": {"pass_rate": 0.21}}}],
+    )
+    # round 2 re-measured it (rotation): the line keeps what calibration measured when it joined
+    write_jsonl(
+        run / "round-02" / "rotate" / "verdicts.jsonl",
+        [{"env_id": "e-par", "levels": [1], "curve": {"1": {"pass_rate": 0.5}}}],
+    )
+    write_jsonl(run / "round-02" / "sample" / "train.jsonl", [{"env_name": "par__a__b"}] * 3 + [{"env_name": "a"}])
+    return run
+
+
+def test_a_newcomer_is_named_in_the_round_it_joined_and_the_rounds_that_train_on_it(tmp_path):
+    run = fake_run(tmp_path)
+    metrics = {
+        "environments": {"par__a__b": {"pass@1": 0.25}},
+        "baseline": {"environments": {"par__a__b": {"pass@1": 0.1}}},
+    }
+    [one] = newcomers(2, run / "round-02", run / "pool", metrics)
+    assert one == {
+        "name": "par__a__b",
+        "operator": "parallel",
+        "parents": ["a", "b"],
+        "joined_round": 1,
+        "level": 1,
+        "predicted": 0.15,
+        "measured": 0.21,
+        "train_rows": 3,
+        "held_out": 0.25,
+        "held_out_before": 0.1,
+    }
+    line = newcomer_line(one, 2)
+    assert line == (
+        "new: par__a__b (parallel of a, b; joined in round 1): pass rate predicted 0.150, measured 0.210 at "
+        "level 1; 3 training rows this round; held-out pass@1 0.100 before training, 0.250 now"
+    )
+    # a round that neither admitted it nor drew it says nothing of it
+    (run / "round-03" / "sample").mkdir(parents=True)
+    (run / "round-03" / "sample" / "train.jsonl").write_text("")
+    assert newcomers(3, run / "round-03", run / "pool", {}) == []
+    text = round_line({"round": 2, "newcomers": [one]})
+    assert text.splitlines()[-1] == "  " + line
