@@ -94,10 +94,28 @@ class RewardAudit:
         added = []
         for chunk in chunks.values():
             env = chunk[0][0]
+            with self._lock:  # another order than the request's: no sequence is replayed as it came
+                self.rng.shuffle(chunk)
             with self.fresh(env) as pool:
                 results = pool.run(env, [Call.score(instance, answer) for _, instance, answer, _ in chunk])
             for (_, instance, answer, paid), r in zip(chunk, results):
                 record = self._judge(env, instance, answer, paid, r)
+                if record is not None:
+                    added.append(record)
+        return added
+
+    def check_repeats(self, items: list[tuple[EnvFile, dict, str, float]]) -> list[dict]:
+        """Every scored item of one request, for free: the same (instance, answer) paid two
+        different scores (a memo that pays a repeat, as a collapsed GRPO group sends them)
+        quarantines its environment; returns the records this added."""
+        paid: dict[tuple[str, str, str], float] = {}
+        added = []
+        for env, instance, answer, score in items:
+            key = (env.env_id, json.dumps(instance, sort_keys=True), answer)
+            first = paid.setdefault(key, score)
+            if abs(first - score) > 1e-9 and env.env_id not in self.quarantined:
+                reason = f"score paid {first} and then {score} for the same (instance, answer) in one request"
+                record = self.quarantine(env, reason, instance, answer)
                 if record is not None:
                     added.append(record)
         return added

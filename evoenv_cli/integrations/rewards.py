@@ -322,8 +322,9 @@ class EnvReward:
                 if r.ok:
                     scored.append((i, env, c.args[0], c.args[1], r.value))
             self._count_timeouts(env, calls, results)
-        picked = self.audit.sample([(env, inst, ans, s) for _, env, inst, ans, s in scored])
-        if self.audit.recheck(picked):
+        items = [(env, inst, ans, s) for _, env, inst, ans, s in scored]
+        repeats = self.audit.check_repeats(items)
+        if self.audit.recheck(self.audit.sample(items)) or repeats:
             for i, (eid, ans) in enumerate(zip(env_id, answers)):  # this batch's rewards from it too
                 if (
                     ans is not None
