@@ -68,16 +68,21 @@ def main() -> None:
     )
 
 
+def _library(tmp: Path, files: list[Path]) -> Path:
+    lib = tmp / "lib"
+    lib.mkdir()
+    for f in files:
+        shutil.copy(f, lib / f.name)
+    return lib
+
+
 def side_by_side() -> None:
     files = GOOD_GROUPS["seeds"] + GOOD_GROUPS["corpus_goods"]
     base = load_recipe(CORPUS / "recipe.yaml").validate
     off = dataclasses.replace(base, fuzz_instances=0, hash_seed_samples=0, burst_distinct_instances=0)
     per_env = {}
     with tempfile.TemporaryDirectory(prefix="evoenv-bench-") as tmp:
-        lib = Path(tmp) / "lib"
-        lib.mkdir()
-        for f in files:
-            shutil.copy(f, lib / f.name)
+        lib = _library(Path(tmp), files)
         for label, cfg in (("off", off), ("on", base), ("off_again", off)):
             out = prepare_out_dir(Path(tmp) / f"out-{label}", resume=False, clean=False)
             validate.run(EnvLibrary.open(lib), cfg, RuntimeConfig(workers=2), out)
@@ -103,10 +108,7 @@ def training_seen_side_by_side() -> None:
     per_env: dict[str, list[float]] = {"off": [], "on": []}
     admitted = {}
     with tempfile.TemporaryDirectory(prefix="evoenv-bench-") as tmp:
-        lib = Path(tmp) / "lib"
-        lib.mkdir()
-        for f in files:
-            shutil.copy(f, lib / f.name)
+        lib = _library(Path(tmp), files)
         for k, (label, cfg) in enumerate((("off", off), ("on", on), ("off", off), ("on", on))):
             out = prepare_out_dir(Path(tmp) / f"out-{k}", resume=False, clean=False)
             validate.run(EnvLibrary.open(lib), cfg, RuntimeConfig(workers=2), out)
