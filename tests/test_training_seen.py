@@ -133,11 +133,13 @@ def test_a_collapsed_group_gets_no_pay_for_repeats(tmp_path, family_seed):
         reward.close()
 
 
-def _leak_verdict(env: EnvFile, cfg: ValidateConfig, pool: SandboxPool) -> str:
+def _draw_verdict(env: EnvFile, cfg: ValidateConfig, pool: SandboxPool) -> str:
+    """The checks whose verdict is a share of the instances drawn: constant answer and leaks."""
     checker = validate.Checker(env, cfg, pool, pool)
     try:
         checker.check_load()
         checker.check_run()
+        checker.check_constant()
         checker.check_leak()
     except validate.Rejected as rej:
         return f"{rej.stage}: {rej.reason}"
@@ -147,8 +149,9 @@ def _leak_verdict(env: EnvFile, cfg: ValidateConfig, pool: SandboxPool) -> str:
 @pytest.mark.slow
 def test_the_seeds_pass_the_leak_check_on_every_one_of_60_draws(tmp_path):
     """A seed draw is the file's hash (validate draws its instances from it): the ten seeds, each
-    with a comment changed 60 times, pass the leak check every time (the knapsack seed was
-    rejected by the arithmetic solver on 18 of them before its verdict needed 95% confidence)."""
+    with a comment changed 60 times, pass the constant-answer and leak checks every time (the
+    knapsack seed was rejected by the arithmetic solver on 18 of them before its verdict needed
+    95% confidence)."""
     seeds = sorted(
         p for p in (Path(__file__).resolve().parents[1] / "seeds").glob("*.py") if not p.name.startswith("_")
     )
@@ -160,7 +163,7 @@ def test_the_seeds_pass_the_leak_check_on_every_one_of_60_draws(tmp_path):
             for draw in range(60):
                 copy = tmp_path / path.name
                 copy.write_text(path.read_text() + f"\n# draw {draw}\n")
-                verdict = _leak_verdict(EnvFile.from_path(copy), cfg, pool)
+                verdict = _draw_verdict(EnvFile.from_path(copy), cfg, pool)
                 if verdict != "admitted":
                     flipped.append((path.name, draw, verdict))
     assert not flipped, flipped[:5]

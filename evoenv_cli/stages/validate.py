@@ -38,6 +38,7 @@ from evoenv_cli import artifacts
 from evoenv_cli.admission import AdmissionLog, Summary, Verdict
 from evoenv_cli.checks import fuzz, leak_solvers, probes, training_shape
 from evoenv_cli.checks.probes import Context
+from evoenv_cli.confidence import wilson_interval
 from evoenv_cli.config import RuntimeConfig, SampleConfig, ValidateConfig, to_dict
 from evoenv_cli.runtime.contract import check_source, import_grant
 from evoenv_cli.runtime.instances import ASKED, Made, Order, instance_seed, make_instances
@@ -55,7 +56,7 @@ from evoenv_cli.stage import Stage
 from evoenv_cli.stage import register as register_stage
 
 TRAINING_SEEDS = 2**31  # `sample` and `calibrate` draw instance seeds below this
-LEAK_CONFIRM_INSTANCES = 120  # more instances for a leak solver over the limits on the first ones
+CONFIRM_INSTANCES = 120  # more instances for a leak solver or a constant answer over its limit
 ALWAYS_EQUAL = "type('AlwaysEqual', (), {'__eq__': lambda self, other: True, '__hash__': lambda self: 0})()"
 FIXED_PROBES = {
     "empty": "",
@@ -176,6 +177,7 @@ class Checker:
         self.tags: list[str] | None = None
         self.name = env.name  # the NAME the worker declared, once `load` has run
         self.sampled: set[tuple[int, int]] = set()  # (seed, level) of instances at `sample`'s seeds
+        self.more: list[Made] | None = None  # `_more_instances`, once made
         self.diversity_pairs: dict[int, list[int]] = {}
 
     def call(
@@ -421,12 +423,6 @@ class Checker:
                     )
 
         compare(twice[len(calls) :], "score_repeat", "when asked again in the same worker")
-        # a collapsed GRPO group: the same answer several times in a row
-        group = self.cfg.collapsed_group
-        if group > 1:
-            collapsed = self.call([c for c in calls for _ in range(group)])
-            for j in range(group):
-                compare(collapsed[j::group], "score_immediate_repeat", f"when sent {j + 1} times in a row")
         # another order than the first pass's, so no sequence of calls is replayed as it came
         order = list(range(len(calls)))
         random.Random(f"evoenv-validate:{self.env.env_id}:fresh-order").shuffle(order)
@@ -440,6 +436,16 @@ class Checker:
         if bound > 0:
             known = [(c, r.value, kind, a) for (_, kind, a), c, r in zip(triples, calls, first)]
             self._training_shape(known, insts, bound)
+        # a collapsed GRPO group: every pair sent several times in a row
+        group = self.cfg.collapsed_group
+        if group > 1:
+            collapsed = self.call([c for c in calls for _ in range(group)])
+            for j in range(1, group):
+                compare(
+                    collapsed[j::group],
+                    "score_immediate_repeat",
+                    f"when sent again at once ({j + 1} times in a row, as a collapsed GRPO group sends it)",
+                )
 
     def _training_shape(self, known: list, insts: list[Instance], bound: int) -> None:
         """One new worker (its replacement off) fed what training feeds a reward worker
@@ -671,12 +677,21 @@ class Checker:
             if share > best_share:
                 best, best_share = answer, share
         self.m["constant_answer_share"] = round(best_share, 4)
-        if best_share > self.cfg.max_constant_share:
+        if best_share <= self.cfg.max_constant_share:
+            return
+        # over the limit on these instances: decided with 95% confidence on many more
+        more = self._more_instances()
+        again = self.call([Call.score(m.instance, best) for m in more], stop_on_failure=False)
+        hits = round(best_share * len(insts)) + sum(1 for r in again if r.ok and r.value >= 1.0)
+        n = len(insts) + len(more)
+        self.m["constant_answer_share_confirmed"] = [round(hits / n, 4), n]
+        low = wilson_interval(hits / n, n, leak_solvers.CONFIDENCE_Z)
+        if low is not None and low[0] > self.cfg.max_constant_share:
             shown = best if len(best) <= 40 else best[:37] + "..."
             raise Rejected(
                 "constant_answer",
-                f"the answer {shown!r} is right on {best_share:.0%} of "
-                f"instances (at most {self.cfg.max_constant_share:.0%} allowed)",
+                f"the answer {shown!r} is right on {hits / n:.0%} of {n} "
+                f"instances (at most {self.cfg.max_constant_share:.0%} allowed, with 95% confidence)",
             )
 
     def check_leak(self) -> None:
@@ -739,18 +754,25 @@ class Checker:
                     f"leak_solver_{r.name}",
                 )
 
+    def _more_instances(self) -> list[Made]:
+        """CONFIRM_INSTANCES more instances (drawn like the first, over the same levels), made
+        once, for a check whose measure is over its limit on the first ones."""
+        if self.more is None:
+            levels = self.cfg.levels
+            seeds = training_seeds(self.env.env_id, "leak-confirm", CONFIRM_INSTANCES)
+            (made,) = self.make([Order(self.env, [(s, levels[k % len(levels)]) for k, s in enumerate(seeds)])])
+            for m in made:
+                if why := m.failure(("generate", *ASKED)):
+                    raise Rejected("run", why)
+            self.more = made
+        return self.more
+
     def _confirm_leak(self, names: list[str]) -> list[leak_solvers.SolverRate]:
         """A solver over the limits on the first instances is measured again on
-        LEAK_CONFIRM_INSTANCES more (drawn like the first, over the same levels), and the verdict
+        CONFIRM_INSTANCES more (`_more_instances`), and the verdict
         is taken on all of them with 95% confidence: whether a borderline file is admitted must
         not depend on which instances its hash drew (the knapsack seed was, on 18 of 60 draws)."""
-        levels = self.cfg.levels
-        seeds = training_seeds(self.env.env_id, "leak-confirm", LEAK_CONFIRM_INSTANCES)
-        pairs = [(s, levels[k % len(levels)]) for k, s in enumerate(seeds)]
-        (made,) = self.make([Order(self.env, pairs)])
-        for m in made:
-            if why := m.failure(("generate", *ASKED)):
-                raise Rejected("run", why)
+        made = self._more_instances()
         texts = [i.text for i in self.insts] + [m.task for m in made]
         refs = [i.reference for i in self.insts] + [m.answer for m in made]
         solved = [r for r in leak_solvers.rates(texts, refs) if r.name in names]
