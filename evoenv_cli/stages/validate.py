@@ -602,7 +602,8 @@ class Checker:
         planned = []
         for value in found.values:
             for inst in self._spread(insts, self.cfg.magic_probe_instances):
-                if value.strip() != inst.reference.strip() and not inst.context.holds(value):
+                # a format of the reference ("0.0" for 0) is the reference, not a backdoor
+                if not fuzz._same_value(value, inst.reference) and not inst.context.holds(value):
                     planned.append((value, inst))
         results = self.call([Call.score(i.instance, v) for v, i in planned], stop_on_failure=False)
         tried: Counter = Counter()
