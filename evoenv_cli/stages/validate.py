@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
-import re
 import statistics
 import time
 from collections import Counter
@@ -37,7 +36,7 @@ from pathlib import Path
 from evoenv_cli import artifacts
 from evoenv_cli.admission import AdmissionLog, Summary, Verdict
 from evoenv_cli.checks import fuzz, leak_solvers, probes, training_shape
-from evoenv_cli.checks.probes import Context
+from evoenv_cli.checks.probes import Context, whole_token_in
 from evoenv_cli.confidence import wilson_interval
 from evoenv_cli.config import RuntimeConfig, SampleConfig, ValidateConfig, to_dict
 from evoenv_cli.runtime.contract import check_source, import_grant
@@ -146,13 +145,6 @@ def sample_pairs(env_id: str, name: str, cfg: ValidateConfig) -> list[tuple[int,
     rows = list(range((n + 1) // 2)) + rng.sample(range((n + 1) // 2, 4096), n // 2)
     base = SampleConfig().seed
     return [(instance_seed(base, name, i), cfg.levels[k % len(cfg.levels)]) for k, i in enumerate(rows)]
-
-
-def whole_token_in(needle: str, haystack: str) -> bool:
-    needle = needle.strip()
-    if not needle:
-        return False
-    return re.search(rf"(?<![A-Za-z0-9]){re.escape(needle)}(?![A-Za-z0-9])", haystack) is not None
 
 
 class Checker:
