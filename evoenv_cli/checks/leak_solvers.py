@@ -198,16 +198,18 @@ class SolverRate:
     n: int = 0  # instances
     pairs: int = 0  # (instance, another instance's reference) pairs the baseline was measured on
 
-    def over(self, max_share: float, min_excess: float) -> bool:
-        """Over both limits as measured."""
-        return self.share > max_share and self.share - self.baseline > min_excess
+    def over(self, max_share: float, min_excess: float, z: float = CONFIDENCE_Z) -> bool:
+        """Possibly over the limits as measured: the share not surely under `max_share` (its
+        Wilson upper bound reaches it: a limit is tested, not compared strictly, so a leak on
+        exactly half the levels is one) and its excess over the chance rate over `min_excess`."""
+        high = wilson_interval(self.share, self.n, z)
+        return high is not None and high[1] >= max_share and self.share - self.baseline > min_excess
 
     def surely_over(self, max_share: float, min_excess: float, z: float = CONFIDENCE_Z) -> bool:
-        """Over both limits with one-sided 95% confidence: the share's Wilson lower bound over
-        `max_share`, and the excess over the chance rate, less z standard errors, over
-        `min_excess`. A share the draw of instances put just over a limit is not a verdict."""
-        low = wilson_interval(self.share, self.n, z)
-        if low is None or low[0] <= max_share:
+        """Over the limits with one-sided 95% confidence: `over`, and the excess over the chance
+        rate less z standard errors still over `min_excess`. A share the draw of instances put
+        just over a limit is not a verdict."""
+        if not self.over(max_share, min_excess, z):
             return False
         se = math.sqrt(
             self.share * (1 - self.share) / max(1, self.n) + self.baseline * (1 - self.baseline) / max(1, self.pairs)
