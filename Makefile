@@ -44,6 +44,7 @@ test-fast: setup
 
 bench: setup
 	$(BIN)/python benchmarks/bench_score.py
+	$(BIN)/python benchmarks/bench_reward_budget.py
 	$(BIN)/python benchmarks/bench_validate.py
 	$(BIN)/python benchmarks/bench_dedupe.py
 	$(BIN)/python benchmarks/bench_sandbox.py

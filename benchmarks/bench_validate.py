@@ -68,16 +68,21 @@ def main() -> None:
     )
 
 
+def _library(tmp: Path, files: list[Path]) -> Path:
+    lib = tmp / "lib"
+    lib.mkdir()
+    for f in files:
+        shutil.copy(f, lib / f.name)
+    return lib
+
+
 def side_by_side() -> None:
     files = GOOD_GROUPS["seeds"] + GOOD_GROUPS["corpus_goods"]
     base = load_recipe(CORPUS / "recipe.yaml").validate
     off = dataclasses.replace(base, fuzz_instances=0, hash_seed_samples=0, burst_distinct_instances=0)
     per_env = {}
     with tempfile.TemporaryDirectory(prefix="evoenv-bench-") as tmp:
-        lib = Path(tmp) / "lib"
-        lib.mkdir()
-        for f in files:
-            shutil.copy(f, lib / f.name)
+        lib = _library(Path(tmp), files)
         for label, cfg in (("off", off), ("on", base), ("off_again", off)):
             out = prepare_out_dir(Path(tmp) / f"out-{label}", resume=False, clean=False)
             validate.run(EnvLibrary.open(lib), cfg, RuntimeConfig(workers=2), out)
@@ -94,6 +99,30 @@ def side_by_side() -> None:
     )
 
 
+def training_seen_side_by_side() -> None:
+    """Issue 42's checks (instances at `sample`'s seeds, the collapsed group) off and on, on the
+    seeds and the corpus goods, alternating so that load weighs on both alike."""
+    files = GOOD_GROUPS["seeds"] + GOOD_GROUPS["corpus_goods"]
+    on = load_recipe(CORPUS / "recipe.yaml").validate
+    off = dataclasses.replace(on, sample_seed_instances=0, collapsed_group=1)
+    per_env: dict[str, list[float]] = {"off": [], "on": []}
+    admitted = {}
+    with tempfile.TemporaryDirectory(prefix="evoenv-bench-") as tmp:
+        lib = _library(Path(tmp), files)
+        for k, (label, cfg) in enumerate((("off", off), ("on", on), ("off", off), ("on", on))):
+            out = prepare_out_dir(Path(tmp) / f"out-{k}", resume=False, clean=False)
+            validate.run(EnvLibrary.open(lib), cfg, RuntimeConfig(workers=2), out)
+            records = list(read_jsonl(out / "verdicts.jsonl"))
+            per_env[label].append(statistics.median(r["wall_s"] for r in records if r["admitted"]))
+            admitted[label] = sum(r["admitted"] for r in records)
+    before, after = min(per_env["off"]), min(per_env["on"])
+    print(
+        f"bench validate training-seen: envs={len(files)} admitted off={admitted['off']} on={admitted['on']} "
+        f"per_good_env_s before={before:.2f} after={after:.2f} ratio={after / before:.2f}"
+    )
+
+
 if __name__ == "__main__":
     main()
     side_by_side()
+    training_seen_side_by_side()

@@ -147,6 +147,11 @@ class ValidateConfig:
     fuzz_min_accepts: int = field(default=2, metadata={"min": 1})
     # seeds whose generate is compared between two workers with different PYTHONHASHSEED
     hash_seed_samples: int = field(default=128, metadata={"min": 0})
+    # instances at exactly the seeds `evoenv sample` derives (its default base seed; half its
+    # first rows, half rows drawn per file), judged by every check like the others
+    sample_seed_instances: int = field(default=6, metadata={"min": 0})
+    # every scored pair also sent this many times in a row (a collapsed GRPO group); 1: once
+    collapsed_group: int = field(default=4, metadata={"min": 1})
     # distinct instances a worker scores in the training-shaped burst (GRPO groups first)
     burst_distinct_instances: int = field(default=120, metadata={"min": 0})
     max_leak_share: float = field(default=0.5, metadata={"min": 0, "max": 1})

@@ -11,8 +11,8 @@ training range), asked the same way, and answered by the oracle in the answer ta
 recipe's `answer:` section, like the instruction after every task). That is
 how a weak policy learns the answer format honestly: a demonstration shows the format and
 never the answer to the question asked. A demonstration is never the asked instance itself,
-and its answer differs from the asked one wherever another instance allows it, so copying
-the demonstration is not a way to score.
+its answer is never the asked one and its task never writes the asked answer (a row with no
+such candidate is asked without one), so copying the demonstration is not a way to score.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass, field
 
 from evoenv_cli.artifacts import EnvLibrary
+from evoenv_cli.checks.probes import whole_token_in
 from evoenv_cli.config import AnswerConfig, SampleConfig
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.runtime import contract
@@ -166,15 +167,17 @@ def without_demonstrations(messages: list[dict]) -> list[dict]:
 
 
 def pick_demonstrations(instance: dict, answer: str | None, shown: list[tuple], wanted: int) -> list[tuple]:
-    """Up to `wanted` candidates (seed, instance, task, answer): never the asked instance, and
-    first those whose answer differs from the asked one."""
+    """Up to `wanted` candidates (seed, instance, task, answer): never the asked instance, never
+    one whose answer is the asked one, nor one whose task writes the asked answer (an environment
+    that keeps the last instance it made could state it in the next demonstration). None left:
+    the row is asked without demonstrations."""
     if not wanted:
         return []
     key = json.dumps(instance, sort_keys=True)
     others = [c for c in shown if json.dumps(c[1], sort_keys=True) != key]
-    differ = [c for c in others if answer is None or c[3].strip() != answer.strip()]
-    same = [c for c in others if c not in differ]
-    return (differ + same)[:wanted]
+    if answer is None:
+        return others[:wanted]
+    return [c for c in others if c[3].strip() != answer.strip() and not whole_token_in(answer, c[2])][:wanted]
 
 
 def levels_for(env: EnvFile, library: EnvLibrary, cfg: SampleConfig) -> list[int]:

@@ -88,10 +88,12 @@ def test_a_disagreeing_recheck_quarantines_the_environment(tmp_path, borrowed):
         assert reward.audit.checked >= 40 and list(reward.audit.quarantined) == [hostile.env_id]
         if runtime:
             # the re-checks never ran on the loop's workers: 60 rewards scored there, one call each
-            assert runtime.pool.calls == 60 and reward.sandbox_calls == 60 + reward.audit.checked
+            measured = reward.budgets.measure_calls
+            assert runtime.pool.calls == 60 and reward.sandbox_calls == 60 + reward.audit.checked + measured
             assert reward.audit.pool is not runtime.pool
-            # one fresh worker per re-checked chunk (three requests scored), none reused
-            assert reward.audit.pool.spawned == 3
+            # one fresh worker per re-checked chunk (three requests scored), none reused, and one
+            # per environment to measure its score budget
+            assert reward.audit.pool.spawned == 3 + 2
             assert reward.audit.pool.plan.mode == runtime.pool.plan.mode
     finally:
         reward.close()

@@ -13,14 +13,18 @@ judged against its own baseline. Pure string work: nothing of the environment ru
 from __future__ import annotations
 
 import codecs
+import math
 import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from evoenv_cli.confidence import wilson_interval
+
 # Solvers that compute rather than read: on an arithmetic task they are the task, not a leak
 # (validate skips them for evoenv's imports of external benchmarks only).
 TASK_SOLVERS = frozenset({"arithmetic"})
+CONFIDENCE_Z = 1.645  # one-sided 95%
 
 MAX_NUMBERS = 40  # pairs of the first numbers only: arithmetic stays O(40^2) per prompt
 _NUMBER = re.compile(r"(?<![0-9])-?[0-9]+(?:[,_' ][0-9]{3})*(?![0-9])")
@@ -191,6 +195,26 @@ class SolverRate:
     name: str
     share: float
     baseline: float
+    n: int = 0  # instances
+    pairs: int = 0  # (instance, another instance's reference) pairs the baseline was measured on
+
+    def over(self, max_share: float, min_excess: float, z: float = CONFIDENCE_Z) -> bool:
+        """Possibly over the limits as measured: the share not surely under `max_share` (its
+        Wilson upper bound reaches it: a limit is tested, not compared strictly, so a leak on
+        exactly half the levels is one) and its excess over the chance rate over `min_excess`."""
+        high = wilson_interval(self.share, self.n, z)
+        return high is not None and high[1] >= max_share and self.share - self.baseline > min_excess
+
+    def surely_over(self, max_share: float, min_excess: float, z: float = CONFIDENCE_Z) -> bool:
+        """Over the limits with one-sided 95% confidence: `over`, and the excess over the chance
+        rate less z standard errors still over `min_excess`. A share the draw of instances put
+        just over a limit is not a verdict."""
+        if not self.over(max_share, min_excess, z):
+            return False
+        se = math.sqrt(
+            self.share * (1 - self.share) / max(1, self.n) + self.baseline * (1 - self.baseline) / max(1, self.pairs)
+        )
+        return self.share - self.baseline - z * se > min_excess
 
 
 def rates(prompts: list[str], references: list[str], window: int = 5) -> list[SolverRate]:
@@ -203,5 +227,6 @@ def rates(prompts: list[str], references: list[str], window: int = 5) -> list[So
         hits = sum(r in s for r, s in zip(refs, sets) if r)
         pairs = [(i, j) for i in range(len(sets)) for j in range(i + 1, min(len(refs), i + 1 + window))]
         base = [refs[j] in sets[i] for i, j in pairs if refs[j] and refs[j] != refs[i]]
-        out.append(SolverRate(solver.name, hits / max(1, len(prompts)), sum(base) / len(base) if base else 0.0))
+        baseline = sum(base) / len(base) if base else 0.0
+        out.append(SolverRate(solver.name, hits / max(1, len(prompts)), baseline, len(prompts), len(base)))
     return out

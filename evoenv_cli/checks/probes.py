@@ -89,6 +89,14 @@ class Context:
         return str(self.outside_int()) if INT.fullmatch(like) else self.outside_word()
 
 
+def whole_token_in(needle: str, haystack: str) -> bool:
+    """Whether `needle` (stripped) occurs in `haystack` with no letter or digit either side."""
+    needle = needle.strip()
+    if not needle:
+        return False
+    return re.search(rf"(?<![A-Za-z0-9]){re.escape(needle)}(?![A-Za-z0-9])", haystack) is not None
+
+
 def _declared_numeric(answer_type: str | None) -> bool:
     return answer_type in (None, "int", "float")
 

@@ -13,10 +13,12 @@ the pool at the next round.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import random
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from evoenv_cli import artifacts
@@ -92,15 +94,42 @@ class RewardAudit:
         added = []
         for chunk in chunks.values():
             env = chunk[0][0]
-            with self._running:
-                self.pool.discard(env)  # a worker of another chunk never serves this one
-                results = self.pool.run(env, [Call.score(instance, answer) for _, instance, answer, _ in chunk])
-                self.pool.discard(env)
+            with self._lock:  # another order than the request's: no sequence is replayed as it came
+                self.rng.shuffle(chunk)
+            with self.fresh(env) as pool:
+                results = pool.run(env, [Call.score(instance, answer) for _, instance, answer, _ in chunk])
             for (_, instance, answer, paid), r in zip(chunk, results):
                 record = self._judge(env, instance, answer, paid, r)
                 if record is not None:
                     added.append(record)
         return added
+
+    def check_repeats(self, items: list[tuple[EnvFile, dict, str, float]]) -> list[dict]:
+        """Every scored item of one request, for free: the same (instance, answer) paid two
+        different scores (a memo that pays a repeat, as a collapsed GRPO group sends them)
+        quarantines its environment; returns the records this added."""
+        paid: dict[tuple[str, str, str], float] = {}
+        added = []
+        for env, instance, answer, score in items:
+            key = (env.env_id, json.dumps(instance, sort_keys=True), answer)
+            first = paid.setdefault(key, score)
+            if abs(first - score) > 1e-9 and env.env_id not in self.quarantined:
+                reason = f"score paid {first} and then {score} for the same (instance, answer) in one request"
+                record = self.quarantine(env, reason, instance, answer)
+                if record is not None:
+                    added.append(record)
+        return added
+
+    @contextlib.contextmanager
+    def fresh(self, env: EnvFile) -> Iterator[SandboxPool]:
+        """A pool whose worker for `env` is started for what runs inside and killed after: it
+        serves nothing else."""
+        with self._running:
+            self.pool.discard(env)  # a worker of another chunk never serves this one
+            try:
+                yield self.pool
+            finally:
+                self.pool.discard(env)
 
     def _judge(self, env: EnvFile, instance: dict, answer: str, paid: float, r) -> dict | None:
         """The quarantine record when the re-check `r` disagrees with the score paid."""
@@ -112,11 +141,20 @@ class RewardAudit:
                 self.failed += 1
                 return None
             again = r.value if r.ok else f"{r.status}: {r.error}"
+        reason = f"score paid {paid} but gave {again} for the same (instance, answer) in a fresh worker"
+        return self.quarantine(env, reason, instance, answer)
+
+    def quarantine(self, env: EnvFile, reason: str, instance: dict, answer: str) -> dict | None:
+        """Quarantine `env` for `reason`, shown by (instance, answer); logged. None when it
+        already was."""
+        with self._lock:
+            if env.env_id in self.quarantined:
+                return None
             record = {
                 "env_id": env.env_id,
                 "file": env.path.name,
                 "at_check": self.checked,
-                "reason": f"score paid {paid} but gave {again} for the same (instance, answer) in a fresh worker",
+                "reason": reason,
                 "instance": json.dumps(instance)[:2000],
                 "answer": answer[:500],
             }

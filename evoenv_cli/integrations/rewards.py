@@ -40,6 +40,7 @@ from typing import Any
 from evoenv_cli import row_formats
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.integrations.reward_audit import RewardAudit
+from evoenv_cli.integrations.score_budget import ScoreBudgets
 from evoenv_cli.runtime.workers import Call, Limits, SandboxPool
 from evoenv_cli.thinking import answer_part, cut_at_length
 
@@ -175,12 +176,16 @@ class EnvReward:
         recheck_seed: int = 0,
         quarantine_log: Path | None = None,
         rows_rule: bool = True,
+        quarantine_after_timeouts: int = 3,
     ):
         """`pool`: a program's shared sandbox pool (a `runtime.session.Runtime`'s) to score on,
         left open by `close`; without one, the reward starts its own on first use. The re-checks
         always run in workers of their own (one call each), in the same jail and under the same
         limits as the pool that pays the rewards. `rows_rule` False: every row is scored by this
-        reward's own tag and weight (evoenv train, whose recipe is the rule), never the rows'."""
+        reward's own tag and weight (evoenv train, whose recipe is the rule), never the rows'.
+        Every score call runs under a CPU budget measured from the environment's reference
+        (`score_budget.py`); an environment whose score runs out of it on
+        `quarantine_after_timeouts` completions is quarantined from the next request on."""
         if isinstance(library, (str, Path)):
             from evoenv_cli.artifacts import EnvLibrary
 
@@ -207,6 +212,9 @@ class EnvReward:
         if pool is not None:  # the borrowed pool's jail and limits, not this call's defaults
             sandbox, limits = pool.plan.requested or pool.plan.mode, pool.limits
         self.audit = RewardAudit(recheck_share, seed=recheck_seed, sandbox=sandbox, limits=limits, log=quarantine_log)
+        self.budgets = ScoreBudgets(self.audit.fresh, (limits or Limits()).score_s)
+        self.quarantine_after_timeouts = quarantine_after_timeouts
+        self.score_timeouts: Counter = Counter()  # per env_id, completions whose score ran out of time
 
     @property
     def pool(self) -> SandboxPool:
@@ -218,8 +226,9 @@ class EnvReward:
     @property
     def sandbox_calls(self) -> int:
         """Calls into environment code on the reward's pool so far (a borrowed pool's count
-        includes its other users'), plus the re-checks in fresh workers."""
-        return self._calls_closed + (self._pool.calls if self._pool is not None else 0) + self.audit.checked
+        includes its other users'), plus the re-checks and the budgets' measurements in fresh workers."""
+        own = self._pool.calls if self._pool is not None else 0
+        return self._calls_closed + own + self.audit.checked + self.budgets.measure_calls
 
     def close(self) -> None:
         if self._pool is not None and not self._borrowed:
@@ -286,7 +295,7 @@ class EnvReward:
             cuts = completion_cuts(completions, completion_ids, self.end_ids)
         opened = self.opens_think if opened is None else opened
         answers = [extract_answer(t, tag, opened=opened, truncated=cut) for t, (tag, _), cut in zip(texts, rules, cuts)]
-        jobs: dict[str, tuple[EnvFile, list[Call], list[int]]] = {}
+        jobs: dict[str, tuple[EnvFile, list[tuple[dict, str]], list[int]]] = {}
         statuses = ["no_answer" if a is None else "" for a in answers]
         for i, (eid, inst, ans) in enumerate(zip(env_id, instance, answers)):
             name = env_name[i] if env_name else None
@@ -301,10 +310,10 @@ class EnvReward:
                 statuses[i] = "quarantined"
                 continue
             job = jobs.setdefault(env.env_id, (env, [], []))
-            job[1].append(Call.score(inst, ans))
+            job[1].append((inst, ans))
             job[2].append(i)
         scores: list[float | None] = [None] * len(texts)
-        order = list(jobs.values())
+        order = [(env, self.budgets.calls(env, items), idx) for env, items, idx in jobs.values()]
         scored = []  # (index, env, instance, answer, score) of the calls that returned a score
         for (env, calls, idx), results in zip(order, self.pool.run_many([(e, c) for e, c, _ in order])):
             for i, c, r in zip(idx, calls, results):
@@ -312,8 +321,10 @@ class EnvReward:
                 statuses[i] = "scored" if r.ok else f"score_{r.status}"
                 if r.ok:
                     scored.append((i, env, c.args[0], c.args[1], r.value))
-        picked = self.audit.sample([(env, inst, ans, s) for _, env, inst, ans, s in scored])
-        if self.audit.recheck(picked):
+            self._count_timeouts(env, calls, results)
+        items = [(env, inst, ans, s) for _, env, inst, ans, s in scored]
+        repeats = self.audit.check_repeats(items)
+        if self.audit.recheck(self.audit.sample(items)) or repeats:
             for i, (eid, ans) in enumerate(zip(env_id, answers)):  # this batch's rewards from it too
                 if (
                     ans is not None
@@ -329,6 +340,24 @@ class EnvReward:
             self.stats[statuses[i]] += 1
             out.append({"answer": answers[i], "score": s, "status": statuses[i], "reward": reward})
         return out
+
+    def _count_timeouts(self, env: EnvFile, calls: list[Call], results: list) -> None:
+        """Quarantine an environment (from the next request on: this one's scores stand) once its
+        score has run out of time on `quarantine_after_timeouts` completions."""
+        late = [(c, r) for c, r in zip(calls, results) if r.status == "timeout"]
+        if not late:
+            return
+        with self._lock:
+            self.score_timeouts[env.env_id] += len(late)
+            count = self.score_timeouts[env.env_id]
+        if count >= self.quarantine_after_timeouts:
+            call, r = late[-1]
+            budget = self.budgets.budgets[env.env_id]
+            reason = (
+                f"score ran out of time on {count} completions (budget {budget.base_s * 1000:.1f} ms CPU, "
+                f"{self.budgets.factor:g}x its reference's {budget.reference_s * 1000:.2f} ms): {r.error}"
+            )
+            self.audit.quarantine(env, reason, call.args[0], call.args[1])
 
     def __call__(
         self,

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import resource
+import signal
 import sys
 import time
 
@@ -290,6 +291,46 @@ def _encode(fn, value, caps):
     raise ValueError(f"unknown call {fn}")
 
 
+class _OutOfBudget(BaseException):
+    """Raised into a call that spent its CPU budget (a BaseException, so that an environment's
+    `except Exception` does not swallow it; one that swallows it anyway is timed out all the same)."""
+
+
+class _Budget:
+    """A per-call CPU budget: a wall-clock timer that, when it fires, compares the process's CPU
+    time with the budget, raises `_OutOfBudget` into the call once it is spent, and otherwise
+    re-arms for what is left (a call the host preempted is not charged for the wait). CPU time,
+    not wall time, so a loaded host never times out a correct answer; a wall timer, because the
+    kernel's CPU timers fire only at its ticks."""
+
+    def __init__(self):
+        self.active = False
+        self.spent = False
+        self.limit = 0.0
+        self.start = 0.0
+        signal.signal(signal.SIGALRM, self._fire)
+
+    def arm(self, seconds):
+        self.active, self.spent, self.limit = True, False, seconds
+        self.start = time.thread_time()
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+
+    def disarm(self):
+        self.active = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def _fire(self, signum, frame):
+        if not self.active:
+            return
+        left = self.limit - (time.thread_time() - self.start)
+        if left > 0 and not self.spent:
+            signal.setitimer(signal.ITIMER_REAL, max(left, 0.0005))
+            return
+        self.spent = True
+        signal.setitimer(signal.ITIMER_REAL, 0.002)  # again, into whatever swallowed the last one
+        raise _OutOfBudget()
+
+
 def _meta(module, calls):
     """Which of the contract's functions (`calls`, sent by the parent from runtime/contract.py)
     the module defines; everything else the parent reads from the source itself (it trusts no
@@ -353,6 +394,7 @@ def main():
         send({"ready": False, "error": "import failed: " + _one_line(exc), "out": sink.chars})
         return
     send({"ready": True, "meta": meta, "t": time.perf_counter() - started, "out": sink.chars})
+    budget = _Budget()
 
     while True:
         line = reader.readline()
@@ -362,17 +404,28 @@ def main():
         for call in request["calls"]:
             fn, args = call["fn"], call["args"]
             sink.chars = 0
+            limit = call.get("budget")
+            budget.spent = False
             t0 = time.perf_counter()
             try:
                 func = getattr(module, fn)
-                value = func(*args)
+                if limit:
+                    budget.arm(limit)
+                try:
+                    value = func(*args)
+                finally:
+                    budget.disarm()
                 elapsed = time.perf_counter() - t0
+                if budget.spent:  # it swallowed the budget's exception and returned anyway
+                    raise _OutOfBudget()
                 payload, tag = _encode(fn, value, caps)
                 reply = {"ok": True, "value": payload, "type": tag}
             except BaseException as exc:
                 elapsed = time.perf_counter() - t0
                 reply = {"ok": False, "error": _one_line(exc)}
-                if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit, GeneratorExit...
+                if budget.spent:
+                    reply = {"ok": False, "error": f"ran out of its {limit * 1000:.1f} ms CPU budget", "budget": True}
+                elif not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit, GeneratorExit...
                     reply["escaped"] = True
             reply["t"] = elapsed
             reply["out"] = sink.chars

@@ -62,7 +62,7 @@ class Limits:
     batch_size: int = field(default=64, metadata={"min": 1})
     give_up_after: int = field(
         default=3, metadata={"min": 1}
-    )  # consecutive kills in one batch before the rest are skipped
+    )  # consecutive kills in one batch before the rest are skipped (never budgeted calls: a kill costs its own call only)
     max_calls_per_worker: int = field(
         default=1000, metadata={"min": 0}
     )  # then the worker is replaced (0: never), so module state cannot build up
@@ -73,8 +73,13 @@ class Limits:
 
 @dataclass(frozen=True)
 class Call:
+    """One call of the contract. `budget_s`: a CPU budget the worker enforces inside the call
+    (it is stopped there and reported `timeout`, the worker lives on for the next call), on top
+    of the wall-clock limit this process enforces by killing the worker."""
+
     fn: str
     args: tuple
+    budget_s: float | None = None
 
     @staticmethod
     def generate(seed: int, difficulty: int) -> Call:
@@ -93,8 +98,8 @@ class Call:
         return Call("solve", (instance,))
 
     @staticmethod
-    def score(instance: dict, answer: str) -> Call:
-        return Call("score", (instance, answer))
+    def score(instance: dict, answer: str, budget_s: float | None = None) -> Call:
+        return Call("score", (instance, answer), budget_s)
 
 
 @dataclass
@@ -223,6 +228,8 @@ def check_value(fn: str, reply: dict, limits: Limits) -> CallResult:
         # No environment has a reason to raise what stops a program rather than reports an
         # error: the worker says so (a lie only hurts the file that tells it), and it is a
         # status of its own so that no stage takes it for an ordinary failure to contain.
+        if reply.get("budget") is True:  # stopped inside the worker at its CPU budget (a lie only costs it a score)
+            return CallResult("timeout", None, err[:MAX_ERROR_CHARS], float(seconds), out)
         status = "escaped" if reply.get("escaped") is True else "invalid" if _is_value_error(fn, err) else "error"
         return CallResult(status, None, err[:MAX_ERROR_CHARS], float(seconds), out)
     value, tag = reply.get("value"), reply.get("type")
@@ -266,6 +273,13 @@ def _is_value_error(fn: str, err: str) -> bool:
     return err.startswith("ValueError: ") and (
         f"{fn} returned" in err or "instance is" in err or "score returned" in err
     )
+
+
+def _wire(call: Call) -> dict:
+    out = {"fn": call.fn, "args": list(call.args)}
+    if call.budget_s is not None:
+        out["budget"] = call.budget_s
+    return out
 
 
 class Worker:
@@ -410,7 +424,7 @@ class Worker:
         Each call's seconds are this process's own clock, from the moment the call could start
         (the request sent, or the previous reply received) to the arrival of its reply: a
         worker cannot make a call look faster than it was."""
-        payload = {"calls": [{"fn": c.fn, "args": list(c.args)} for c in calls]}
+        payload = {"calls": [_wire(c) for c in calls]}
         results: list[CallResult] = []
         start = time.monotonic()
         try:
@@ -668,7 +682,9 @@ class SandboxPool:
         results: list[CallResult] = []
         kills = 0
         while len(results) < len(calls):
-            if kills >= self.limits.give_up_after:
+            # a budgeted call (a reward's score) is never skipped for its neighbours' kills: it
+            # would be a correct answer paid 0 in silence
+            if kills >= self.limits.give_up_after and calls[len(results)].budget_s is None:
                 skipped = CallResult("skipped", None, f"skipped after {kills} killed workers in a row")
                 results += [skipped] * (len(calls) - len(results))
                 break

@@ -348,12 +348,14 @@ def _judge(batch: list[tuple[Plan, Prediction | None]], docs, cfg, vcfg, pool, f
         leak = part_one_leak(plan, env, pool, vcfg) if verdict.admitted else None
         if leak is not None:
             verdict.admitted, verdict.stage = False, "leak"
+            what = "part 1's answer (X)" if plan.operator == "sequential" else f"part {leak.part}'s answer"
+            rest = "part 2 alone" if plan.operator == "sequential" else "the other parts alone"
             verdict.reason = (
-                f"the prompt-only solver {leak.solver} reads part 1's answer (X) out of the prompt on "
+                f"the prompt-only solver {leak.solver} reads {what} out of the prompt on "
                 f"{leak.share:.0%} of instances, against a chance rate of {leak.baseline:.0%}: the composite "
-                f"is part 2 alone [probe leak_part_one_{leak.solver}]"
+                f"is {rest} [probe {leak.probe}]"
             )
-            verdict.measurements["probe"] = f"leak_part_one_{leak.solver}"
+            verdict.measurements["probe"] = leak.probe
         verdict.measurements = {
             "operator": plan.operator,
             "depth": plan.depth,

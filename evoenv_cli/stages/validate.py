@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
-import re
 import statistics
 import time
 from collections import Counter
@@ -37,10 +36,11 @@ from pathlib import Path
 from evoenv_cli import artifacts
 from evoenv_cli.admission import AdmissionLog, Summary, Verdict
 from evoenv_cli.checks import fuzz, leak_solvers, probes, training_shape
-from evoenv_cli.checks.probes import Context
-from evoenv_cli.config import RuntimeConfig, ValidateConfig, to_dict
+from evoenv_cli.checks.probes import Context, whole_token_in
+from evoenv_cli.confidence import wilson_interval
+from evoenv_cli.config import RuntimeConfig, SampleConfig, ValidateConfig, to_dict
 from evoenv_cli.runtime.contract import check_source, import_grant
-from evoenv_cli.runtime.instances import ASKED, Made, Order, make_instances
+from evoenv_cli.runtime.instances import ASKED, Made, Order, instance_seed, make_instances
 from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.runtime.workers import (
     Call,
@@ -55,6 +55,7 @@ from evoenv_cli.stage import Stage
 from evoenv_cli.stage import register as register_stage
 
 TRAINING_SEEDS = 2**31  # `sample` and `calibrate` draw instance seeds below this
+CONFIRM_INSTANCES = 120  # more instances for a leak solver or a constant answer over its limit
 ALWAYS_EQUAL = "type('AlwaysEqual', (), {'__eq__': lambda self, other: True, '__hash__': lambda self: 0})()"
 FIXED_PROBES = {
     "empty": "",
@@ -135,11 +136,15 @@ def training_seeds(env_id: str, salt: str, n: int) -> list[int]:
     return out
 
 
-def whole_token_in(needle: str, haystack: str) -> bool:
-    needle = needle.strip()
-    if not needle:
-        return False
-    return re.search(rf"(?<![A-Za-z0-9]){re.escape(needle)}(?![A-Za-z0-9])", haystack) is not None
+def sample_pairs(env_id: str, name: str, cfg: ValidateConfig) -> list[tuple[int, int]]:
+    """(seed, level) of `cfg.sample_seed_instances` instances at exactly the seeds `evoenv sample`
+    gives the rows of `name` (its default base seed): the first rows, and rows drawn per file,
+    so a file that recognises the seeds training uses is judged on them too."""
+    n = cfg.sample_seed_instances
+    rng = random.Random(f"evoenv-validate:{env_id}:sample-rows")
+    rows = list(range((n + 1) // 2)) + rng.sample(range((n + 1) // 2, 4096), n // 2)
+    base = SampleConfig().seed
+    return [(instance_seed(base, name, i), cfg.levels[k % len(cfg.levels)]) for k, i in enumerate(rows)]
 
 
 class Checker:
@@ -162,6 +167,9 @@ class Checker:
         self.rng = random.Random(f"evoenv-validate-probes:{env.env_id}")
         self.answer_type: str | None = None
         self.tags: list[str] | None = None
+        self.name = env.name  # the NAME the worker declared, once `load` has run
+        self.sampled: set[tuple[int, int]] = set()  # (seed, level) of instances at `sample`'s seeds
+        self.more: list[Made] | None = None  # `_more_instances`, once made
         self.diversity_pairs: dict[int, list[int]] = {}
 
     def call(
@@ -208,6 +216,7 @@ class Checker:
             raise Rejected("load", str(exc)) from None
         self.answer_type = meta.get("ANSWER_TYPE")
         self.tags = meta.get("TAGS")
+        self.name = meta.get("NAME") or self.env.name  # what `sample` derives seeds from
         self.m["import_seconds"] = round(meta.get("import_seconds", 0.0), 4)
         self.output_chars += meta.get("import_output_chars", 0)
         if self.m["import_seconds"] > cfg.max_import_seconds:
@@ -223,6 +232,8 @@ class Checker:
         cfg = self.cfg
         env_id = self.env.env_id
         pairs = [(s, d) for d in cfg.levels for s in training_seeds(env_id, f"level:{d}", cfg.seeds_per_level)]
+        self.sampled = {p for p in sample_pairs(env_id, self.name, cfg) if p not in pairs}
+        pairs += sorted(self.sampled)
         self.diversity_pairs = {
             d: training_seeds(env_id, f"diversity:{d}", cfg.diversity_seeds) for d in cfg.diversity_levels
         }
@@ -265,11 +276,14 @@ class Checker:
                 f"difficulty {i.difficulty} ({len(bad)}/{len(insts)} instances), expected 1.0",
             )
 
-    @staticmethod
-    def _spread(insts: list[Instance], n: int) -> list[Instance]:
-        """n instances spread over the levels."""
-        step = max(1, len(insts) // max(1, n))
-        return insts[::step][:n]
+    def _spread(self, insts: list[Instance], n: int) -> list[Instance]:
+        """n instances spread over the levels, a third of them (at least one) at the seeds
+        `sample` derives when there are such."""
+        drawn = [i for i in insts if (i.seed, i.difficulty) in self.sampled]
+        taken = drawn[: min(len(drawn), max(1, n // 3))] if n > 1 else []
+        rest = [i for i in insts if (i.seed, i.difficulty) not in self.sampled]
+        step = max(1, len(rest) // max(1, n - len(taken)))
+        return rest[::step][: n - len(taken)] + taken
 
     def check_determinism(self) -> None:
         insts = self.insts
@@ -401,12 +415,29 @@ class Checker:
                     )
 
         compare(twice[len(calls) :], "score_repeat", "when asked again in the same worker")
-        compare(self.call(calls, pool=self.fresh), "score_fresh_worker", "in a fresh worker with another hash seed")
+        # another order than the first pass's, so no sequence of calls is replayed as it came
+        order = list(range(len(calls)))
+        random.Random(f"evoenv-validate:{self.env.env_id}:fresh-order").shuffle(order)
+        shuffled = self.call([calls[k] for k in order], pool=self.fresh)
+        fresh: list[CallResult] = [shuffled[0]] * len(calls) if calls else []
+        for at, k in enumerate(order):
+            fresh[k] = shuffled[at]
+        compare(fresh, "score_fresh_worker", "in a fresh worker with another hash seed, in another order")
         self.m["score_determinism_pairs"] = len(calls)
         bound = self.pool.limits.max_calls_per_worker
         if bound > 0:
             known = [(c, r.value, kind, a) for (_, kind, a), c, r in zip(triples, calls, first)]
             self._training_shape(known, insts, bound)
+        # a collapsed GRPO group: every pair sent several times in a row
+        group = self.cfg.collapsed_group
+        if group > 1:
+            collapsed = self.call([c for c in calls for _ in range(group)])
+            for j in range(1, group):
+                compare(
+                    collapsed[j::group],
+                    "score_immediate_repeat",
+                    f"when sent again at once ({j + 1} times in a row, as a collapsed GRPO group sends it)",
+                )
 
     def _training_shape(self, known: list, insts: list[Instance], bound: int) -> None:
         """One new worker (its replacement off) fed what training feeds a reward worker
@@ -563,7 +594,8 @@ class Checker:
         planned = []
         for value in found.values:
             for inst in self._spread(insts, self.cfg.magic_probe_instances):
-                if value.strip() != inst.reference.strip() and not inst.context.holds(value):
+                # a format of the reference ("0.0" for 0) is the reference, not a backdoor
+                if not fuzz._same_value(value, inst.reference) and not inst.context.holds(value):
                     planned.append((value, inst))
         results = self.call([Call.score(i.instance, v) for v, i in planned], stop_on_failure=False)
         tried: Counter = Counter()
@@ -638,12 +670,21 @@ class Checker:
             if share > best_share:
                 best, best_share = answer, share
         self.m["constant_answer_share"] = round(best_share, 4)
-        if best_share > self.cfg.max_constant_share:
+        if best_share <= self.cfg.max_constant_share:
+            return
+        # over the limit on these instances: decided with 95% confidence on many more
+        more = self._more_instances()
+        again = self.call([Call.score(m.instance, best) for m in more], stop_on_failure=False)
+        hits = round(best_share * len(insts)) + sum(1 for r in again if r.ok and r.value >= 1.0)
+        n = len(insts) + len(more)
+        self.m["constant_answer_share_confirmed"] = [round(hits / n, 4), n]
+        low = wilson_interval(hits / n, n, leak_solvers.CONFIDENCE_Z)
+        if low is not None and low[0] > self.cfg.max_constant_share:
             shown = best if len(best) <= 40 else best[:37] + "..."
             raise Rejected(
                 "constant_answer",
-                f"the answer {shown!r} is right on {best_share:.0%} of "
-                f"instances (at most {self.cfg.max_constant_share:.0%} allowed)",
+                f"the answer {shown!r} is right on {hits / n:.0%} of {n} "
+                f"instances (at most {self.cfg.max_constant_share:.0%} allowed, with 95% confidence)",
             )
 
     def check_leak(self) -> None:
@@ -693,8 +734,11 @@ class Checker:
             # decides, not a declaration): arithmetic on the prompt's numbers is the task itself
             # there (chain_sum, basic_arithmetic), not a leak; the other solvers still read it
             solved = [r for r in solved if r.name not in leak_solvers.TASK_SOLVERS]
+        limits = (self.cfg.max_leak_share, self.cfg.min_leak_excess)
+        if any(r.over(*limits) for r in solved):
+            solved = self._confirm_leak([r.name for r in solved])
         for r in solved:
-            if r.share > self.cfg.max_leak_share and r.share - r.baseline > self.cfg.min_leak_excess:
+            if r.surely_over(*limits):
                 raise Rejected(
                     "leak",
                     f"the prompt-only solver {r.name} finds the answer from the prompt alone on "
@@ -702,6 +746,32 @@ class Checker:
                     f"a chance rate of {r.baseline:.0%} (other instances' answers)",
                     f"leak_solver_{r.name}",
                 )
+
+    def _more_instances(self) -> list[Made]:
+        """CONFIRM_INSTANCES more instances (drawn like the first, over the same levels), made
+        once, for a check whose measure is over its limit on the first ones."""
+        if self.more is None:
+            levels = self.cfg.levels
+            seeds = training_seeds(self.env.env_id, "leak-confirm", CONFIRM_INSTANCES)
+            (made,) = self.make([Order(self.env, [(s, levels[k % len(levels)]) for k, s in enumerate(seeds)])])
+            for m in made:
+                if why := m.failure(("generate", *ASKED)):
+                    raise Rejected("run", why)
+            self.more = made
+        return self.more
+
+    def _confirm_leak(self, names: list[str]) -> list[leak_solvers.SolverRate]:
+        """A solver over the limits on the first instances is measured again on
+        CONFIRM_INSTANCES more (`_more_instances`), and the verdict
+        is taken on all of them with 95% confidence: whether a borderline file is admitted must
+        not depend on which instances its hash drew (the knapsack seed was, on 18 of 60 draws)."""
+        made = self._more_instances()
+        texts = [i.text for i in self.insts] + [m.task for m in made]
+        refs = [i.reference for i in self.insts] + [m.answer for m in made]
+        solved = [r for r in leak_solvers.rates(texts, refs) if r.name in names]
+        self.m["leak_confirm_instances"] = len(texts)
+        self.m["leak_solver_share_confirmed"] = {r.name: [round(r.share, 4), round(r.baseline, 4)] for r in solved}
+        return solved
 
     def check_budget(self) -> None:
         """Call time (the median per level) and instance size at every level sampled, not only
