@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
-import re
 import statistics
 import time
 from collections import Counter
@@ -137,9 +136,7 @@ def training_seeds(env_id: str, salt: str, n: int) -> list[int]:
 
 def whole_token_in(needle: str, haystack: str) -> bool:
     needle = needle.strip()
-    if not needle:
-        return False
-    return re.search(rf"(?<![A-Za-z0-9]){re.escape(needle)}(?![A-Za-z0-9])", haystack) is not None
+    return bool(needle) and probes.token_in(needle, haystack)
 
 
 class Checker:
@@ -163,13 +160,33 @@ class Checker:
         self.answer_type: str | None = None
         self.tags: list[str] | None = None
         self.diversity_pairs: dict[int, list[int]] = {}
+        self.deadline = time.monotonic() + cfg.max_judge_seconds  # the whole judgement's wall budget
+        self.running = "static"  # the check under way, which the budget names when it runs out
+
+    def within_budget(self) -> None:
+        """Rejected at `budget` once the judgement is past validate.max_judge_seconds, naming the
+        check that ran out: checked between checks and between slices of calls."""
+        if time.monotonic() > self.deadline:
+            raise Rejected(
+                "budget",
+                f"the judgement ran past its budget of {self.cfg.max_judge_seconds:g} s "
+                f"(validate.max_judge_seconds) in the {self.running} check",
+                "judge_seconds",
+            )
 
     def call(
         self, calls: list[Call], pool: SandboxPool | None = None, stop_on_failure: bool = True
     ) -> list[CallResult]:
         """Every check rejects on the first failed call, so the rest of a batch after one is
-        skipped rather than paid for (a looping solve costs one time limit, not thirty)."""
-        results = (pool or self.pool).run(self.env, calls, stop_on_failure)
+        skipped rather than paid for (a looping solve costs one time limit, not thirty). The
+        calls go in slices of what the pool runs at once, the budget checked before each, so a
+        judgement overruns it by one slice at most."""
+        pool = pool or self.pool
+        step = pool.limits.batch_size * pool.workers
+        results: list[CallResult] = []
+        for start in range(0, len(calls), step):
+            self.within_budget()
+            results += pool.run(self.env, calls[start : start + step], stop_on_failure)
         reject_escapes(zip(calls, results))
         for c, r in zip(calls, results):
             self.output_chars += r.output_chars
@@ -179,6 +196,7 @@ class Checker:
 
     def make(self, orders: list[Order]) -> list[list[Made]]:
         """Instances through the one path every stage makes them by, counted like `call`."""
+        self.within_budget()
         made = make_instances(self.pool, orders, stop_on_failure=True)
         reject_escapes((Call(fn, (m.seed, m.difficulty)), r) for ms in made for m in ms for fn, r in m.results.items())
         for m in (m for ms in made for m in ms):
@@ -189,9 +207,13 @@ class Checker:
         return made
 
     def run(self) -> None:
-        """The sandboxed checks in order; the first to fail raises `Rejected`."""
+        """The sandboxed checks in order; the first to fail raises `Rejected`, and so does the
+        budget, when one of them runs past it."""
         for check in checks(sandboxed=True):
+            self.running = check.name
+            self.within_budget()
             check.run(self)
+            self.within_budget()
 
     def check_static(self) -> None:
         report = check_source(self.env.source, max_bytes=self.cfg.max_source_bytes)
