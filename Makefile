@@ -45,6 +45,7 @@ test-fast: setup
 bench: setup
 	$(BIN)/python benchmarks/bench_score.py
 	$(BIN)/python benchmarks/bench_validate.py
+	$(BIN)/python benchmarks/bench_sample.py
 	$(BIN)/python benchmarks/bench_dedupe.py
 	$(BIN)/python benchmarks/bench_sandbox.py
 	$(BIN)/python benchmarks/bench_generate.py
