@@ -18,6 +18,13 @@ from fast_lane import (  # noqa: F401  (hooks: the fast lane's time budget)
 )
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Tests send Ctrl-C (SIGINT) to an evoenv they started and expect it to stop. A suite started as
+# a shell's background job (a CI script's `make test &`) inherits SIGINT ignored, every child
+# with it, and a Python started with it ignored never raises KeyboardInterrupt: the Ctrl-C was
+# lost and the test failed by how the suite was launched. A handler here is reset to the
+# default in each child, which Python turns into KeyboardInterrupt again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = ROOT / "seeds"
 
@@ -184,6 +191,26 @@ def _jail_report() -> str:
             f"WARNING: NO BUBBLEWRAP JAIL ({exc}): every bwrap-mode attack test is SKIPPED and "
             f"environments run in the weaker process sandbox (Landlock ABI {abi or 'absent'})"
         )
+
+
+# Tests that start two training ranks at once (accelerate launch on gloo): one such launch at a
+# time, so two of them never share the two cores four ways and run into their timeouts.
+RANKS_GROUP = ("test_train_ranks.py", "test_train_runtime.py", "test_arena.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    """`make test` runs in two pytest-xdist workers with --dist loadgroup. A module with a
+    module-scoped fixture (a validated corpus, an imported library, a trained model) runs all
+    on one worker, so the fixture is built once rather than once per worker; the multi-rank
+    launches share one group. Without xdist the marks do nothing."""
+    for item in items:
+        path = Path(str(item.fspath))
+        if path.name in RANKS_GROUP:
+            item.add_marker(pytest.mark.xdist_group("training_ranks"))
+            continue
+        defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+        if any(d.scope == "module" for ds in defs.values() for d in ds):
+            item.add_marker(pytest.mark.xdist_group(str(path.relative_to(ROOT))))
 
 
 def pytest_report_header(config):
