@@ -33,8 +33,8 @@ setup: $(BIN)/evoenv
 # test-fast; the full suite (CI's) gives it twice that, so a test near the line on another box is
 # not a red build, while one that grew far past it still is.
 # In TEST_WORKERS pytest-xdist workers: most slow tests wait on the child processes they start.
-# --dist loadgroup keeps a module with a module-scoped fixture on one worker (the fixture is
-# built once) and the multi-rank training launches one at a time (tests/conftest.py marks them).
+# --dist loadgroup takes tests/conftest.py's scheduler: each module whole on one worker (its
+# module-scoped fixtures built once), the multi-rank training modules on one worker together.
 FULL_SUITE_FAST_BUDGET_S ?= 20
 test: setup
 	EVOENV_FAST_BUDGET_S=$${EVOENV_FAST_BUDGET_S:-$(FULL_SUITE_FAST_BUDGET_S)} OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup

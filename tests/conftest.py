@@ -198,19 +198,23 @@ def _jail_report() -> str:
 RANKS_GROUP = ("test_train_ranks.py", "test_train_runtime.py", "test_arena.py")
 
 
-def pytest_collection_modifyitems(config, items):
-    """`make test` runs in two pytest-xdist workers with --dist loadgroup. A module with a
-    module-scoped fixture (a validated corpus, an imported library, a trained model) runs all
-    on one worker, so the fixture is built once rather than once per worker; the multi-rank
-    launches share one group. Without xdist the marks do nothing."""
-    for item in items:
-        path = Path(str(item.fspath))
-        if path.name in RANKS_GROUP:
-            item.add_marker(pytest.mark.xdist_group("training_ranks"))
-            continue
-        defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
-        if any(d.scope == "module" for ds in defs.values() for d in ds):
-            item.add_marker(pytest.mark.xdist_group(str(path.relative_to(ROOT))))
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's
+def pytest_xdist_make_scheduler(config, log):
+    """`make test` runs in two xdist workers with `--dist loadgroup`: here, each test module
+    goes whole to one worker, so a module-scoped fixture (a validated corpus, an imported
+    library, a trained model) is built once, not once per worker, and the multi-rank modules
+    share one worker. (xdist 3.8's own loadgroup puts its group in `item._nodeid`, which pytest
+    9 no longer reads: its `xdist_group` marks group nothing.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "training_ranks" if Path(module).name in RANKS_GROUP else module
+
+    return ModuleScheduling(config, log)
 
 
 def pytest_report_header(config):
