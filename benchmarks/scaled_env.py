@@ -16,8 +16,9 @@ SEED_INSTANCE_BYTES = 500
 # just under the caps: 100,000 answer characters, 8,000 prompt characters, 32,768 instance bytes
 AT_CAPS = (99_000, 7_900, 32_000)
 
-TEMPLATE = '''"""Copy a string of letters, every letter moved one place on (a to b, j to a), as many
-times over as the answer's length asks. Sized by hand for validate's cost benchmark."""
+TEMPLATE = '''"""Copy a string of characters, each moved one place on in its alphabet (the last to the
+first), as many times over as the answer's length asks. Sized by hand for validate's cost
+benchmark."""
 
 import random
 
@@ -27,16 +28,17 @@ ANSWER_TYPE = "str"
 REFERENCE_CHARS = {reference}
 PROMPT_CHARS = {prompt}
 LETTERS = {letters}
-_NEXT = str.maketrans("abcdefghij", "bcdefghija")
+ALPHABET = {alphabet!r}
+_NEXT = str.maketrans(ALPHABET, ALPHABET[1:] + ALPHABET[0])
 
 
 def generate(seed, difficulty):
     rng = random.Random(f"{{NAME}}:{{seed}}:{{difficulty}}")
-    return {{"letters": "".join(rng.choice("abcdefghij") for _ in range(LETTERS))}}
+    return {{"letters": "".join(rng.choice(ALPHABET) for _ in range(LETTERS))}}
 
 
 def prompt(instance):
-    head = "Move every letter one place on (a to b, j to a) and write the result out "
+    head = f"Move every character one place on in {{ALPHABET}} (the last to the first) and write it out "
     head += f"until it is {{REFERENCE_CHARS}} letters long: "
     return (head + instance["letters"] * (1 + PROMPT_CHARS // LETTERS))[:PROMPT_CHARS]
 
@@ -51,11 +53,16 @@ def score(instance, answer):
 '''
 
 
-def source(reference_chars: int, prompt_chars: int, instance_bytes: int, name: str) -> str:
+def source(
+    reference_chars: int, prompt_chars: int, instance_bytes: int, name: str, alphabet: str = "abcdefghij"
+) -> str:
     """The environment's source, its answer `reference_chars` long, its prompt `prompt_chars`
-    and its instance about `instance_bytes` of JSON."""
+    and its instance about `instance_bytes` of JSON, over `alphabet` (digits: the answer is one
+    long number, longer than Python's int() takes at the caps)."""
     letters = max(8, instance_bytes - len('{"letters": ""}'))
-    return TEMPLATE.format(name=name, reference=reference_chars, prompt=prompt_chars, letters=letters)
+    return TEMPLATE.format(
+        name=name, reference=reference_chars, prompt=prompt_chars, letters=letters, alphabet=alphabet
+    )
 
 
 def scaled(factor: int) -> tuple[int, int, int]:
