@@ -20,6 +20,7 @@ from evoenv_cli import artifacts, row_formats
 from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.config import ROW_FORMATS, AnswerConfig, SampleConfig, check_values
 from evoenv_cli.conversations import Plan, Prepared, build_messages, draw_levels, levels_for, prepare
+from evoenv_cli.envfile import EnvFile
 from evoenv_cli.errors import InputError
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.instances import instance_seed
@@ -92,7 +93,7 @@ def stream(
     number of rows; `report` counts them per environment and collects the skips as they happen."""
     check_config(cfg, library)
     report.skipped += [{"env": r.file, "seed": None, "difficulty": None, "reason": r.reason} for r in library.refused]
-    plans: list[Plan] = []
+    wanted: list[tuple[EnvFile, str, list[int]]] = []  # (env, NAME, each row's level)
     for env in library.files:
         error = pool.load_error(env)
         meta = {} if error else pool.describe(env)
@@ -108,13 +109,11 @@ def stream(
                 {"env": env.path.name, "seed": None, "difficulty": None, "reason": "calibrated: no level in band"}
             )
             continue
-        drawn = draw_levels(levels, cfg.per_env)
-        pairs = [(instance_seed(cfg.seed, name, i, cfg.split), lv) for i, lv in enumerate(drawn)]
-        plans.append(Plan(env, name, pairs))
+        wanted.append((env, name, draw_levels(levels, cfg.per_env)))
     answer = answer or AnswerConfig()
-    for plan in plans:
-        report.per_env[plan.name] = 0
-    for batch in batches(plans, BATCH_ROWS):
+    for _, name, _ in wanted:
+        report.per_env[name] = 0
+    for batch in batches(wanted, cfg, BATCH_ROWS):
         prepared, skipped = prepare(pool, batch, cfg, answer)
         report.skipped += skipped
         for plan, made in zip(batch, prepared):
@@ -123,17 +122,17 @@ def stream(
                 yield make_row(p, answer.tag, format_weight)
 
 
-def batches(plans: list[Plan], size: int) -> Iterator[list[Plan]]:
-    """The plans cut into batches of `size` rows (a plan may span batches), in order."""
+def batches(wanted: list[tuple[EnvFile, str, list[int]]], cfg: SampleConfig, size: int) -> Iterator[list[Plan]]:
+    """Each environment's rows, in order, as plans of `size` rows a batch (an environment may
+    span batches); a batch's instance seeds are made with it, so memory holds one batch."""
     batch: list[Plan] = []
     room = size
-    for plan in plans:
+    for env, name, drawn in wanted:
         start = 0
-        while start < len(plan.pairs):
-            take = plan.pairs[start : start + room]
-            batch.append(Plan(plan.env, plan.name, take))
-            start += len(take)
-            room -= len(take)
+        while start < len(drawn):
+            rows = range(start, min(len(drawn), start + room))
+            batch.append(Plan(env, name, [(instance_seed(cfg.seed, name, i, cfg.split), drawn[i]) for i in rows]))
+            start, room = rows.stop, room - len(rows)
             if room == 0:
                 yield batch
                 batch, room = [], size
