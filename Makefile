@@ -7,6 +7,7 @@ VERL ?= verl==0.9.1
 # torch's threads: one per test process (the suite runs many at once); the demo, the loop and
 # the benchmarks use every core unless OMP_NUM_THREADS is set.
 TEST_THREADS ?= 1
+TEST_WORKERS ?= 2
 export TOKENIZERS_PARALLELISM ?= false
 RUN ?= runs/demo
 ROUNDS ?= 2
@@ -31,14 +32,16 @@ setup: $(BIN)/evoenv
 # The fast lane's guard (tests/fast_lane.py) fails an unmarked test past 10 CPU-seconds under
 # test-fast; the full suite (CI's) gives it twice that, so a test near the line on another box is
 # not a red build, while one that grew far past it still is.
+# In TEST_WORKERS pytest-xdist workers: most slow tests wait on the child processes they start.
+# --dist loadgroup takes tests/conftest.py's scheduler: each module whole on one worker (its
+# module-scoped fixtures built once), the multi-rank training modules on one worker together.
 FULL_SUITE_FAST_BUDGET_S ?= 20
 test: setup
-	EVOENV_FAST_BUDGET_S=$${EVOENV_FAST_BUDGET_S:-$(FULL_SUITE_FAST_BUDGET_S)} OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -q
+	EVOENV_FAST_BUDGET_S=$${EVOENV_FAST_BUDGET_S:-$(FULL_SUITE_FAST_BUDGET_S)} OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # the edit-test loop: everything but the tests marked slow (real models, GRPO, servers, browsers),
 # in TEST_WORKERS processes (pytest-xdist): the fast tests spend much of their time waiting on
 # the subprocesses and jails they start, so two workers fill two cores (docs/install.md: 143 s)
-TEST_WORKERS ?= 2
 test-fast: setup
 	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -q -m 'not slow' -n $(TEST_WORKERS)
 
@@ -46,6 +49,7 @@ bench: setup
 	$(BIN)/python benchmarks/bench_score.py
 	$(BIN)/python benchmarks/bench_reward_budget.py
 	$(BIN)/python benchmarks/bench_validate.py
+	$(BIN)/python benchmarks/bench_sample.py
 	$(BIN)/python benchmarks/bench_dedupe.py
 	$(BIN)/python benchmarks/bench_sandbox.py
 	$(BIN)/python benchmarks/bench_generate.py

@@ -8,7 +8,10 @@ their name gives.
 
 Then validate's time per good environment with the issue-29 checks (the scorer fuzzer, the
 hash-seed sample and the training-shaped burst) on and off, measured side by side in this one
-run on the seeds and the corpus goods: "off" is today's validate, "on" what the checks cost."""
+run on the seeds and the corpus goods: "off" is today's validate, "on" what the checks cost.
+
+Last, validate's growth line: the time per environment at 1x, 4x and 16x a seed's output size
+and at the caps (benchmarks/scaled_env.py), with each time ratio over its size ratio."""
 
 from __future__ import annotations
 
@@ -19,8 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
+import scaled_env
+
 from evoenv_cli.artifacts import EnvLibrary, prepare_out_dir, read_jsonl
-from evoenv_cli.config import RuntimeConfig, load_recipe
+from evoenv_cli.config import RuntimeConfig, ValidateConfig, load_recipe
 from evoenv_cli.stages import validate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,7 +127,36 @@ def training_seen_side_by_side() -> None:
     )
 
 
+def growth() -> None:
+    """validate's time per environment as its output grows (benchmarks/scaled_env.py): 1x, 4x
+    and 16x what a seed writes, and just under the caps; each judged alone, on 2 workers. The
+    time may grow no faster than the size: time ratio / size ratio at most ~1."""
+    sizes = {"1x": scaled_env.scaled(1), "4x": scaled_env.scaled(4), "16x": scaled_env.scaled(16)}
+    sizes["caps"] = scaled_env.AT_CAPS
+    seconds, admitted = {}, []
+    with tempfile.TemporaryDirectory(prefix="evoenv-bench-") as tmp:
+        for label, size in sizes.items():
+            lib = Path(tmp) / f"lib-{label}"
+            lib.mkdir()
+            (lib / f"scaled_{label}.py").write_text(scaled_env.source(*size, f"scaled_{label}"))
+            out = prepare_out_dir(Path(tmp) / f"out-{label}", resume=False, clean=False)
+            validate.run(EnvLibrary.open(lib), ValidateConfig(), RuntimeConfig(workers=2), out)
+            (record,) = read_jsonl(out / "verdicts.jsonl")
+            seconds[label] = record["wall_s"]
+            admitted.append(record["admitted"])
+    base_size = sum(sizes["1x"])
+    parts = []
+    for label, size in sizes.items():
+        ratio, grown = seconds[label] / seconds["1x"], sum(size) / base_size
+        parts.append(f"{label}={seconds[label]:.2f}s(time_x{ratio:.1f}/size_x{grown:.0f}={ratio / grown:.2f})")
+    print(
+        f"bench validate growth: per_env_s {' '.join(parts)} admitted={sum(admitted)}/{len(admitted)} "
+        f"caps=ref{sizes['caps'][0]}/prompt{sizes['caps'][1]}/instance{sizes['caps'][2]}"
+    )
+
+
 if __name__ == "__main__":
     main()
     side_by_side()
     training_seen_side_by_side()
+    growth()

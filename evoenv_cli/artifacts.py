@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -139,9 +140,13 @@ def write_jsonl_atomic(path: str | Path, records: Iterable[dict]) -> int:
     return n
 
 
+PARQUET_GROUP_ROWS = 8192  # rows per Parquet row group: what memory holds while they stream in
+
+
 def write_parquet_atomic(path: str | Path, records: Iterable[dict]) -> int:
-    """Write all records as one Parquet table (nested lists and objects as Arrow types),
-    replacing `path` only when complete. Needs pyarrow (it comes with the train extra)."""
+    """Write all records as one Parquet table (nested lists and objects as Arrow types), a row
+    group at a time as they come (the first group's types are the table's), replacing `path`
+    only when complete. Needs pyarrow (it comes with the train extra)."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -149,10 +154,24 @@ def write_parquet_atomic(path: str | Path, records: Iterable[dict]) -> int:
         raise InputError(f"{path}: writing Parquet needs pyarrow (pip install pyarrow)") from None
     p = Path(path)
     check_output_file(p)
-    rows = list(records)
+    n, writer = 0, None
+    records = iter(records)
     with atomic_file(p, "wb") as f:
-        pq.write_table(pa.Table.from_pylist(rows), f)
-    return len(rows)
+        try:
+            while True:
+                group = list(itertools.islice(records, PARQUET_GROUP_ROWS))
+                if not group and writer is not None:
+                    break
+                table = pa.Table.from_pylist(group, schema=writer.schema if writer else None)
+                writer = writer or pq.ParquetWriter(f, table.schema)
+                writer.write_table(table)
+                n += len(group)
+                if len(group) < PARQUET_GROUP_ROWS:
+                    break
+        finally:
+            if writer is not None:
+                writer.close()
+    return n
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:

@@ -169,6 +169,9 @@ class ValidateConfig:
     budget_instance_bytes: int = field(default=32768, metadata={"min": 1})
     budget_output_chars: int = field(default=10_000, metadata={"min": 0})
     max_source_bytes: int = field(default=contract.MAX_SOURCE_BYTES, metadata={"min": 1})
+    # the whole judgement of one environment, wall seconds: past it the environment is rejected
+    # at `budget`, naming the check that ran out, and the batch goes on (a seed takes ~5 s)
+    max_judge_seconds: float = field(default=300.0, metadata={"gt": 0, "max": 86400})
 
 
 @dataclass

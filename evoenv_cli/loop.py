@@ -238,7 +238,7 @@ class Loop:
             self.log("  " + stage.funnel_line(label, result.record(), out))
         elif st.name == "synthesize":
             self.log(f"  synthesize: {result['candidates']} candidates from {result['requests']} requests -> {out}")
-        elif st.name == "sample" and not result.rows:  # an empty train.jsonl: the round trains nothing
+        elif st.name == "sample" and not result.written:  # an empty train.jsonl: the round trains nothing
             self.log(
                 f"  sample: no pool environment has a level calibrated in band and above chance for this "
                 f"policy ({len(result.skipped)} skipped; their calibration is in {self.pool / 'index.jsonl'}): "

@@ -18,6 +18,13 @@ from fast_lane import (  # noqa: F401  (hooks: the fast lane's time budget)
 )
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Tests send Ctrl-C (SIGINT) to an evoenv they started and expect it to stop. A suite started as
+# a shell's background job (a CI script's `make test &`) inherits SIGINT ignored, every child
+# with it, and a Python started with it ignored never raises KeyboardInterrupt: the Ctrl-C was
+# lost and the test failed by how the suite was launched. A handler here is reset to the
+# default in each child, which Python turns into KeyboardInterrupt again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = ROOT / "seeds"
 
@@ -198,6 +205,30 @@ def _jail_report() -> str:
             f"WARNING: NO BUBBLEWRAP JAIL ({exc}): every bwrap-mode attack test is SKIPPED and "
             f"environments run in the weaker process sandbox (Landlock ABI {abi or 'absent'})"
         )
+
+
+# Tests that start two training ranks at once (accelerate launch on gloo): one such launch at a
+# time, so two of them never share the two cores four ways and run into their timeouts.
+RANKS_GROUP = ("test_train_ranks.py", "test_train_runtime.py", "test_arena.py")
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's
+def pytest_xdist_make_scheduler(config, log):
+    """`make test` runs in two xdist workers with `--dist loadgroup`: here, each test module
+    goes whole to one worker, so a module-scoped fixture (a validated corpus, an imported
+    library, a trained model) is built once, not once per worker, and the multi-rank modules
+    share one worker. (xdist 3.8's own loadgroup puts its group in `item._nodeid`, which pytest
+    9 no longer reads: its `xdist_group` marks group nothing.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "training_ranks" if Path(module).name in RANKS_GROUP else module
+
+    return ModuleScheduling(config, log)
 
 
 def pytest_report_header(config):

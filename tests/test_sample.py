@@ -237,3 +237,48 @@ def test_broken_environment_rows_are_skipped_not_fatal(tmp_path, evoenv):
     assert r.returncode == 0, r.stderr
     assert "crashy.py" in r.stderr and "boom" in r.stderr
     assert len(out.read_text().splitlines()) == 3
+
+
+@pytest.mark.parametrize("fmt", ["trl", "verl", "openrlhf", "parquet"])
+def test_rows_stream_in_batches_as_one_batch_wrote_them(tmp_path, monkeypatch, fmt):
+    """`sample` draws and writes rows a batch at a time (memory flat in the rows): cut into
+    batches of 3 rows and Parquet row groups of 4, the file holds what one batch gave, byte for
+    byte in JSONL and row for row in Parquet (one row group, as before, is byte for byte too)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from evoenv_cli import artifacts
+
+    row_format = "trl" if fmt == "parquet" else fmt
+    cfg = SampleConfig(per_env=2, seed=5, format=row_format)
+    lib = EnvLibrary.open(SEEDS)
+    with SandboxPool() as pool:
+        whole = [sample.to_format(r, row_format, i) for i, r in enumerate(sample.run(lib, cfg, pool).rows)]
+        monkeypatch.setattr(sample, "BATCH_ROWS", 3)
+        monkeypatch.setattr(artifacts, "PARQUET_GROUP_ROWS", 4)
+        report = sample.SampleReport()
+        drawn = (sample.to_format(r, row_format, i) for i, r in enumerate(sample.stream(lib, cfg, pool, report)))
+        out = tmp_path / ("rows.parquet" if fmt == "parquet" else "rows.jsonl")
+        write = artifacts.write_parquet_atomic if fmt == "parquet" else artifacts.write_jsonl_atomic
+        assert write(out, drawn) == len(whole) == 2 * len(lib.files)
+    assert report.per_env == {name: 2 for name in report.per_env} and len(report.per_env) == len(lib.files)
+    if fmt != "parquet":
+        assert out.read_bytes() == b"".join((artifacts.dumps(r) + "\n").encode() for r in whole)
+        return
+    table = pq.read_table(out)
+    assert table.to_pylist() == whole and pq.ParquetFile(out).num_row_groups == 5
+    before, now = tmp_path / "before.parquet", tmp_path / "now.parquet"
+    pq.write_table(pa.Table.from_pylist(whole), before)  # how the whole table was written
+    monkeypatch.setattr(artifacts, "PARQUET_GROUP_ROWS", 8192)
+    artifacts.write_parquet_atomic(now, iter(whole))
+    assert now.read_bytes() == before.read_bytes()
+
+
+def test_a_parquet_write_that_fails_midway_leaves_no_file(tmp_path, monkeypatch):
+    from evoenv_cli import artifacts
+
+    monkeypatch.setattr(artifacts, "PARQUET_GROUP_ROWS", 4)
+    out = tmp_path / "rows.parquet"
+    with pytest.raises(ZeroDivisionError):
+        artifacts.write_parquet_atomic(out, ({"i": i} if i < 9 else 1 / 0 for i in range(12)))
+    assert not out.exists() and not list(tmp_path.iterdir())

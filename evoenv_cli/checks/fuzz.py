@@ -14,6 +14,7 @@ planned from strings and the source's AST, and scored by validate through the sa
 from __future__ import annotations
 
 import ast
+import itertools
 import json
 import math
 import random
@@ -156,7 +157,9 @@ def literals(source: str | bytes) -> list[str]:
         s = str(v)
         if s.strip() and len(s) <= 100 and s not in out:
             out.append(s)
-    return out[:MAX_LITERALS]
+            if len(out) == MAX_LITERALS:
+                break
+    return out
 
 
 # -- the mutants -------------------------------------------------------------------------------------
@@ -204,12 +207,12 @@ def _float_mutants(x: float, ref: str) -> dict[str, list[str]]:
 
 
 def _list_mutants(tokens: list[str], sep: str, ctx: Context, instance_values: list[str]) -> dict[str, list[str]]:
-    outside = [v for v in instance_values if v not in tokens][:2]
+    held = set(tokens)
+    outside = list(itertools.islice((v for v in instance_values if v not in held), 2))
     swaps = [
         sep.join(tokens[:i] + [tokens[i + 1], tokens[i]] + tokens[i + 2 :])
-        for i in range(len(tokens) - 1)
-        if tokens[i] != tokens[i + 1]
-    ][:2]
+        for i in itertools.islice((i for i in range(len(tokens) - 1) if tokens[i] != tokens[i + 1]), 2)
+    ]
     wrong = sep.join(tokens[:-1] + [ctx.outside_token(tokens[-1])])
     return {
         "alternatives": [f"{wrong} | {sep.join(tokens)} | {wrong}", f"{wrong}; {sep.join(tokens)}"],
@@ -225,8 +228,9 @@ def _list_mutants(tokens: list[str], sep: str, ctx: Context, instance_values: li
 def _str_mutants(ref: str, ctx: Context) -> dict[str, list[str]]:
     w = ctx.outside_word()
     perms = [ref[::-1], ref[1:] + ref[0]] + [
-        ref[:i] + ref[i + 1] + ref[i] + ref[i + 2 :] for i in range(len(ref) - 1) if ref[i] != ref[i + 1]
-    ][:1]
+        ref[:i] + ref[i + 1] + ref[i] + ref[i + 2 :]
+        for i in itertools.islice((i for i in range(len(ref) - 1) if ref[i] != ref[i + 1]), 1)
+    ]
     return {"alternatives": [f"{w}|{ref}|{w}{w}", f"{w}; {ref}"], "permutation": perms if len(set(ref)) > 1 else []}
 
 
@@ -234,6 +238,7 @@ def _random_shape(ref: str, rng: random.Random, instance_values: list[str], k: i
     """k random answers of the reference's shape: digit strings of its length, lists of its
     size, strings of its length over its own characters; floats far enough off."""
     shape = shape_of(ref)
+    alphabet = sorted(set(ref))  # once: per character it made this quadratic in the reference
     out = []
     for _ in range(4 * k):
         if len(out) >= k:
@@ -253,30 +258,33 @@ def _random_shape(ref: str, rng: random.Random, instance_values: list[str], k: i
             pool = pool or list(shape.tokens)
             cand = shape.sep.join(rng.choice(pool) for _ in shape.tokens)
         else:
-            cand = "".join(rng.choice(sorted(set(ref))) for _ in ref)
+            cand = "".join(rng.choice(alphabet) for _ in ref)
         if cand not in out:
             out.append(cand)
     return out
 
 
-def _scalars(value: object, out: list[str]) -> None:
-    if isinstance(value, dict):
-        for v in value.values():
-            _scalars(v, out)
-    elif isinstance(value, list):
-        for v in value:
-            _scalars(v, out)
-    elif isinstance(value, (int, float, str)) and not isinstance(value, bool):
-        s = str(value)
-        if s.strip() and len(s) <= 200 and s not in out:
-            out.append(s)
+def _scalars(value: object) -> list[str]:
+    """The instance's distinct scalars (short ones, as strings), in the order they appear."""
+    out: dict[str, None] = {}
+    todo = [value]
+    while todo:  # depth first, left to right, without recursion (an instance may nest deep)
+        v = todo.pop()
+        if isinstance(v, dict):
+            todo += reversed(list(v.values()))
+        elif isinstance(v, list):
+            todo += reversed(v)
+        elif isinstance(v, (int, float, str)) and not isinstance(v, bool):
+            s = str(v)
+            if s.strip() and len(s) <= 200:
+                out.setdefault(s)
+    return list(out)
 
 
 def _echoes(instance: dict, prompt: str, sep: str) -> list[str]:
     """The instance's own values as answers: its scalars, each list it holds written as a list,
     the instance's JSON and the prompt itself."""
-    scalars: list[str] = []
-    _scalars(instance, scalars)
+    scalars = _scalars(instance)
     lists = [
         v for v in instance.values() if isinstance(v, list) and v and all(not isinstance(x, (dict, list)) for x in v)
     ]
@@ -310,8 +318,7 @@ def plan(
             continue
         ctx = Context.of(instance, text, reference)
         shape = shape_of(ref)
-        values: list[str] = []
-        _scalars(instance, values)
+        values = _scalars(instance)
         if shape.kind == "int":
             found = _int_mutants(int(ref), ref)
         elif shape.kind == "float":

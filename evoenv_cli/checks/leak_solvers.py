@@ -15,6 +15,7 @@ from __future__ import annotations
 import codecs
 import math
 import re
+import string
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,7 +30,10 @@ CONFIDENCE_Z = 1.645  # one-sided 95%
 MAX_NUMBERS = 40  # pairs of the first numbers only: arithmetic stays O(40^2) per prompt
 _NUMBER = re.compile(r"(?<![0-9])-?[0-9]+(?:[,_' ][0-9]{3})*(?![0-9])")
 _DIGITS = re.compile(r"[0-9]+")
-_THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL | re.IGNORECASE)
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
+MAX_NUMBER_WORDS = 32  # no number is written in more words (the longest below 10**12 takes 23)
 _WORD = re.compile(r"[A-Za-z]+")
 _ONES = {
     w: i
@@ -46,8 +50,9 @@ def normalize(answer: str) -> str:
     """One spelling per answer: whitespace collapsed, commas and spaces between list items
     alike, an integer without sign noise or leading zeros."""
     text = " ".join(answer.replace(",", " ").split())
-    if re.fullmatch(r"[+-]?[0-9]+", text):
-        return str(int(text))
+    if _INTEGER.fullmatch(text):  # str(int(text)) without int(): linear, and no digit limit
+        digits = text.lstrip("+-").lstrip("0") or "0"
+        return "-" + digits if text[0] == "-" and digits != "0" else digits
     return text
 
 
@@ -112,7 +117,9 @@ def number_words(prompt: str) -> set[str]:
         if w in known:
             run.append(w)
             continue
-        for i in range(len(run)):  # every suffix: "the first of nine thousand ..." still reads
+        # every suffix: "the first of nine thousand ..." still reads (those of number length:
+        # a run of words may be as long as the prompt, and all its suffixes would be quadratic)
+        for i in range(max(0, len(run) - MAX_NUMBER_WORDS), len(run)):
             value = _parse_words(run[i:])
             if value is not None and len(run) - i >= 2:
                 out.add(str(value))
@@ -120,19 +127,19 @@ def number_words(prompt: str) -> set[str]:
     return out
 
 
-def _caesar(word: str, k: int) -> str:
-    return "".join(
-        chr((ord(c) - base + k) % 26 + base) if c.isalpha() else c
-        for c in word
-        for base in [ord("a") if c.islower() else ord("A")]
-    )
+def _shift(k: int) -> dict[int, int]:
+    lower, upper = string.ascii_lowercase, string.ascii_uppercase
+    return str.maketrans(lower + upper, lower[k:] + lower[:k] + upper[k:] + upper[:k])
+
+
+_SHIFTS = [_shift(k) for k in range(26)]  # Caesar shift k as a translation table (one C pass a word)
 
 
 def cipher(prompt: str) -> set[str]:
     """Tokens reversed, rot13 and every Caesar shift, and digits written one by one (spaced
     or reversed) joined back."""
     words = {w for w in _WORD.findall(prompt) if len(w) >= 3}
-    out = {_caesar(w, k) for w in words for k in range(1, 26)} | {codecs.encode(w, "rot13") for w in words}
+    out = {w.translate(_SHIFTS[k]) for w in words for k in range(1, 26)} | {codecs.encode(w, "rot13") for w in words}
     out |= {w[::-1] for w in words}
     out |= {normalize(t[::-1]) for t in _DIGITS.findall(prompt) if len(t) >= 2}
     for m in re.finditer(r"(?<![0-9])[0-9](?:[ .-][0-9]){2,}(?![0-9])", prompt):
@@ -150,11 +157,21 @@ def think_block(prompt: str) -> set[str]:
     """What a think block shown in the prompt holds: its tokens, its last number, and the sum
     and difference of each pair of its numbers."""
     out: set[str] = set()
-    for block in _THINK.findall(prompt):
+    for block in _think_blocks(prompt):
         out |= _tokens(block)
         nums = _numbers(block)[:MAX_NUMBERS]
         out |= {str(a + b) for i, a in enumerate(nums) for b in nums[i + 1 :]}
         out |= {str(abs(a - b)) for i, a in enumerate(nums) for b in nums[i + 1 :]}
+    return out
+
+
+def _think_blocks(prompt: str) -> list[str]:
+    """What each <think>...</think> holds (the first close after each open, as a lazy regex
+    would find them): a search per tag, where the regex rescans the rest after every unclosed open."""
+    out, pos = [], 0
+    while (opened := _THINK_OPEN.search(prompt, pos)) and (closed := _THINK_CLOSE.search(prompt, opened.end())):
+        out.append(prompt[opened.end() : closed.start()])
+        pos = closed.end()
     return out
 
 

@@ -19,7 +19,10 @@ from dataclasses import dataclass
 
 from evoenv_cli.runtime.contract import parse_python
 
-INT = re.compile(r"[+-]?\d+")
+# a number answer is at most this many digits: int() of a longer one is refused by Python
+# (sys.int_info.default_max_str_digits) and quadratic below that, so a longer run of digits is a string
+MAX_NUMBER_DIGITS = 4000
+INT = re.compile(rf"[+-]?\d{{1,{MAX_NUMBER_DIGITS}}}")
 FLOAT = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
 _SPLIT = re.compile(r"[,\s]+")
 _NUMBERS = re.compile(r"\d+")
@@ -47,7 +50,7 @@ def shape_of(reference: str) -> Shape:
         return Shape("list", tokens, sep)
     if INT.fullmatch(ref):
         return Shape("int")
-    if FLOAT.fullmatch(ref):
+    if len(ref) <= MAX_NUMBER_DIGITS and FLOAT.fullmatch(ref):
         return Shape("float")
     return Shape("str")
 
@@ -229,8 +232,9 @@ def flood(reference: str, ctx: Context, others: list[str]) -> list[str]:
             values.append(n)
         out.append(" ".join(map(str, values)))
     elif shape.kind == "list":
+        held = set(shape.tokens)
         extra = (
-            [t for t in map(str, sorted(ctx.numbers)[:1000]) if t not in shape.tokens]
+            [t for t in map(str, sorted(ctx.numbers)[:1000]) if t not in held]
             if all(INT.fullmatch(t) for t in shape.tokens)
             else list(dict.fromkeys(shape.tokens)) * 2
         )
@@ -279,17 +283,24 @@ def encodings(reference: str) -> dict[str, str]:
 
 
 def encoded_in(kind: str, encoded: str, text: str) -> bool:
-    if kind == "spelled_out":
-        words = re.findall(r"[a-z]+", text.lower())
+    if kind == "spelled_out":  # the words in a row (one substring search: linear), or run together
+        lowered = text.lower()
+        words = " ".join(re.findall(r"[a-z]+", lowered))
         want = encoded.split()
-        return any(words[i : i + len(want)] == want for i in range(len(words) - len(want) + 1)) or "".join(
-            want
-        ) in text.lower().replace(" ", "").replace("-", "")
+        return f" {' '.join(want)} " in f" {words} " or "".join(want) in lowered.replace(" ", "").replace("-", "")
     if kind == "base64":
         return encoded in text
+    # a substring search first (linear): the bounded regex tries the needle at every position
     if kind == "hex":
-        return re.search(rf"(?<![0-9A-Fa-f]){re.escape(encoded)}(?![0-9A-Fa-f])", text, re.IGNORECASE) is not None
-    return re.search(rf"(?<![A-Za-z0-9]){re.escape(encoded)}(?![A-Za-z0-9])", text) is not None
+        return encoded.lower() in text.lower() and (
+            re.search(rf"(?<![0-9A-Fa-f]){re.escape(encoded)}(?![0-9A-Fa-f])", text, re.IGNORECASE) is not None
+        )
+    return token_in(encoded, text)
+
+
+def token_in(needle: str, text: str) -> bool:
+    """Whether `needle` occurs in `text` with no letter or digit right before or after it."""
+    return needle in text and re.search(rf"(?<![A-Za-z0-9]){re.escape(needle)}(?![A-Za-z0-9])", text) is not None
 
 
 # -- constants score compares against (static, on the source) --------------------------------------------
@@ -362,12 +373,12 @@ def score_constants(source: str | bytes, cap: int = 64) -> ScoreConstants:
                 take(sub.value)
             elif isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.value.id == "hashlib":
                 uses_hash = True
-    values: list[str] = []
+    values: dict[str, None] = {}
     digest = None
     for v in found:
         s = v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
         if uses_hash and _HEX_DIGEST.fullmatch(s.strip()):
             digest = digest or s
-        if s.strip() and s not in values:
-            values.append(s)
-    return ScoreConstants(values[:cap], digest)
+        if s.strip():
+            values.setdefault(s)
+    return ScoreConstants(list(values)[:cap], digest)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -22,6 +23,8 @@ from evoenv_cli.envfile import EnvFile
 from evoenv_cli.runtime.workers import Call, SandboxPool
 
 MAX_MAPPINGS = 6
+MAX_ORDER_TRIES = 64  # pairings of fields tried (each recasts a whole instance) before giving up
+MAX_FIELDS = 64  # an instance with more top-level fields is compared as it is only, never re-paired
 
 
 class Mismatch(Exception):
@@ -101,13 +104,14 @@ def recast(template, value):
 def field_orders(template: dict, instance: dict) -> list[tuple[int, ...]]:
     """The ways (at most MAX_MAPPINGS) to pair `template`'s top-level fields with `instance`'s
     (by position) so that each pair has the same coarse shape and the instance recasts."""
-    keys, values = list(template), list(instance.values())
-    if len(keys) != len(values) or sorted(coarse(template[k]) for k in keys) != sorted(coarse(v) for v in values):
+    if len(template) > MAX_FIELDS:
+        return []
+    want = [coarse(v) for v in template.values()]
+    have = [coarse(v) for v in instance.values()]
+    if sorted(want) != sorted(have):
         return []
     out = []
-    for order in itertools.permutations(range(len(values))):
-        if any(coarse(template[k]) != coarse(values[i]) for k, i in zip(keys, order)):
-            continue
+    for order in itertools.islice(_shape_orders(want, have), MAX_ORDER_TRIES):
         try:
             recast_fields(template, instance, order)
         except Mismatch:
@@ -116,6 +120,29 @@ def field_orders(template: dict, instance: dict) -> list[tuple[int, ...]]:
         if len(out) >= MAX_MAPPINGS:
             break
     return out
+
+
+def _shape_orders(want: list[str], have: list[str]) -> Iterator[tuple[int, ...]]:
+    """The injective maps of `want`'s positions to `have`'s positions of the same shape, in
+    lexicographic order (as permutations filtered by shape would give them), built directly:
+    enumerating every permutation is factorial in the number of fields. `want`'s shapes must
+    all be available in `have` (then no partial map is a dead end)."""
+    order: list[int] = []
+    used = [False] * len(have)
+
+    def place(k: int) -> Iterator[tuple[int, ...]]:
+        if k == len(want):
+            yield tuple(order)
+            return
+        for i, shape in enumerate(have):
+            if not used[i] and shape == want[k]:
+                used[i] = True
+                order.append(i)
+                yield from place(k + 1)
+                order.pop()
+                used[i] = False
+
+    return place(0)
 
 
 def recast_fields(template: dict, instance: dict, order: tuple[int, ...]) -> dict:
@@ -333,13 +360,14 @@ def _pairings(template_cols: list, member_cols: list, keep: list[int]) -> Iterat
     """Injective maps of the member's informative columns onto template columns of the same
     shape, as a tuple giving, per template column, the member column or -1 (a story field)."""
     shapes_t = [column_shape(c) for c in template_cols]
-    shapes_m = {c: column_shape(member_cols[c]) for c in keep}
-    for spots in itertools.permutations(range(len(template_cols)), len(keep)):
-        if all(shapes_t[t] == shapes_m[m] for t, m in zip(spots, keep)):
-            order = [-1] * len(template_cols)
-            for t, m in zip(spots, keep):
-                order[t] = m
-            yield tuple(order)
+    shapes_m = [column_shape(member_cols[c]) for c in keep]
+    if Counter(shapes_m) - Counter(shapes_t):  # a member column no template column can take
+        return
+    for spots in _shape_orders(shapes_m, shapes_t):
+        order = [-1] * len(template_cols)
+        for t, m in zip(spots, keep):
+            order[t] = m
+        yield tuple(order)
 
 
 def recast_layout(template: dict, instance: dict, order: tuple[int, ...]) -> dict:

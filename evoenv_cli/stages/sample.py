@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from evoenv_cli import artifacts, row_formats
 from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.config import ROW_FORMATS, AnswerConfig, SampleConfig, check_values
 from evoenv_cli.conversations import Plan, Prepared, build_messages, draw_levels, levels_for, prepare
+from evoenv_cli.envfile import EnvFile
 from evoenv_cli.errors import InputError
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.instances import instance_seed
@@ -36,17 +38,19 @@ __all__ = [
     "levels_for",
     "make_row",
     "run",
+    "stream",
     "to_format",
 ]
 
 FORMATS = ROW_FORMATS
+BATCH_ROWS = 2048  # rows drawn per batch of sandbox calls: what memory holds, whatever the total
 LEVELS = contract.LEVELS
 REQUIRED = tuple(contract.REQUIRED_FUNCTIONS)
 
 
 @dataclass
 class SampleReport:
-    rows: list[dict] = field(default_factory=list)
+    rows: list[dict] = field(default_factory=list)  # `run`'s rows (`stream` keeps none)
     per_env: dict[str, int] = field(default_factory=dict)
     skipped: list[dict] = field(default_factory=list)  # {"env", "seed", "difficulty", "reason"}
     written: int = 0  # rows written to the output
@@ -69,12 +73,27 @@ def run(
     answer: AnswerConfig | None = None,
     format_weight: float = 0.0,
 ) -> SampleReport:
-    """Rows for every environment; `answer`: the recipe's answer format (default: the defaults);
-    `format_weight`: the recipe's reward.format_weight. Each row carries both."""
-    check_config(cfg, library)
+    """Rows for every environment, held in the report (`stream` draws them without keeping them);
+    `answer`: the recipe's answer format (default: the defaults); `format_weight`: the recipe's
+    reward.format_weight. Each row carries both."""
     report = SampleReport()
+    report.rows = list(stream(library, cfg, pool, report, answer, format_weight))
+    return report
+
+
+def stream(
+    library: EnvLibrary,
+    cfg: SampleConfig,
+    pool: SandboxPool,
+    report: SampleReport,
+    answer: AnswerConfig | None = None,
+    format_weight: float = 0.0,
+) -> Iterator[dict]:
+    """The rows in order, drawn BATCH_ROWS at a time, so memory holds one batch whatever the
+    number of rows; `report` counts them per environment and collects the skips as they happen."""
+    check_config(cfg, library)
     report.skipped += [{"env": r.file, "seed": None, "difficulty": None, "reason": r.reason} for r in library.refused]
-    plans: list[Plan] = []
+    wanted: list[tuple[EnvFile, str, list[int]]] = []  # (env, NAME, each row's level)
     for env in library.files:
         error = pool.load_error(env)
         meta = {} if error else pool.describe(env)
@@ -90,16 +109,35 @@ def run(
                 {"env": env.path.name, "seed": None, "difficulty": None, "reason": "calibrated: no level in band"}
             )
             continue
-        drawn = draw_levels(levels, cfg.per_env)
-        pairs = [(instance_seed(cfg.seed, name, i, cfg.split), lv) for i, lv in enumerate(drawn)]
-        plans.append(Plan(env, name, pairs))
+        wanted.append((env, name, draw_levels(levels, cfg.per_env)))
     answer = answer or AnswerConfig()
-    prepared, skipped = prepare(pool, plans, cfg, answer)
-    report.skipped += skipped
-    for plan, made in zip(plans, prepared):
-        report.rows += [make_row(p, answer.tag, format_weight) for p in made]
-        report.per_env[plan.name] = len(made)
-    return report
+    for _, name, _ in wanted:
+        report.per_env[name] = 0
+    for batch in batches(wanted, cfg, BATCH_ROWS):
+        prepared, skipped = prepare(pool, batch, cfg, answer)
+        report.skipped += skipped
+        for plan, made in zip(batch, prepared):
+            report.per_env[plan.name] += len(made)
+            for p in made:
+                yield make_row(p, answer.tag, format_weight)
+
+
+def batches(wanted: list[tuple[EnvFile, str, list[int]]], cfg: SampleConfig, size: int) -> Iterator[list[Plan]]:
+    """Each environment's rows, in order, as plans of `size` rows a batch (an environment may
+    span batches); a batch's instance seeds are made with it, so memory holds one batch."""
+    batch: list[Plan] = []
+    room = size
+    for env, name, drawn in wanted:
+        start = 0
+        while start < len(drawn):
+            rows = range(start, min(len(drawn), start + room))
+            batch.append(Plan(env, name, [(instance_seed(cfg.seed, name, i, cfg.split), drawn[i]) for i in rows]))
+            start, room = rows.stop, room - len(rows)
+            if room == 0:
+                yield batch
+                batch, room = [], size
+    if batch:
+        yield batch
 
 
 def make_row(p: Prepared, answer_tag: str = "answer", format_weight: float = 0.0) -> dict:
@@ -137,12 +175,13 @@ def _run(ctx: Context, lib: EnvLibrary, out: Path, llm, bar) -> SampleReport:
     (nothing calibrated in band) is an empty file, which the loop reads as nothing to train."""
     r = ctx.recipe
     cfg = r.sample
+    report = SampleReport()
+    write = artifacts.write_parquet_atomic if str(out).endswith(".parquet") else artifacts.write_jsonl_atomic
     with contextlib.ExitStack() as stack:
         pool = ctx.session.pool if ctx.session is not None else stack.enter_context(own_pool(r.runtime))
-        report = run(lib, cfg, pool, answer=r.answer, format_weight=r.reward.format_weight)
-    rows = (to_format(row, cfg.format, i, cfg.split) for i, row in enumerate(report.rows))
-    write = artifacts.write_parquet_atomic if str(out).endswith(".parquet") else artifacts.write_jsonl_atomic
-    report.written = write(str(out) if str(out) == "-" else out, rows)
+        drawn = stream(lib, cfg, pool, report, answer=r.answer, format_weight=r.reward.format_weight)
+        rows = (to_format(row, cfg.format, i, cfg.split) for i, row in enumerate(drawn))
+        report.written = write(str(out) if str(out) == "-" else out, rows)  # written as they are drawn
     return report
 
 
@@ -158,10 +197,10 @@ STAGE = register(
         settings=None,  # one file, written whole (atomically): nothing to resume
         run=_run,
         place=9,
-        partial=("rows", "nothing: the file is written whole at the end"),
+        partial=("rows", "nothing: rows stream into a temporary file, renamed into place once all are written"),
         rerun="run it again",
         check=_check,
         allow_empty=False,
-        total=lambda ctx, lib: None,  # no progress bar: rows are prepared in one batch
+        total=lambda ctx, lib: None,  # no progress bar
     )
 )

@@ -147,6 +147,11 @@ def sample_pairs(env_id: str, name: str, cfg: ValidateConfig) -> list[tuple[int,
     return [(instance_seed(base, name, i), cfg.levels[k % len(cfg.levels)]) for k, i in enumerate(rows)]
 
 
+def whole_token_in(needle: str, haystack: str) -> bool:
+    needle = needle.strip()
+    return bool(needle) and probes.token_in(needle, haystack)
+
+
 class Checker:
     """One environment's checks and what they share: the instances `run` made, the times and
     output every call adds, the measurements that land in the verdict. `run()` runs the
@@ -171,13 +176,33 @@ class Checker:
         self.sampled: set[tuple[int, int]] = set()  # (seed, level) of instances at `sample`'s seeds
         self.more: list[Made] | None = None  # `_more_instances`, once made
         self.diversity_pairs: dict[int, list[int]] = {}
+        self.deadline = time.monotonic() + cfg.max_judge_seconds  # the whole judgement's wall budget
+        self.running = "static"  # the check under way, which the budget names when it runs out
+
+    def within_budget(self) -> None:
+        """Rejected at `budget` once the judgement is past validate.max_judge_seconds, naming the
+        check that ran out: checked between checks and between slices of calls."""
+        if time.monotonic() > self.deadline:
+            raise Rejected(
+                "budget",
+                f"the judgement ran past its budget of {self.cfg.max_judge_seconds:g} s "
+                f"(validate.max_judge_seconds) in the {self.running} check",
+                "judge_seconds",
+            )
 
     def call(
         self, calls: list[Call], pool: SandboxPool | None = None, stop_on_failure: bool = True
     ) -> list[CallResult]:
         """Every check rejects on the first failed call, so the rest of a batch after one is
-        skipped rather than paid for (a looping solve costs one time limit, not thirty)."""
-        results = (pool or self.pool).run(self.env, calls, stop_on_failure)
+        skipped rather than paid for (a looping solve costs one time limit, not thirty). The
+        calls go in slices of what the pool runs at once, the budget checked before each, so a
+        judgement overruns it by one slice at most."""
+        pool = pool or self.pool
+        step = pool.limits.batch_size * pool.workers
+        results: list[CallResult] = []
+        for start in range(0, len(calls), step):
+            self.within_budget()
+            results += pool.run(self.env, calls[start : start + step], stop_on_failure)
         reject_escapes(zip(calls, results))
         for c, r in zip(calls, results):
             self.output_chars += r.output_chars
@@ -187,6 +212,7 @@ class Checker:
 
     def make(self, orders: list[Order]) -> list[list[Made]]:
         """Instances through the one path every stage makes them by, counted like `call`."""
+        self.within_budget()
         made = make_instances(self.pool, orders, stop_on_failure=True)
         reject_escapes((Call(fn, (m.seed, m.difficulty)), r) for ms in made for m in ms for fn, r in m.results.items())
         for m in (m for ms in made for m in ms):
@@ -197,9 +223,13 @@ class Checker:
         return made
 
     def run(self) -> None:
-        """The sandboxed checks in order; the first to fail raises `Rejected`."""
+        """The sandboxed checks in order; the first to fail raises `Rejected`, and so does the
+        budget, when one of them runs past it."""
         for check in checks(sandboxed=True):
+            self.running = check.name
+            self.within_budget()
             check.run(self)
+            self.within_budget()
 
     def check_static(self) -> None:
         report = check_source(self.env.source, max_bytes=self.cfg.max_source_bytes)
