@@ -95,9 +95,7 @@ class Context:
 def whole_token_in(needle: str, haystack: str) -> bool:
     """Whether `needle` (stripped) occurs in `haystack` with no letter or digit either side."""
     needle = needle.strip()
-    if not needle:
-        return False
-    return re.search(rf"(?<![A-Za-z0-9]){re.escape(needle)}(?![A-Za-z0-9])", haystack) is not None
+    return bool(needle) and token_in(needle, haystack)
 
 
 def _declared_numeric(answer_type: str | None) -> bool:

@@ -147,11 +147,6 @@ def sample_pairs(env_id: str, name: str, cfg: ValidateConfig) -> list[tuple[int,
     return [(instance_seed(base, name, i), cfg.levels[k % len(cfg.levels)]) for k, i in enumerate(rows)]
 
 
-def whole_token_in(needle: str, haystack: str) -> bool:
-    needle = needle.strip()
-    return bool(needle) and probes.token_in(needle, haystack)
-
-
 class Checker:
     """One environment's checks and what they share: the instances `run` made, the times and
     output every call adds, the measurements that land in the verdict. `run()` runs the
