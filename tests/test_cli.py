@@ -518,8 +518,11 @@ def test_preview_labels_the_demonstration_turns_roles(tmp_path):
         "sample", SEEDS, "-o", rows, "-n", "1", "-d", "1", "--config", ROOT / "recipes" / "cpu-demo.yaml", cwd=tmp_path
     )
     assert r.returncode == 0, r.stderr
-    r = run("preview", rows, "-n", "1", cwd=tmp_path)
+    r = run("preview", rows, "-n", "10", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     shown = [line.strip("│ ") for line in r.stdout.splitlines()]
     labels = [line for line in shown if re.fullmatch(r"(user|assistant)( \(demonstration\))?:", line)]
-    assert labels == ["user (demonstration):", "assistant (demonstration):", "user:"], r.stdout
+    # a row is asked with its demonstration, or alone where every candidate would share its answer
+    turns = " ".join(labels).replace("user (demonstration): assistant (demonstration): user:", "D").split()
+    assert set(turns) == {"D", "user:"} or turns.count("D") == len(turns), r.stdout
+    assert turns.count("D") >= len(turns) // 2, r.stdout

@@ -4,6 +4,7 @@ shipped in the package, the launcher line, the per-rank temp files and the check
 The real multi-rank run is in test_train_ranks.py."""
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -207,13 +208,19 @@ def test_one_training_process_is_pinned_to_one_gpu(tmp_path, monkeypatch):
 
 
 def test_a_lora_loop_merges_the_adapter_for_the_next_round(tmp_path, monkeypatch):
+    """The child gets the resolved Context as one JSON file (run-context): a LoRA loop's says
+    merge_lora, so the next round's policy is a whole model."""
     argv = []
     monkeypatch.setattr(iterate, "stream", lambda a, log, env: argv.extend(a) or 0)
-    loop(tmp_path, "  lora: true").train(tmp_path / "d.jsonl", tmp_path / "t", "m")
-    assert "--merge-lora" in argv
-    argv.clear()
-    loop(tmp_path).train(tmp_path / "d.jsonl", tmp_path / "t", "m")
-    assert argv and "--merge-lora" not in argv
+
+    def merge_lora(*extra: str) -> bool:
+        argv.clear()
+        loop(tmp_path, *extra).train(tmp_path / "d.jsonl", tmp_path / "t", "m")
+        assert argv[-2] == "run-context"
+        return json.loads(Path(argv[-1]).read_text())["recipe"]["train"]["merge_lora"]
+
+    assert merge_lora("  lora: true") is True
+    assert merge_lora() is False
 
 
 def test_a_finished_rounds_checkpoints_go_an_unfinished_ones_stay(tmp_path):
