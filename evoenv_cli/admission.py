@@ -161,7 +161,6 @@ class AdmissionLog:
             {c: by_check.get(c, 0) for c in checks},
             sum(bool(r.get("uncalibrated")) for r in admitted) if count_uncalibrated else None,
         )
-        artifacts.write_json_atomic(self.out / "summary.json", summary.record())
         artifacts.write_json_atomic(
             self.out / "manifest.json",
             artifacts.manifest(
@@ -174,4 +173,6 @@ class AdmissionLog:
                 out=self.out,
             ),
         )
+        # the marker last: a kill before it leaves the stage unfinished, so a rerun writes all three
+        artifacts.write_json_atomic(self.out / "summary.json", summary.record())
         return summary

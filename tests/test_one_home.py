@@ -3,6 +3,7 @@ bound in its field's metadata, each round step's marker path in its record. This
 (every module of the package, by AST) and fails where a second copy appears."""
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -13,13 +14,15 @@ from evoenv_cli import stages
 from evoenv_cli.stages import train
 
 PACKAGE = ROOT / "evoenv_cli"
-STEPS = [st for st in stages.round_steps()]
+STEPS = stages.round_steps()
 
 
+@functools.cache  # the package is parsed once for every test here
 def modules() -> list[tuple[Path, ast.Module]]:
     return [(p, ast.parse(p.read_text(), str(p))) for p in sorted(PACKAGE.rglob("*.py"))]
 
 
+@functools.cache
 def strings(node: ast.AST) -> list[str]:
     return [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
 

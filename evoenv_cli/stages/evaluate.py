@@ -77,6 +77,7 @@ from evoenv_cli.stage import Context, Stage, register
 HELDOUT_BIT = 1 << 31
 RG_SEED_BASE = HELDOUT_BIT  # reasoning-gym items at held-out seeds, like every evaluation item
 MAX_VERIFY_CHARS = 1000  # longer answers are compared by exact match only
+STAGE_MARKER = "metrics.json"  # OUT/metrics.json: the evaluation finished (written last)
 
 
 # -- benchmark files -------------------------------------------------------------------------------
@@ -657,7 +658,6 @@ def run(
                     change = paired_change(results["model"], results["baseline"])
                     if change is not None:
                         metrics["delta_ci95"] = {"overall pass@1": change}
-                artifacts.write_json_atomic(out / "metrics.json", metrics)
     finally:
         reward.close()
     inputs: list = list(envs) + [b.path for b in benches if b.path is not None]
@@ -683,6 +683,9 @@ def run(
             out=out,
         ),
     )
+    # the marker last: a kill before it (between two roles, or before the manifest) leaves the
+    # evaluation unfinished, so a rerun evaluates again instead of taking half of it as done
+    artifacts.write_json_atomic(out / STAGE_MARKER, metrics)
     return metrics
 
 
@@ -771,7 +774,7 @@ STAGE = register(
     Stage(
         "evaluate",
         sections=("evaluate", "sample", "answer", "backend", "runtime.limits"),
-        marker="metrics.json",
+        marker=STAGE_MARKER,
         settings=_settings,
         run=_run,
         place=11,

@@ -204,7 +204,6 @@ def _finish(out: Path, records: list[dict], cfg, seeds, pools, model_name, backe
         "outcomes": outcomes,
         "target": cfg.n,
     }
-    artifacts.write_json_atomic(out / "summary.json", summary)
     inputs = [e for lib in [seeds, *pools] for e in lib.files]
     artifacts.write_json_atomic(
         out / "manifest.json",
@@ -218,6 +217,7 @@ def _finish(out: Path, records: list[dict], cfg, seeds, pools, model_name, backe
             out=out,
         ),
     )
+    artifacts.write_json_atomic(out / "summary.json", summary)  # the marker last (a rerun redoes the rest)
     return summary
 
 
