@@ -56,6 +56,10 @@ def test_compose_picks_the_part_levels_that_put_the_prediction_in_band():
     assert sel.tier == 2  # 0.35 is in the band, but only 0.02 above guessing: not aimed at
     unknown = predict(Plan("parallel", [a, part("c")]), aim)
     assert unknown.tier == 1 and unknown.levels == [1, 1] and unknown.pass_rate == {}
+    # calibration sweeping from level 3 asks each part one level up: a start of 3 (part level 4,
+    # never measured) is passed over, and b's 0.3 is reached from a start of 2
+    high = predict(Plan("parallel", [a, b]), Aim((0.03, 0.85), rates, levels=(3, 5)))
+    assert high.levels == [1, 2] and high.pass_rate == {3: pytest.approx(0.6 * 0.3)} and high.tier == 0
 
 
 def test_candidates_are_proposed_in_band_first_then_unmeasured_then_the_rest():

@@ -69,3 +69,24 @@ def test_a_newcomer_is_named_in_the_round_it_joined_and_the_rounds_that_train_on
     assert newcomers(3, run / "round-03", run / "pool", {}) == []
     text = round_line({"round": 2, "newcomers": [one]})
     assert text.splitlines()[-1] == "  " + line
+
+
+def test_the_report_gives_the_prediction_error_over_every_calibrated_composite(tmp_path):
+    from evoenv_cli.report import numbers, page
+    from evoenv_cli.report.run_files import RunFiles
+
+    run = fake_run(tmp_path)
+    write_jsonl(
+        run / "round-01" / "compose" / "verdicts.jsonl",
+        [{"env_id": "e-par", "name": "par__a__b", "predicted": {"pass_rate": {"1": 0.15, "2": 0.15}}}],
+    )
+    write_jsonl(
+        run / "round-01" / "calibrate" / "verdicts.jsonl",
+        [{"env_id": "e-par", "name": "par__a__b", "curve": {"1": {"pass_rate": 0.25}, "2": {"pass_rate": 0.05}}}],
+    )
+    write_jsonl(run / "rounds.jsonl", [{"round": 1, "newcomers": []}])
+    got = numbers.newcomers(RunFiles(run))
+    assert [round(e["error"], 6) for e in got["errors"]] == [0.1, -0.1]
+    assert got["mean_error"] == 0.0 and abs(got["mean_abs_error"] - 0.1) < 1e-9 and got["rows"] == []
+    html = page.newcomers_section({"newcomers": got})
+    assert "no environment joined" in html and "over 2 calibrated (composite, level) pairs" in html

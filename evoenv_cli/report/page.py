@@ -313,8 +313,6 @@ def newcomers_section(numbers: dict) -> str:
         ]
         for n in new.get("rows") or []
     ]
-    if not rows:
-        return "<p class='missing'>no environment joined the pool after the start</p>"
     errors = new.get("errors") or []
     note = (
         f"<p class='note'>prediction error (measured − predicted pass rate) over {len(errors)} calibrated "
@@ -322,6 +320,8 @@ def newcomers_section(numbers: dict) -> str:
         if errors
         else ""
     )
+    if not rows:
+        return "<p class='missing'>no environment joined the pool after the start</p>" + note
     return (
         table(
             [

@@ -200,11 +200,13 @@ def predict(plan: Plan, aim: Aim) -> Prediction:
                 guesses = [k[lv][1] for lv, k in zip(at, known)]
                 pred[d] = plan.op.predict(plan, rates, aim.partial_credit)
                 chance[d] = plan.op.chance(plan, rates, guesses, aim.partial_credit)
+        if aim.levels[0] not in pred:  # its lowest composite level asks a part at an unmeasured level
+            continue
         guess = Prediction(list(starts), pred, chance, 2, pred[aim.levels[0]] - chance[aim.levels[0]])
         guess.tier = 0 if _rank(guess, aim)[1] == 0.0 and guess.margin >= lo and 0.0 < pred[aim.levels[0]] < 1.0 else 2
         if best is None or _rank(guess, aim) < _rank(best, aim):
             best = guess
-    return best
+    return best or Prediction([1] * len(plan.parts), {}, {}, 1, 0.0)
 
 
 def _rank(guess: Prediction, aim: Aim) -> tuple[int, float, float]:
