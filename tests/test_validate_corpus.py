@@ -250,9 +250,11 @@ def test_a_second_clean_run_gives_the_same_verdicts(validated, tmp_path):
 WRITTEN_APART = sorted((ROOT / "tests" / "dedupe_corpus").glob("*/*.py"))
 # Written for dedupe's re-skin signals, not as training material: this ledger's answer is, at low
 # levels, mostly an opening count, 0, or one sum of two numbers the prompt shows, so the
-# prompt-only arithmetic solver finds it on ~77% of instances against a 47% chance rate. The leak
-# check is right to refuse it; dedupe's re-skin tests use it without validating it.
-LEAKY_BY_DESIGN = {"warehouse_ledger_machine.py": "leak"}
+# prompt-only arithmetic solver finds it far above a 30-instance draw's limits (77% against a
+# 47% chance rate on one draw). Measured on 636 instances it is 83% against 58%: an excess of
+# 0.248, just under `min_leak_excess` (0.25), so the leak check, which decides with 95%
+# confidence and then on 600 more instances, admits it; its verdict used to be the draw's.
+LEAKY_BY_DESIGN: dict[str, str] = {}
 
 
 @pytest.mark.slow

@@ -226,12 +226,19 @@ class SolverRate:
         """Over the limits with one-sided 95% confidence: `over`, and the excess over the chance
         rate less z standard errors still over `min_excess`. A share the draw of instances put
         just over a limit is not a verdict."""
-        if not self.over(max_share, min_excess, z):
-            return False
-        se = math.sqrt(
+        return self.over(max_share, min_excess, z) and self.share - self.baseline - z * self._se() > min_excess
+
+    def surely_under(self, max_share: float, min_excess: float, z: float = CONFIDENCE_Z) -> bool:
+        """Under a limit with one-sided 95% confidence: the share's Wilson upper bound under
+        `max_share`, or the excess over the chance rate plus z standard errors under `min_excess`."""
+        high = wilson_interval(self.share, self.n, z)
+        return high is None or high[1] < max_share or self.share - self.baseline + z * self._se() < min_excess
+
+    def _se(self) -> float:
+        """The standard error of the excess (share minus chance rate)."""
+        return math.sqrt(
             self.share * (1 - self.share) / max(1, self.n) + self.baseline * (1 - self.baseline) / max(1, self.pairs)
         )
-        return self.share - self.baseline - z * se > min_excess
 
 
 def rates(prompts: list[str], references: list[str], window: int = 5) -> list[SolverRate]:

@@ -56,6 +56,7 @@ from evoenv_cli.stage import register as register_stage
 
 TRAINING_SEEDS = 2**31  # `sample` and `calibrate` draw instance seeds below this
 CONFIRM_INSTANCES = 120  # more instances for a leak solver or a constant answer over its limit
+MAX_CONFIRM_INSTANCES = 600  # ... and for a leak solver still neither surely over nor surely under
 ALWAYS_EQUAL = "type('AlwaysEqual', (), {'__eq__': lambda self, other: True, '__hash__': lambda self: 0})()"
 FIXED_PROBES = {
     "empty": "",
@@ -763,7 +764,7 @@ class Checker:
         if any(r.over(*limits) for r in solved):
             solved = self._confirm_leak([r.name for r in solved])
         for r in solved:
-            if r.surely_over(*limits):
+            if r.over(*limits):
                 raise Rejected(
                     "leak",
                     f"the prompt-only solver {r.name} finds the answer from the prompt alone on "
@@ -772,25 +773,42 @@ class Checker:
                     f"leak_solver_{r.name}",
                 )
 
-    def _more_instances(self) -> list[Made]:
-        """CONFIRM_INSTANCES more instances (drawn like the first, over the same levels), made
-        once, for a check whose measure is over its limit on the first ones."""
-        if self.more is None:
+    def _more_instances(self, n: int = 0) -> list[Made]:
+        """`n` (default CONFIRM_INSTANCES) more instances, drawn like the first over the same
+        levels and made once each, for a check whose measure is over its limit on the first ones."""
+        n = n or CONFIRM_INSTANCES
+        made = self.more or []
+        if len(made) < n:
             levels = self.cfg.levels
-            seeds = training_seeds(self.env.env_id, "leak-confirm", CONFIRM_INSTANCES)
-            (made,) = self.make([Order(self.env, [(s, levels[k % len(levels)]) for k, s in enumerate(seeds)])])
-            for m in made:
+            seeds = training_seeds(self.env.env_id, "leak-confirm", n)[len(made) :]
+            start = len(made)
+            pairs = [(s, levels[(start + k) % len(levels)]) for k, s in enumerate(seeds)]
+            (new,) = self.make([Order(self.env, pairs)])
+            for m in new:
                 if why := m.failure(("generate", *ASKED)):
                     raise Rejected("run", why)
+            made = made + new
             self.more = made
-        return self.more
+        return made[:n]
 
     def _confirm_leak(self, names: list[str]) -> list[leak_solvers.SolverRate]:
-        """A solver over the limits on the first instances is measured again on
-        CONFIRM_INSTANCES more (`_more_instances`), and the verdict
-        is taken on all of them with 95% confidence: whether a borderline file is admitted must
-        not depend on which instances its hash drew (the knapsack seed was, on 18 of 60 draws)."""
-        made = self._more_instances()
+        """Solvers over the limits on the first instances, measured again on CONFIRM_INSTANCES
+        more: whether a borderline file is admitted must not depend on which instances its hash
+        drew (the knapsack seed was rejected on 18 of 60 draws). A solver surely over the limits
+        (95%) is kept, one surely under is dropped, and one still in between is measured on
+        MAX_CONFIRM_INSTANCES and kept when it is over them there. Returns the kept rates."""
+        limits = (self.cfg.max_leak_share, self.cfg.min_leak_excess)
+        solved = self._rates_with_more(names, CONFIRM_INSTANCES)
+        unsure = [
+            r.name for r in solved if r.over(*limits) and not r.surely_over(*limits) and not r.surely_under(*limits)
+        ]
+        kept = [r for r in solved if r.surely_over(*limits)]
+        if unsure and not kept:
+            kept = [r for r in self._rates_with_more(unsure, MAX_CONFIRM_INSTANCES) if r.over(*limits)]
+        return kept
+
+    def _rates_with_more(self, names: list[str], n: int) -> list[leak_solvers.SolverRate]:
+        made = self._more_instances(n)
         texts = [i.text for i in self.insts] + [m.task for m in made]
         refs = [i.reference for i in self.insts] + [m.answer for m in made]
         solved = [r for r in leak_solvers.rates(texts, refs) if r.name in names]
