@@ -603,12 +603,15 @@ def test_with_a_format_weight_trl_sees_the_judges_rewards(seed_rows, tiny_model,
 @pytest.mark.slow
 def test_train_judges_with_the_policy_in_process(seed_rows, tiny_model, tmp_path):
     """`evoenv train --zero-variance judge` with no judge model: the tiny policy judges itself
-    (its verdicts do not parse, so they are ties, and nothing is rescued; every call is logged)."""
+    (its verdicts do not parse, so they are ties, and nothing is rescued; every call is logged).
+    `trust_alpha: 1` uses the judge unmeasured: the random model's groups all tie, so no group
+    the verifier separates could measure it, and a measured judge would stand aside unasked."""
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
         "train:\n  num_generations: 2\n  per_device_train_batch_size: 4\n  max_completion_length: 8\n"
         "  mask_truncated_completions: false\n"  # the random model's completions are all cut
         "  gradient_checkpointing: false\n  arena:\n    max_tokens: 12\n    comparisons: 1\n"
+        "    trust_alpha: 1.0\n"
     )
     out = tmp_path / "policy"
     r = subprocess.run(

@@ -4,7 +4,8 @@ part's answer (their seeds are public functions of the composite's); a SEQUENTIA
 still give X away in another form (with thousands separators, as a neighbour, spelled out),
 and then the composite is part 2 alone. validate's checks see only the composite's final
 answer; this check knows the parts, so it asks part 1 for X on the composite's own instances
-and runs the prompt-only solvers (stages/leak_solvers.py) against X, chance rate and all.
+and runs the prompt-only solvers (checks/leak_solvers.py) against X, chance rate and all; for a
+PARALLEL part, against what the other parts wrote.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from evoenv_cli.runtime.instances import Order, make_instances
 from evoenv_cli.runtime.workers import Call, SandboxPool
 
 INSTANCES = 12
+CONFIRM_INSTANCES = 60  # a solver over the limits on the first INSTANCES is measured on these
 
 
 @dataclass
@@ -32,34 +34,66 @@ class PartLeak:
 
 
 def part_one_leak(plan: Plan, env: EnvFile, pool: SandboxPool, cfg: ValidateConfig) -> PartLeak | None:
-    """The first prompt-only solver that reads a part's answer out of the composite's prompt
-    more often than max_leak_share and by min_leak_excess over its chance rate: part 1's X in a
-    SEQUENTIAL composite, or any part's answer in a PARALLEL one (its seed is the composite's
-    seed plus its index, so another part can compute it and state it in its own prompt)."""
-    if plan.operator == "sequential":
-        parts = [(0, "leak_part_one_", lambda inst: inst["a"])]
-    elif plan.operator == "parallel":
-        parts = [
-            (k, f"leak_parallel_part_{k + 1}_", lambda inst, k=k: inst["parts"][k]) for k in range(len(plan.parts))
-        ]
-    else:
+    """The first prompt-only solver that reads a part's answer out of what the composite adds
+    to it, more often than max_leak_share and by min_leak_excess over its chance rate: part 1's
+    X in a SEQUENTIAL composite's prompt, or part k's answer in the *other* parts' text of a
+    PARALLEL one (its seed is the composite's seed plus its index, so another part can compute
+    it and state it in its own prompt). Part k's own section is left out of what the solvers
+    read: a part whose own prompt a solver can compute (chain_sum's sum, written to be computed)
+    was judged on its own by validate, and composing it leaks nothing new. A solver over the
+    limits on the first INSTANCES is measured again on CONFIRM_INSTANCES and kept only if it is
+    over them there too, so a verdict does not hang on which twelve instances the hash drew."""
+    if plan.operator not in ("sequential", "parallel"):
         return None
     rng = random.Random(f"evoenv-part-leak:{env.env_id}")
-    pairs = [(rng.randrange(2**31), 1 + k % 10) for k in range(INSTANCES)]
-    (made,) = make_instances(pool, [Order(env, pairs, ask=("prompt",))])
-    made = [m for m in made if m.instance is not None and m.task is not None]
-    for k, probe, part_of in parts:
-        part = plan.parts[k]
-        results = pool.run(part.env, [Call.solve(part_of(m.instance)) for m in made])
-        kept = [(m.task, r.value) for m, r in zip(made, results) if r.ok]
-        if len(kept) < 2:
+    pairs = [(rng.randrange(2**31), 1 + k % 10) for k in range(CONFIRM_INSTANCES)]
+    limits = (cfg.max_leak_share, cfg.min_leak_excess)
+    made = _made(env, pairs[:INSTANCES], pool)
+    more: list | None = None
+    for k in range(1 if plan.operator == "sequential" else len(plan.parts)):
+        texts, refs = _part_reads(plan, k, made, pool)
+        over = [r.name for r in leak_solvers.rates(texts, refs) if r.over(*limits)] if len(texts) >= 2 else []
+        if not over:
             continue
-        prompts = [p for p, _ in kept]
-        refs = [" ".join(sorted(x.split(), key=_number_first)) if part.order_free else x for _, x in kept]
-        for r in leak_solvers.rates(prompts, refs):
-            if r.share > cfg.max_leak_share and r.share - r.baseline > cfg.min_leak_excess:
+        if more is None:  # confirmed on more instances, made once for every part
+            more = _made(env, pairs[INSTANCES:], pool)
+        extra_texts, extra_refs = _part_reads(plan, k, more, pool)
+        probe = "leak_part_one_" if plan.operator == "sequential" else f"leak_parallel_part_{k + 1}_"
+        for r in leak_solvers.rates(texts + extra_texts, refs + extra_refs):
+            if r.name in over and r.over(*limits):
                 return PartLeak(r.name, r.share, r.baseline, k + 1, probe + r.name)
     return None
+
+
+def _made(env: EnvFile, pairs: list[tuple[int, int]], pool: SandboxPool) -> list:
+    (made,) = make_instances(pool, [Order(env, pairs, ask=("prompt",))])
+    return [m for m in made if m.instance is not None and m.task is not None]
+
+
+def _part_reads(plan: Plan, k: int, made: list, pool: SandboxPool) -> tuple[list[str], list[str]]:
+    """(what the solvers read, part k's answer) per made instance: the composite's prompt for
+    SEQUENTIAL's X, the composite's prompt less part k's own section for PARALLEL."""
+    part = plan.parts[k]
+    if plan.operator == "sequential":
+        part_instances = [m.instance["a"] for m in made]
+    else:
+        part_instances = [m.instance["parts"][k] for m in made]
+    answers = pool.run(part.env, [Call.solve(inst) for inst in part_instances])
+    own = pool.run(part.env, [Call.prompt(inst) for inst in part_instances]) if plan.operator == "parallel" else None
+    texts, refs = [], []
+    for j, (m, r) in enumerate(zip(made, answers)):
+        if not r.ok:
+            continue
+        text = m.task
+        if own is not None:
+            if not own[j].ok:
+                continue
+            # part k's own section, as the composite wrote it; where it is not found (a part
+            # whose prompt differs call to call), the whole prompt is read, as before
+            text = text.replace(f"Part {k + 1}:\n" + own[j].value, f"Part {k + 1}:\n", 1)
+        texts.append(text)
+        refs.append(" ".join(sorted(r.value.split(), key=_number_first)) if part.order_free else r.value)
+    return texts, refs
 
 
 def _number_first(token: str) -> tuple:
