@@ -17,8 +17,8 @@ from evoenv_cli.checks import leak_solvers
 from evoenv_cli.config import ValidateConfig
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.operators import Plan
-from evoenv_cli.runtime.instances import Order, make_instances
-from evoenv_cli.runtime.workers import Call, SandboxPool
+from evoenv_cli.runtime.instances import Order, ask_instances, make_instances
+from evoenv_cli.runtime.workers import SandboxPool
 
 INSTANCES = 12
 CONFIRM_INSTANCES = 60  # a solver over the limits on the first INSTANCES is measured on these
@@ -78,21 +78,20 @@ def _part_reads(plan: Plan, k: int, made: list, pool: SandboxPool) -> tuple[list
         part_instances = [m.instance["a"] for m in made]
     else:
         part_instances = [m.instance["parts"][k] for m in made]
-    answers = pool.run(part.env, [Call.solve(inst) for inst in part_instances])
-    own = pool.run(part.env, [Call.prompt(inst) for inst in part_instances]) if plan.operator == "parallel" else None
+    asked = ("prompt", "solve") if plan.operator == "parallel" else ("solve",)
     texts, refs = [], []
-    for j, (m, r) in enumerate(zip(made, answers)):
-        if not r.ok:
+    for m, p in zip(made, ask_instances(pool, part.env, part_instances, asked)):
+        if p.answer is None:
             continue
         text = m.task
-        if own is not None:
-            if not own[j].ok:
+        if plan.operator == "parallel":
+            if p.task is None:
                 continue
             # part k's own section, as the composite wrote it; where it is not found (a part
             # whose prompt differs call to call), the whole prompt is read, as before
-            text = text.replace(f"Part {k + 1}:\n" + own[j].value, f"Part {k + 1}:\n", 1)
+            text = text.replace(f"Part {k + 1}:\n" + p.task, f"Part {k + 1}:\n", 1)
         texts.append(text)
-        refs.append(" ".join(sorted(r.value.split(), key=_number_first)) if part.order_free else r.value)
+        refs.append(" ".join(sorted(p.answer.split(), key=_number_first)) if part.order_free else p.answer)
     return texts, refs
 
 

@@ -116,6 +116,24 @@ def make_instances(pool: SandboxPool, orders: list[Order], stop_on_failure: bool
     return made
 
 
+def ask_instances(pool: SandboxPool, env: EnvFile, instances: list[dict], ask: tuple[str, ...] = ASKED) -> list[Made]:
+    """`ask` of instances that were generated elsewhere (a composite's parts, which its own
+    `generate` made): one `Made` each, its `generate` result the instance given."""
+    unknown = [fn for fn in ask if fn not in _ASK]
+    if unknown:
+        raise ValueError(f"an instance can be asked {', '.join(ASKED)}, not {', '.join(unknown)}")
+    made = []
+    for inst in instances:
+        m = Made(env, -1, -1)
+        m.results["generate"] = CallResult("ok", inst, None, 0.0)
+        made.append(m)
+    results = pool.run(env, [_ASK[fn](inst) for inst in instances for fn in ask])
+    for k, m in enumerate(made):
+        for j, fn in enumerate(ask):
+            m.results[fn] = results[k * len(ask) + j]
+    return made
+
+
 def first_failure(made: Iterable[Made], needed: Iterable[str] = ALL) -> str | None:
     """The failure a caller that rejects on any reports: the first failed generate, else the
     first failed asked call, in the order they ran."""

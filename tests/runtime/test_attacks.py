@@ -800,7 +800,9 @@ def test_calls_and_imports_are_timed_by_the_parent(mode):
     with SandboxPool(limits=limits, sandbox_mode=mode, workers=1) as pool:
         meta = pool.describe(liar)
         results = pool.run(liar, [Call.solve(NORMAL), Call.score(NORMAL, "7")])
-    assert meta["import_seconds"] >= 0.4, meta
+    # the parent's clock starts when it reads the worker's "importing" line, which a loaded host
+    # can delay by a scheduler tick or two (0.3998 s seen in a CI-like run): a 0 s lie is far off
+    assert meta["import_seconds"] >= 0.35, meta
     assert_ok(results[0], "7", "the slow solve")
     assert results[0].seconds >= 1.15, results[0]
     assert_ok(results[1], 1.0, "the score after it")
