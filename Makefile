@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-EXTRAS ?= train,serving,math,rg,starter,report,integrations,dev
+EXTRAS ?= train,serving,math,rg,starter,report,integrations,deepspeed,dev
 VERL ?= verl==0.9.1
 # torch's threads: one per test process (the suite runs many at once); the demo, the loop and
 # the benchmarks use every core unless OMP_NUM_THREADS is set.
