@@ -38,7 +38,9 @@ from pathlib import Path
 import numpy as np
 
 from evoenv_cli.config import DedupeConfig
-from evoenv_cli.stages import dedupe
+from evoenv_cli.novelty.index import Member, NoveltyIndex, decide
+from evoenv_cli.novelty.minhash import code_signature
+from evoenv_cli.novelty.tokens import CONTRACT_NAMES, STABLE_ATTRS
 
 ROOT = Path(__file__).resolve().parents[1]
 CFG = DedupeConfig()
@@ -57,7 +59,7 @@ def _parts(src: str) -> dict:
     first = next(i for i, n in enumerate(body) if isinstance(n, ast.FunctionDef))
     starts = [n.lineno - 1 for n in body[first:]] + [len(lines)]
     blocks = ["".join(lines[starts[i] : starts[i + 1]]).rstrip("\n") + "\n\n\n" for i in range(len(starts) - 1)]
-    keep = set(dir(builtins)) | set(keyword.kwlist) | dedupe.CONTRACT_NAMES
+    keep = set(dir(builtins)) | set(keyword.kwlist) | CONTRACT_NAMES
     names = set()
     for node in ast.walk(ast.parse(src)):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -85,7 +87,7 @@ def _load_seeds() -> None:
 
 
 WORDS = "we then take the value and keep every item of the list in order as the next step".split()
-ATTRS = sorted(a for a in dedupe.STABLE_ATTRS if a.islower() and not a.startswith("_"))
+ATTRS = sorted(a for a in STABLE_ATTRS if a.islower() and not a.startswith("_"))
 BUILTINS = [
     "len",
     "sum",
@@ -240,7 +242,7 @@ def _sign_batch(args: tuple[str, int, list[int]]) -> np.ndarray:
     rows = np.zeros((len(sizes), CFG.num_perm), dtype=np.uint32)
     with open(f"{folder}/{start:08d}.src", "rb") as f:
         for k, size in enumerate(sizes):
-            rows[k] = dedupe.code_signature(f.read(size), CFG)
+            rows[k] = code_signature(f.read(size), CFG)
     return rows
 
 
@@ -262,11 +264,9 @@ def measure(n: int) -> dict:
 
 def _measure(folder: str, batches, kinds: list[str], sizes: list[list[int]]) -> dict:
     n = len(kinds)
-    index = dedupe.NoveltyIndex(CFG)
+    index = NoveltyIndex(CFG)
     for path in sorted((ROOT / "seeds").glob("*.py")):
-        index.add(
-            dedupe.Member(path.name, "seeds", "", None, True), dedupe.code_signature(path.read_bytes(), CFG), None
-        )
+        index.add(Member(path.name, "seeds", "", None, True), code_signature(path.read_bytes(), CFG), None)
     counts = {
         "kept": 0,
         "caught": 0,
@@ -284,7 +284,7 @@ def _measure(folder: str, batches, kinds: list[str], sizes: list[list[int]]) -> 
         for (_, start, _), rows in zip(jobs, workers.imap(_sign_batch, jobs)):
             for k, values in enumerate(rows):
                 kind = kinds[start + k]
-                decision = dedupe.decide(index, values, None)
+                decision = decide(index, values, None)
                 if kind == "novel":
                     counts["novel"] += 1
                     counts["novel_rejected"] += not decision.admitted
@@ -295,7 +295,7 @@ def _measure(folder: str, batches, kinds: list[str], sizes: list[list[int]]) -> 
                     counts["left_to_prompts"] += decision.admitted and near.get("jaccard", 0) >= CFG.code_threshold
                 if decision.admitted:
                     counts["kept"] += 1
-                    index.add(dedupe.Member(f"env_{start + k}.py", "synthetic", "", None, False), values, None)
+                    index.add(Member(f"env_{start + k}.py", "synthetic", "", None, False), values, None)
             if (start + len(rows)) * 10 // n > len(marks):
                 marks.append(time.perf_counter() - started)
     wall = time.perf_counter() - started

@@ -25,6 +25,7 @@ from conftest import ROOT, SEEDS
 
 from evoenv_cli.config import DedupeConfig
 from evoenv_cli.errors import InputError
+from evoenv_cli.novelty import minhash, tokens
 from evoenv_cli.stages import dedupe
 
 GOOD = ROOT / "tests" / "validate_corpus" / "good"
@@ -210,31 +211,31 @@ def test_minhash_matches_datasketch_update_batch():
         hashes = np.unique(rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32))
         m = MinHash(num_perm=128, seed=1, hashfunc=int)
         m.update_batch(hashes.tolist())
-        assert (dedupe.minhash_values(hashes, 128) == m.hashvalues).all()
-    assert dedupe.minhash_values(np.zeros(0, dtype=np.uint32), 128) is None
+        assert (minhash.minhash_values(hashes, 128) == m.hashvalues).all()
+    assert minhash.minhash_values(np.zeros(0, dtype=np.uint32), 128) is None
 
 
 def test_shingles_ignore_statement_order_comments_docstrings_and_layout():
     a = 'import re\n"""doc"""\ndef f(x):\n    """doc"""\n    return x + 1  # one\n\n\ndef g(y):\n    return [y,\n            2]\n'
     b = "import re\n\ndef second(q):\n    # a comment\n    return [q, 2,]\ndef first(value):\n    return (value + 7)\n"
-    assert dedupe.code_tokens(a) == [
+    assert tokens.code_tokens(a) == [
         ["import", "re"],
         ["def", "vn", "vn", ":", ";", ">", "return", "v0", "+", "N"],
         ["def", "vn", "vn", ":", ";", ">", "return", "[", "v0", ",", "N", "]"],
     ]
-    assert (dedupe.shingle_hashes(dedupe.code_tokens(a), 5) == dedupe.shingle_hashes(dedupe.code_tokens(b), 5)).all()
+    assert (minhash.shingle_hashes(tokens.code_tokens(a), 5) == minhash.shingle_hashes(tokens.code_tokens(b), 5)).all()
 
 
 @pytest.mark.parametrize("kind", list(MUTATIONS))
 def test_mutated_copies_of_every_seed_keep_their_code_signature(kind):
     for path in KEEP:
         src = path.read_text()
-        j = estimated(dedupe.code_signature(src, CFG), dedupe.code_signature(MUTATIONS[kind](src, 3), CFG))
+        j = estimated(minhash.code_signature(src, CFG), minhash.code_signature(MUTATIONS[kind](src, 3), CFG))
         assert j >= CFG.code_threshold, (path.name, kind, j)
 
 
 def test_distinct_environments_stay_below_both_thresholds_with_a_margin():
-    sigs = {p.name: dedupe.code_signature(p.read_bytes(), CFG) for p in KEEP}
+    sigs = {p.name: minhash.code_signature(p.read_bytes(), CFG) for p in KEEP}
     worst = max(estimated(sigs[a], sigs[b]) for a, b in itertools.combinations(sigs, 2))
     assert worst < CFG.code_threshold - 0.1, worst
 
@@ -244,25 +245,25 @@ def test_without_the_scaffold_discount_the_seed_styled_ones_collide():
     scaffolding (the score tail, the rng set-up), and without the discount some distinct
     pairs reach the duplicate threshold."""
     plain = DedupeConfig(discount_scaffold=False)
-    sigs = {p.name: dedupe.code_signature(p.read_bytes(), plain) for p in KEEP}
+    sigs = {p.name: minhash.code_signature(p.read_bytes(), plain) for p in KEEP}
     worst = max(estimated(sigs[a], sigs[b]) for a, b in itertools.combinations(sigs, 2))
     assert worst >= CFG.code_threshold + 0.05, worst
 
 
 def test_shipped_scaffold_is_what_the_seeds_share():
     cfg = DedupeConfig()
-    sets = [dedupe.code_shingles(p.read_bytes(), cfg) for p in sorted(SEEDS.glob("*.py"))]
-    learned = dedupe.scaffold_of(sets, cfg)
-    assert np.array_equal(learned, dedupe.shipped_scaffold()), (
-        'seeds or normalization changed: run python -c "from evoenv_cli.stages import dedupe; '
-        "dedupe.write_shipped_scaffold('seeds')\""
+    sets = [minhash.code_shingles(p.read_bytes(), cfg) for p in sorted(SEEDS.glob("*.py"))]
+    learned = minhash.scaffold_of(sets, cfg)
+    assert np.array_equal(learned, minhash.shipped_scaffold()), (
+        'seeds or normalization changed: run python -c "from evoenv_cli.novelty import minhash; '
+        "minhash.write_shipped_scaffold('seeds')\""
     )
     # a shingle of three seeds is scaffold; one of two is not
     assert 0 < len(learned) < sum(len(x) for x in sets) // 10
 
 
 def test_prompt_words_bucket_numbers():
-    assert dedupe.prompt_words("Pay exactly 1234 with coins 5, 10; (mod 1000000007)!") == [
+    assert minhash.prompt_words("Pay exactly 1234 with coins 5, 10; (mod 1000000007)!") == [
         "pay",
         "exactly",
         "#4",

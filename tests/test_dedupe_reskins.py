@@ -35,6 +35,8 @@ from conftest import ROOT, SEEDS
 from evoenv_cli.checks import solve_signature
 from evoenv_cli.config import DedupeConfig
 from evoenv_cli.envfile import EnvFile
+from evoenv_cli.novelty.index import Member, NoveltyIndex, decide, sure_code_threshold
+from evoenv_cli.novelty.minhash import behaviour_signature, code_signature
 from evoenv_cli.runtime.workers import SandboxPool
 from evoenv_cli.stages import dedupe
 
@@ -73,7 +75,7 @@ def jaccard(a, b) -> float:
 
 
 def code_of(name: str):
-    return dedupe.code_signature((CORPUS / "scaffolded" / name).read_bytes(), CFG)
+    return code_signature((CORPUS / "scaffolded" / name).read_bytes(), CFG)
 
 
 # -- code similarity needs corroboration ------------------------------------------------------------
@@ -81,24 +83,24 @@ def test_scaffolded_pairs_look_alike_by_code():
     """The premise: each pair is over the code threshold, below the sure one."""
     for a, b in PAIRS:
         j = jaccard(code_of(a), code_of(b))
-        assert CFG.code_threshold <= j < dedupe.sure_code_threshold(CFG), (a, b, j)
+        assert CFG.code_threshold <= j < sure_code_threshold(CFG), (a, b, j)
 
 
 def test_code_in_the_band_needs_the_prompts_to_agree():
     """decide, no sandbox: a code match between the thresholds rejects only with the same
     member's prompts alike; over the sure threshold it rejects alone."""
     a, b = PAIRS[0]
-    index = dedupe.NoveltyIndex(CFG)
+    index = NoveltyIndex(CFG)
     prompts = ["Seats stand in a ring; every third occupied seat is emptied. Which seat is last?"]
-    mine = dedupe.behaviour_signature(prompts, CFG)
-    index.add(dedupe.Member(a, "lib", "x", "circle", False), code_of(a), mine)
-    other = dedupe.behaviour_signature(["In how many ways can you pay 12 with coins worth 2 and 5?"], CFG)
-    kept = dedupe.decide(index, code_of(b), other)
+    mine = behaviour_signature(prompts, CFG)
+    index.add(Member(a, "lib", "x", "circle", False), code_of(a), mine)
+    other = behaviour_signature(["In how many ways can you pay 12 with coins worth 2 and 5?"], CFG)
+    kept = decide(index, code_of(b), other)
     assert kept.admitted and "shared scaffolding" in kept.reason, kept
     assert kept.measurements["nearest_code"]["jaccard"] >= CFG.code_threshold
-    copied = dedupe.decide(index, code_of(b), mine)
+    copied = decide(index, code_of(b), mine)
     assert copied.stage == "duplicate_code" and "their prompts agree" in copied.reason, copied
-    same = dedupe.decide(index, code_of(a), None)  # identical code: no behaviour needed
+    same = decide(index, code_of(a), None)  # identical code: no behaviour needed
     assert same.stage == "duplicate_code", same
 
 
@@ -185,10 +187,8 @@ def test_signals_on_the_reskin_corpus(capsys):
         sampled = {n: dedupe.sample_behaviour(e, pool, CFG) for n, e in envs.items()}
         for reskin, seed in sorted(RESKINS.items()):
             a, b = sampled[reskin], sampled[seed]
-            code = jaccard(
-                dedupe.code_signature(envs[reskin].source, CFG), dedupe.code_signature(envs[seed].source, CFG)
-            )
-            prompts = jaccard(dedupe.behaviour_signature(a.prompts, CFG), dedupe.behaviour_signature(b.prompts, CFG))
+            code = jaccard(code_signature(envs[reskin].source, CFG), code_signature(envs[seed].source, CFG))
+            prompts = jaccard(behaviour_signature(a.prompts, CFG), behaviour_signature(b.prompts, CFG))
             same_shape = a.solved.bucket == b.solved.bucket
             strict = solve_signature.agreement(pool, a.solved, b.solved) if same_shape else None
             layout = solve_signature.layout_agreement(pool, a.solved, b.solved)

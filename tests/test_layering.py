@@ -11,7 +11,8 @@ The layers, bottom first; a module may import its own layer and the layers under
 - core: config, artifacts (storage), prompts;
 - integrations: the reward entry points and exports that trainers and benchmarks call;
 - parts: the stage record and registry, and what stages share (admission records, prompts
-  as conversations, composition operators, the checks' machinery, training's add-ons);
+  as conversations, composition operators, the checks' machinery, dedupe's novelty index,
+  training's add-ons);
 - stages (each a record), and the environment pool; the loop; report; cli.
 """
 
@@ -35,12 +36,13 @@ LAYERS = [  # (layer, module patterns relative to the package), bottom first
     ("llm", ["llm", "llm.*"]),
     ("core", ["config", "artifacts", "prompts"]),
     ("integrations", INTEGRATIONS),
-    ("parts", ["stage", "admission", "conversations", "operators", "checks", "checks.*", "training", "training.*"]),
+    ("parts", ["stage", "admission", "conversations", "operators", "checks", "checks.*", "novelty", "novelty.*",
+               "training", "training.*"]),
     ("stages", ["stages", "stages.*", "pool"]),
     ("loop", ["loop", "plan"]),
     ("report", ["report", "report.*"]),
     ("cli", ["cli", "commands", "commands.*", "__main__", ""]),
-]
+]  # fmt: skip
 FORBIDDEN = [  # (importer patterns, imported patterns, why): arrows the order alone would allow
     (["runtime", "runtime.*"], ["llm", "llm.*"], "the sandbox runtime knows no backend"),
     (["llm", "llm.*"], ["runtime", "runtime.*"], "a backend never imports the sandbox"),
@@ -190,6 +192,7 @@ def test_no_arrow_runs_up_a_layer_or_breaks_a_rule():
         (("llm.base", "runtime.workers"), "a backend never imports the sandbox"),
         (("config", "operators"), "core imports parts"),
         (("stage", "stages.sample"), "parts imports stages"),  # the registry never imports its members
+        (("novelty.index", "stages.dedupe"), "parts imports stages"),  # the machinery never imports its stage
         (("stages.train", "loop"), "stages imports loop"),
     ],
 )

@@ -12,6 +12,7 @@ import pytest
 from evoenv_cli.config import AnswerConfig, DedupeConfig, ReviewConfig, SampleConfig, ValidateConfig
 from evoenv_cli.conversations import Plan, prepare
 from evoenv_cli.envfile import EnvFile
+from evoenv_cli.novelty.minhash import behaviour_pairs
 from evoenv_cli.runtime.instances import Order, first_failure, make_instances
 from evoenv_cli.runtime.workers import Call, Limits, SandboxPool, describe_failure
 from evoenv_cli.stages import dedupe, review, validate
@@ -106,7 +107,7 @@ def test_a_failed_generate_reads_the_same_in_every_stage(broken):
     assert re.fullmatch(rf"generate at seed 7 difficulty 3 {words}: .+", label(7, 3))
     assert skip["reason"] == label(7, 3)
     assert str(reviewed.value) == label(review_cfg.seed, review_cfg.levels[0])
-    assert sampled.prompts is None and sampled.failure == label(*dedupe.behaviour_pairs(dedupe_cfg)[0])
+    assert sampled.prompts is None and sampled.failure == label(*behaviour_pairs(dedupe_cfg)[0])
     assert rejected.value.stage == "run" and rejected.value.reason == label(validate_seed, 3)
 
 
