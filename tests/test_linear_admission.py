@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from evoenv_cli.artifacts import EnvLibrary, prepare_out_dir, read_jsonl
-from evoenv_cli.checks import fuzz, leak_solvers, probes, solve_signature
+from evoenv_cli.checks import fuzz, leak_solvers, probes, registry, solve_signature
 from evoenv_cli.config import RuntimeConfig, ValidateConfig
 from evoenv_cli.runtime.workers import Limits
 from evoenv_cli.stages import validate
@@ -110,7 +110,7 @@ PROBE_CASES = {
         lambda n: ("12 " * (n // 3) + "4", "one two " * n),
         1000,
     ),
-    "whole_token": (lambda c: validate.whole_token_in(*c), lambda n: ("a " * (n // 2) + "b", "a " * n), 2000),
+    "whole_token": (lambda c: probes.whole_token_in(*c), lambda n: ("a " * (n // 2) + "b", "a " * n), 2000),
     "score_constants": (
         probes.score_constants,
         lambda n: (
@@ -182,7 +182,7 @@ def test_a_judgement_past_its_budget_is_rejected_at_budget_and_the_batch_goes_on
     slow, fast = verdicts["a_slow.py"], verdicts["b_fast.py"]
     assert slow["stage"] == "budget" and not slow["admitted"], slow
     ran_out = slow["reason"].split(" in the ")[1].split(" check")[0]
-    assert ran_out in validate.stage_names() and ran_out != "budget", slow["reason"]
+    assert ran_out in registry.stage_names() and ran_out != "budget", slow["reason"]
     assert "validate.max_judge_seconds" in slow["reason"] and slow["probe"] == "judge_seconds"
     # one slice past the budget at most: 8 calls of ~0.1 s on two workers, and the pool's own turn
     assert slow["wall_s"] < cfg.max_judge_seconds + 8

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from evoenv_cli.checks import context
+from evoenv_cli.checks.registry import CHECKS
 from evoenv_cli.config import SampleConfig, ValidateConfig
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.integrations.rewards import EnvReward
@@ -83,7 +85,7 @@ def judge(tmp_path: Path, text: str, name: str, cfg: ValidateConfig):
 
 def test_validate_draws_instances_at_the_seeds_sample_derives():
     cfg = ValidateConfig()
-    pairs = validate.sample_pairs("some_id", "knapsack", cfg)
+    pairs = context.sample_pairs("some_id", "knapsack", cfg)
     seeds = {instance_seed(SampleConfig().seed, "knapsack", i) for i in range(4096)}
     assert len(pairs) == cfg.sample_seed_instances and all(s in seeds for s, _ in pairs)
     assert [s for s, _ in pairs[:3]] == [instance_seed(SampleConfig().seed, "knapsack", i) for i in range(3)]
@@ -135,13 +137,11 @@ def test_a_collapsed_group_gets_no_pay_for_repeats(tmp_path, family_seed):
 
 def _draw_verdict(env: EnvFile, cfg: ValidateConfig, pool: SandboxPool) -> str:
     """The checks whose verdict is a share of the instances drawn: constant answer and leaks."""
-    checker = validate.Checker(env, cfg, pool, pool)
+    checker = context.Checker(env, cfg, pool, pool)
     try:
-        checker.check_load()
-        checker.check_run()
-        checker.check_constant()
-        checker.check_leak()
-    except validate.Rejected as rej:
+        for name in ("load", "run", "constant_answer", "leak"):
+            CHECKS[name].run(checker)
+    except context.Rejected as rej:
         return f"{rej.stage}: {rej.reason}"
     return "admitted"
 

@@ -12,8 +12,8 @@ import pytest
 from conftest import SEEDS
 
 from evoenv_cli.checks import probes
+from evoenv_cli.checks.probes import whole_token_in
 from evoenv_cli.runtime.contract import check_source
-from evoenv_cli.stages.validate import whole_token_in
 
 GOOD = b"""import random
 NAME = "ok_env"

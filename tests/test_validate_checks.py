@@ -1,19 +1,24 @@
-"""Validation checks are records in `validate.CHECKS`: the order they run in, the stage names a
-verdict can carry and the admission summary's funnel all come from there, so a new check is
-one `register` call (plus a config threshold, if it has one). The extra checks here are real
+"""Validation checks are records in `CHECKS` (evoenv_cli/checks/registry.py), each registered by
+its own module of evoenv_cli/checks/: the order they run in, the stage names a verdict can
+carry and the admission summary's funnel all come from there, so a new check is one new
+module ending with a `register` call (plus a config threshold, if it has one). The extra checks here are real
 ones, run by `validate.run` in the real sandbox on real files."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
+from conftest import ROOT
 from test_validate import GOOD
 
 from evoenv_cli import artifacts
+from evoenv_cli.checks.context import Checker, Rejected
+from evoenv_cli.checks.registry import CHECKS, Check, checks, register, stage_names
 from evoenv_cli.config import RuntimeConfig, ValidateConfig
 from evoenv_cli.stages import validate
-from evoenv_cli.stages.validate import Check, Checker, Rejected
 
 BUILT_IN = (
     "static",
@@ -35,27 +40,45 @@ def env_source(name: str, prompt_tail: str = "") -> bytes:
 
 
 def test_the_registry_is_the_one_list_of_checks():
-    assert validate.STAGES == validate.stage_names() == BUILT_IN  # the order verdicts have always had
-    assert [c.name for c in validate.checks(sandboxed=False)] == ["static"]
-    assert [c.name for c in validate.checks(sandboxed=True)] == list(BUILT_IN[1:])
-    for check in validate.CHECKS.values():
+    assert validate.STAGES == stage_names() == BUILT_IN  # the order verdicts have always had
+    assert [c.name for c in checks(sandboxed=False)] == ["static"]
+    assert [c.name for c in checks(sandboxed=True)] == list(BUILT_IN[1:])
+    for check in CHECKS.values():
         assert check.guards.strip() and "\n" not in check.guards, check.name
+
+
+@pytest.mark.parametrize(
+    "first", ["evoenv_cli.checks.registry", "evoenv_cli.checks.leak", "evoenv_cli.stages.validate"]
+)
+def test_each_check_module_registers_itself_whatever_is_imported_first(first):
+    """Importing the registry imports every module of evoenv_cli/checks/, so a check is one new
+    file there; a check module imported before the registry registers itself all the same."""
+    code = (
+        f"import importlib; importlib.import_module({first!r}); "
+        "from evoenv_cli.checks.registry import CHECKS, stage_names; "
+        "print(','.join(stage_names())); "
+        "print(','.join(sorted({c.name: c.run.__module__ for c in CHECKS.values() if c.name in ('static', 'leak', 'budget')}.values())))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    names, modules = out.splitlines()
+    assert tuple(names.split(",")) == BUILT_IN
+    assert modules.split(",") == [f"evoenv_cli.checks.{m}" for m in ("budget", "leak", "static")]
 
 
 @pytest.mark.parametrize(
     "bad, needle",
     [
-        (Check("leak", "again", Checker.check_leak, 999), "already registered"),
-        (Check("admitted", "the verdict word", Checker.check_leak, 999), "already registered"),
-        (Check("twin", "same place as budget", Checker.check_budget, 100), "both have order 100"),
-        (Check("late_source", "after load", Checker.check_static, 25, sandboxed=False), "order must be below 'load'"),
-        (Check("early_sandboxed", "before static", Checker.check_load, 5), "order must be below"),
+        (Check("leak", "again", CHECKS["leak"].run, 999), "already registered"),
+        (Check("admitted", "the verdict word", CHECKS["leak"].run, 999), "already registered"),
+        (Check("twin", "same place as budget", CHECKS["budget"].run, 100), "both have order 100"),
+        (Check("late_source", "after load", CHECKS["static"].run, 25, sandboxed=False), "order must be below 'load'"),
+        (Check("early_sandboxed", "before static", CHECKS["load"].run, 5), "order must be below"),
     ],
 )
 def test_register_refuses_a_check_that_would_break_the_order(bad, needle):
     with pytest.raises(ValueError, match=needle):
-        validate.register(bad)
-    assert validate.stage_names() == BUILT_IN
+        register(bad)
+    assert stage_names() == BUILT_IN
 
 
 @pytest.fixture
@@ -82,20 +105,20 @@ def extra_checks():
             )
 
     added = [
-        validate.register(Check("no_todo", "no TODO left in the source", no_todo, 15, sandboxed=False)),
-        validate.register(Check("prompt_length", "prompts stay under 2000 characters", prompt_length, 95)),
+        register(Check("no_todo", "no TODO left in the source", no_todo, 15, sandboxed=False)),
+        register(Check("prompt_length", "prompts stay under 2000 characters", prompt_length, 95)),
     ]
     try:
         yield seen
     finally:
         for check in added:
-            del validate.CHECKS[check.name]
-    assert validate.stage_names() == BUILT_IN
+            del CHECKS[check.name]
+    assert stage_names() == BUILT_IN
 
 
 def test_an_added_check_runs_in_its_place_and_names_its_verdicts(tmp_path, extra_checks):
     expected = (*BUILT_IN[:1], "no_todo", *BUILT_IN[1:-1], "prompt_length", BUILT_IN[-1])
-    assert validate.stage_names() == expected
+    assert stage_names() == expected
     lib = tmp_path / "lib"
     lib.mkdir()
     (lib / "a_fine.py").write_bytes(env_source("a_fine"))

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from evoenv_cli.checks import context
 from evoenv_cli.config import AnswerConfig, DedupeConfig, ReviewConfig, SampleConfig, ValidateConfig
 from evoenv_cli.conversations import Plan, prepare
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.novelty.minhash import behaviour_pairs
 from evoenv_cli.runtime.instances import Order, first_failure, make_instances
 from evoenv_cli.runtime.workers import Call, Limits, SandboxPool, describe_failure
-from evoenv_cli.stages import dedupe, review, validate
+from evoenv_cli.stages import dedupe, review
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMITS = Limits(generate_s=0.5, prompt_s=1, solve_s=1, score_s=1, grace_s=0.3, import_s=5, memory_mb=512)
@@ -48,9 +49,9 @@ BODIES = {  # by the status the pool gives the call
 
 # Stage modules that still ask the pool for generate or prompt themselves, and why.
 GOES_AROUND = {
-    # the determinism probe regenerates and re-prompts instances it already has, twice in one
-    # worker's batch and once in a fresh pool, to compare: a probe, not a way to make instances
-    "stages/validate.py",
+    # validate's determinism check regenerates and re-prompts instances it already has, twice in
+    # one worker's batch and once in a fresh pool, to compare: a probe, not a way to make instances
+    "checks/determinism.py",
 }
 
 
@@ -88,7 +89,7 @@ def test_a_failed_generate_reads_the_same_in_every_stage(broken):
     status, env = broken
     review_cfg, dedupe_cfg = ReviewConfig(), DedupeConfig()
     validate_cfg = ValidateConfig(levels=[3], seeds_per_level=1, diversity_levels=[3], diversity_seeds=2)
-    validate_seed = validate.training_seeds(env.env_id, "level:3", 1)[0]
+    validate_seed = context.training_seeds(env.env_id, "level:3", 1)[0]
     with _pool() as pool, _pool(workers=1) as fresh:
         [r] = pool.run(env, [Call.generate(7, 3)])
         assert r.status == status
@@ -100,8 +101,8 @@ def test_a_failed_generate_reads_the_same_in_every_stage(broken):
         with pytest.raises(ValueError) as reviewed:
             review.sample_instances(env, review_cfg, pool)
         sampled = dedupe.sample_behaviour(env, pool, dedupe_cfg)
-        with pytest.raises(validate.Rejected) as rejected:
-            validate.Checker(env, validate_cfg, pool, fresh).run()
+        with pytest.raises(context.Rejected) as rejected:
+            context.Checker(env, validate_cfg, pool, fresh).run()
 
     words = {"error": "raised", "crash": "crashed", "timeout": "timed out"}[status]
     assert re.fullmatch(rf"generate at seed 7 difficulty 3 {words}: .+", label(7, 3))

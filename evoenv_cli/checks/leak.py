@@ -1,0 +1,105 @@
+"""The `leak` check: the prompt does not give the answer away, written as is or in a simple
+encoding, nor to a prompt-only solver (checks/leak_solvers.py) that reads it as a policy would.
+"""
+
+from __future__ import annotations
+
+from evoenv_cli.checks import leak_solvers, probes
+from evoenv_cli.checks.context import CONFIRM_INSTANCES, Checker, Rejected
+from evoenv_cli.checks.probes import whole_token_in
+from evoenv_cli.checks.registry import Check, register
+from evoenv_cli.runtime.contract import import_grant
+
+MAX_CONFIRM_INSTANCES = 600  # more for a leak solver still neither surely over nor surely under its limits
+LEAK_FORMS = {
+    "plain": "",
+    "reversed": " backwards",
+    "reversed_items": " with its items reversed",
+    "base64": " in base64",
+    "hex": " in hex",
+    "spelled_out": " with its digits spelled out",
+}
+
+
+def check_leak(checker: Checker) -> None:
+    """The reference written in most prompts, as is or in a simple encoding (reversed,
+    base64, hex, digits spelled out), and more often than other instances' references are
+    so written: an answer that is one of the prompt's own labels (a SELECT composite's "B")
+    appears in every prompt but tells the solver nothing."""
+    insts = checker.insts
+    others = [
+        (i, o) for k, i in enumerate(insts) for o in insts[k + 1 : k + 6] if o.reference.strip() != i.reference.strip()
+    ]
+    own = [(i, i.reference.strip(), probes.encodings(i.reference)) for i in insts]
+    encoded = {id(i): enc for i, _, enc in own}
+    shares, baselines = {}, {}
+    for kind in LEAK_FORMS:
+        if kind == "plain":
+            hits = [whole_token_in(ref, i.text) for i, ref, _ in own]
+            base = [whole_token_in(o.reference, i.text) for i, o in others]
+        else:
+            hits = [probes.encoded_in(kind, enc[kind], i.text) for i, _, enc in own if kind in enc]
+            base = [probes.encoded_in(kind, encoded[id(o)][kind], i.text) for i, o in others if kind in encoded[id(o)]]
+        if not hits:
+            continue
+        shares[kind] = sum(hits) / len(insts)
+        baselines[kind] = sum(base) / len(base) if base else 0.0
+    checker.m["leak_share"] = round(shares["plain"], 4)
+    checker.m["leak_baseline_share"] = round(baselines["plain"], 4)
+    checker.m["leak_share_by_encoding"] = {k: round(v, 4) for k, v in shares.items() if k != "plain"}
+    for kind, share in shares.items():
+        if share > checker.cfg.max_leak_share and share - baselines[kind] > checker.cfg.min_leak_excess:
+            raise Rejected(
+                "leak",
+                f"the reference answer is written{LEAK_FORMS[kind]} in the prompt in {share:.0%} "
+                f"of instances (at most {checker.cfg.max_leak_share:.0%} allowed), against "
+                f"{baselines[kind]:.0%} for other instances' answers",
+                f"leak_{kind}",
+            )
+    solved = leak_solvers.rates([i.text for i in insts], [i.reference for i in insts])
+    checker.m["leak_solver_share"] = {r.name: [round(r.share, 4), round(r.baseline, 4)] for r in solved}
+    if import_grant(checker.env.source) is not None:
+        # a task evoenv's own import template made from an external benchmark (its content
+        # decides, not a declaration): arithmetic on the prompt's numbers is the task itself
+        # there (chain_sum, basic_arithmetic), not a leak; the other solvers still read it
+        solved = [r for r in solved if r.name not in leak_solvers.TASK_SOLVERS]
+    limits = (checker.cfg.max_leak_share, checker.cfg.min_leak_excess)
+    if any(r.over(*limits) for r in solved):
+        solved = _confirm_leak(checker, [r.name for r in solved])
+    for r in solved:
+        if r.over(*limits):
+            raise Rejected(
+                "leak",
+                f"the prompt-only solver {r.name} finds the answer from the prompt alone on "
+                f"{r.share:.0%} of instances (at most {checker.cfg.max_leak_share:.0%} allowed), against "
+                f"a chance rate of {r.baseline:.0%} (other instances' answers)",
+                f"leak_solver_{r.name}",
+            )
+
+
+def _confirm_leak(checker: Checker, names: list[str]) -> list[leak_solvers.SolverRate]:
+    """Solvers over the limits on the first instances, measured again on CONFIRM_INSTANCES
+    more: whether a borderline file is admitted must not depend on which instances its hash
+    drew (the knapsack seed was rejected on 18 of 60 draws). A solver surely over the limits
+    (95%) is kept, one surely under is dropped, and one still in between is measured on
+    MAX_CONFIRM_INSTANCES and kept when it is over them there. Returns the kept rates."""
+    limits = (checker.cfg.max_leak_share, checker.cfg.min_leak_excess)
+    solved = _rates_with_more(checker, names, CONFIRM_INSTANCES)
+    unsure = [r.name for r in solved if r.over(*limits) and not r.surely_over(*limits) and not r.surely_under(*limits)]
+    kept = [r for r in solved if r.surely_over(*limits)]
+    if unsure and not kept:
+        kept = [r for r in _rates_with_more(checker, unsure, MAX_CONFIRM_INSTANCES) if r.over(*limits)]
+    return kept
+
+
+def _rates_with_more(checker: Checker, names: list[str], n: int) -> list[leak_solvers.SolverRate]:
+    made = checker.more_instances(n)
+    texts = [i.text for i in checker.insts] + [m.task for m in made]
+    refs = [i.reference for i in checker.insts] + [m.answer for m in made]
+    solved = [r for r in leak_solvers.rates(texts, refs) if r.name in names]
+    checker.m["leak_confirm_instances"] = len(texts)
+    checker.m["leak_solver_share_confirmed"] = {r.name: [round(r.share, 4), round(r.baseline, 4)] for r in solved}
+    return solved
+
+
+register(Check("leak", "the prompt does not give the answer away, as is or encoded", check_leak, 90))
