@@ -140,7 +140,7 @@ class ValidateConfig:
     # instances whose 4 (instance, answer) pairs are scored again (8: one batch)
     score_determinism_pairs: int = field(default=8, metadata={"min": 1})
     max_constant_share: float = field(default=0.5, metadata={"min": 0, "max": 1})
-    # scorer fuzzer (stages/fuzz.py): instances mutated, score calls at most, and on how many
+    # scorer fuzzer (checks/fuzz.py): instances mutated, score calls at most, and on how many
     # instances one kind of mutant must be accepted to be more than noise
     fuzz_instances: int = field(default=10, metadata={"min": 0})
     fuzz_max_calls: int = field(default=600, metadata={"min": 0})

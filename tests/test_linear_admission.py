@@ -151,6 +151,8 @@ def test_a_reference_too_long_for_int_is_judged_as_a_string():
     assert leak_solvers.normalize("-000" + ref) == "-" + ref and leak_solvers.normalize("+000") == "0"
 
 
+# a score of about 0.3 s: at 0.1 s the whole judgement ended inside the test's 20 s budget on a
+# quiet 2-core machine and was admitted (the test passed only under load)
 SLOW = b"""import random
 NAME = "slow_scorer"
 def generate(seed, difficulty):
@@ -160,11 +162,11 @@ def prompt(instance):
 def solve(instance):
     return str(instance["n"] + 1)
 def score(instance, answer):
-    for _ in range(1_500_000):  # about 0.1 s: every check that scores pays it
+    for _ in range(4_500_000):  # about 0.3 s: every check that scores pays it
         pass
     return 1.0 if answer.strip() == solve(instance) else 0.0
 """
-FAST = SLOW.replace(b"slow_scorer", b"quick_scorer").replace(b"1_500_000", b"1")
+FAST = SLOW.replace(b"slow_scorer", b"quick_scorer").replace(b"4_500_000", b"1")
 
 
 @pytest.mark.slow
@@ -184,7 +186,7 @@ def test_a_judgement_past_its_budget_is_rejected_at_budget_and_the_batch_goes_on
     ran_out = slow["reason"].split(" in the ")[1].split(" check")[0]
     assert ran_out in registry.stage_names() and ran_out != "budget", slow["reason"]
     assert "validate.max_judge_seconds" in slow["reason"] and slow["probe"] == "judge_seconds"
-    # one slice past the budget at most: 8 calls of ~0.1 s on two workers, and the pool's own turn
+    # one slice past the budget at most: 8 calls of ~0.3 s on two workers, and the pool's own turn
     assert slow["wall_s"] < cfg.max_judge_seconds + 8
     assert fast["admitted"], fast
     assert summary.entered == 2
