@@ -1,10 +1,11 @@
 """One rank of tests/test_zero3_cpu.py: DeepSpeed ZeRO-3 over gloo on the CPU, a tiny random
-Qwen3 model partitioned for real (no parameter kept whole), one AdamW step; prints a JSON line
-with what each rank sees."""
+Qwen3 model partitioned for real (no parameter kept whole), one AdamW step; writes what each
+rank sees as JSON to OUT_DIR/rank-N.json (a file per rank: two ranks printing one line each to
+the shared stdout interleaved them into one line)."""
 
 import json
 import os
-import sys
+from pathlib import Path
 
 import deepspeed
 import torch
@@ -49,4 +50,4 @@ out = {
     "q_proj_ds_shape": list(linear.ds_shape),
     "loss": float(loss.detach()),
 }
-print(json.dumps(out), file=sys.stdout, flush=True)
+Path(os.environ["OUT_DIR"], f"rank-{out['rank']}.json").write_text(json.dumps(out))
