@@ -1,46 +1,11 @@
 """Reasoning Arena in `train` (`train.zero_variance: judge`): a GRPO group whose completions all
 got the same verifier reward has zero advantage and teaches nothing, though its traces may
-differ a lot in reasoning. Such groups go to a judge instead of being wasted.
-
-- **Trace tournaments.** Each new trace of such a group starts `k` games (`arena.comparisons`),
-  in rounds, Swiss style: first against a member of its own group (all are unrated), then
-  against the opponent it has not met whose rating is nearest its own, among its group and the
-  earlier traces of the same prompt kept as anchors. Games per step are at most
-  groups x size x k, never size squared; each game is two judge calls, the traces shown in
-  both orders (`arena.both_orders`), and a winner must win both, so position bias cancels.
-- **Anchors.** Per prompt (env_id, seed, difficulty) and verifier reward, at most
-  `arena.anchors` earlier traces, chosen to span the ratings seen so far, with the judge's
-  results among them; the number of prompts kept is bounded too (`arena.max_prompts`, least
-  recently judged dropped). Saved with each checkpoint, restored by `--resume`.
-- **Bradley-Terry.** A Newton fit over the incomplete comparison graph (new traces, anchors,
-  and the anchors' past results) after each round, with a prior: every trace also plays
-  `arena.prior` virtual games, half won and half lost, against a reference trace of strength
-  1, so a trace that never won, never lost or is cut off from the rest still gets a finite
-  score.
-- **Rewards.** A judged trace gets `weight/2 * tanh((s - mean s)/2)`, centred in its group
-  (its expected margin against the group's average trace), with `weight` shrunk below half the
-  smallest gap between distinct verifier rewards of the batch: the group's mean is unchanged,
-  groups the verifier separates are never touched, and no two traces the verifier tells apart
-  (in any group) ever swap order. Under `scale_rewards: group` (the default) TRL divides by the
-  group's std, so the judge's ranking gets full-size advantages.
-- **Trusted only when right.** Each step first measures the judge on groups the verifier
-  already separates (`arena.probe_groups` of them): one pair a group, its best and its worst
-  trace by the verifier, shown in both orders as if they had tied at the lower score. The
-  judge agrees when it names the verifier's better trace; over every probe so far, its
-  agreement among decisive verdicts must beat chance (1/2: a judge that always names the first
-  trace agrees on exactly half) in a one-sided exact sign test at `arena.trust_alpha`. While it
-  does not, the arena stands aside (the verifier's rewards stand, the step line says "judge at
-  chance: arena off") and the judge is not called again for `arena.retest_every` steps, when
-  it is probed again. `trust_alpha: 1` uses the judge unmeasured.
-- **The judge** is a backend from `llm/`: by default the policy itself, the model being trained,
-  with its current weights, through an `hf` view over the trainer's own model (nothing loaded
-  or copied); or any model or server (`arena.judge`). Its prompt shows the task and two traces
-  (`prompts/arena_judge.txt`); its verdict is parsed strictly, and one that does not parse
-  counts as a tie. A judge that fails leaves the verifier's rewards as they
-  are; every comparison and failure is a line of `arena.jsonl`.
-
-Under several processes (`accelerate launch`) every rank gathers the whole batch, asks its
-share of the judge requests, and fits the same scores from the gathered verdicts.
+differ a lot in reasoning. Such groups go to a judge instead of being wasted: Swiss-style trace
+tournaments against anchors (both orders), a Bradley-Terry fit, and rewards centred in each
+group and shrunk so that no two traces the verifier tells apart swap order. The judge is
+trusted only while its agreement with the verifier, probed each step on groups the verifier
+separates, beats chance; otherwise the arena stands aside. The whole design, with each setting
+and its default: docs/arena.md.
 """
 
 from __future__ import annotations
