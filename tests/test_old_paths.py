@@ -1,6 +1,7 @@
 """Paths users' configs and code name keep working after a move: verl's
 `custom_reward_function.path` (by module, `pkg://evoenv_cli.rewards`, or by file), TRL scripts'
-`from evoenv_cli.rewards import EnvReward`, and `InputError` under both of its names."""
+`from evoenv_cli.rewards import EnvReward`, `InputError` under both of its names, and what moved
+out of stages/dedupe.py (to novelty/) and stages/validate.py (to checks/)."""
 
 import ast
 import importlib.util
@@ -42,3 +43,15 @@ def test_input_error_is_one_class_and_the_package_imports_it_from_errors_only():
             if named or (imported and any(a.name == "InputError" for a in node.names)):
                 found.append(f"{Path(path).relative_to(ROOT)}:{node.lineno}")
     assert found == []
+
+
+def test_the_dedupe_scaffold_and_the_validate_registry_keep_their_old_paths():
+    from evoenv_cli.checks import registry
+    from evoenv_cli.novelty import minhash
+    from evoenv_cli.stages import dedupe, validate
+
+    old = ROOT / "evoenv_cli" / "stages" / "dedupe_scaffold.txt"  # a link to novelty/scaffold.txt
+    assert old.read_text() == minhash.SHIPPED_SCAFFOLD.read_text() and old.resolve() == minhash.SHIPPED_SCAFFOLD
+    assert dedupe.SHIPPED_SCAFFOLD is minhash.SHIPPED_SCAFFOLD
+    assert dedupe.write_shipped_scaffold is minhash.write_shipped_scaffold
+    assert (validate.Check, validate.CHECKS, validate.register) == (registry.Check, registry.CHECKS, registry.register)

@@ -41,7 +41,14 @@ from evoenv_cli.config import DedupeConfig, RuntimeConfig, check_values, to_dict
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.novelty.index import KINDS, Member, NoveltyIndex, decide, sure_code_threshold
 from evoenv_cli.novelty.index_file import INDEX_FILE, load_index, save_index, settings_key
-from evoenv_cli.novelty.minhash import behaviour_pairs, behaviour_signature, code_signature, scaffold_for
+from evoenv_cli.novelty.minhash import (  # noqa: F401  old paths (tests/test_old_paths.py)
+    SHIPPED_SCAFFOLD,
+    behaviour_pairs,
+    behaviour_signature,
+    code_signature,
+    scaffold_for,
+    write_shipped_scaffold,
+)
 from evoenv_cli.operators import REGISTRY
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.instances import Order, first_failure, make_instances

@@ -22,7 +22,7 @@ from pathlib import Path
 from evoenv_cli import artifacts
 from evoenv_cli.admission import AdmissionLog, Summary, Verdict
 from evoenv_cli.checks.context import Checker, Rejected
-from evoenv_cli.checks.registry import checks, stage_names
+from evoenv_cli.checks.registry import CHECKS, Check, checks, register, stage_names  # noqa: F401  old paths (tests/test_old_paths.py)
 from evoenv_cli.config import RuntimeConfig, ValidateConfig, to_dict
 from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.runtime.workers import EnvFile, SandboxPool
