@@ -188,3 +188,44 @@ def test_give_up_after_never_zeroes_correct_answers(tmp_path):
         assert env.env_id in reward.audit.quarantined
     finally:
         reward.close()
+
+
+COLD_ON_WRONG = """import random
+NAME = "cold_on_wrong"
+_warm = []
+def generate(seed, difficulty):
+    r = random.Random(seed)
+    return {"word": "".join(r.choice("xyz") for _ in range(6)), "n": r.randint(1, 99)}
+def prompt(instance):
+    return "Write the word and then the number: " + instance["word"] + " " + str(instance["n"])
+def solve(instance):
+    return instance["word"] + str(instance["n"])
+def score(instance, answer):
+    if answer == solve(instance):
+        return 1.0
+    if not _warm:  # the first wrong answer meets a pause once (a collection, page faults): noise
+        _warm.append(1)  # that does not come back, whether or not the budget stops the call
+        for _ in range(600_000):
+            pass
+    return 0.0
+"""
+
+
+def test_a_cold_first_call_is_retried_not_counted_against_an_honest_environment(tmp_path):
+    """An honest score whose first wrong answer meets a one-off pause (~30 ms): the budget,
+    measured on references, is a millisecond or two, so that call runs out of it. It is run once
+    more before it counts: every item is scored and no timeout counts toward quarantine (CI saw
+    one honest call in 20 time out, and three quarantine an environment). What the retry does
+    not mend: a cold start the budget interrupts (a lazy import cut short) starts again in the
+    retry and runs out again, paid 0 like a runaway score."""
+    env = env_of(tmp_path, COLD_ON_WRONG, "cold_on_wrong")
+    reward = EnvReward([env], recheck_share=0.0, workers=1)
+    try:
+        completions, instances, bad_at = batch(random.Random(4), "wrong", n=8, n_bad=2, head=1)
+        out = reward.details(completions, [env.env_id] * 8, instances)
+        assert reward.budgets.budgets[env.env_id].base_s < 0.02  # the cold call (~30 ms) is over it
+        assert [d["status"] for d in out] == ["scored"] * 8, out
+        assert [d["score"] for d in out] == [0.0 if k in bad_at else 1.0 for k in range(8)]
+        assert reward.score_timeouts[env.env_id] == 0
+    finally:
+        reward.close()
