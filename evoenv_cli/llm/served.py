@@ -339,8 +339,11 @@ class ServedBackend(OpenAIBackend):
             log_dir,
             seed,
         )
-        # the server is seeded once (--seed); a seed per request is vLLM's slow path
-        super().__init__(model, base_url=self.server.base_url, request_seeds=False, **openai_options)
+        # the server is seeded once (--seed); a seed per request is vLLM's slow path, and the only
+        # way to reproducible samples from a server (vLLM: "the online serving API does not
+        # support reproducibility" otherwise), so it is an option (llm.options.request_seeds)
+        request_seeds = bool(openai_options.pop("request_seeds", False))
+        super().__init__(model, base_url=self.server.base_url, request_seeds=request_seeds, **openai_options)
         self.server.start()
 
     def close(self) -> None:

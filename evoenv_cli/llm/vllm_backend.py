@@ -3,11 +3,18 @@
 Every request of a `generate` call goes to vLLM as one batch through `LLM.chat` (the model's
 chat template, `add_generation_prompt=True`), one request per prompt with `n` completions.
 
-Seeds: the engine is seeded once (`seed=`, the run's seed), and no request carries a seed of
-its own. A per-request seed sends vLLM's sampler down its per-request path (one generator per
-request, sampled in a Python loop) instead of its batched one; determinism is the engine's:
-the same engine seed, prompts and settings give the same completions, but one prompt asked
-alone is not the same draw as in a batch (the `SamplingConfig.seed` is recorded, not sent).
+Seeds: by default the engine is seeded once (`seed=`, the run's seed), and no request carries a
+seed of its own. A per-request seed sends vLLM's sampler down its per-request path (one
+generator per request, sampled in a Python loop) instead of its batched one. The price of the
+batched path is reproducibility: every request then draws from one generator, so which draws a
+request gets depends on how the engine-core process happened to schedule the batch, and vLLM
+says so ("vLLM does not guarantee the reproducibility of the results by default",
+docs/usage/reproducibility). Measured in CI: two fresh engines with the same seed gave the same
+first completion of each prompt and shifted draws for the second. So with the default the
+`SamplingConfig.seed` is recorded, not sent, and sampled completions are not reproducible
+(greedy ones are). `request_seeds=True` sends `request_seed(sampling.seed, prompt_id, 0)` with
+each prompt (vLLM gives its `n` children seed + index: vllm/v1/engine/parallel_sampling.py):
+the same call gives the same completions on any engine, at the per-request path's cost.
 
 Context: vLLM takes the model's full context when `max_model_len` is not given (262,144
 tokens for Qwen3-4B-Thinking-2507), and refuses to start when that KV cache does not fit its
@@ -49,6 +56,7 @@ from evoenv_cli.llm.base import (
     normalize_finish_reason,
     one_line,
     prompt_tokens,
+    request_seed,
     resolve_model,
 )
 from evoenv_cli.thinking import template_opens_think
@@ -108,6 +116,7 @@ class VLLMBackend(BaseBackend):
         trust_remote_code: bool = False,
         chat_template_kwargs: dict | None = None,
         kv_cache_memory_bytes: int | None = None,
+        request_seeds: bool = False,
         **engine_kwargs: Any,
     ):
         where = resolve_model(model)
@@ -115,6 +124,7 @@ class VLLMBackend(BaseBackend):
         from transformers import AutoConfig, AutoTokenizer
 
         self.model = model
+        self.request_seeds = bool(request_seeds)
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self._vllm = vllm
         self._SamplingParams = vllm.SamplingParams
@@ -160,10 +170,18 @@ class VLLMBackend(BaseBackend):
         if self.max_model_len is None or need > self.max_model_len:
             self._build(need)
 
-    def _params(self, sampling: SamplingConfig, n: int):
+    def _params(self, sampling: SamplingConfig, n: int, seed: int | None = None):
+        seeded = {"seed": seed} if seed is not None else {}
         return self._SamplingParams(
-            n=n, temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens
+            n=n, temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens, **seeded
         )
+
+    def _seeds(self, sampling: SamplingConfig, count: int, prompt_ids: Sequence[int] | None) -> list[int | None]:
+        """The seed each prompt's request carries: None (the engine's) unless request_seeds is on."""
+        if not self.request_seeds or sampling.greedy or sampling.seed is None:
+            return [None] * count
+        ids = list(prompt_ids) if prompt_ids is not None else list(range(count))
+        return [request_seed(sampling.seed, p, 0) for p in ids]
 
     def _chat(self, conversations: list, params) -> list:
         kwargs: dict[str, Any] = {"use_tqdm": self.progress is not None}  # vLLM's own bar
@@ -180,7 +198,9 @@ class VLLMBackend(BaseBackend):
         per_prompt = 1 if sampling.greedy else sampling.n
         convs = [list(p) for p in prompts]
         self._engine_for(convs, sampling.max_tokens)
-        params = self._params(sampling, per_prompt)
+        seeds = self._seeds(sampling, len(convs), prompt_ids)
+        each = [self._params(sampling, per_prompt, s) for s in seeds]
+        params = each if self.request_seeds else each[0]
         errors: dict[int, str] = {}
         try:
             outputs: list = self._chat(convs, params)
@@ -188,7 +208,7 @@ class VLLMBackend(BaseBackend):
             outputs = []
             for i, conv in enumerate(convs):
                 try:
-                    outputs.extend(self._chat([conv], params))
+                    outputs.extend(self._chat([conv], each[i]))
                 except Exception as exc:
                     outputs.append(None)
                     errors[i] = one_line(exc)
@@ -200,9 +220,10 @@ class VLLMBackend(BaseBackend):
                 result.append(Generation([Completion("", 0, "error", sampling.seed)] * sampling.n, 0, errors[i]))
                 continue
             got = []
-            for o in out.outputs[:per_prompt]:
+            for j, o in enumerate(out.outputs[:per_prompt]):
                 reason = "error" if o.finish_reason == "abort" else normalize_finish_reason(o.finish_reason)
-                got.append(Completion(o.text, len(o.token_ids), reason, sampling.seed))
+                sent = seeds[i] + j if seeds[i] is not None else sampling.seed
+                got.append(Completion(o.text, len(o.token_ids), reason, sent))
                 self.generated_tokens += len(o.token_ids)
                 if reason == "error":
                     errors.setdefault(i, "request aborted by vLLM")

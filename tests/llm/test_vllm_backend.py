@@ -76,11 +76,21 @@ def test_real_vllm_on_the_tiny_model(vllm_tiny_model):
     assert not left, f"{held} bytes were held by the engine's processes, and these still run: {left}"
     threads = (threads_before, threads_with_engine, me.num_threads())
     assert threads[2] < threads[1], f"threads before the engine, with it, after close(): {threads}"
-    # determinism is the engine's (seeded once, no seed per request): a fresh engine with the
-    # same seed gives the same completions to the same call
-    fresh = make_backend("vllm", model, dtype="float32", max_model_len=512, enforce_eager=True)
+    # by default no request carries a seed, so sampled completions depend on the engine core's
+    # scheduling (vLLM does not promise them; CI once saw a fresh engine shift the draws) and
+    # only greedy ones are reproducible. request_seeds=True sends a seed per prompt: the same
+    # prompt ids give the same samples however the call is batched, on any engine.
+    fresh = make_backend("vllm", model, dtype="float32", max_model_len=512, enforce_eager=True, request_seeds=True)
     try:
-        assert [g.texts for g in fresh.generate(PROMPTS, sampling)] == [g.texts for g in gens]
+        again = fresh.generate(PROMPTS, SamplingConfig(n=2, temperature=0, max_tokens=6))
+        assert [g.texts for g in again] == [g.texts for g in greedy]
+        seeded = fresh.generate(PROMPTS, sampling)
+        assert all(len(set(g.texts)) == 2 for g in seeded)
+        assert seeded[0].completions[1].seed == seeded[0].completions[0].seed + 1
+        assert [g.texts for g in fresh.generate(PROMPTS, sampling)] == [g.texts for g in seeded]
+        # the last two prompts alone, under their ids in the full call: the same draws
+        alone = fresh.generate(PROMPTS[1:], sampling, prompt_ids=[1, 2])
+        assert [g.texts for g in alone] == [g.texts for g in seeded[1:]]
     finally:
         fresh.close()
 
@@ -129,7 +139,8 @@ class RecordingVLLM:
                 recorder.engines.append(kwargs)
 
             def chat(self, conversations, params, **kwargs):
-                return [Out(params.kwargs["n"], params.kwargs["max_tokens"]) for _ in conversations]
+                each = params if isinstance(params, list) else [params] * len(conversations)
+                return [Out(p.kwargs["n"], p.kwargs["max_tokens"]) for p in each]
 
             def shutdown(self):
                 recorder.shutdowns += 1
@@ -163,6 +174,23 @@ def test_one_engine_seed_no_request_seeds_and_a_context_sized_to_the_call(tiny_m
     assert fake.shutdowns == 1  # the smaller engine was shut down before the larger one started
     fixed = vllm_backend.VLLMBackend(str(tiny_model), max_model_len=4096)
     assert fake.engines[-1]["max_model_len"] == 4096 and fixed.max_model_len == 4096
+
+
+def test_request_seeds_send_one_seed_per_prompt_id(tiny_model, monkeypatch):
+    """request_seeds=True (reproducible samples): each prompt's request carries the seed of its
+    prompt id, the same one the openai backend sends; greedy calls carry none."""
+    from evoenv_cli.llm import vllm_backend
+    from evoenv_cli.llm.base import request_seed
+
+    fake = RecordingVLLM()
+    monkeypatch.setattr(vllm_backend, "_import_vllm", lambda: fake)
+    backend = vllm_backend.VLLMBackend(str(tiny_model), request_seeds=True)
+    gens = backend.generate(PROMPTS, SamplingConfig(n=2, max_tokens=10, seed=5), prompt_ids=[7, 8, 9])
+    sent = [p["seed"] for p in fake.params[-3:]]
+    assert sent == [request_seed(5, i, 0) for i in (7, 8, 9)]
+    assert [c.seed for c in gens[1].completions] == [sent[1], sent[1] + 1]  # vLLM's children: seed + index
+    backend.generate(PROMPTS, SamplingConfig(n=2, temperature=0, max_tokens=10))
+    assert all("seed" not in p for p in fake.params[-3:])
 
 
 def test_on_a_cpu_the_kv_cache_is_sized_not_a_share_of_host_memory(tiny_model, monkeypatch):
