@@ -472,6 +472,9 @@ class TrainConfig:
     # `accelerate launch --config_file` for iterate's train_launch: zero2 | zero3 | fsdp (shipped
     # in evoenv_cli/accelerate_configs/) or a YAML file; "": accelerate's default (plain DDP)
     accelerate_config: str = ""
+    # under iterate.cluster: ray, the Ray Train workers (processes, one GPU each where the cluster
+    # has GPUs) on a placement group that may span nodes; ignored on one machine
+    workers: int = field(default=1, metadata={"min": 1})
     # seconds a rank waits at a collective (transformers' ddp_timeout, 1800 by default): after
     # generation every rank gathers while the slowest still decodes its num_generations
     # completions of max_completion_length (8 x 32,768 tokens on the paper recipe can pass 30
@@ -575,6 +578,10 @@ class IterateConfig:
     build_model: str = ""
     train_launch: str = ""  # prefix for the train stage, e.g. "accelerate launch --num_processes 8"
     rotate_every: int = field(default=1, metadata={"min": 1})  # rounds between two re-measurements of a pool member
+    # where the loop's work runs: "" (this machine) or "ray" (the Ray cluster at cluster_address:
+    # sandboxed work on every node, train on Ray Train workers; docs/cluster.md)
+    cluster: str = field(default="", metadata={"choices": ("", "ray")})
+    cluster_address: str = "auto"  # ray.init's address: "auto" (the cluster `ray start` made here) or host:port
 
 
 @dataclass

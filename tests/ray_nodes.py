@@ -1,0 +1,122 @@
+"""A real two-node Ray cluster on this machine, for the cluster tests: a head and a second node
+started with `ray start`, each with the CPUs it is given, in a temp folder of their own. Teardown
+kills only this cluster's processes (`ray stop` would stop every Ray cluster on the machine,
+another test's included), and `kill_node(1)` kills the second node's processes, as a node that
+fails mid-round."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RAY = Path(sys.executable).with_name("ray")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _descendants_of_mark(mark: str) -> list[int]:
+    import psutil
+
+    found = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if mark in " ".join(p.info["cmdline"] or []):
+                found.append(p.info["pid"])
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+@dataclass
+class LocalCluster:
+    address: str
+    temp_dir: Path
+    env: dict
+    node_ids: list[str] = field(default_factory=list)  # in start order: the head first
+    node_pids: list[set[int]] = field(default_factory=list)  # processes each `ray start` left
+
+    def kill_node(self, index: int) -> None:
+        """SIGKILL every process node `index` started (its raylet, its workers)."""
+        import psutil
+
+        pids = set(self.node_pids[index])
+        for pid in list(pids):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                pids |= {c.pid for c in psutil.Process(pid).children(recursive=True)}
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    def stop(self) -> None:
+        for pid in _descendants_of_mark(str(self.temp_dir)) + [p for s in self.node_pids for p in s]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _ray_pids_now() -> set[int]:
+    import psutil
+
+    out = set()
+    for p in psutil.process_iter(["pid", "cmdline", "name"]):
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            line = " ".join(p.info["cmdline"] or [])
+            if "ray" in line or "raylet" in (p.info["name"] or ""):
+                out.add(p.info["pid"])
+    return out
+
+
+@contextlib.contextmanager
+def two_node_cluster(tmp: Path, cpus: tuple[int, int] = (1, 1), env_vars: dict | None = None) -> Iterator[LocalCluster]:
+    """Start a head (`cpus[0]` CPUs) and a second node (`cpus[1]`), yield the cluster, kill its
+    processes after. `env_vars` go into both nodes' environment (their workers inherit them)."""
+    tmp = Path(tmp)
+    tmp.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "OMP_NUM_THREADS": "1", **(env_vars or {})}
+    temp_dir = tmp / "ray"
+    common = ["--disable-usage-stats"]
+    cluster = LocalCluster(f"127.0.0.1:{port}", temp_dir, env)
+    try:
+        before = _ray_pids_now()
+        subprocess.run(
+            [str(RAY), "start", "--head", f"--num-cpus={cpus[0]}", "--num-gpus=0", f"--port={port}",
+             "--include-dashboard=false", f"--temp-dir={temp_dir}", *common],
+            env=env, check=True, capture_output=True, timeout=120,
+        )  # fmt: skip
+        head = _ray_pids_now() - before
+        cluster.node_pids.append(head)
+        subprocess.run(
+            [str(RAY), "start", f"--address={cluster.address}", f"--num-cpus={cpus[1]}", "--num-gpus=0", *common],
+            env=env, check=True, capture_output=True, timeout=120,
+        )  # fmt: skip
+        cluster.node_pids.append(_ray_pids_now() - before - head)
+        deadline = time.monotonic() + 60
+        import ray
+
+        while True:
+            ray.init(address=cluster.address, log_to_driver=False)
+            alive = [n for n in ray.nodes() if n["Alive"]]
+            ray.shutdown()
+            if len(alive) >= 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert len(alive) == 2, f"the local cluster has {len(alive)} live nodes, not 2"
+        yield cluster
+    finally:
+        with contextlib.suppress(Exception):
+            import ray
+
+            ray.shutdown()
+        cluster.stop()
