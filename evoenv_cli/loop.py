@@ -280,8 +280,15 @@ class Loop:
         log_path = out / TRAIN_LOG  # where the child appends TRL's raw numbers too
         self.log(f"  train: started, a line per step (TRL's numbers in {log_path})")
         self.note(f"  $ {shlex.join(argv)}")
-        # torch's threads as this process has them: every core unless OMP_NUM_THREADS is set
-        code = stream(argv, log_path, self.train_env())
+        if self.cfg.cluster == "ray":  # Ray Train workers across the cluster, each running run-context
+            from evoenv_cli.cluster import connect
+            from evoenv_cli.cluster.train import run_context_on_ray
+
+            self.note(f"  train: {spec.train.workers} Ray Train worker(s) on the cluster at {self.cfg.cluster_address}")
+            code = run_context_on_ray(connect(self.cfg.cluster_address), context, spec.train.workers, log_path)
+        else:
+            # torch's threads as this process has them: every core unless OMP_NUM_THREADS is set
+            code = stream(argv, log_path, self.train_env())
         if code != 0:
             raise StageFailed(f"train failed (exit {code}); its output is in {log_path}")
 
@@ -530,7 +537,13 @@ def run(loop: Loop, rounds: int) -> list[dict]:
     from evoenv_cli.runtime.session import Runtime
 
     loop.run_dir.mkdir(parents=True, exist_ok=True)
-    loop.runtime = Runtime(loop.spec.runtime)
+    if loop.cfg.cluster == "ray":  # every node's sandbox pools (evoenv_cli/cluster/sandbox.py)
+        from evoenv_cli.cluster import connect
+        from evoenv_cli.cluster.sandbox import RayRuntime
+
+        loop.runtime = RayRuntime(loop.spec.runtime, connect(loop.cfg.cluster_address))
+    else:
+        loop.runtime = Runtime(loop.spec.runtime)
     try:
         return _rounds(loop, rounds)
     except KeyboardInterrupt:
