@@ -379,6 +379,8 @@ class Plan:
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     prompt_tokens: int = PROMPT_TOKENS  # the prompt length every budget is planned with
+    nodes: int = 1  # machines of `gpus` GPUs each (iterate.cluster: ray spreads training over them)
+    cluster: list[str] = field(default_factory=list)  # per phase: the nodes it asks for, memory per node
 
     @property
     def fits(self) -> bool:
@@ -392,9 +394,10 @@ class Plan:
         return out
 
     def lines(self) -> list[str]:
+        nodes = f"{self.nodes} nodes of " if self.nodes > 1 else ""
         out = [
             f"plan: {self.recipe} with {self.model} ({self.params / 1e9:.2f}B parameters; shape from "
-            f"{self.model_source}) on {self.gpus} x {self.gpu_gib:g} GiB"
+            f"{self.model_source}) on {nodes}{self.gpus} x {self.gpu_gib:g} GiB"
         ]
         for p in self.phases:
             mark = "ok" if p.total_gib <= p.limit_gib else "OVER"
@@ -404,6 +407,7 @@ class Plan:
             f"  disk per round: {self.disk_gb_per_round:.1f} GB kept, {self.disk_gb_peak:.1f} GB at most while "
             f"training ({'; '.join(self.disk_notes)})"
         )
+        out += [f"  cluster: {c}" for c in self.cluster]
         out += [f"  note: {n}" for n in self.notes]
         if self.fits:
             out.append("plan: fits")
@@ -544,9 +548,16 @@ def launch_dependencies(recipe) -> list[str]:
 
 
 # -- building it ----------------------------------------------------------------------------------
-def plan(recipe_path: str | Path, model: str | None = None, gpus: int | None = None, gpu_gb: float | None = None):
+def plan(
+    recipe_path: str | Path,
+    model: str | None = None,
+    gpus: int | None = None,
+    gpu_gb: float | None = None,
+    nodes: int | None = None,
+):
     """The plan of a recipe file for `gpus` cards of `gpu_gb` GB each (default: the recipe
-    header's `# hardware: N x GB GB` line)."""
+    header's `# hardware: N x GB GB` line) on each of `nodes` machines (default: one, or on a
+    Ray cluster as many as train.workers need: the memory per GPU is what is planned)."""
     from evoenv_cli import config as cfgmod
 
     recipe = cfgmod.load_recipe(recipe_path)
@@ -561,18 +572,21 @@ def plan(recipe_path: str | Path, model: str | None = None, gpus: int | None = N
     name = model or recipe.backend.model
     if not name:
         raise InputError(f"{recipe_path}: no model: pass --model or set backend.model")
-    return plan_recipe(recipe, str(recipe_path), model_shape(name), gpus, usable_gib(gpu_gb))
+    if nodes is None:
+        nodes = -(-recipe.train.workers // gpus) if recipe.iterate.cluster == "ray" else 1
+    return plan_recipe(recipe, str(recipe_path), model_shape(name), gpus, usable_gib(gpu_gb), nodes=nodes)
 
 
 def plan_recipe(
-    recipe, label: str, m: ModelShape, gpus: int, gpu_gib: float, prompt_tokens: int = PROMPT_TOKENS
+    recipe, label: str, m: ModelShape, gpus: int, gpu_gib: float, prompt_tokens: int = PROMPT_TOKENS, nodes: int = 1
 ) -> Plan:
-    """The plan of a loaded recipe for `gpus` x `gpu_gib` (usable GiB each)."""
-    p = Plan(label, m.name, m.source, m.params, gpus, gpu_gib, prompt_tokens=prompt_tokens)
+    """The plan of a loaded recipe for `gpus` x `gpu_gib` (usable GiB each) on `nodes` machines."""
+    p = Plan(label, m.name, m.source, m.params, gpus, gpu_gib, prompt_tokens=prompt_tokens, nodes=nodes)
     _llm_phase(p, recipe, m)
     _train_phase(p, recipe, m)
     _contexts(p, recipe, m)
     _disk(p, recipe, m)
+    _cluster(p, recipe)
     for phase in p.phases:
         if phase.total_gib > phase.limit_gib:
             worst = max(phase.terms, key=lambda t: t.gib)
@@ -647,15 +661,24 @@ def _llm_phase(p: Plan, recipe, m: ModelShape) -> None:
     p.phases.append(phase)
 
 
+def train_processes(recipe, gpus: int) -> int:
+    """Training's processes, one GPU each: train.workers on a Ray cluster, else what
+    iterate.train_launch starts (a plain child: the GPUs of the machine)."""
+    if recipe.iterate.cluster == "ray":
+        return recipe.train.workers
+    return launch_settings(recipe.iterate.train_launch)[0] or gpus
+
+
 def _train_phase(p: Plan, recipe, m: ModelShape) -> None:
     t = recipe.train
-    procs = launch_settings(recipe.iterate.train_launch)[0] or p.gpus
+    procs = train_processes(recipe, p.gpus)
     sharding = training_sharding(t, recipe.iterate.train_launch)
     stage = _stage_of(sharding)
-    if procs > p.gpus:
-        p.problems.append(
-            Problem("iterate.train_launch", f"{procs} training processes on {p.gpus} GPUs (one GPU per process)")
-        )
+    on_ray = recipe.iterate.cluster == "ray"
+    if procs > p.gpus * (p.nodes if on_ray else 1):
+        where = f"{p.nodes} nodes x {p.gpus} GPUs" if on_ray else f"{p.gpus} GPUs"
+        setting = "train.workers" if on_ray else "iterate.train_launch"
+        p.problems.append(Problem(setting, f"{procs} training processes on {where} (one GPU per process)"))
     # The weights' dtype as train loads them (training/precision.py): float32 masters where
     # bf16 weights would be silently wrong, bf16 under DeepSpeed and for an adapter kept off vLLM
     bf16 = t.bf16 is not False  # None: bf16 on GPUs
@@ -739,6 +762,35 @@ def _train_phase(p: Plan, recipe, m: ModelShape) -> None:
             )
         )
     p.phases.append(phase)
+
+
+def _cluster(p: Plan, recipe) -> None:
+    """What each phase asks of a Ray cluster (iterate.cluster: ray): the nodes, and the GPU
+    memory each of those nodes holds (the phase's per-GPU total times the GPUs it uses there)."""
+    if recipe.iterate.cluster != "ray":
+        if p.nodes > 1:
+            p.notes.append(f"{p.nodes} nodes given, but iterate.cluster is not ray: the loop runs on one machine")
+        return
+    for phase in p.phases:
+        if phase.name.startswith("train ("):
+            procs = train_processes(recipe, p.gpus)
+            asked = -(-procs // p.gpus)
+            per_node = min(procs, p.gpus)
+            p.cluster.append(
+                f"train: {procs} Ray Train workers on {asked} of {p.nodes} nodes, {per_node} GPUs each: "
+                f"{phase.total_gib * per_node:.1f} GiB of GPU memory per node ({phase.total_gib:.1f} per GPU)"
+            )
+        elif phase.name.startswith("llm stages"):
+            b = recipe.backend
+            used = min(p.gpus, len(b.gpus) or p.gpus) if b.kind == "vllm_server" else b.tensor_parallel_size
+            p.cluster.append(
+                f"llm stages: 1 node, the {b.kind} engine on {used} of its GPUs: "
+                f"{phase.total_gib * used:.1f} GiB of GPU memory on it ({phase.total_gib:.1f} per GPU)"
+            )
+    p.cluster.append(
+        f"sandboxed work (validate, calibrate, evaluate, rewards): every node, {recipe.runtime.workers} "
+        "sandbox workers each on its CPUs, no GPU"
+    )
 
 
 def _stage_budgets(recipe) -> dict[str, int]:

@@ -228,3 +228,34 @@ def test_iterate_refuses_a_recipe_that_does_not_fit_before_anything_loads(tmp_pa
     last = done.stderr.strip().splitlines()[-1]
     assert "model states" in last and "iterate --no-plan skips this check" in last
     assert not (tmp_path / "run").exists()  # nothing ran
+
+
+# -- a Ray cluster (iterate.cluster: ray) ---------------------------------------------------------
+def test_the_cluster_recipe_fits_four_nodes_and_says_what_each_phase_asks_of_them():
+    p = P.plan(ROOT / "recipes" / "cluster-4x8gpu.yaml")  # as many nodes as train.workers need
+    assert p.fits and p.nodes == 4 and p.gpus == 8
+    train = next(ph for ph in p.phases if ph.name.startswith("train ("))
+    assert train.name.startswith("train (32 processes, zero3")  # train.workers, sharded over all 32
+    lines = "\n".join(p.lines())
+    assert "train: 32 Ray Train workers on 4 of 4 nodes, 8 GPUs each" in lines
+    assert f"{train.total_gib * 8:.1f} GiB of GPU memory per node" in lines
+    assert "llm stages: 1 node, the vllm_server engine on 8 of its GPUs" in lines
+    assert "sandboxed work" in lines and "every node, 16 sandbox workers" in lines
+    # ZeRO-3 over 32 GPUs holds less per GPU than over the 8 of one node
+    one = P.plan(ROOT / "recipes" / "paper-8xgpu.yaml")
+    s32 = next(t.gib for t in train.terms if t.name == "model states")
+    s8 = next(t.gib for ph in one.phases if ph.name.startswith("train (") for t in ph.terms if t.name == "model states")
+    assert s32 < s8
+
+
+def test_too_few_nodes_for_the_train_workers_is_refused_naming_the_setting(tmp_path):
+    p = P.plan(ROOT / "recipes" / "cluster-4x8gpu.yaml", nodes=3)
+    assert not p.fits
+    assert p.problems[0].term == "train.workers" and "32 training processes on 3 nodes x 8 GPUs" in p.problems[0].detail
+    r = subprocess.run(
+        [str(EXE), "plan", str(ROOT / "recipes" / "cluster-4x8gpu.yaml"), "--nodes", "3"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert r.returncode == 2 and "train.workers: 32 training processes on 3 nodes" in r.stderr.strip().splitlines()[-1]

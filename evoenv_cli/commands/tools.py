@@ -39,6 +39,14 @@ def plan_command(
     gpu_memory: Annotated[
         float | None, typer.Option("--gpu-memory", help="GB per GPU, as the card is sold (80 for an H100).", min=1)
     ] = None,
+    nodes: Annotated[
+        int | None,
+        typer.Option(
+            "--nodes",
+            help="Machines of --gpus GPUs each (iterate.cluster: ray; default: as many as train.workers need).",
+            min=1,
+        ),
+    ] = None,
     model: ModelOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -52,13 +60,16 @@ def plan_command(
     its local config.json or a table of known models (nothing is downloaded). `iterate` runs
     the same check.
 
+    On a Ray cluster (iterate.cluster: ray) `--nodes` gives the machines, and the plan says which
+    nodes each phase asks for and the GPU memory it holds on each.
+
     Example: [bold]evoenv plan recipes/paper-8xgpu.yaml --gpus 8 --gpu-memory 80[/]
     """
     import json
 
     from evoenv_cli import plan as planner
 
-    result = planner.plan(recipe, model, gpus, gpu_memory)
+    result = planner.plan(recipe, model, gpus, gpu_memory, nodes=nodes)
     if as_json:
         emit(json.dumps(result.to_json()))
     else:
