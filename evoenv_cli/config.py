@@ -272,6 +272,9 @@ class BackendConfig:
     serve_command: str = ""
     # vllm_server: the GPUs it serves on (CUDA_VISIBLE_DEVICES), data-parallel over them ([]: as visible, one engine)
     gpus: list[int] = field(default_factory=list, metadata={"items": {"min": 0}})
+    # vllm_server: data-parallel engines in all; 0: one per tensor_parallel_size GPUs of `gpus`. More
+    # than this node's GPUs hold: the rest placed on the Ray cluster's nodes by vLLM (docs/cluster.md)
+    data_parallel_size: int = field(default=0, metadata={"min": 0})
     port: int = field(default=0, metadata={"min": 0, "max": 65535})  # vllm_server: 0 picks a free one
     startup_timeout_s: float = field(default=1800.0, metadata={"gt": 0})  # vllm_server: until /health answers
 

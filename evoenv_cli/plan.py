@@ -783,10 +783,27 @@ def _cluster(p: Plan, recipe) -> None:
         elif phase.name.startswith("llm stages"):
             b = recipe.backend
             used = min(p.gpus, len(b.gpus) or p.gpus) if b.kind == "vllm_server" else b.tensor_parallel_size
-            p.cluster.append(
-                f"llm stages: 1 node, the {b.kind} engine on {used} of its GPUs: "
-                f"{phase.total_gib * used:.1f} GiB of GPU memory on it ({phase.total_gib:.1f} per GPU)"
-            )
+            total = b.data_parallel_size * b.tensor_parallel_size if b.kind == "vllm_server" else 0
+            if total > used:  # vLLM's Ray data parallelism: the other ranks on other nodes
+                asked = -(-total // p.gpus)
+                if asked > p.nodes:
+                    p.problems.append(
+                        Problem(
+                            "backend.data_parallel_size",
+                            f"{b.data_parallel_size} engines x {b.tensor_parallel_size} GPUs = {total} GPUs; "
+                            f"{p.nodes} nodes x {p.gpus} hold {p.nodes * p.gpus}",
+                        )
+                    )
+                p.cluster.append(
+                    f"llm stages: {asked} nodes, {b.data_parallel_size} vllm engines (Ray data parallel): "
+                    f"{phase.total_gib * min(total, p.gpus):.1f} GiB of GPU memory per full node "
+                    f"({phase.total_gib:.1f} per GPU)"
+                )
+            else:
+                p.cluster.append(
+                    f"llm stages: 1 node, the {b.kind} engine on {used} of its GPUs: "
+                    f"{phase.total_gib * used:.1f} GiB of GPU memory on it ({phase.total_gib:.1f} per GPU)"
+                )
     p.cluster.append(
         f"sandboxed work (validate, calibrate, evaluate, rewards): every node, {recipe.runtime.workers} "
         "sandbox workers each on its CPUs, no GPU"

@@ -259,3 +259,15 @@ def test_too_few_nodes_for_the_train_workers_is_refused_naming_the_setting(tmp_p
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert r.returncode == 2 and "train.workers: 32 training processes on 3 nodes" in r.stderr.strip().splitlines()[-1]
+
+
+def test_generation_across_the_cluster_asks_for_its_nodes():
+    from dataclasses import replace
+
+    recipe = load_recipe(ROOT / "recipes" / "cluster-4x8gpu.yaml")
+    recipe.backend = replace(recipe.backend, data_parallel_size=32)
+    m = P.model_shape(recipe.backend.model)
+    p = P.plan_recipe(recipe, "r", m, 8, P.usable_gib(80), nodes=4)
+    assert p.fits and any(c.startswith("llm stages: 4 nodes, 32 vllm engines (Ray data parallel)") for c in p.cluster)
+    p = P.plan_recipe(recipe, "r", m, 8, P.usable_gib(80), nodes=2)
+    assert "backend.data_parallel_size" in [x.term for x in p.problems]  # 32 GPUs asked of 16

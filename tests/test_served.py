@@ -35,6 +35,20 @@ def test_a_bad_command_is_refused_before_anything_starts(tiny_model):
             ManagedServer(str(tiny_model), gpus=[0, 1, 2, 3], tensor_parallel_size=2)
 
 
+def test_data_parallel_beyond_this_node_is_vllms_ray_data_parallelism(tiny_model):
+    """backend.data_parallel_size above this node's GPUs: one vllm serve here, vLLM's Ray data
+    parallelism placing the other ranks on the cluster (docs/serving/data_parallel_deployment.md)."""
+    across = default_command(None, across_nodes=True)
+    assert "--data-parallel-size {dp}" in across
+    assert across.endswith("--data-parallel-size-local {dp_local} --data-parallel-backend ray")
+    assert "--data-parallel-backend" not in default_command(None)
+    echo = f"{sys.executable} -c pass"
+    server = ManagedServer(str(tiny_model), command=echo + " {dp} {dp_local}", gpus=range(8), data_parallel_size=32)
+    assert server.argv[-2:] == ["32", "8"]
+    server = ManagedServer(str(tiny_model), command=echo + " {dp} {dp_local}", gpus=range(8), tensor_parallel_size=2)
+    assert server.argv[-2:] == ["4", "4"]  # 0: the node's GPUs, as before
+
+
 @pytest.mark.slow
 def test_the_backend_starts_a_server_and_closing_it_leaves_nothing(tiny_model, tmp_path):
     backend = make_backend("vllm_server", str(tiny_model), serve_command=SERVE, startup_timeout_s=120, log_dir=tmp_path)

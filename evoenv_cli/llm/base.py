@@ -372,6 +372,7 @@ BACKEND_KINDS: dict[str, BackendKind] = {
             (
                 *("serve_command", "gpus", "port", "startup_timeout_s", "tensor_parallel_size", "dtype"),
                 *("gpu_memory_utilization", "max_model_len", "api_key_env", "concurrency", "timeout_s", "max_retries"),
+                "data_parallel_size",
             ),
             local_model=True,
             follows_policy=True,  # the loop starts one on each round's policy (llm/served.py)

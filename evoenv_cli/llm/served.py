@@ -75,13 +75,19 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
         return s.connect_ex((host, port)) == 0
 
 
-def default_command(max_model_len: int | None) -> str:
-    """`vllm serve` from beside this Python (where `pip install 'evoenv[vllm]'` put it)."""
+def default_command(max_model_len: int | None, across_nodes: bool = False) -> str:
+    """`vllm serve` from beside this Python (where `pip install 'evoenv[vllm]'` put it). Across
+    nodes (a data-parallel size beyond this node's GPUs) it is vLLM's own Ray data parallelism:
+    one command here starts the local ranks and has Ray place the rest on the cluster's nodes
+    (vLLM's docs/serving/data_parallel_deployment.md, "--data-parallel-backend=ray"); the API
+    server stays on this node."""
     cmd = (
         "{exe_dir}/vllm serve {model} --served-model-name {model} --host 127.0.0.1 --port {port} "
         "--data-parallel-size {dp} --tensor-parallel-size {tp} --dtype {dtype} "
         "--gpu-memory-utilization {gpu_memory_utilization} --generation-config vllm --seed {seed}"
     )
+    if across_nodes:
+        cmd += " --data-parallel-size-local {dp_local} --data-parallel-backend ray"
     return cmd + (" --max-model-len {max_model_len}" if max_model_len else "")
 
 
@@ -146,6 +152,7 @@ class ManagedServer:
         startup_timeout_s: float = 1800.0,
         log_dir: str | Path | None = None,
         seed: int = 0,
+        data_parallel_size: int = 0,
     ):
         self.model = model
         self.gpus = [int(g) for g in gpus]
@@ -153,11 +160,14 @@ class ManagedServer:
         self.visible = visible_devices(self.gpus, inherited) if self.gpus else None
         self.port = port or free_port()
         tp = max(1, int(tensor_parallel_size))
-        dp = max(1, len(self.gpus) // tp) if self.gpus else 1
+        dp_local = max(1, len(self.gpus) // tp) if self.gpus else 1
+        # data_parallel_size beyond this node's GPUs: the other ranks go to the Ray cluster's nodes
+        dp = max(dp_local, int(data_parallel_size or 0))
         values = {
             "model": model,
             "port": self.port,
             "dp": dp,
+            "dp_local": dp_local,
             "tp": tp,
             "dtype": dtype,
             "max_model_len": max_model_len or "",
@@ -165,7 +175,7 @@ class ManagedServer:
             "seed": int(seed),
             "exe_dir": str(Path(sys.executable).parent),
         }
-        template = command or default_command(max_model_len)
+        template = command or default_command(max_model_len, across_nodes=dp > dp_local)
         try:
             self.argv = [w.format(**values) for w in shlex.split(template)]
         except (KeyError, IndexError, ValueError) as exc:
@@ -324,6 +334,7 @@ class ServedBackend(OpenAIBackend):
         gpu_memory_utilization: float = 0.9,
         log_dir: str | Path | None = None,
         seed: int = 0,
+        data_parallel_size: int = 0,
         **openai_options,
     ):
         self.server = ManagedServer(
@@ -338,6 +349,7 @@ class ServedBackend(OpenAIBackend):
             startup_timeout_s,
             log_dir,
             seed,
+            data_parallel_size,
         )
         # the server is seeded once (--seed); a seed per request is vLLM's slow path, and the only
         # way to reproducible samples from a server (vLLM: "the online serving API does not
