@@ -239,7 +239,7 @@ def test_the_cluster_recipe_fits_four_nodes_and_says_what_each_phase_asks_of_the
     lines = "\n".join(p.lines())
     assert "train: 32 Ray Train workers on 4 of 4 nodes, 8 GPUs each" in lines
     assert f"{train.total_gib * 8:.1f} GiB of GPU memory per node" in lines
-    assert "llm stages: 1 node, the vllm_server engine on 8 of its GPUs" in lines
+    assert "llm stages: 4 nodes, 32 vllm engines (Ray data parallel)" in lines
     assert "sandboxed work" in lines and "every node, 16 sandbox workers" in lines
     # ZeRO-3 over 32 GPUs holds less per GPU than over the 8 of one node
     one = P.plan(ROOT / "recipes" / "paper-8xgpu.yaml")
@@ -265,9 +265,12 @@ def test_generation_across_the_cluster_asks_for_its_nodes():
     from dataclasses import replace
 
     recipe = load_recipe(ROOT / "recipes" / "cluster-4x8gpu.yaml")
-    recipe.backend = replace(recipe.backend, data_parallel_size=32)
     m = P.model_shape(recipe.backend.model)
     p = P.plan_recipe(recipe, "r", m, 8, P.usable_gib(80), nodes=4)
     assert p.fits and any(c.startswith("llm stages: 4 nodes, 32 vllm engines (Ray data parallel)") for c in p.cluster)
+    one = P.plan_recipe(
+        replace(recipe, backend=replace(recipe.backend, data_parallel_size=0)), "r", m, 8, 78.4, nodes=4
+    )
+    assert any(c.startswith("llm stages: 1 node, the vllm_server engine on 8 of its GPUs") for c in one.cluster)
     p = P.plan_recipe(recipe, "r", m, 8, P.usable_gib(80), nodes=2)
     assert "backend.data_parallel_size" in [x.term for x in p.problems]  # 32 GPUs asked of 16
