@@ -1,7 +1,8 @@
 """The scorer fuzzer of `evoenv validate`: structured mutations of the reference that a policy
 under GRPO finds by searching (alternatives joined by a delimiter, ranges, supersets, subsets,
 permutations, other number formats, signs and neighbour values, echoes of the instance, a
-formula, random answers of the reference's shape, and every literal the module holds). A
+formula, random answers of the reference's shape, non-finite numbers, and every literal the
+module holds). A
 `score` that accepts one of them on more than noise pays for answers that are not the answer.
 
 Only environments whose answer is unique get the whole set; a planted or order-free one (whose
@@ -37,9 +38,14 @@ KINDS = (
     "neighbour",
     "echo",
     "formula",
+    "nonfinite",
     "literal",
 )
-SHAPE_FREE = ("alternatives", "range", "echo", "literal")  # wrong whatever the valid answer is
+# wrong whatever the valid answer is (no planted or order-free answer is NaN or infinite)
+SHAPE_FREE = ("alternatives", "range", "echo", "nonfinite", "literal")
+# What float() reads as NaN or infinity: a tolerance test written `not (abs(x - ref) > tol)`, or
+# `min`/`max` over a NaN, passes them; a number past float's range reads as inf.
+NONFINITE = ("nan", "NaN", "inf", "-inf", "Infinity", "1e999", "-1e999")
 RANDOM_PER_INSTANCE = 8
 MAX_LITERALS = 48
 MAX_ECHO_CHARS = 4000
@@ -328,6 +334,7 @@ def plan(
         else:
             found = _str_mutants(ref, ctx)
         found["echo"] = _echoes(instance, text, shape.sep)
+        found["nonfinite"] = list(NONFINITE) if shape.kind in ("int", "float") else []
         found["random_shape"] = _random_shape(ref, rng, values, RANDOM_PER_INSTANCE)
         found["literal"] = [v for v in lits if not ctx.holds(v)] if i < 3 else []
         for kind, answers in found.items():
