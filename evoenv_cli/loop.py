@@ -538,10 +538,13 @@ def run(loop: Loop, rounds: int) -> list[dict]:
 
     loop.run_dir.mkdir(parents=True, exist_ok=True)
     if loop.cfg.cluster == "ray":  # every node's sandbox pools (evoenv_cli/cluster/sandbox.py)
-        from evoenv_cli.cluster import connect
+        from evoenv_cli.cluster import check_shared_storage, connect
         from evoenv_cli.cluster.sandbox import RayRuntime
 
-        loop.runtime = RayRuntime(loop.spec.runtime, connect(loop.cfg.cluster_address))
+        ray = connect(loop.cfg.cluster_address)
+        nodes = check_shared_storage(ray, loop.run_dir)  # before anything loads
+        loop.note(f"cluster: {len(nodes)} nodes at {loop.cfg.cluster_address} read {loop.run_dir}")
+        loop.runtime = RayRuntime(loop.spec.runtime, ray)
     else:
         loop.runtime = Runtime(loop.spec.runtime)
     try:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -37,6 +39,12 @@ def _descendants_of_mark(mark: str) -> list[int]:
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
     return found
+
+
+def _start(argv: list[str], env: dict) -> None:
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    if r.returncode:
+        raise RuntimeError(f"{' '.join(argv[:4])} ... failed (exit {r.returncode}): {(r.stderr or r.stdout)[-1500:]}")
 
 
 @dataclass
@@ -78,28 +86,34 @@ def _ray_pids_now() -> set[int]:
 
 
 @contextlib.contextmanager
-def two_node_cluster(tmp: Path, cpus: tuple[int, int] = (1, 1), env_vars: dict | None = None) -> Iterator[LocalCluster]:
+def two_node_cluster(
+    tmp: Path, cpus: tuple[int, int] = (1, 1), env_vars: dict | None = None, hide: Path | None = None
+) -> Iterator[LocalCluster]:
     """Start a head (`cpus[0]` CPUs) and a second node (`cpus[1]`), yield the cluster, kill its
-    processes after. `env_vars` go into both nodes' environment (their workers inherit them)."""
+    processes after. `env_vars` go into both nodes' environment (their workers inherit them).
+    `hide`: a folder the second node does not see (bubblewrap mounts an empty tmpfs over it
+    for the node's processes), as a node without the shared storage."""
     tmp = Path(tmp)
     tmp.mkdir(parents=True, exist_ok=True)
     port = free_port()
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "OMP_NUM_THREADS": "1", **(env_vars or {})}
-    temp_dir = tmp / "ray"
+    # a short folder: Ray's socket paths under it must fit AF_UNIX's 107 bytes
+    temp_dir = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
     common = ["--disable-usage-stats"]
     cluster = LocalCluster(f"127.0.0.1:{port}", temp_dir, env)
     try:
         before = _ray_pids_now()
-        subprocess.run(
+        _start(
             [str(RAY), "start", "--head", f"--num-cpus={cpus[0]}", "--num-gpus=0", f"--port={port}",
              "--include-dashboard=false", f"--temp-dir={temp_dir}", *common],
-            env=env, check=True, capture_output=True, timeout=120,
+            env,
         )  # fmt: skip
         head = _ray_pids_now() - before
         cluster.node_pids.append(head)
-        subprocess.run(
-            [str(RAY), "start", f"--address={cluster.address}", f"--num-cpus={cpus[1]}", "--num-gpus=0", *common],
-            env=env, check=True, capture_output=True, timeout=120,
+        jail = ["bwrap", "--dev-bind", "/", "/", "--tmpfs", str(hide)] if hide else []
+        _start(
+            [*jail, str(RAY), "start", f"--address={cluster.address}", f"--num-cpus={cpus[1]}", "--num-gpus=0", *common],
+            env,
         )  # fmt: skip
         cluster.node_pids.append(_ray_pids_now() - before - head)
         deadline = time.monotonic() + 60
@@ -120,3 +134,4 @@ def two_node_cluster(tmp: Path, cpus: tuple[int, int] = (1, 1), env_vars: dict |
 
             ray.shutdown()
         cluster.stop()
+        shutil.rmtree(temp_dir, ignore_errors=True)

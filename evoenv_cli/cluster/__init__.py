@@ -33,6 +33,14 @@ def connect(address: str = "auto"):
     if ray.is_initialized():
         return ray
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local test cluster; a real one sets its own
+    host, _, port = address.rpartition(":")
+    if host and port.isdigit() and "://" not in address:  # ray.init retries a dead address for minutes
+        import socket
+
+        try:
+            socket.create_connection((host, int(port)), timeout=5).close()
+        except OSError as exc:
+            raise InputError(f"iterate.cluster_address {address!r}: no Ray cluster there ({exc})") from None
     try:
         ray.init(address=address, log_to_driver=False, configure_logging=False)
     except ConnectionError as exc:
@@ -47,3 +55,45 @@ def alive_nodes(ray) -> list[dict]:
     head = [n for n in nodes if "node:__internal_head__" in n.get("Resources", {})]
     rest = sorted((n for n in nodes if n not in head), key=lambda n: n["NodeID"])
     return head + rest
+
+
+def check_shared_storage(ray, run_dir) -> list[str]:
+    """Refuse, before anything loads, a cluster where some node cannot read the run folder: the
+    library, the rows, the Context train reads and the folders rank 0 writes must be one folder
+    on storage every node mounts at the same path. Returns the node ids that read it."""
+    import secrets
+    from pathlib import Path
+
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    run_dir = Path(run_dir).resolve()
+    token = secrets.token_hex(8)
+    probe = run_dir / f".cluster-probe-{token}"
+    probe.write_text(token, encoding="utf-8")
+
+    @ray.remote(num_cpus=0, max_retries=0)
+    def reads(path: str) -> str | None:
+        try:
+            return Path(path).read_text(encoding="utf-8")
+        except OSError:
+            return None
+
+    try:
+        nodes = alive_nodes(ray)
+        refs = [
+            reads.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(
+                str(probe)
+            )
+            for n in nodes
+        ]
+        seen = ray.get(refs, timeout=120)
+    finally:
+        probe.unlink(missing_ok=True)
+    blind = [n for n, got in zip(nodes, seen) if got != token]
+    if blind:
+        where = ", ".join(f"{n.get('NodeManagerAddress', '?')} ({n['NodeID'][:8]})" for n in blind)
+        raise InputError(
+            f"{run_dir}: {len(blind)} of {len(nodes)} cluster nodes cannot read the run folder ({where}); "
+            "put it on storage every node mounts at the same path (docs/cluster.md)"
+        )
+    return [n["NodeID"] for n in nodes]
