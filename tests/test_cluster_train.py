@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 from ray_nodes import two_node_cluster
-from test_train_ranks import PROBE, recipe, records
+from test_train_ranks import PROBE, free_port, recipe, records
 
 CHILD = Path(__file__).parent / "cluster_train_child.py"
 FIXTURE = Path(__file__).parent / "fixtures" / "digit_share.py"
@@ -214,3 +214,34 @@ def test_train_on_two_ray_nodes_matches_two_local_ranks_and_a_lost_node_leaves_n
         assert marker.is_file()
         ours = weights(train_dir)
         assert all((ours[k] == theirs[k]).all() for k in ours)
+
+
+DUMP_ENV = """import json, os, sys
+if os.environ.get("RANK", "0") == "0":
+    with open(sys.argv[1], "w") as f:
+        json.dump({k: v for k, v in os.environ.items() if k.startswith(("ACCELERATE_", "FSDP_"))}, f)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", ["zero2", "zero3", "fsdp"])
+def test_a_ray_worker_gets_the_accelerate_environment_accelerate_launch_gives_its_ranks(config, tmp_path):
+    """Under Ray no launcher runs: each worker sets, before accelerate reads them, the
+    ACCELERATE_*/FSDP_* variables `accelerate launch --config_file` gives its ranks (the
+    DeepSpeed stage, FSDP's sharding, mixed precision), computed by accelerate's own launch code.
+    Here they are the ones a real `accelerate launch` gave a child, and the node count changes
+    none of them."""
+    from evoenv_cli.accelerate_configs import config_path
+    from evoenv_cli.cluster.train import accelerate_env
+
+    script, dumped = tmp_path / "dump_env.py", tmp_path / "env.json"
+    script.write_text(DUMP_ENV)
+    exe = Path(sys.executable).with_name("accelerate")
+    argv = [exe, "launch", "--config_file", config_path(config), "--num_processes", "2", "--num_machines", "1"]
+    argv += ["--main_process_port", str(free_port()), script, dumped]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCELERATE_", "FSDP_"))}
+    r = subprocess.run(list(map(str, argv)), env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    launched = json.loads(dumped.read_text())
+    assert launched and accelerate_env(config, 2, 1) == launched
+    assert accelerate_env(config, 32, 4) == launched
