@@ -245,3 +245,21 @@ def test_a_ray_worker_gets_the_accelerate_environment_accelerate_launch_gives_it
     launched = json.loads(dumped.read_text())
     assert launched and accelerate_env(config, 2, 1) == launched
     assert accelerate_env(config, 32, 4) == launched
+
+
+def test_on_a_cluster_the_train_check_needs_no_launcher_but_a_real_accelerate_config(tmp_path):
+    """Ray Train is the launcher on a cluster: iterate's check before the first stage accepts
+    train.accelerate_config without iterate.train_launch there, and still refuses a config
+    that does not exist, in one line."""
+    from evoenv_cli import config as cfgmod
+    from evoenv_cli.errors import InputError
+    from evoenv_cli.loop import Loop
+
+    def loop(config: str) -> Loop:
+        recipe = tmp_path / "r.yaml"
+        recipe.write_text(f"train:\n  accelerate_config: {config}\n  workers: 4\niterate:\n  cluster: ray\n")
+        return Loop(tmp_path / "run", recipe, "m", cfgmod.load_recipe(recipe).iterate, ROOT / "seeds")
+
+    loop("zero3").check_train()
+    with pytest.raises(InputError, match="neither one of zero2, zero3, fsdp"):
+        loop("zero4").check_train()
