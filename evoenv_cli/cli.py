@@ -656,7 +656,7 @@ def iterate(
         progress=Progress,
         echo_notes=not err.is_terminal,
     )
-    loop.train_launch()  # the launcher and its accelerate config, checked before the first stage
+    loop.check_train()  # the launcher and its accelerate config, checked before the first stage
     try:
         loop_.run(loop, rounds)
     except loop_.StageFailed as exc:

@@ -473,7 +473,8 @@ class TrainConfig:
     # leave completions cut at max_completion_length out of the loss (TRL's flag)
     mask_truncated_completions: bool = True
     # `accelerate launch --config_file` for iterate's train_launch: zero2 | zero3 | fsdp (shipped
-    # in evoenv_cli/accelerate_configs/) or a YAML file; "": accelerate's default (plain DDP)
+    # in evoenv_cli/accelerate_configs/) or a YAML file; "": accelerate's default (plain DDP).
+    # Under iterate.cluster: ray, each Ray Train worker gets the environment it stands for (docs/cluster.md)
     accelerate_config: str = ""
     # under iterate.cluster: ray, the Ray Train workers (processes, one GPU each where the cluster
     # has GPUs) on a placement group that may span nodes; ignored on one machine

@@ -275,22 +275,35 @@ class Loop:
         )
         context = out.parent / CONTEXT_FILE
         artifacts.write_json_atomic(context, stage.context_record(st, ctx))
-        argv = [*self.train_launch(), "-m", "evoenv_cli", "run-context", str(context)]
         out.mkdir(parents=True, exist_ok=True)
         log_path = out / TRAIN_LOG  # where the child appends TRL's raw numbers too
         self.log(f"  train: started, a line per step (TRL's numbers in {log_path})")
-        self.note(f"  $ {shlex.join(argv)}")
         if self.cfg.cluster == "ray":  # Ray Train workers across the cluster, each running run-context
             from evoenv_cli.cluster import connect
             from evoenv_cli.cluster.train import run_context_on_ray
 
+            # no launcher: Ray Train is it (iterate.train_launch is for one machine);
+            # train.accelerate_config reaches each worker as accelerate launch's environment
             self.note(f"  train: {spec.train.workers} Ray Train worker(s) on the cluster at {self.cfg.cluster_address}")
             code = run_context_on_ray(connect(self.cfg.cluster_address), context, spec.train.workers, log_path)
         else:
+            argv = [*self.train_launch(), "-m", "evoenv_cli", "run-context", str(context)]
+            self.note(f"  $ {shlex.join(argv)}")
             # torch's threads as this process has them: every core unless OMP_NUM_THREADS is set
             code = stream(argv, log_path, self.train_env())
         if code != 0:
             raise StageFailed(f"train failed (exit {code}); its output is in {log_path}")
+
+    def check_train(self) -> None:
+        """The train stage's launch, checked before the first stage: on one machine the launcher
+        and its accelerate config (`train_launch`); on a Ray cluster the accelerate config alone
+        (Ray Train is the launcher; iterate.train_launch is not used there)."""
+        if self.cfg.cluster != "ray":
+            self.train_launch()
+        elif self.spec.train.accelerate_config:
+            from evoenv_cli.accelerate_configs import config_path
+
+            config_path(self.spec.train.accelerate_config)
 
     def train_launch(self) -> list[str]:
         """The train command's prefix: this interpreter, or the recipe's launcher (`accelerate
