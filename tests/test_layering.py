@@ -38,7 +38,7 @@ LAYERS = [  # (layer, module patterns relative to the package), bottom first
     ("integrations", INTEGRATIONS),
     ("parts", ["stage", "admission", "conversations", "operators", "checks", "checks.*", "novelty", "novelty.*",
                "training", "training.*"]),
-    ("stages", ["stages", "stages.*", "pool"]),
+    ("stages", ["stages", "stages.*", "pool", "cluster", "cluster.*"]),
     ("loop", ["loop", "plan"]),
     ("report", ["report", "report.*"]),
     ("cli", ["cli", "commands", "commands.*", "__main__", ""]),

@@ -12,7 +12,7 @@ import random
 from evoenv_cli.checks import probes, training_shape
 from evoenv_cli.checks.context import FIXED_PROBES, Checker, Instance, Rejected, training_seeds
 from evoenv_cli.checks.registry import Check, in_turn, register
-from evoenv_cli.runtime.workers import Call, CallResult, SandboxPool, describe_failure
+from evoenv_cli.runtime.workers import Call, CallResult, describe_failure
 
 
 def check_determinism(checker: Checker) -> None:
@@ -177,7 +177,6 @@ def _training_shape(checker: Checker, known: list, insts: list[Instance], bound:
     (checks/training_shape.py): GRPO groups, many distinct instances, then `bound` calls in
     all; the known scores must not change, nor the instances generate gives at the end."""
     limits = dataclasses.replace(checker.pool.limits, max_calls_per_worker=0)
-    mode = checker.pool.plan.requested or checker.pool.plan.mode  # the same jail, asked for the same way
     seeds = training_seeds(checker.env.env_id, "burst", checker.cfg.burst_distinct_instances)
     low = sorted(checker.cfg.levels)[:3]
     new_calls = [Call.generate(s, low[k % len(low)]) for k, s in enumerate(seeds)]
@@ -186,7 +185,7 @@ def _training_shape(checker: Checker, known: list, insts: list[Instance], bound:
         Call.generate(i.seed, i.difficulty) for i in cheap
     ]
     regenerate = [(Call.generate(i.seed, i.difficulty), i.instance) for i in checker.spread(insts, 8)]
-    with SandboxPool(limits, mode, workers=1, hash_seed=checker.pool.hash_seed) as one:
+    with checker.pool.solo(limits) as one:  # the same jail and hash seed, on the same node
         made = checker.call(new_calls, pool=one)
         new = [r.value for r in made if r.ok]
         phases = [

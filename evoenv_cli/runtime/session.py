@@ -42,6 +42,11 @@ class Runtime:
         return sum(p.calls for p in self._pools.values())
 
     @property
+    def concurrency(self) -> int:
+        """Environments a stage may judge at once (a cluster's runtime: every node's workers)."""
+        return self.cfg.workers
+
+    @property
     def jails(self) -> list[str]:
         return sorted({p.plan.mode for p in self._pools.values()})
 

@@ -522,6 +522,8 @@ class SandboxPool:
     Use as a context manager; `run_many` spreads batches over workers in parallel threads.
     """
 
+    worker_class = Worker  # what a worker is (a cluster node's pool measures its workers' CPU)
+
     def __init__(self, limits: Limits | None = None, sandbox_mode: str = "auto", workers: int = 2, hash_seed: int = 0):
         self.limits = limits or Limits()
         self.plan = sandbox.resolve(sandbox_mode)
@@ -565,7 +567,7 @@ class SandboxPool:
         try:
             entries, preload = _granted_packages(env, self.plan, workdir)
             worker = self._spawner.submit(
-                Worker, self.plan, workdir, self.limits, self.hash_seed, entries, preload
+                self.worker_class, self.plan, workdir, self.limits, self.hash_seed, entries, preload
             ).result()
         except EnvLoadError as exc:
             self._load_errors[env.env_id] = str(exc)
@@ -648,6 +650,11 @@ class SandboxPool:
         except EnvLoadError as exc:
             return str(exc)
         return None
+
+    def solo(self, limits: Limits) -> SandboxPool:
+        """A private pool for one check: one worker, `limits`, this pool's jail (asked for the
+        same way) and hash seed; the caller closes it (a cluster's pool opens it on the node)."""
+        return SandboxPool(limits, self.plan.requested or self.plan.mode, workers=1, hash_seed=self.hash_seed)
 
     def run(self, env: EnvFile, calls: list[Call], stop_on_failure: bool = False) -> list[CallResult]:
         return self.run_many([(env, calls)], stop_on_failure)[0]

@@ -93,7 +93,7 @@ def run(
                 names[name] = env.path.name
                 todo.append((env, name))
         if todo:
-            with shared(runtime, session) as rt, ThreadPoolExecutor(max_workers=runtime.workers) as ex:
+            with shared(runtime, session) as rt, ThreadPoolExecutor(max_workers=rt.concurrency) as ex:
                 pool, fresh = rt.pool, rt.fresh
                 futures = [ex.submit(judge, env, cfg, pool, fresh, name) for env, name in todo]
                 for f in futures:
