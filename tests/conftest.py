@@ -207,9 +207,10 @@ def _jail_report() -> str:
         )
 
 
-# Tests that start two training ranks at once (accelerate launch on gloo): one such launch at a
-# time, so two of them never share the two cores four ways and run into their timeouts.
-RANKS_GROUP = ("test_train_ranks.py", "test_train_runtime.py", "test_arena.py")
+# Tests that start two training ranks at once (accelerate launch on gloo, or two Ray Train
+# workers): one such launch at a time, so two of them never share the two cores four ways and
+# run into their timeouts.
+RANKS_GROUP = ("test_train_ranks.py", "test_train_runtime.py", "test_arena.py", "test_cluster_train.py")
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's

@@ -38,7 +38,17 @@ def recipe(tmp_path: Path) -> Path:
     return p
 
 
-def iterate(tmp_path: Path, model: Path, run: Path, probe: Path, kill: str | None = None):
+def ray_recipe(tmp_path: Path, address: str) -> Path:
+    """The same recipe on a Ray cluster: two Ray Train workers instead of the launcher."""
+    lines = [x for x in recipe(tmp_path).read_text().splitlines() if "train_launch:" not in x]
+    text = "\n".join(lines) + "\n"
+    text = text.replace("iterate:\n", f"iterate:\n  cluster: ray\n  cluster_address: '{address}'\n")
+    p = tmp_path / "recipe-ray.yaml"
+    p.write_text(text.replace("train:\n", "train:\n  workers: 2\n"))
+    return p
+
+
+def iterate(tmp_path: Path, model: Path, run: Path, probe: Path, kill: str | None = None, cluster: str = ""):
     env = {
         **os.environ,
         "OMP_NUM_THREADS": "1",
@@ -49,7 +59,8 @@ def iterate(tmp_path: Path, model: Path, run: Path, probe: Path, kill: str | Non
     }
     if kill is not None:
         env["EVOENV_RANK_PROBE_KILL"] = kill
-    argv = [EXE, "iterate", "--rounds", "1", "--recipe", recipe(tmp_path), "--model", model, "--run", run]
+    spec = ray_recipe(tmp_path, cluster) if cluster else recipe(tmp_path)
+    argv = [EXE, "iterate", "--rounds", "1", "--recipe", spec, "--model", model, "--run", run]
     argv += ["--seeds", ROOT / "seeds"]
     return subprocess.run(list(map(str, argv)), env=env, cwd=tmp_path, capture_output=True, text=True, timeout=1500)
 
@@ -84,6 +95,27 @@ def test_two_ranks_train_in_the_loop_rank_0_writes_and_a_lost_rank_leaves_no_mar
     metrics = [json.loads(x) for x in (train / "metrics.jsonl").read_text().splitlines()]
     assert metrics and all(sum(v["n"] for v in m["per_env"].values()) == 2 * 4 for m in metrics if "per_env" in m)
     assert not (train / "checkpoints").exists()  # the round finished: its optimizer state went
+
+    # the same round on a real two-node Ray cluster (issue 44): sandboxed work on both nodes'
+    # pools, training on two Ray Train workers (one per node), the LLM stages on the driver.
+    # The same pool and the same rounds.jsonl figures; config_hash differs by the recipe's
+    # cluster settings alone
+    from ray_nodes import two_node_cluster
+
+    on_ray, ray_probe = tmp_path / "run-ray", tmp_path / "probe-ray"
+    ray_probe.mkdir()
+    with two_node_cluster(tmp_path / "cluster", env_vars={"PYTHONPATH": os.pathsep.join([str(ROOT), str(PROBE)])}) as c:
+        r = iterate(tmp_path, tiny_model, on_ray, ray_probe, cluster=c.address)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert "cluster: 2 nodes at" in r.stderr and "[rank 1]" in (on_ray / "round-01" / "train" / "log.txt").read_text()
+    assert sorted(p.name for p in (on_ray / "pool").iterdir()) == sorted(p.name for p in (run / "pool").iterdir())
+    here, there = (json.loads((d / "rounds.jsonl").read_text().splitlines()[0]) for d in (run, on_ray))
+    assert here.pop("config_hash") != there.pop("config_hash")
+    assert there == here
+    nodes = {x.get("node") for rank in (0, 1) for x in records(ray_probe, rank) if x.get("node")}
+    assert len(nodes) == 2  # one worker on each node
+    written = [x["write"] for x in records(ray_probe, 1) if str(on_ray) in x.get("write", "")]
+    assert all(Path(w).name == "rng_state_1.pth" for w in written), written  # rank 0 alone wrote
 
     # the round's training again, rank 1 killed as it reaches the post-training writes: the
     # loop fails, and no finished marker says otherwise
