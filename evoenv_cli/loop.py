@@ -561,12 +561,30 @@ def run(loop: Loop, rounds: int) -> list[dict]:
     else:
         loop.runtime = Runtime(loop.spec.runtime)
     try:
-        return _rounds(loop, rounds)
+        done = _rounds(loop, rounds)
+        if loop.cfg.cluster == "ray":
+            node_report(loop)
+        return done
     except KeyboardInterrupt:
         raise Interrupted(loop.where) from None
     finally:
         loop.policy.close()
         loop.runtime.close()
+
+
+NODES_FILE = "cluster-nodes.json"
+
+
+def node_report(loop: Loop) -> None:
+    """What each node's sandbox actor did in this invocation (calls, sandbox workers started,
+    CPU-seconds of it and its workers), said and kept in the run folder (cluster-nodes.json)."""
+    stats = loop.runtime.node_stats()
+    artifacts.write_json_atomic(loop.run_dir / NODES_FILE, {"recorded": artifacts.now_iso(), "nodes": stats})
+    for n in stats:
+        loop.note(
+            f"cluster: node {n['node'][:8]}: {n['calls']} sandboxed calls, {n['spawned']} workers, "
+            f"{n['cpu_s']:.1f} CPU-s"
+        )
 
 
 def _rounds(loop: Loop, rounds: int) -> list[dict]:

@@ -112,6 +112,9 @@ def test_two_ranks_train_in_the_loop_rank_0_writes_and_a_lost_rank_leaves_no_mar
     here, there = (json.loads((d / "rounds.jsonl").read_text().splitlines()[0]) for d in (run, on_ray))
     assert here.pop("config_hash") != there.pop("config_hash")
     assert there == here
+    spread = json.loads((on_ray / "cluster-nodes.json").read_text())["nodes"]
+    assert len(spread) == 2 and all(n["calls"] > 0 and n["cpu_s"] > 0 for n in spread), spread  # both nodes' pools
+    print("per node:", spread)
     nodes = {x.get("node") for rank in (0, 1) for x in records(ray_probe, rank) if x.get("node")}
     assert len(nodes) == 2  # one worker on each node
     written = [x["write"] for x in records(ray_probe, 1) if str(on_ray) in x.get("write", "")]
