@@ -143,7 +143,8 @@ class ValidateConfig:
     # scorer fuzzer (checks/fuzz.py): instances mutated, score calls at most, and on how many
     # instances one kind of mutant must be accepted to be more than noise
     fuzz_instances: int = field(default=10, metadata={"min": 0})
-    fuzz_max_calls: int = field(default=600, metadata={"min": 0})
+    # room for every kind on every fuzzed instance, the literals after them (about 750 calls)
+    fuzz_max_calls: int = field(default=1000, metadata={"min": 0})
     fuzz_min_accepts: int = field(default=2, metadata={"min": 1})
     # seeds whose generate is compared between two workers with different PYTHONHASHSEED
     hash_seed_samples: int = field(default=128, metadata={"min": 0})

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from evoenv_cli.checks import leak_solvers
-from evoenv_cli.checks.context import Checker, Rejected
+from evoenv_cli.checks.context import PAID, Checker, Rejected
 from evoenv_cli.checks.registry import Check, register
 from evoenv_cli.confidence import wilson_interval
 from evoenv_cli.runtime.workers import Call
@@ -21,7 +21,7 @@ def check_constant(checker: Checker) -> None:
     best, best_share = "", 0.0
     for j, answer in enumerate(common):
         chunk = results[j * len(insts) : (j + 1) * len(insts)]
-        share = sum(1 for r in chunk if r.ok and r.value >= 1.0) / len(insts)
+        share = sum(1 for r in chunk if r.ok and r.value >= PAID) / len(insts)
         if share > best_share:
             best, best_share = answer, share
     checker.m["constant_answer_share"] = round(best_share, 4)
@@ -30,7 +30,7 @@ def check_constant(checker: Checker) -> None:
     # over the limit on these instances: decided with 95% confidence on many more
     more = checker.more_instances()
     again = checker.call([Call.score(m.instance, best) for m in more], stop_on_failure=False)
-    hits = round(best_share * len(insts)) + sum(1 for r in again if r.ok and r.value >= 1.0)
+    hits = round(best_share * len(insts)) + sum(1 for r in again if r.ok and r.value >= PAID)
     n = len(insts) + len(more)
     checker.m["constant_answer_share_confirmed"] = [round(hits / n, 4), n]
     low = wilson_interval(hits / n, n, leak_solvers.CONFIDENCE_Z)

@@ -18,6 +18,10 @@ from evoenv_cli.runtime.instances import ASKED, Made, Order, instance_seed, make
 from evoenv_cli.runtime.workers import Call, CallResult, EnvFile, SandboxPool
 
 TRAINING_SEEDS = 2**31  # `sample` and `calibrate` draw instance seeds below this
+# A score at or above this pays an answer: full pay less a rounding hair. A scorer that pays a
+# near miss 0.9999 pays it (issue 42's third battery); honest partial credit, a share of the
+# parts right, stays below it until a thousand parts.
+PAID = 0.999
 CONFIRM_INSTANCES = 120  # more instances for a leak solver or a constant answer over its limit
 ALWAYS_EQUAL = "type('AlwaysEqual', (), {'__eq__': lambda self, other: True, '__hash__': lambda self: 0})()"
 FIXED_PROBES = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from evoenv_cli.checks import fuzz, probes
-from evoenv_cli.checks.context import FIXED_PROBES, Checker, Instance, Rejected
+from evoenv_cli.checks.context import FIXED_PROBES, PAID, Checker, Instance, Rejected
 from evoenv_cli.checks.registry import Check, in_turn, register
 from evoenv_cli.runtime.workers import Call
 
@@ -71,7 +71,7 @@ def check_discrimination(checker: Checker) -> None:
                 kind,
             )
         tried[kind] += 1
-        accepted[kind] += r.value >= 1.0
+        accepted[kind] += r.value >= PAID
         total[kind] += r.value
     shares = {kind: round(accepted[kind] / tried[kind], 4) for kind in tried}
     means = {kind: round(total[kind] / tried[kind], 4) for kind in tried if kind in MEAN_LIMITED}
@@ -131,7 +131,7 @@ def check_magic_constants(checker: Checker) -> None:
     accepted: Counter = Counter()
     for (value, _), r in zip(planned, results):
         tried[value] += 1
-        accepted[value] += r.ok and r.value >= 1.0
+        accepted[value] += r.ok and r.value >= PAID
     checker.m["magic_constants_tried"] = len(tried)
     for value in tried:
         share = accepted[value] / tried[value]
@@ -159,7 +159,7 @@ def check_fuzz(checker: Checker) -> None:
         [(i.instance, i.text, i.reference) for i in chosen], checker.env.source, unique, checker.rng, cfg.fuzz_max_calls
     )
     results = checker.call([Call.score(chosen[m.instance].instance, m.answer) for m in mutants], stop_on_failure=False)
-    accepted = [r.ok and r.value >= 1.0 for r in results]
+    accepted = [r.ok and r.value >= PAID for r in results]
     if any(accepted):  # the environment's own check again, in another worker and hash seed
         again = iter(
             checker.call(
@@ -168,7 +168,7 @@ def check_fuzz(checker: Checker) -> None:
                 stop_on_failure=False,
             )
         )
-        accepted = [a and (r := next(again)).ok and r.value >= 1.0 for a in accepted]
+        accepted = [a and (r := next(again)).ok and r.value >= PAID for a in accepted]
     counts, found = fuzz.judge(mutants, accepted, cfg.fuzz_min_accepts)
     checker.m["fuzz_calls"] = len(mutants)
     checker.m["fuzz_unique_answer"] = unique

@@ -39,13 +39,26 @@ KINDS = (
     "echo",
     "formula",
     "nonfinite",
+    "wrapped",
+    "embedded",
     "literal",
 )
-# wrong whatever the valid answer is (no planted or order-free answer is NaN or infinite)
-SHAPE_FREE = ("alternatives", "range", "echo", "nonfinite", "literal")
+# wrong whatever the valid answer is (no planted or order-free answer is NaN or infinite, or
+# several answers at once)
+SHAPE_FREE = ("alternatives", "range", "echo", "nonfinite", "embedded", "literal")
+# How a wrong answer is dressed (`wrapped`): the markup models answer in, prose around it, an
+# approximation marker, exponent notation. Each form is applied to wrong values of the
+# reference's own shape, so a score that unwraps them must still compare the value.
+WRAPPERS = (
+    lambda w: f"\\boxed{{{w}}}",
+    lambda w: f"The answer is {w}.",
+    lambda w: f"approximately {w}",
+    lambda w: f"≈ {w}",
+    lambda w: f"**{w}**",
+)
 # What float() reads as NaN or infinity: a tolerance test written `not (abs(x - ref) > tol)`, or
 # `min`/`max` over a NaN, passes them; a number past float's range reads as inf.
-NONFINITE = ("nan", "NaN", "inf", "-inf", "Infinity", "1e999", "-1e999")
+NONFINITE = ("nan", "NaN", "inf", "-inf", "1e999")
 RANDOM_PER_INSTANCE = 8
 MAX_LITERALS = 48
 MAX_ECHO_CHARS = 4000
@@ -270,6 +283,21 @@ def _random_shape(ref: str, rng: random.Random, instance_values: list[str], k: i
     return out
 
 
+def _dressed(ref: str, kind: str, wrong: list[str]) -> tuple[list[str], list[str]]:
+    """`wrapped`: a wrong value of the reference's shape in each of WRAPPERS' forms, and two in
+    exponent notation where they are numbers; `embedded`: the reference written among true
+    equations of other values (several answers at once, each stated as a fact)."""
+    picks = [w for w in wrong if w.strip() and w != ref][:2]
+    wrapped = [wrap(w) for w in picks[:1] for wrap in WRAPPERS]
+    if kind in ("int", "float"):
+        wrapped += [f"{float(w):.6e}" for w in picks]
+        a, b = (picks + [ref, ref])[:2]
+        embedded = [f"{a} = {a}, {ref} = {ref}, {b} = {b}", f"{a} + 0 = {a}; {ref}; {b} * 1 = {b}"]
+    else:
+        embedded = [f"{w} = {w}; {ref}" for w in picks[:1]]
+    return wrapped, embedded
+
+
 def _scalars(value: object) -> list[str]:
     """The instance's distinct scalars (short ones, as strings), in the order they appear."""
     out: dict[str, None] = {}
@@ -335,6 +363,8 @@ def plan(
             found = _str_mutants(ref, ctx)
         found["echo"] = _echoes(instance, text, shape.sep)
         found["nonfinite"] = list(NONFINITE) if shape.kind in ("int", "float") else []
+        wrong = found.get("neighbour") or found.get("permutation", [])
+        found["wrapped"], found["embedded"] = _dressed(ref, shape.kind, wrong)
         found["random_shape"] = _random_shape(ref, rng, values, RANDOM_PER_INSTANCE)
         found["literal"] = [v for v in lits if not ctx.holds(v)] if i < 3 else []
         for kind, answers in found.items():
