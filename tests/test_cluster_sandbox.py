@@ -99,7 +99,7 @@ def test_validate_on_two_nodes_gives_the_local_verdicts(cluster, library, tmp_pa
     with RayRuntime(cfg, ray) as rt:
         got = _validate(library, tmp_path / "ray", rt)
         stats = rt.node_stats()
-        assert rt.concurrency == 2 and rt.jails == jails
+        assert rt.lanes == 2 and rt.jails == jails
         # the same environment always goes to the same node, whatever came first
         envs = EnvLibrary.open(library).files
         assert [rt.node_of(e) for e in envs] == [rt.node_of(e) for e in envs]
