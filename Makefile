@@ -14,7 +14,7 @@ ROUNDS ?= 2
 RECIPE ?= recipes/cpu-demo.yaml
 MODEL ?=
 
-.PHONY: setup test test-fast test-vllm gpu-wheels gpu-check bench bench-learning bench-progressive bench-generate bench-curves bench-arena demo iterate lint clean
+.PHONY: setup test test-fast test-vllm gpu-wheels gpu-check bench bench-cluster bench-learning bench-progressive bench-generate bench-curves bench-arena demo iterate lint clean
 
 $(BIN)/evoenv: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,12 @@ bench: setup
 	$(BIN)/python benchmarks/bench_generate.py
 	$(BIN)/python benchmarks/bench_loop.py
 	$(BIN)/python benchmarks/bench_plan.py
+	$(BIN)/python benchmarks/bench_cluster.py
+
+# Validate of 200 candidates on one node against two nodes of a local Ray cluster (about four
+# minutes on 2 cores; docs/benchmarks.md).
+bench-cluster: setup
+	$(BIN)/python benchmarks/bench_cluster.py
 
 # The proof that train makes the starter model better (about 25 minutes on 2 quiet cores).
 bench-learning: setup

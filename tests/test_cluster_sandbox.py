@@ -41,8 +41,11 @@ def cluster(tmp_path_factory):
     saved = os.environ.get("RAY_AUTH_MODE")
     env_vars = {"PYTHONPATH": str(ROOT), **FAST_HEALTH}  # the actors import this checkout's evoenv_cli
     with two_node_cluster(tmp_path_factory.mktemp("cluster"), cpus=(1, 1), env_vars=env_vars) as c:
+        import ray as ray_module
+
         from evoenv_cli.cluster import connect
 
+        ray_module.shutdown()  # connect() reuses a joined Ray: let it join this cluster
         ray = connect(c.address)
         try:
             yield c, ray
@@ -99,7 +102,7 @@ def test_validate_on_two_nodes_gives_the_local_verdicts(cluster, library, tmp_pa
     with RayRuntime(cfg, ray) as rt:
         got = _validate(library, tmp_path / "ray", rt)
         stats = rt.node_stats()
-        assert rt.concurrency == 2 and rt.jails == jails
+        assert rt.lanes == 2 and rt.jails == jails
         # the same environment always goes to the same node, whatever came first
         envs = EnvLibrary.open(library).files
         assert [rt.node_of(e) for e in envs] == [rt.node_of(e) for e in envs]
@@ -109,6 +112,34 @@ def test_validate_on_two_nodes_gives_the_local_verdicts(cluster, library, tmp_pa
     assert len(stats) == 2 and {s["node"] for s in stats} == {n["NodeID"] for n in ray.nodes() if n["Alive"]}
     for s in stats:  # both nodes ran environments' calls in sandboxes of their own
         assert s["calls"] > 0 and s["tasks"] > 0 and s["spawned"] > 0 and s["cpu_s"] > 0, stats
+
+
+def test_run_many_over_both_nodes_returns_the_local_results_in_order(cluster):
+    """What calibrate, evaluate and the reward send: one run_many over many environments, split
+    by node and run at once, each result the CallResult a local pool gives, in input order."""
+    from evoenv_cli.cluster.sandbox import RayRuntime
+    from evoenv_cli.runtime.workers import Call, CallResult, EnvFile, SandboxPool
+
+    _, ray = cluster
+    envs = [EnvFile.from_path(p) for p in sorted(SEEDS.glob("*.py"))]
+    broken = EnvFile(Path("broken.py"), b"raise ValueError('no')\n", "f" * 16)
+    jobs = [(e, [Call.generate(s, 3) for s in range(4)]) for e in [*envs, broken]]
+    with SandboxPool(workers=1) as local:
+        expected = local.run_many(jobs)
+        meta = local.describe(envs[0])
+    with RayRuntime(RuntimeConfig(workers=1), ray) as rt:
+        got = rt.pool.run_many(jobs)
+        assert {rt.node_of(e) for e, _ in jobs} == {0, 1}
+        assert rt.pool.calls == sum(len(c) for _, c in jobs)
+        assert rt.pool.describe(envs[0]) == {**meta, "import_seconds": rt.pool.describe(envs[0])["import_seconds"]}
+        assert "no" in rt.pool.load_error(broken) and rt.pool.load_error(envs[0]) is None
+        rt.pool.discard(envs[0])  # its next call meets a new worker, and gives the same
+        again = rt.pool.run(envs[0], jobs[0][1])
+    assert all(type(r) is CallResult for rs in got for r in rs)
+    strip = [[(r.status, r.value) for r in rs] for rs in got]  # all but the seconds each took
+    assert strip == [[(r.status, r.value) for r in rs] for rs in expected]
+    assert [(r.status, r.value) for r in again] == strip[0]
+    assert [r.status for r in got[-1]] == ["crash"] * 4 and all(r.ok for rs in got[:-1] for r in rs)
 
 
 def test_a_lost_node_fails_the_stage(cluster, library, tmp_path):

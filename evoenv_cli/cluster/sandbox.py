@@ -24,7 +24,8 @@ from pathlib import Path
 from evoenv_cli.cluster import alive_nodes
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.runtime import sandbox
-from evoenv_cli.runtime.workers import Call, CallResult, EnvLoadError, Limits, SandboxPool, Worker
+from evoenv_cli.runtime.session import Runtime
+from evoenv_cli.runtime.workers import Call, CallResult, EnvLoadError, Limits, PoolCalls, SandboxPool, Worker
 
 ACTOR_THREADS = 64  # calls a node's actor serves at once (its pools bound the work: the rest wait there)
 
@@ -171,7 +172,7 @@ class NodeSandbox:
             p.close()
 
 
-class RayPool:
+class RayPool(PoolCalls):
     """The parent's side of one pool key on every node: SandboxPool's interface (`run`,
     `run_many`, `describe`, `load_error`, `discard`, `solo`, `plan`, `limits`, `workers`,
     `hash_seed`, `calls`), each environment's calls sent to its node."""
@@ -195,9 +196,6 @@ class RayPool:
 
     def _spec(self) -> tuple[Limits, int, int]:
         return (self.limits, self.workers, self.hash_seed)
-
-    def run(self, env: EnvFile, calls: list[Call], stop_on_failure: bool = False) -> list[CallResult]:
-        return self.run_many([(env, calls)], stop_on_failure)[0]
 
     def run_many(self, jobs: list[tuple[EnvFile, list[Call]]], stop_on_failure: bool = False) -> list[list[CallResult]]:
         """Every job on its environment's node, the nodes' groups at once; results in input order."""
@@ -230,13 +228,6 @@ class RayPool:
             raise EnvLoadError(error)
         return dict(meta)
 
-    def load_error(self, env: EnvFile) -> str | None:
-        try:
-            self.describe(env)
-        except EnvLoadError as exc:
-            return str(exc)
-        return None
-
     def discard(self, env: EnvFile) -> None:
         n = self.runtime.node_of(env)
         self.runtime.get(self.runtime.actor(n).discard.remote(self.key, self._spec(), env), n)
@@ -252,27 +243,20 @@ class RayPool:
             for n in used:
                 self.runtime.get(self.runtime.actor(n).drop.remote(self.key), n)
 
-    def __enter__(self) -> RayPool:
-        return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-class RayRuntime:
-    """`Runtime`'s interface (`pool`, `fresh`, `calls`, `jails`, `concurrency`, `close`, a
+class RayRuntime(Runtime):
+    """`Runtime`'s interface (`pool`, `fresh`, `calls`, `jails`, `lanes`, `close`, a
     context manager) on the cluster's live CPU nodes (at most `max_nodes` of them, head first),
     plus `node_stats()`: per node, the calls and tasks it ran and the CPU-seconds its actor and
     sandboxes spent. The actors start on first use, one per node, each pinned to its node."""
 
     def __init__(self, cfg, ray, max_nodes: int | None = None) -> None:
-        self.cfg = cfg  # a config.RuntimeConfig
+        super().__init__(cfg)
         self.ray = ray
         self.max_nodes = max_nodes
         self._actors: list | None = None
         self.nodes: list[str] = []  # node ids, in the order env ids are hashed over
         self.plans: list[sandbox.LaunchPlan] = []
-        self._pools: dict[int, RayPool] = {}
         self._lock = threading.Lock()
 
     # -- the nodes ------------------------------------------------------------------------------
@@ -337,33 +321,20 @@ class RayRuntime:
         return self.plans[0]
 
     # -- Runtime's interface ----------------------------------------------------------------------
-    def _get(self, hash_seed: int) -> RayPool:
-        with self._lock:
-            if hash_seed not in self._pools:
-                c = self.cfg
-                self._pools[hash_seed] = RayPool(self, f"seed-{hash_seed}", c.limits, c.workers, hash_seed)
-            return self._pools[hash_seed]
-
-    @property
-    def pool(self) -> RayPool:
-        return self._get(0)
-
-    @property
-    def fresh(self) -> RayPool:
-        return self._get(1)
-
-    @property
-    def calls(self) -> int:
-        return sum(p.calls for p in self._pools.values())
+    def _make(self, hash_seed: int) -> RayPool:
+        c = self.cfg
+        return RayPool(self, f"seed-{hash_seed}", c.limits, c.workers, hash_seed)
 
     @property
     def jails(self) -> list[str]:
         return sorted({p.mode for p in self.plans}) if self._pools else []
 
     @property
-    def concurrency(self) -> int:
-        """Environments a stage may judge at once: every node's workers."""
-        return self.cfg.workers * len(self._start())
+    def lanes(self) -> int:
+        return len(self._start())
+
+    def lane(self, env: EnvFile) -> int:
+        return self.node_of(env)
 
     def node_stats(self) -> list[dict]:
         """Per node (in hash order): node id, calls and tasks its actor ran, sandbox workers it
@@ -388,9 +359,3 @@ class RayRuntime:
                 self.ray.kill(a)
             except (rx.RayError, ValueError):
                 pass
-
-    def __enter__(self) -> RayRuntime:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()

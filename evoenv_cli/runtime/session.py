@@ -22,10 +22,13 @@ class Runtime:
         self.cfg = cfg  # a config.RuntimeConfig
         self._pools: dict[int, SandboxPool] = {}
 
+    def _make(self, hash_seed: int) -> SandboxPool:
+        c = self.cfg
+        return SandboxPool(c.limits, c.sandbox, c.workers, hash_seed=hash_seed)
+
     def _get(self, hash_seed: int) -> SandboxPool:
         if hash_seed not in self._pools:
-            c = self.cfg
-            self._pools[hash_seed] = SandboxPool(c.limits, c.sandbox, c.workers, hash_seed=hash_seed)
+            self._pools[hash_seed] = self._make(hash_seed)
         return self._pools[hash_seed]
 
     @property
@@ -42,9 +45,15 @@ class Runtime:
         return sum(p.calls for p in self._pools.values())
 
     @property
-    def concurrency(self) -> int:
-        """Environments a stage may judge at once (a cluster's runtime: every node's workers)."""
-        return self.cfg.workers
+    def lanes(self) -> int:
+        """Where environments run apart (a cluster's runtime: its nodes): a stage that judges
+        environments in parallel keeps `workers` of them in flight per lane, so none waits on
+        another's worker slot while a lane stands idle."""
+        return 1
+
+    def lane(self, env) -> int:
+        """The lane `env`'s calls run in."""
+        return 0
 
     @property
     def jails(self) -> list[str]:

@@ -516,7 +516,37 @@ class _Slots:
     total: int = 0
 
 
-class SandboxPool:
+class PoolCalls:
+    """What a pool offers on top of its own `describe`, `run_many` and `close`: this machine's
+    SandboxPool, or a cluster's (evoenv_cli/cluster/sandbox.py)."""
+
+    def describe(self, env: EnvFile) -> dict:
+        raise NotImplementedError
+
+    def run_many(self, jobs: list[tuple[EnvFile, list[Call]]], stop_on_failure: bool = False) -> list[list[CallResult]]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def load_error(self, env: EnvFile) -> str | None:
+        try:
+            self.describe(env)
+        except EnvLoadError as exc:
+            return str(exc)
+        return None
+
+    def run(self, env: EnvFile, calls: list[Call], stop_on_failure: bool = False) -> list[CallResult]:
+        return self.run_many([(env, calls)], stop_on_failure)[0]
+
+
+class SandboxPool(PoolCalls):
     """Runs calls against many environments on at most `workers` sandboxed processes.
 
     Use as a context manager; `run_many` spreads batches over workers in parallel threads.
@@ -538,12 +568,6 @@ class SandboxPool:
         self.spawned = 0
         self.calls = 0
         self._spawner = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="evoenv-spawn")
-
-    def __enter__(self) -> SandboxPool:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def close(self) -> None:
         with self._cond:
@@ -644,20 +668,10 @@ class SandboxPool:
         for worker in workers:
             worker.kill()
 
-    def load_error(self, env: EnvFile) -> str | None:
-        try:
-            self.describe(env)
-        except EnvLoadError as exc:
-            return str(exc)
-        return None
-
     def solo(self, limits: Limits) -> SandboxPool:
         """A private pool for one check: one worker, `limits`, this pool's jail (asked for the
         same way) and hash seed; the caller closes it (a cluster's pool opens it on the node)."""
         return SandboxPool(limits, self.plan.requested or self.plan.mode, workers=1, hash_seed=self.hash_seed)
-
-    def run(self, env: EnvFile, calls: list[Call], stop_on_failure: bool = False) -> list[CallResult]:
-        return self.run_many([(env, calls)], stop_on_failure)[0]
 
     def run_many(self, jobs: list[tuple[EnvFile, list[Call]]], stop_on_failure: bool = False) -> list[list[CallResult]]:
         """All jobs' calls, batched and spread over the workers; results in input order.

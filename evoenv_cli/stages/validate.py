@@ -14,6 +14,7 @@ sandboxed pool, and a broken candidate is a verdict, never a crash.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -93,9 +94,11 @@ def run(
                 names[name] = env.path.name
                 todo.append((env, name))
         if todo:
-            with shared(runtime, session) as rt, ThreadPoolExecutor(max_workers=rt.concurrency) as ex:
+            with shared(runtime, session) as rt, contextlib.ExitStack() as stack:
                 pool, fresh = rt.pool, rt.fresh
-                futures = [ex.submit(judge, env, cfg, pool, fresh, name) for env, name in todo]
+                # `workers` judgements in flight per lane (a cluster's node), each on its lane's workers
+                lanes = [stack.enter_context(ThreadPoolExecutor(runtime.workers)) for _ in range(rt.lanes)]
+                futures = [lanes[rt.lane(env)].submit(judge, env, cfg, pool, fresh, name) for env, name in todo]
                 for f in futures:
                     finish(f.result())
         # order_free is a fact about the environment that composition needs: at the top level
