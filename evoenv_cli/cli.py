@@ -7,6 +7,10 @@ line, no traceback), 1 for a run error, 130 on Ctrl-C (saying where the partial 
 0 when the reader of a pipe goes away. Data goes to stdout or files, and nothing else goes to
 stdout; progress and messages go to stderr, with rich markup escaped in every value shown.
 The other commands are in `commands/` (tools.py, progressive.py).
+
+Why one module: typer registers a command where it is declared, so the stage commands'
+signatures (made from the recipe fields, listed by hand) sit together; their logic is in the
+stages.
 """
 
 from __future__ import annotations

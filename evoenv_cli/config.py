@@ -8,6 +8,9 @@ annotation, and against the rules in the field's metadata (`min`, `max`, `gt`, `
 holds). A bad value is an InputError naming `file: section.key` and the problem (exit 2). One
 mechanism: a field states its own rules, `check_values` reads them, for a recipe's values and
 (through `override`) for the flags given over them.
+
+Why one module: the recipe reference. Every section's dataclass with its fields' help and
+bounds, read by the commands, the loop and `evoenv plan`; one file is the recipe's one home.
 """
 
 from __future__ import annotations

@@ -1,50 +1,15 @@
 """`evoenv iterate` (and `make iterate`): the self-evolving loop, one round after another, as one
-program.
+program. Round r runs synthesize, validate, review, rotate, compose, candidates, dedupe,
+calibrate, the pool update, sample, train and evaluate, each in RUN/round-NN/<stage>/; every
+stage but train runs in this process through the `run()` its command calls, on one Runtime
+(the sandbox pools) and one loaded policy; train is a child process (`iterate.train_launch`,
+or Ray Train workers on a cluster). A stage is finished when its marker exists, so a killed
+run is rerun with the same command and resumes. The design (the order and why, the pool's
+two-phase update, evaluation across rounds, the level rule, RUN/log.txt, loop.json,
+run-config.json): docs/loop.md.
 
-Round r, in RUN/round-NN/<stage>/:
-  synthesize (policy = round r-1's checkpoint; round 1 = MODEL) -> validate -> review
-  -> rotate (pool members due for it re-calibrated against the policy) -> compose (on the
-  pool, no LLM, aimed at the pass rates rotation and earlier calibrations measured; composites
-  are code built from admitted parts, so they skip the LLM review) -> candidates (review +
-  compose, merged) -> dedupe (--against the pool: the cheap contract first, so no solver call
-  is spent on a copy) -> calibrate -> pool update (less what an earlier
-  round's training quarantined: rewards a fresh worker's re-check disagreed with) -> sample ->
-  train -> evaluate.
-
-Every stage but train runs in this process, through the same `run()` its command calls: one
-`Runtime` (the sandbox pools) serves them all and the reward, and one backend per policy is
-loaded: round r's policy serves synthesize, review, calibrate and rotate, the trained one
-serves evaluate and, still loaded, the next round's synthesize. Train is a child process (it
-may need `accelerate launch` and a clean GPU); the policy is closed before it starts, and its
-output streams to the terminal and to round-NN/train/log.txt. With `backend.kind: vllm_server`
-the policy is a server the loop started (llm/served.py): closing it stops the server, so the
-GPUs are free for training, and the trained checkpoint gets a server of its own.
-
-Evaluation compares across rounds: RUN/eval-set/ is the starting pool, fixed at round 1 after
-its calibration (its environments at the levels calibrated in band for the starting model;
-one with none is left out), plus the recipe's benchmark files; the baseline (the starting
-model) is measured once on it into RUN/baseline/ and reused by every round.
-
-One level rule: a pool member never calibrated (every seed, at round 1) is due for rotation
-at once, so it is calibrated before it trains; `sample`, `evaluate` and the rotation's kept
-levels all read the calibrated levels through `conversations.levels_for`, and a member
-measured with no level in band stays in the pool (until it retires) but is not drawn.
-
-A stage is finished when its marker file exists (summary.json, metrics.json, ...). Killed at
-any point and run again, the loop skips finished stages and resumes the one it was in, so
-nothing finished is redone or lost. The pool lives in RUN/pool/ and is replaced by a plan
-written first (round-NN/pool-next/ then round-NN/pool-update.json) and applied after; a rerun
-finishes or undoes a swap a kill interrupted, then applies the plan again if it must.
-
-RUN/log.txt: every line the loop prints, timed, and a line as each stage starts (what a log
-file of the console lacks: the progress bars draw nothing there).
-
-RUN/round-NN/loop.json: per stage its wall seconds, model loads (and their seconds), tokens
-generated and sandbox calls, with the round's totals.
-
-RUN/run-config.json keeps every resolved recipe the run was started with: rerun after an
-edit, the loop says what changed and goes on with the new settings for the stages still to
-run (a partly done stage refuses to resume under settings of its own that changed).
+Why one module: the loop is one program, a round's steps in order with their recovery; the
+stages it runs are their own modules.
 """
 
 from __future__ import annotations

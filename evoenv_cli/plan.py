@@ -31,6 +31,9 @@ check them against):
 
 Nothing is fetched: a local model folder's config.json is read; otherwise the model's shape
 comes from KNOWN_MODELS, copied from the models' published config.json files.
+
+Why one module: the memory model is one set of formulas, each with its source, and the phases
+add them up; a reader checks a plan's figure against its formula in one file.
 """
 
 from __future__ import annotations

@@ -207,3 +207,17 @@ def test_the_checker_catches_a_cycle():
     edges = graph()
     edges["llm.base"] = edges["llm.base"] | {"llm.vllm_backend"}  # the cycle there once was
     assert ["llm.base", "llm.vllm_backend"] in cycles(edges)
+
+
+def test_every_module_over_600_lines_says_why_it_is_one_module():
+    """Issue 40: no module over ~600 lines without a reason written at its top."""
+    import ast
+
+    long = []
+    for path in sorted((ROOT / "evoenv_cli").rglob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        if source.count("\n") > 600:
+            doc = ast.get_docstring(ast.parse(source)) or ""
+            if "Why one module:" not in doc:
+                long.append(f"{path.relative_to(ROOT)} ({source.count(chr(10))} lines)")
+    assert not long, f"over 600 lines with no 'Why one module:' in the docstring: {long}"

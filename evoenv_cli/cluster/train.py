@@ -173,21 +173,22 @@ def _copy_lines(lines, log, done: threading.Event) -> None:
 
 def _worker(config: dict) -> None:
     """One Ray Train worker: torchrun's environment and the process group are Ray's; this runs
-    `evoenv run-context` in this process, as `accelerate launch -m evoenv_cli run-context` would
-    in each of its ranks, its output sent to the driver. A nonzero exit raises, failing the run."""
+    the stage of the Context file in this process, through the `stage.execute` that `evoenv
+    run-context` calls in each rank under `accelerate launch`, its output sent to the driver.
+    An exception fails the run (Ray Train reports it, the driver returns 1)."""
     os.environ.update(config["env"])
     os.chdir(config["cwd"])
     rank = int(os.environ.get("RANK", "0"))
-    from evoenv_cli.cli import app
+    from evoenv_cli import stage, stages
 
-    code: int | str | None = 0
     with _output_to(config["lines"], rank):
-        try:
-            app(["run-context", config["context"]], prog_name="evoenv")
-        except SystemExit as exc:
-            code = exc.code
-    if code not in (0, None):
-        raise RuntimeError(f"rank {rank}: evoenv run-context exited {code} (its output is in the train log)")
+        where = config["context"]
+        record = json.loads(Path(where).read_text(encoding="utf-8"))
+        name, ctx = stage.context_from_record(record, where)
+        ctx.say = ctx.note = lambda message: print(message, flush=True)
+        summary = stage.execute(stages.get(name), ctx)
+        if rank == 0 and isinstance(summary, dict) and "steps" in summary:
+            print(f"{name}: {summary['steps']} steps, mean reward {summary.get('mean_reward')} -> {ctx.out}")
 
 
 @contextlib.contextmanager

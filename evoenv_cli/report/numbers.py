@@ -5,6 +5,9 @@ numbers and tables them beside each figure, and `evoenv report --json` prints th
 come from the records themselves (verdicts.jsonl, generations.jsonl, metrics.jsonl), not from
 summary.json, so a stage still running or killed part way counts what it has decided so far.
 A missing file or field is None (shown as missing), never an error.
+
+Why one module: one function per figure of the report, each short; they share the readers of the
+run folder, and the page and `--json` import them from one place.
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 small page per example verdict, all static HTML that opens from disk with no script, no
 server and no network. Everything taken from the run (reasons, sources, responses: text an
 untrusted model wrote) is HTML-escaped.
+
+Why one module: the page is one HTML template and the renderers that fill it; split, a figure's
+markup and the code that writes its numbers would live apart.
 """
 
 from __future__ import annotations

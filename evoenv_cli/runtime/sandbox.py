@@ -1,33 +1,10 @@
 """How a worker is launched and confined: the one place that starts untrusted code.
 
-Two modes. `bwrap` (default where it works): a bubblewrap jail with every namespace unshared
-(no network, own PID space, private /tmp on a small tmpfs, read-only system, nothing of the
-host's files but the interpreter, the worker and the environment file), a clean environment, a
-new session, no capabilities, run as an unprivileged uid. The worker itself is the jail's pid 1
-(`--as-pid-1`): there is no bwrap init inside the jail, so no process there runs without the
-worker's seccomp filter, and when the worker dies the kernel kills everything left in its PID
-namespace. Inside, the worker sets rlimits (memory, CPU, file size, open files, processes) and
-loads a seccomp filter (no fork/exec, sockets, ptrace, kill, mount, SysV IPC, ...).
-`process`: the same worker, rlimits and seccomp in a plain child process with a clean
-environment, for hosts without bubblewrap or user namespaces; where the kernel has Landlock
-the worker also restricts itself to reading the interpreter, the system libraries and its own
-folder, writing nothing, and signalling nothing outside itself.
-
-What this does NOT protect against: code inside a worker owns that worker's reply channel, so it
-can forge its own results (score = 1.0); an environment that eval()s a response lets the response
-do the same. Those are caught outside the jail: static checks on the source, adversarial probe
-answers, and determinism re-runs (`evoenv validate`), and the parent trusts no reply (it times
-every call itself, derives an environment's metadata from its source, and sanitizes every value).
-What the `process` mode still does not stop, even with Landlock: it shares the host's network,
-PID, IPC and UTS namespaces; seccomp refuses sockets, signals to other processes, ptrace and
-SysV/POSIX IPC, but the worker can still see which host pids exist and their priorities
-(getpriority, sched_getaffinity on any pid), the hostname and load (uname, sysinfo); it reads
-everything under /usr and the interpreter's prefix; and it runs as the invoking user when
-evoenv does not run as root (no uid drop). (Both modes bound memory by RLIMIT_AS, not a cgroup.)
-Without Landlock (an older kernel; a warning says so) it also reads every file its uid can
-read, writes wherever its uid can write (the host /tmp, /dev/shm: bounded per file by
-RLIMIT_FSIZE, not in number), and opens the memory (/proc/<pid>/mem) of every dumpable process
-of its uid, which without a uid drop includes the evoenv process itself.
+Two modes: `bwrap` (default where it works: a bubblewrap jail with every namespace unshared,
+the worker as its pid 1 under rlimits and a seccomp filter, as an unprivileged uid) and
+`process` (the same worker, rlimits and seccomp in a plain child, with Landlock where the
+kernel has it, for hosts without user namespaces). What each mode confines, and what neither
+protects against (a worker owns its reply channel, so the parent trusts no reply): docs/sandbox.md.
 """
 
 from __future__ import annotations

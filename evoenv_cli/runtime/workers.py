@@ -9,6 +9,9 @@ TAGS, docstring) comes from its source's AST, not from the worker's account of i
 
 Callers say what to run (`Call`s against an `EnvFile`) and get `CallResult`s in the same
 order; a broken environment yields failed results, never an exception.
+
+Why one module: it is the trust boundary. Every reply from environment code is read, sanitized,
+timed and checked here, and one file keeps that boundary reviewable in one read.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ Gumbel-max sampling at fixed noise (each answer a deterministic function of mode
 noise), scores it with the environment's own `score` in the sandbox, and inverts the binomial
 kl: with probability >= 1 - delta over S, for every h in the code at once,
 kl(R_S(h) || R(h)) <= (L(h) ln 2 + ln(1/delta)) / n.
+
+Why one module: the code (the prior), the rule that draws S and the bound's arithmetic must
+agree to the bit; a reader checks the bound against its code in one file.
 """
 
 from __future__ import annotations

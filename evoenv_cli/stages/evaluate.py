@@ -1,34 +1,15 @@
 """`evoenv evaluate`: how well a model does on held-out environment instances and benchmarks.
 
-Two kinds of items, asked in ONE backend batch:
+Held-out instances (seeds with bit 31 set, so never a training or calibration seed),
+benchmark files of {"question", "answer"} rows (math-verify or exact match) and reasoning-gym
+tasks (`rg:TASK[:N]`, scored by the task's own `score_answer`) are asked in ONE backend batch;
+pass@1 per item, environment, benchmark and overall, with the share of samples without an
+answer, and with a baseline model the same items asked of it and the deltas. Models are
+passed as factories so only one is loaded at a time. The rules in full: docs/stages.md
+("evoenv evaluate").
 
-- Held-out environment instances: `instances` per environment of the library, at seeds
-  `instance_seed(cfg.seed, NAME, i, split="heldout")`. Those set bit 31 (>= 2**31) while every
-  seed `sample` gives training (and every `calibrate` seed) is below 2**31, so no training or
-  calibration instance seed is ever a held-out one, whatever base seeds the runs used. Levels:
-  the library's calibrated levels (index.jsonl; an environment calibrated with no level in
-  band is left out), else 1..10, drawn as `sample` draws them (`conversations.draw_levels`).
-  Prompts are built exactly as for training (`conversations.prepare`); answers are scored by
-  the environment in the sandbox through `rewards.EnvReward` (the training reward's own path).
-- Benchmark files of {"question", "answer"} rows: the question plus an instruction to answer in
-  the answer tags (`answer.bench_instruction`); the last answer block is compared with the reference by math-verify
-  (equivalence: \\frac{1}{2} == 0.5), with exact match (whitespace and case normalized) where
-  math-verify is not installed or cannot parse a side.
-- reasoning-gym tasks (`rg:TASK[:N[:KEY=VALUE,...]]`): N items generated offline at the dataset
-  seed `RG_SEED_BASE + seed` (item i from that + i, all at or above 2**31 like every held-out
-  seed), asked like benchmark questions, and scored by the task's own `score_answer` on the
-  extracted answer. A sample counts as correct when score_answer gives full credit; the mean
-  of its raw (partial-credit) scores is reported beside pass@1 as `mean_score`.
-
-pass@1 of an item = mean correctness over its n samples (a sample without an answer counts 0);
-per environment / benchmark = the mean over its items; `overall` = the mean over all items,
-with the macro means over environments and over benchmarks beside it. The share of samples
-without an extractable answer is reported beside every pass@1.
-
-With a baseline model, the same items (same prompts, same sampling seeds) are asked of it
-too, and metrics.json carries both and the deltas (model - baseline). Models are passed as
-factories so that only one is loaded at a time (the CLI builds real backends; tests pass
-scripted ones).
+Why one module: environment instances, benchmark files and reasoning-gym tasks are asked in
+one backend batch and reported in one table; their builders share that batch.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ lengths), per environment reward mean/std and pass rate, and the task's own sign
 (`train/score_mean`, `train/zero_variance_share` on the environment's score alone,
 `train/format_share`, and the zero-variance share per reward function). The console gets one
 line per step (`train_progress`); TRL's raw dicts go to OUT/log.txt.
+
+Why one module: the train stage is one TRL run: inputs, reward, trainer arguments, callbacks and
+the save are one sequence whose order matters (rank 0 writes, the marker last).
 """
 
 from __future__ import annotations

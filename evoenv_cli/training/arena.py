@@ -6,6 +6,9 @@ group and shrunk so that no two traces the verifier tells apart swap order. The 
 trusted only while its agreement with the verifier, probed each step on groups the verifier
 separates, beats chance; otherwise the arena stands aside. The whole design, with each setting
 and its default: docs/arena.md.
+
+Why one module: the tournament, the Bradley-Terry fit, the trust gate and the reward shaping are
+one algorithm whose steps share the group's state.
 """
 
 from __future__ import annotations
