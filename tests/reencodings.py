@@ -89,7 +89,9 @@ def _fields(seed: Path, kind: str) -> list[str] | None:
     if kind == "delta":
         return next(([k] for k in inst if ints(k)), None)
     if kind == "runs":  # pairs of a list with no repeats are a zip with a column of ones: the old layouts map that
-        repeats = [k for k in inst if (ints(k) or text(k)) and any(a == b for i in samples for a, b in zip(i[k], i[k][1:]))]
+        repeats = [
+            k for k in inst if (ints(k) or text(k)) and any(a == b for i in samples for a, b in zip(i[k], i[k][1:]))
+        ]
         return repeats[:1] or None
     if kind == "flat_runs":
         return next(([k] for k in inst if ints(k) or text(k)), None)

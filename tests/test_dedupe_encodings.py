@@ -78,7 +78,9 @@ def _judge(pool, envs, got, kept: list[str], name: str):
 
     for n in kept:
         member = Member(n, "lib", n, n, False)
-        index.add(member, code_signature(envs[n].source, CFG), behaviour_signature(got[n].prompts, CFG), solved=fresh(n))
+        index.add(
+            member, code_signature(envs[n].source, CFG), behaviour_signature(got[n].prompts, CFG), solved=fresh(n)
+        )
     mine = fresh(name)
     beh = behaviour_signature(got[name].prompts, CFG)
     return decide(index, code_signature(envs[name].source, CFG), beh, None, None, lambda: index.solves_like(pool, mine))

@@ -206,7 +206,10 @@ class NoveltyIndex:
             rows = set(self.buckets.get(view.bucket, ()))
             if key := next((k for k in keys if k[0] == "layout"), None):
                 rows |= set(self.layouts.get(key[1:], ()))
-            tries += [(r, self.solved[r], view, f"the kept one's solve on {view.decoding} of its instances") for r in sorted(rows)]
+            tries += [
+                (r, self.solved[r], view, f"the kept one's solve on {view.decoding} of its instances")
+                for r in sorted(rows)
+            ]
         wanted = ss.runner_keys(sample)
         pairs = sorted({p for key in wanted for p in self.decoded.get(key, ())})
         for row, v in pairs:
