@@ -84,6 +84,7 @@ class NoveltyIndex:
         self.solved: dict[int, solve_signature.Sample] = {}  # row -> instances and answers
         self.buckets: dict[tuple, list[int]] = {}  # instance shape -> rows (solve signature)
         self.layouts: dict[tuple, list[int]] = {}  # informative column shapes -> rows (by layout)
+        self.decoded: dict[tuple, list[tuple[int, int]]] = {}  # a decoded view's key -> (row, view)
         self.members: list[Member] = []
         self.has: dict[str, list[bool]] = {k: [] for k in KINDS}
         self.sigs = {k: _Signatures(cfg.num_perm) for k in KINDS}
@@ -137,6 +138,10 @@ class NoveltyIndex:
             key = solve_signature.layout_key(solved)
             if key is not None:
                 self.layouts.setdefault(key, []).append(row)
+            for v, view in enumerate(solve_signature.decoded_views(solved)):
+                for vkey in solve_signature.view_keys(view):
+                    self.decoded.setdefault(vkey, []).append((row, v))
+            solved._views = None  # kept as keys only: recomputed (linear) when compared
         for kind, values in (("code", code), ("behaviour", behaviour)):
             self.has[kind].append(values is not None)
             if values is not None:
@@ -148,12 +153,16 @@ class NoveltyIndex:
     def values(self, kind: str, row: int) -> np.ndarray | None:
         return self.sigs[kind].values[row] if self.has[kind][row] else None
 
-    def solves_like(self, pool: SandboxPool, sample: solve_signature.Sample | None) -> tuple[int, float, str] | None:
+    def solves_like(
+        self, pool: SandboxPool, sample: solve_signature.Sample | None
+    ) -> tuple[int, float, str] | tuple[int, float, str, str] | None:
         """The first member (of at most `solve_members` with instances of the same shape) on
         whose instances `sample`'s solve agrees best, with the share and the signature that
         found it: "solve", or "solve_layout" when no member of the same shape agreed and one
         whose varying fields `sample`'s layout can hold (records zipped or unzipped, story
-        fields around them) did; None if none compared."""
+        fields around them) did, or "solve_decoded" (with the decoding) when neither did and
+        one agrees on a decoded view of one side's instances (see `decoded_like`); None if
+        none compared."""
         if sample is None:
             return None
         best = None
@@ -174,6 +183,49 @@ class NoveltyIndex:
             share = solve_signature.layout_agreement(pool, sample, self.solved[row])
             if best is None or share > best[1]:
                 best = (row, share, "solve_layout")
+            if share >= 1.0:
+                return best
+        if best is not None and best[1] >= self.cfg.solve_match_share:
+            return best
+        decoded = self.decoded_like(pool, sample)
+        if decoded is not None and (best is None or decoded[1] > best[1]):
+            best = decoded
+        return best
+
+    def decoded_like(self, pool: SandboxPool, sample: solve_signature.Sample) -> tuple[int, float, str, str] | None:
+        """Re-encodings: a kept member's solve on a decoded view of `sample`'s instances (the
+        candidate re-encodes a kept task: its list delta-encoded, run-length encoded, two
+        fields joined), then `sample`'s solve on a decoded view of a kept member's (the kept
+        one re-encoded). Views are matched to solves by shape (the same bucket, or a layout
+        the solve's columns can hold), and at most MAX_DECODED_TRIES pairs are compared, each
+        screened on a few instances first. (row, share, "solve_decoded", how) of the best."""
+        ss = solve_signature
+        tries: list[tuple[int, ss.Sample, ss.Sample, str]] = []  # (row, runner, view, how)
+        for view in ss.decoded_views(sample):
+            keys = ss.view_keys(view)
+            rows = set(self.buckets.get(view.bucket, ()))
+            if key := next((k for k in keys if k[0] == "layout"), None):
+                rows |= set(self.layouts.get(key[1:], ()))
+            tries += [
+                (r, self.solved[r], view, f"the kept one's solve on {view.decoding} of its instances")
+                for r in sorted(rows)
+            ]
+        wanted = ss.runner_keys(sample)
+        pairs = sorted({p for key in wanted for p in self.decoded.get(key, ())})
+        for row, v in pairs:
+            view = ss.decoded_views(self.solved[row])[v]
+            tries.append((row, sample, view, f"its solve on {view.decoding} of the kept one's instances"))
+        best = None
+        seen = set()
+        for row, runner, view, how in tries:
+            if (row, how) in seen:
+                continue
+            seen.add((row, how))
+            if len(seen) > ss.MAX_DECODED_TRIES:
+                break
+            share = ss.view_agreement(pool, runner, view)
+            if best is None or share > best[1]:
+                best = (row, share, "solve_decoded", how)
             if share >= 1.0:
                 break
         return best
@@ -300,12 +352,20 @@ def _solves_the_same(
     near_solve = solves_like() if solves_like is not None else None
     if near_solve is None:
         return None
-    row, share, signature = near_solve
-    m["nearest_solve"] = {**index.members[row].ref(share), "signature": signature}
+    row, share, signature, *decoding = near_solve
+    extra = {"signature": signature} | ({"decoding": decoding[0]} if decoding else {})
+    m["nearest_solve"] = {**index.members[row].ref(share), **extra}
     if share < index.cfg.solve_match_share:
         return None
     kept = index.members[row]
-    m["duplicate_of"] = {**kept.ref(share), "signature": signature}
+    m["duplicate_of"] = {**kept.ref(share), **extra}
+    if decoding:
+        return Decision(
+            "duplicate_behaviour",
+            f"it re-encodes the task of {_where(kept)}: {decoding[0]} gives the other's answers on "
+            f"{share:.0%} of them, and its score accepts them",
+            m,
+        )
     how = "recast into its layout" if signature == "solve" else "their varying fields moved into its layout"
     return Decision(
         "duplicate_behaviour",
