@@ -3,7 +3,7 @@ with a list delta-encoded or run-length encoded, or two fields joined into one, 
 
 The family is generated (tests/reencodings.py): every seed, re-encoded in every way its
 instance's shapes admit, under new keys and a new prompt. For each member the old comparison
-(no decoded views: `solve_signature.MAX_VIEWS = 0`) admits it as new, and the new one finds its
+(no decoded views: `novelty.views.MAX_VIEWS = 0`) admits it as new, and the new one finds its
 seed, in either order (the seed kept first, or the re-encoding). The false-positive guard is
 tests/test_dedupe_reskins.py's distinct set (the seeds, the validate corpus's good files and
 tests/dedupe_corpus/distinct), judged with the decoded views on.
@@ -16,6 +16,7 @@ from conftest import SEEDS
 from evoenv_cli.checks import solve_signature
 from evoenv_cli.config import DedupeConfig
 from evoenv_cli.envfile import EnvFile
+from evoenv_cli.novelty import views as decoded
 from evoenv_cli.novelty.index import Member, NoveltyIndex, decide
 from evoenv_cli.novelty.minhash import behaviour_signature, code_signature
 from evoenv_cli.runtime.workers import SandboxPool
@@ -30,7 +31,9 @@ def test_decoded_views_come_from_the_shapes():
     env = EnvFile(__import__("pathlib").Path("x.py"), b"NAME = 'x'\n", "x")
 
     def views(instances):
-        return {v.decoding: v.instances[0] for v in ss.decoded_views(ss.Sample(env, instances, ["1"] * len(instances)))}
+        return {
+            v.decoding: v.instances[0] for v in decoded.decoded_views(ss.Sample(env, instances, ["1"] * len(instances)))
+        }
 
     got = views([{"d": [3, 1, -2], "n": 4}, {"d": [5, 2], "n": 1}])
     assert got["prefix_sums(d)"] == {"d": [3, 4, 2], "n": 4}
@@ -46,9 +49,9 @@ def test_decoded_views_come_from_the_shapes():
     got = views([{"rec": {"w": [1], "v": [2]}, "c": 3}, {"rec": {"w": [4], "v": [5]}, "c": 6}])
     assert got["fields_of(rec)"] == {"rec": [1], "rec#2": [2], "c": 3}
     # bounded: an expansion past MAX_EXPANDED is no view, and at most MAX_VIEWS are made
-    assert "runs_count_last(r)" not in views([{"r": [[1, ss.MAX_EXPANDED + 1]]}])
+    assert "runs_count_last(r)" not in views([{"r": [[1, decoded.MAX_EXPANDED + 1]]}])
     wide = {f"f{i}": [1, 2, 3, 4] for i in range(6)}
-    assert len(ss.decoded_views(ss.Sample(env, [wide], ["1"]))) == ss.MAX_VIEWS
+    assert len(decoded.decoded_views(ss.Sample(env, [wide], ["1"]))) == decoded.MAX_VIEWS
 
 
 def test_the_family_is_generated_from_shapes():
@@ -94,7 +97,7 @@ def test_old_dedupe_admits_every_member_and_the_new_finds_its_seed(sampled, monk
     for name, seed in sorted(names.items()):
         assert got[name].solved is not None, name  # the member runs: its solve answers its own instances
         with monkeypatch.context() as m:
-            m.setattr(solve_signature, "MAX_VIEWS", 0)
+            m.setattr(decoded, "MAX_VIEWS", 0)
             old = _judge(pool, envs, got, seeds, name)
         new = _judge(pool, envs, got, seeds, name)
         back = _judge(pool, envs, got, [name], seed)  # the re-encoding kept first, the seed after it

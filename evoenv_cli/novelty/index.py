@@ -13,6 +13,7 @@ import numpy as np
 
 from evoenv_cli.checks import solve_signature
 from evoenv_cli.config import DedupeConfig
+from evoenv_cli.novelty import views
 from evoenv_cli.novelty.minhash import as_minhash, scaffold_for
 from evoenv_cli.runtime.workers import SandboxPool
 
@@ -138,8 +139,8 @@ class NoveltyIndex:
             key = solve_signature.layout_key(solved)
             if key is not None:
                 self.layouts.setdefault(key, []).append(row)
-            for v, view in enumerate(solve_signature.decoded_views(solved)):
-                for vkey in solve_signature.view_keys(view):
+            for v, view in enumerate(views.decoded_views(solved)):
+                for vkey in views.view_keys(view):
                     self.decoded.setdefault(vkey, []).append((row, v))
             solved._views = None  # kept as keys only: recomputed (linear) when compared
         for kind, values in (("code", code), ("behaviour", behaviour)):
@@ -199,10 +200,10 @@ class NoveltyIndex:
         one re-encoded). Views are matched to solves by shape (the same bucket, or a layout
         the solve's columns can hold), and at most MAX_DECODED_TRIES pairs are compared, each
         screened on a few instances first. (row, share, "solve_decoded", how) of the best."""
-        ss = solve_signature
-        tries: list[tuple[int, ss.Sample, ss.Sample, str]] = []  # (row, runner, view, how)
-        for view in ss.decoded_views(sample):
-            keys = ss.view_keys(view)
+        Sample = solve_signature.Sample
+        tries: list[tuple[int, Sample, Sample, str]] = []  # (row, runner, view, how)
+        for view in views.decoded_views(sample):
+            keys = views.view_keys(view)
             rows = set(self.buckets.get(view.bucket, ()))
             if key := next((k for k in keys if k[0] == "layout"), None):
                 rows |= set(self.layouts.get(key[1:], ()))
@@ -210,10 +211,10 @@ class NoveltyIndex:
                 (r, self.solved[r], view, f"the kept one's solve on {view.decoding} of its instances")
                 for r in sorted(rows)
             ]
-        wanted = ss.runner_keys(sample)
+        wanted = views.runner_keys(sample)
         pairs = sorted({p for key in wanted for p in self.decoded.get(key, ())})
         for row, v in pairs:
-            view = ss.decoded_views(self.solved[row])[v]
+            view = views.decoded_views(self.solved[row])[v]
             tries.append((row, sample, view, f"its solve on {view.decoding} of the kept one's instances"))
         best = None
         seen = set()
@@ -221,9 +222,9 @@ class NoveltyIndex:
             if (row, how) in seen:
                 continue
             seen.add((row, how))
-            if len(seen) > ss.MAX_DECODED_TRIES:
+            if len(seen) > views.MAX_DECODED_TRIES:
                 break
-            share = ss.view_agreement(pool, runner, view)
+            share = views.view_agreement(pool, runner, view)
             if best is None or share > best[1]:
                 best = (row, share, "solve_decoded", how)
             if share >= 1.0:
