@@ -98,7 +98,9 @@ def check_learners(checker: Checker) -> None:
     z = leak_learners.LEARNER_Z
     tested = _learners_held_out(checker, suspects, CONFIRM_INSTANCES)
     sure = [r for r in tested if r.surely_over(0.0, min_excess, z)]
-    unsure = [r.name for r in tested if not r.surely_over(0.0, min_excess, z) and not r.surely_under(0.0, min_excess, z)]
+    unsure = [
+        r.name for r in tested if not r.surely_over(0.0, min_excess, z) and not r.surely_under(0.0, min_excess, z)
+    ]
     if unsure and not sure:
         sure = [r for r in _learners_held_out(checker, unsure, MAX_CONFIRM_INSTANCES) if r.over(0.0, min_excess, z)]
     if sure:

@@ -159,7 +159,13 @@ def _slots(prompt: str) -> Iterable[tuple[str, str, str]]:
         if len(anchors) >= MAX_ANCHORS:
             break
         anchor = before.lower()
-        if anchor.isascii() and anchor.isalpha() and len(anchor) <= 20 and anchor not in anchors and len(t) <= MAX_TOKEN:
+        if (
+            anchor.isascii()
+            and anchor.isalpha()
+            and len(anchor) <= 20
+            and anchor not in anchors
+            and len(t) <= MAX_TOKEN
+        ):
             anchors.add(anchor)
             yield f"after_{anchor}", "numeral" if t in numeral_set else "word", t
     runs = [m.group() for m in _CODE_RUN.finditer(prompt)]
