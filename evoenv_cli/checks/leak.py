@@ -81,7 +81,7 @@ def check_leak(checker: Checker) -> None:
 def check_learners(checker: Checker) -> None:
     """The prompt-only learners (checks/leak_learners.py), fitted on the first instances and
     tested on held-out ones: the few features whose share beats their chance rate by
-    `min_learner_excess` on the first instances are measured on CONFIRM_INSTANCES more; surely
+    half `min_learner_excess` on the first instances are measured on CONFIRM_INSTANCES more; surely
     over the limit (one-sided 95%, split among them) one rejects, naming its feature; all surely
     under, the file passes; still in between, they are measured on MAX_CONFIRM_INSTANCES and one
     over the limit there rejects. Good files pay the fit alone (string work on the first
@@ -92,7 +92,11 @@ def check_learners(checker: Checker) -> None:
     insts = checker.insts
     fitted = leak_learners.rates([i.text for i in insts], [i.reference for i in insts])
     checker.m["leak_learner_fit"] = [[r.name, round(r.share, 4), round(r.baseline, 4)] for r in fitted[:3]]
-    suspects = [r.name for r in fitted[: leak_learners.TESTED] if r.share - r.baseline > min_excess]
+    # a lenient screen (half the limit): 36 instances are few, and a leak just over the limit
+    # must not slip past on an unlucky draw (a positional prior of 46% against 1/6 fitted at
+    # 33% on one); the held-out test decides
+    screen = min_excess * leak_learners.SCREEN_SHARE
+    suspects = [r.name for r in fitted[: leak_learners.TESTED] if r.share - r.baseline > screen]
     if not suspects:
         return
     z = leak_learners.LEARNER_Z

@@ -14,8 +14,8 @@ A learner is a *feature*: a slot of the prompt under a transformation.
   code run: the letters it spells; of the options: the first, last, largest, smallest,
   longest, shortest, median, as label or as text.
 
-Fitting picks the features whose share on the first instances beats their chance rate by
-`validate.min_learner_excess`; the test measures those few again on instances drawn afresh
+Fitting picks the (at most TESTED) features whose share on the first instances beats their
+chance rate by half `validate.min_learner_excess`; the test measures those few again on instances drawn afresh
 (held out: the fit never saw them). The chance rate of a learner is how often its answer is
 right for an answer of its shape that knows nothing: another instance's reference (a learner
 that ignores the prompt, "always 5", has no excess over the references' own spread), and for
@@ -41,6 +41,7 @@ MAX_WORD_COUNTS = 96  # word counts per prompt (the most common words)
 MAX_TOKEN = 40  # longer tokens are not read as numerals (int() of a huge token is not linear)
 WINDOW = 5  # chance: each instance's learner answer against the next WINDOW instances' references
 TESTED = 3  # features the fit passes on to the test (the test's confidence is split among them)
+SCREEN_SHARE = 0.5  # the fit passes on features over this share of the limit
 LEARNER_Z = 2.128  # one-sided 95% split over TESTED features (Bonferroni: 1 - 0.05 / 3)
 BASES = tuple(b for b in range(2, 17) if b != 10)
 MC_RULES = ("first", "last", "largest", "smallest", "longest", "shortest", "median")
