@@ -161,6 +161,9 @@ class ValidateConfig:
     max_leak_share: float = field(default=0.5, metadata={"min": 0, "max": 1})
     # over how often other instances' answers appear in a prompt
     min_leak_excess: float = field(default=0.25, metadata={"min": 0, "max": 1})
+    # a prompt-only learner (checks/leak_learners.py) right this much more often than its chance
+    # rate, with 95% confidence on held-out instances, is a leak; 1 switches the learners off
+    min_learner_excess: float = field(default=0.2, metadata={"gt": 0, "max": 1})
     huge_probe_chars: int = field(default=1_000_000, metadata={"min": 0})
     huge_probe_instances: int = field(default=2, metadata={"min": 0})
     budget_generate_s: float = field(default=0.5, metadata={"gt": 0})

@@ -4,7 +4,7 @@ encoding, nor to a prompt-only solver (checks/leak_solvers.py) that reads it as 
 
 from __future__ import annotations
 
-from evoenv_cli.checks import leak_solvers, probes
+from evoenv_cli.checks import leak_learners, leak_solvers, probes
 from evoenv_cli.checks.context import CONFIRM_INSTANCES, Checker, Rejected
 from evoenv_cli.checks.probes import whole_token_in
 from evoenv_cli.checks.registry import Check, register
@@ -75,6 +75,57 @@ def check_leak(checker: Checker) -> None:
                 f"a chance rate of {r.baseline:.0%} (other instances' answers)",
                 f"leak_solver_{r.name}",
             )
+    check_learners(checker)
+
+
+def check_learners(checker: Checker) -> None:
+    """The prompt-only learners (checks/leak_learners.py), fitted on the first instances and
+    tested on held-out ones: the few features whose share beats their chance rate by
+    half `min_learner_excess` on the first instances are measured on CONFIRM_INSTANCES more; surely
+    over the limit (one-sided 95%, split among them) one rejects, naming its feature; all surely
+    under, the file passes; still in between, they are measured on MAX_CONFIRM_INSTANCES and one
+    over the limit there rejects. Good files pay the fit alone (string work on the first
+    instances); the more instances are the ones the solvers and the constant answer share."""
+    min_excess = checker.cfg.min_learner_excess
+    if min_excess >= 1:
+        return
+    insts = checker.insts
+    fitted = leak_learners.rates([i.text for i in insts], [i.reference for i in insts])
+    checker.m["leak_learner_fit"] = [[r.name, round(r.share, 4), round(r.baseline, 4)] for r in fitted[:3]]
+    # a lenient screen (half the limit): 36 instances are few, and a leak just over the limit
+    # must not slip past on an unlucky draw (a positional prior of 46% against 1/6 fitted at
+    # 33% on one); the held-out test decides
+    screen = min_excess * leak_learners.SCREEN_SHARE
+    suspects = [r.name for r in fitted[: leak_learners.TESTED] if r.share - r.baseline > screen]
+    if not suspects:
+        return
+    z = leak_learners.LEARNER_Z
+    tested = _learners_held_out(checker, suspects, CONFIRM_INSTANCES)
+    sure = [r for r in tested if r.surely_over(0.0, min_excess, z)]
+    unsure = [
+        r.name for r in tested if not r.surely_over(0.0, min_excess, z) and not r.surely_under(0.0, min_excess, z)
+    ]
+    if unsure and not sure:
+        sure = [r for r in _learners_held_out(checker, unsure, MAX_CONFIRM_INSTANCES) if r.over(0.0, min_excess, z)]
+    if sure:
+        r = sure[0]
+        raise Rejected(
+            "leak",
+            f"a prompt-only learner, feature {r.name}, fitted on {len(insts)} instances, finds the "
+            f"answer from the prompt alone on {r.share:.0%} of {r.n} held-out instances, against a "
+            f"chance rate of {r.baseline:.0%} for an answer of its shape (at most "
+            f"{min_excess:.0%} over it allowed, validate.min_learner_excess)",
+            f"learner_{r.name}",
+        )
+
+
+def _learners_held_out(checker: Checker, names: list[str], n: int) -> list[leak_solvers.SolverRate]:
+    """The learners `names` on `n` instances the fit did not see, largest excess first."""
+    made = checker.more_instances(n)
+    checker.within_budget()
+    tested = leak_learners.rates([m.task for m in made], [m.answer for m in made], names)
+    checker.m["leak_learner_held_out"] = [[r.name, round(r.share, 4), round(r.baseline, 4), r.n] for r in tested]
+    return tested
 
 
 def _confirm_leak(checker: Checker, names: list[str]) -> list[leak_solvers.SolverRate]:

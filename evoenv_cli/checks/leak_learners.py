@@ -1,0 +1,307 @@
+"""Prompt-only learners for `evoenv validate`'s leak check: rather than one decoder per encoding
+(checks/leak_solvers.py), a family of cheap predictors read off the prompt text alone, each
+mapping a prompt to one candidate answer, fitted on some instances and tested on others.
+
+A learner is a *feature*: a slot of the prompt under a transformation.
+
+- slots: the prompt's numerals by position (the first and last 12) and by the word before
+  them (`after_id`: the token after the first "id"), the prompt's words the same way, its runs
+  of numbers 1..26 (an alphabet code), its counts (lines, list items, words, characters,
+  numbers, each symbol and each word), and, for a multiple-choice prompt, its options;
+- transformations of a numeral: as is, digits reversed, last or first k digits, digit sum,
+  residues mod 2..9, written in bases 2..16, read in bases 2..16 (hex, binary, any digits)
+  and in Roman numerals; of a word: letters A=1..Z=26 (summed or written one by one); of a
+  code run: the letters it spells; of the options: the first, last, largest, smallest,
+  longest, shortest, median, as label or as text.
+
+Fitting picks the (at most TESTED) features whose share on the first instances beats their
+chance rate by half `validate.min_learner_excess`; the test measures those few again on instances drawn afresh
+(held out: the fit never saw them). The chance rate of a learner is how often its answer is
+right for an answer of its shape that knows nothing: another instance's reference (a learner
+that ignores the prompt, "always 5", has no excess over the references' own spread), and for
+an option rule a uniformly drawn option of the same prompt (1/k for k options), so a
+positional prior ("the answer is option A") is judged against 1/k, not 50%.
+
+Pure string work, linear in the prompt's length: a bounded number of slots, each under a
+bounded number of transformations of a token of at most MAX_TOKEN characters.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from collections.abc import Iterable
+
+from evoenv_cli.checks.leak_solvers import SolverRate, normalize
+
+POSITIONS = 12  # numerals and words by position: the first and the last this many
+MAX_ANCHORS = 48  # slots after a word, per prompt (the first distinct words)
+MAX_WORD_COUNTS = 96  # word counts per prompt (the most common words)
+MAX_TOKEN = 40  # longer tokens are not read as numerals (int() of a huge token is not linear)
+WINDOW = 5  # chance: each instance's learner answer against the next WINDOW instances' references
+TESTED = 3  # features the fit passes on to the test (the test's confidence is split among them)
+SCREEN_SHARE = 0.5  # the fit passes on features over this share of the limit
+LEARNER_Z = 2.128  # one-sided 95% split over TESTED features (Bonferroni: 1 - 0.05 / 3)
+BASES = tuple(b for b in range(2, 17) if b != 10)
+MC_RULES = ("first", "last", "largest", "smallest", "longest", "shortest", "median")
+
+_TOKEN = re.compile(r"[^\W_]+")
+_ROMAN = re.compile(r"M{0,3}(CM|CD|D?C{0,3})(XC|XL|L?X{0,3})(IX|IV|V?I{0,3})")
+_ROMAN_VALUES = (
+    (1000, "M"), (900, "CM"), (500, "D"), (400, "CD"), (100, "C"), (90, "XC"),
+    (50, "L"), (40, "XL"), (10, "X"), (9, "IX"), (5, "V"), (4, "IV"), (1, "I"),
+)  # fmt: skip
+_CODE_RUN = re.compile(r"(?<![0-9])[0-9]{1,2}(?:[ ,.\-]{1,2}[0-9]{1,2}(?![0-9])){1,}")
+_ITEM_LINE = re.compile(r"^\s*(?:[-*\u2022+]|\(?[0-9]{1,3}[.)]|\(?[A-Za-z][.)])\s", re.MULTILINE)
+_OPTION_LINE = re.compile(r"^\s*[(\[]?([A-H])[)\].:]\s+(\S[^\n]*?)\s*$", re.MULTILINE)
+_OPTION_INLINE = re.compile(r"\(([A-H])\)\s*([^()\n]*?)\s*(?=\([A-H]\)|\n|$)")
+_BRACKETED = re.compile(r"\[([^\[\]\n]*)\]")
+_FIRST_NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
+_DIGITS36 = string.digits + string.ascii_lowercase
+
+
+def key(answer: str) -> str:
+    """One spelling per answer, as the solvers normalize it, and case folded: a learner writes
+    base 16 and letters in lower case."""
+    return normalize(answer).lower()
+
+
+def _to_base(n: int, b: int) -> str:
+    if n == 0:
+        return "0"
+    out = []
+    while n:
+        n, r = divmod(n, b)
+        out.append(_DIGITS36[r])
+    return "".join(reversed(out))
+
+
+def _to_roman(n: int) -> str:
+    out = []
+    for value, letters in _ROMAN_VALUES:
+        while n >= value:
+            out.append(letters)
+            n -= value
+    return "".join(out)
+
+
+def _from_roman(t: str) -> int | None:
+    if len(t) < 2 or not _ROMAN.fullmatch(t):
+        return None
+    total = 0
+    i = 0
+    while i < len(t):
+        for value, letters in _ROMAN_VALUES:
+            if t.startswith(letters, i):
+                total += value
+                i += len(letters)
+                break
+    return total
+
+
+def _numeral(t: str) -> Iterable[tuple[str, str]]:
+    """(transformation, answer) for one numeral token (digits in any script, or letters and
+    digits read in a base)."""
+    low = t.lower()
+    for prefix, b in (("0x", 16), ("0b", 2), ("0o", 8)):
+        if low.startswith(prefix) and len(low) > 2:
+            try:
+                yield f"prefixed_{prefix[1]}", str(int(low[2:], b))
+            except ValueError:
+                pass
+            return
+    if t.isdecimal():
+        n = int(t)
+        s = str(n)
+        yield "as_is", s
+        yield "reversed", normalize(s[::-1])
+        for k in (1, 2, 3, 4):
+            if len(s) > k:
+                yield f"last{k}", normalize(s[-k:])
+                yield f"first{k}", s[:k]
+        yield "digit_sum", str(sum(map(int, s)))
+        for m in range(2, 10):
+            yield f"mod{m}", str(n % m)
+        for b in BASES:
+            yield f"to_base{b}", _to_base(n, b)
+        if 0 < n < 4000:
+            yield "to_roman", _to_roman(n).lower()
+    for b in BASES:
+        if all(c in _DIGITS36[:b] for c in low) and not (b > 10 and low.isdecimal()):
+            yield f"from_base{b}", str(int(low, b))
+    if (value := _from_roman(t)) is not None:
+        yield "from_roman", str(value)
+
+
+def _word(t: str) -> Iterable[tuple[str, str]]:
+    low = t.lower()
+    if low.isascii() and low.isalpha():
+        values = [ord(c) - 96 for c in low]
+        yield "letters_sum", str(sum(values))
+        yield "letters_joined", "".join(map(str, values))
+        yield "as_is", low
+
+
+def _slots(prompt: str) -> Iterable[tuple[str, str, str]]:
+    """(slot, kind, token) for the prompt's numerals and words by position and by the word
+    before them, and its alphabet-code runs."""
+    tokens = _TOKEN.findall(prompt)
+    numerals = [t for t in tokens if len(t) <= MAX_TOKEN and (any(c.isdecimal() for c in t) or _from_roman(t))]
+    words = [t for t in tokens if t.isalpha() and len(t) <= MAX_TOKEN and not _from_roman(t)]
+    numeral_set = set(numerals)
+    for name, kind, seq in (("num", "numeral", numerals), ("word", "word", words)):
+        for i, t in enumerate(seq[:POSITIONS]):
+            yield f"{name}{i}", kind, t
+        for i, t in enumerate(reversed(seq[-POSITIONS:])):
+            yield f"{name}_last{i}", kind, t
+    anchors: set[str] = set()
+    for before, t in zip(tokens, tokens[1:]):
+        if len(anchors) >= MAX_ANCHORS:
+            break
+        anchor = before.lower()
+        if (
+            anchor.isascii()
+            and anchor.isalpha()
+            and len(anchor) <= 20
+            and anchor not in anchors
+            and len(t) <= MAX_TOKEN
+        ):
+            anchors.add(anchor)
+            yield f"after_{anchor}", "numeral" if t in numeral_set else "word", t
+    runs = [m.group() for m in _CODE_RUN.finditer(prompt)]
+    for i, run in enumerate(runs[:POSITIONS]):
+        yield f"code{i}", "code", run
+    for i, run in enumerate(reversed(runs[-POSITIONS:])):
+        yield f"code_last{i}", "code", run
+
+
+def _code(run: str) -> Iterable[tuple[str, str]]:
+    values = [int(v) for v in re.findall(r"[0-9]+", run)]
+    if all(1 <= v <= 26 for v in values):
+        yield "letters", "".join(chr(96 + v) for v in values)
+
+
+def options(prompt: str) -> list[tuple[str, str]]:
+    """A multiple-choice prompt's (label, text) options, labelled A, B, C... in order (one per
+    line or inline as "(A) ... (B) ..."): the first such run of two or more."""
+    for pattern in (_OPTION_LINE, _OPTION_INLINE):
+        run: list[tuple[str, str]] = []
+        for m in pattern.finditer(prompt):
+            label, text = m.group(1), m.group(2).strip()
+            if ord(label) - ord("A") == len(run):
+                run.append((label, text))
+            elif len(run) >= 2:
+                return run
+            else:
+                run = [(label, text)] if label == "A" else []
+        if len(run) >= 2:
+            return run
+    return []
+
+
+def _value(text: str) -> float | None:
+    m = _FIRST_NUMBER.search(text)
+    return float(m.group()) if m else None
+
+
+def _choices(opts: list[tuple[str, str]]) -> Iterable[tuple[str, int]]:
+    """(rule, index of the option it picks)."""
+    n = len(opts)
+    yield "first", 0
+    yield "last", n - 1
+    lengths = [len(t) for _, t in opts]
+    yield "longest", max(range(n), key=lambda i: (lengths[i], -i))
+    yield "shortest", min(range(n), key=lambda i: (lengths[i], i))
+    values = [_value(t) for _, t in opts]
+    if all(v is not None for v in values):
+        yield "largest", max(range(n), key=lambda i: (values[i], -i))
+        yield "smallest", min(range(n), key=lambda i: (values[i], i))
+        yield "median", sorted(range(n), key=lambda i: (values[i], i))[(n - 1) // 2]
+
+
+def _counts(prompt: str) -> Iterable[tuple[str, int]]:
+    lines = prompt.split("\n")
+    structural = {
+        "lines": len(lines),
+        "nonempty_lines": sum(1 for line in lines if line.strip()),
+        "items": len(_ITEM_LINE.findall(prompt)),
+        "words": len(prompt.split()),
+        "tokens": len(_TOKEN.findall(prompt)),
+        "numbers": sum(1 for t in _TOKEN.findall(prompt) if t.isdecimal()),
+        "sentences": sum(prompt.count(c) for c in ".!?"),
+    }
+    lists = [len([x for x in m.group(1).split(",") if x.strip()]) for m in _BRACKETED.finditer(prompt)]
+    if lists:
+        structural["first_list_items"] = lists[0]
+        structural["longest_list_items"] = max(lists)
+    for name, n in structural.items():
+        yield name, n
+        yield f"{name}_minus1", n - 1
+        yield f"{name}_plus1", n + 1
+    yield "chars", len(prompt)
+    yield "chars_stripped", len(prompt.strip())
+    yield "letters", sum(1 for c in prompt if c.isalpha())
+    yield "digits", sum(1 for c in prompt if c.isdecimal())
+    for c, n in Counter(c for c in prompt if not c.isalnum() and not c.isspace()).items():
+        yield f"char_{ord(c):x}", n
+    words = Counter(t.lower() for t in _TOKEN.findall(prompt) if t.isascii() and t.isalpha() and len(t) <= 20)
+    for w, n in words.most_common(MAX_WORD_COUNTS):
+        yield f"word_{w}", n
+
+
+def features(prompt: str) -> tuple[dict[str, str], dict[str, float]]:
+    """Every learner's answer for one prompt, by feature name (keyed by `key`), and the chance
+    rate of the option rules' answers on this prompt (the share of its options, as labels or as
+    texts, that the reference is), by feature name: absent for a learner judged against other
+    instances' references."""
+    out: dict[str, str] = {}
+    for slot, kind, token in _slots(prompt):
+        reads = _numeral(token) if kind == "numeral" else _word(token) if kind == "word" else _code(token)
+        for how, answer in reads:
+            out.setdefault(f"{slot}_{how}", key(answer))
+    for name, n in _counts(prompt):
+        out[f"count_{name}"] = str(n)
+    mc: dict[str, float] = {}
+    opts = options(prompt)
+    if opts:
+        for rule, i in _choices(opts):
+            label, text = opts[i]
+            out[f"option_{rule}_label"] = key(label)
+            out[f"option_{rule}_text"] = key(text)
+            mc[f"option_{rule}_label"] = 1.0  # the share, once the reference is known (`rates`)
+            mc[f"option_{rule}_text"] = 1.0
+    return out, mc
+
+
+def rates(prompts: list[str], references: list[str], names: Iterable[str] | None = None) -> list[SolverRate]:
+    """Each learner's share (its answer is the reference) and chance rate over the instances:
+    another instance's reference among the next WINDOW for most, a uniformly drawn option of
+    the same prompt for an option rule. Only `names` when given; every feature some prompt has
+    otherwise. Sorted by excess over chance, largest first."""
+    refs = [key(r) for r in references]
+    read = [features(p) for p in prompts]
+    wanted = set(names) if names is not None else {f for answers, _ in read for f in answers}
+    n = len(prompts)
+    hits: Counter[str] = Counter()
+    chance: Counter[str] = Counter()
+    for i, ((answers, mc), ref) in enumerate(zip(read, refs)):
+        opts = options(prompts[i]) if mc else []
+        labels = sum(1 for label, _ in opts if key(label) == ref) / len(opts) if opts else 0.0
+        texts = sum(1 for _, text in opts if key(text) == ref) / len(opts) if opts else 0.0
+        for f, answer in answers.items():
+            if f not in wanted:
+                continue
+            if answer == ref and ref:
+                hits[f] += 1
+            if f in mc:
+                chance[f] += labels if f.endswith("_label") else texts
+            else:
+                chance[f] += sum(answer == refs[j] for j in range(i + 1, min(n, i + 1 + WINDOW)) if refs[j])
+    pairs = sum(1 for i in range(n) for j in range(i + 1, min(n, i + 1 + WINDOW)) if refs[j])
+    out = []
+    for f in wanted:
+        is_mc = f.startswith("option_")
+        base = chance[f] / max(1, n if is_mc else pairs)
+        out.append(SolverRate(f, hits[f] / max(1, n), base, n, n if is_mc else pairs))
+    return sorted(out, key=lambda r: (-(r.share - r.baseline), r.name))
