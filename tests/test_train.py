@@ -303,6 +303,25 @@ def _steps(out: Path) -> list[dict]:
     return [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
 
 
+def test_a_checkpoint_a_kill_cut_short_is_dropped_and_the_last_whole_one_resumed(tmp_path):
+    """The kill test's intermittent failure (CI-like load, 2026-12-06): SIGKILL landed while
+    checkpoint-2 was being saved, and the rerun failed with "Can't find a valid checkpoint at
+    .../checkpoint-2". transformers writes trainer_state.json last: without it (or cut short) a
+    checkpoint is dropped, and the run resumes from the last whole one."""
+    from evoenv_cli.stages.train import METRICS_FILE, resume_from
+
+    folder = tmp_path / "checkpoints"
+    for step, state in ((2, '{"global_step": 2}'), (4, None), (6, '{"global_st')):
+        (folder / f"checkpoint-{step}").mkdir(parents=True)
+        (folder / f"checkpoint-{step}" / "model.safetensors").write_bytes(b"weights")
+        if state is not None:
+            (folder / f"checkpoint-{step}" / "trainer_state.json").write_text(state)
+    (tmp_path / METRICS_FILE).write_text("".join(json.dumps({"step": k}) + "\n" for k in range(1, 6)))
+    resume_from(tmp_path)
+    assert sorted(p.name for p in folder.iterdir()) == ["checkpoint-2"]
+    assert [m["step"] for m in _steps(tmp_path)] == [1, 2]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("killed_after", [1, 3])  # before the first checkpoint (step 2), and after it
 def test_a_train_killed_and_rerun_logs_each_step_once_as_an_unkilled_run_does(tiny_model, rows, tmp_path, killed_after):

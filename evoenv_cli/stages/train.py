@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import statistics
 import sys
 import threading
@@ -787,6 +788,17 @@ def _check(ctx: Context, lib: artifacts.EnvLibrary) -> None:
         raise InputError(f"{recipe}: {exc}" if recipe is not None else str(exc)) from None
 
 
+def checkpoint_complete(folder: Path) -> bool:
+    """Whether a trainer checkpoint was saved whole: transformers writes its trainer_state.json
+    last (`Trainer._save_checkpoint`, after the weights, optimizer, scheduler and RNG state), so
+    a folder without it, or with it cut short, is a save a kill interrupted."""
+    try:
+        json.loads((folder / "trainer_state.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def resume_from(out: Path) -> None:
     """A resumed train goes on from its last checkpoint (the one TRL's `resume_from_checkpoint`
     picks), or from the start when the kill came before the first. The steps after that point
@@ -797,6 +809,9 @@ def resume_from(out: Path) -> None:
     from evoenv_cli.training.arena import ARENA_FILE
 
     folder = out / "checkpoints"
+    if folder.is_dir():  # a kill in the middle of a save leaves a checkpoint that cannot be resumed
+        for partial in [c for c in folder.glob("checkpoint-*") if c.is_dir() and not checkpoint_complete(c)]:
+            shutil.rmtree(partial)
     last = get_last_checkpoint(str(folder)) if folder.is_dir() else None
     step = int(Path(last).name.rsplit("-", 1)[1]) if last else 0
     for name in (METRICS_FILE, ARENA_FILE):
