@@ -190,25 +190,15 @@ def test_give_up_after_never_zeroes_correct_answers(tmp_path):
         reward.close()
 
 
-COLD_ON_WRONG = """import random
-NAME = "cold_on_wrong"
-_warm = []
-def generate(seed, difficulty):
-    r = random.Random(seed)
-    return {"word": "".join(r.choice("xyz") for _ in range(6)), "n": r.randint(1, 99)}
-def prompt(instance):
-    return "Write the word and then the number: " + instance["word"] + " " + str(instance["n"])
-def solve(instance):
-    return instance["word"] + str(instance["n"])
-def score(instance, answer):
-    if answer == solve(instance):
-        return 1.0
-    if not _warm:  # the first wrong answer meets a pause once (a collection, page faults): noise
-        _warm.append(1)  # that does not come back, whether or not the budget stops the call
-        for _ in range(600_000):
-            pass
-    return 0.0
-"""
+# TEMPLATE's environment, whose first wrong answer meets a pause once (a collection, page
+# faults): noise that does not come back, whether or not the budget stops the call
+COLD_ON_WRONG = TEMPLATE.replace('NAME = "NAME_HERE"', 'NAME = "cold_on_wrong"\n_warm = []').replace(
+    "TRAP_HERE",
+    "    if answer != solve(instance) and not _warm:\n"
+    "        _warm.append(1)\n"
+    "        for _ in range(600_000):\n"
+    "            pass",
+)
 
 
 def test_a_cold_first_call_is_retried_not_counted_against_an_honest_environment(tmp_path):
