@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 from ray_nodes import two_node_cluster
-from test_train_ranks import PROBE, free_port, recipe, records
+from test_train_ranks import PROBE, free_port, ray_recipe, recipe, records
 
 CHILD = Path(__file__).parent / "cluster_train_child.py"
 FIXTURE = Path(__file__).parent / "fixtures" / "digit_share.py"
@@ -53,17 +53,6 @@ def one_machine_recipe(tmp_path: Path) -> Path:
     """test_train_ranks.py's recipe (two accelerate processes), every completion its answer."""
     p = recipe(tmp_path)
     p.write_text(p.read_text() + 'answer:\n  tag: ""\n')
-    return p
-
-
-def ray_recipe(one_machine: Path, address: str) -> Path:
-    """The one-machine recipe with the cluster's settings instead of the launcher."""
-    lines = [x for x in one_machine.read_text().splitlines() if "train_launch:" not in x]
-    text = "\n".join(lines) + "\n"
-    text = text.replace("iterate:\n", f"iterate:\n  cluster: ray\n  cluster_address: '{address}'\n")
-    text = text.replace("train:\n", "train:\n  workers: 2\n")
-    p = one_machine.with_name("recipe-ray.yaml")
-    p.write_text(text)
     return p
 
 

@@ -38,12 +38,13 @@ def recipe(tmp_path: Path) -> Path:
     return p
 
 
-def ray_recipe(tmp_path: Path, address: str) -> Path:
-    """The same recipe on a Ray cluster: two Ray Train workers instead of the launcher."""
-    lines = [x for x in recipe(tmp_path).read_text().splitlines() if "train_launch:" not in x]
+def ray_recipe(one_machine: Path, address: str) -> Path:
+    """A recipe on a Ray cluster: `one_machine`'s, with two Ray Train workers instead of the
+    launcher (beside it, recipe-ray.yaml)."""
+    lines = [x for x in one_machine.read_text().splitlines() if "train_launch:" not in x]
     text = "\n".join(lines) + "\n"
     text = text.replace("iterate:\n", f"iterate:\n  cluster: ray\n  cluster_address: '{address}'\n")
-    p = tmp_path / "recipe-ray.yaml"
+    p = one_machine.with_name("recipe-ray.yaml")
     p.write_text(text.replace("train:\n", "train:\n  workers: 2\n"))
     return p
 
@@ -59,7 +60,7 @@ def iterate(tmp_path: Path, model: Path, run: Path, probe: Path, kill: str | Non
     }
     if kill is not None:
         env["EVOENV_RANK_PROBE_KILL"] = kill
-    spec = ray_recipe(tmp_path, cluster) if cluster else recipe(tmp_path)
+    spec = ray_recipe(recipe(tmp_path), cluster) if cluster else recipe(tmp_path)
     argv = [EXE, "iterate", "--rounds", "1", "--recipe", spec, "--model", model, "--run", run]
     argv += ["--seeds", ROOT / "seeds"]
     return subprocess.run(list(map(str, argv)), env=env, cwd=tmp_path, capture_output=True, text=True, timeout=1500)

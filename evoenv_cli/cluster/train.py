@@ -32,6 +32,7 @@ import threading
 import time
 from pathlib import Path
 
+from evoenv_cli.cluster import alive_nodes
 from evoenv_cli.errors import InputError
 
 RAY_TRAIN_DIR = "train-ray"  # round-NN/train-ray/: Ray Train's run records (not the model: that is train/)
@@ -99,7 +100,7 @@ def run_context_on_ray(ray, context_path: Path, workers: int, log_path: Path) ->
     context_path = Path(context_path).resolve()
     record = json.loads(context_path.read_text(encoding="utf-8"))  # stage.context_record's
     use_gpu = check_room(ray, workers)
-    nodes = len([n for n in ray.nodes() if n.get("Alive")])
+    nodes = len(alive_nodes(ray))
     here = ray.get_runtime_context().get_node_id()
     lines = Queue(
         actor_options={"num_cpus": 0, "scheduling_strategy": NodeAffinitySchedulingStrategy(here, soft=False)}
