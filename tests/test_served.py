@@ -49,6 +49,20 @@ def test_data_parallel_beyond_this_node_is_vllms_ray_data_parallelism(tiny_model
     assert server.argv[-2:] == ["4", "4"]  # 0: the node's GPUs, as before
 
 
+def test_the_managed_server_sends_seeds_per_request_only_when_asked(tiny_model, tmp_path, monkeypatch):
+    """Seeded once by default (--seed; vLLM's batched sampler); backend.options.request_seeds:
+    true makes its samples reproducible, each request carrying its own seed."""
+    monkeypatch.setattr(ManagedServer, "start", lambda self: None)
+    echo = f"{sys.executable} -c pass {{port}}"
+    plain = make_backend("vllm_server", str(tiny_model), serve_command=echo, log_dir=tmp_path)
+    seeded = make_backend("vllm_server", str(tiny_model), serve_command=echo, log_dir=tmp_path, request_seeds=True)
+    try:
+        assert plain.request_seeds is False and seeded.request_seeds is True
+    finally:
+        plain.close()
+        seeded.close()
+
+
 @pytest.mark.slow
 def test_the_backend_starts_a_server_and_closing_it_leaves_nothing(tiny_model, tmp_path):
     backend = make_backend("vllm_server", str(tiny_model), serve_command=SERVE, startup_timeout_s=120, log_dir=tmp_path)
