@@ -32,6 +32,7 @@ import re
 import string
 from collections import Counter
 from collections.abc import Iterable
+from functools import lru_cache
 
 from evoenv_cli.checks.leak_solvers import SolverRate, normalize
 
@@ -250,6 +251,15 @@ def _counts(prompt: str) -> Iterable[tuple[str, int]]:
         yield f"word_{w}", n
 
 
+@lru_cache(maxsize=4096)
+def _reads(kind: str, token: str) -> tuple[tuple[str, str], ...]:
+    """One token's (transformation, keyed answer) pairs: the same numbers and words recur across
+    a batch's prompts (and across the fit and the test), so each is read and keyed once. Bounded:
+    a token is at most MAX_TOKEN characters and the cache holds at most 4,096 of them."""
+    reads = _numeral(token) if kind == "numeral" else _word(token) if kind == "word" else _code(token)
+    return tuple((how, key(answer)) for how, answer in reads)
+
+
 def features(prompt: str) -> tuple[dict[str, str], dict[str, float]]:
     """Every learner's answer for one prompt, by feature name (keyed by `key`), and the chance
     rate of the option rules' answers on this prompt (the share of its options, as labels or as
@@ -257,9 +267,8 @@ def features(prompt: str) -> tuple[dict[str, str], dict[str, float]]:
     instances' references."""
     out: dict[str, str] = {}
     for slot, kind, token in _slots(prompt):
-        reads = _numeral(token) if kind == "numeral" else _word(token) if kind == "word" else _code(token)
-        for how, answer in reads:
-            out.setdefault(f"{slot}_{how}", key(answer))
+        for how, keyed in _reads(kind, token):
+            out.setdefault(f"{slot}_{how}", keyed)
     for name, n in _counts(prompt):
         out[f"count_{name}"] = str(n)
     mc: dict[str, float] = {}
@@ -285,6 +294,9 @@ def rates(prompts: list[str], references: list[str], names: Iterable[str] | None
     n = len(prompts)
     hits: Counter[str] = Counter()
     chance: Counter[str] = Counter()
+    # the next WINDOW instances' references, counted once per instance: a learner's chance hits
+    # are one lookup, not WINDOW comparisons per feature
+    ahead = [Counter(r for r in refs[i + 1 : i + 1 + WINDOW] if r) for i in range(n)]
     for i, ((answers, mc), ref) in enumerate(zip(read, refs)):
         opts = options(prompts[i]) if mc else []
         labels = sum(1 for label, _ in opts if key(label) == ref) / len(opts) if opts else 0.0
@@ -297,7 +309,7 @@ def rates(prompts: list[str], references: list[str], names: Iterable[str] | None
             if f in mc:
                 chance[f] += labels if f.endswith("_label") else texts
             else:
-                chance[f] += sum(answer == refs[j] for j in range(i + 1, min(n, i + 1 + WINDOW)) if refs[j])
+                chance[f] += ahead[i][answer]
     pairs = sum(1 for i in range(n) for j in range(i + 1, min(n, i + 1 + WINDOW)) if refs[j])
     out = []
     for f in wanted:
