@@ -223,3 +223,17 @@ def test_a_sequential_composite_whose_part_two_shows_x_in_another_form_is_a_leak
     assert verdict["stage"] == "leak" and verdict["probe"] == "leak_part_one_thousands", verdict["reason"]
     clean = _compose_pair(tmp_path / "clean", "")
     assert clean["admitted"], clean["reason"]
+
+
+def test_a_list_item_is_swapped_for_its_nearest_neighbour_in_the_instance():
+    """Indices into the instance's numbers: the unused index whose number is nearest; values of
+    them: the nearest unused value. A planted sum a little off, whatever the sum's size."""
+    instance = {"numbers": [50, 7, 31, 49, 12, 30], "target": 88}
+    found = {m.answer for m in _plan_with(instance, "0 2 4") if m.kind == "nearest"}
+    assert found == {"2 3 4", "0 4 5"}  # 50 -> 49 (index 3), 31 -> 30 (index 5), kept increasing
+    values = {m.answer for m in _plan_with({"xs": [105, 230, 410, 229]}, "105 410") if m.kind == "nearest"}
+    assert values == {"229 410", "105 230"}
+
+
+def _plan_with(instance: dict, reference: str) -> list[fuzz.Mutant]:
+    return fuzz.plan([(instance, "Pick some.", reference)], "NAME = 'x'\n", True, random.Random(0), 10_000)

@@ -41,6 +41,7 @@ CORPUS_GOOD = Path(__file__).resolve().parent / "validate_corpus" / "good"
 OLD = ValidateConfig(min_paid_excess=1.0, max_mean_excess=1.0, min_constant_excess=1.0)
 NEW = ValidateConfig()
 PAY_CHECKS = ("load", "run", "reference", "discrimination", "constant_answer")
+NEW_KINDS = ("case", "nearest")  # the fuzzer's kinds this work added
 
 # -- lenient pay over a seed's own score ----------------------------------------------------------------
 # A reading of the answer that makes a wrong value look right, composed over the seed's score.
@@ -290,11 +291,11 @@ def _env(tmp_path: Path, name: str, source: str) -> EnvFile:
 
 
 def _old_plan(plan):
-    """The fuzzer as it was: no `case` kind, and an answer that is not unique judged by
-    SHAPE_FREE alone, in full (no order-free rule, no partial pay for a planted one's kinds)."""
+    """The fuzzer as it was: no `case` and `nearest` kinds, and an answer that is not unique
+    judged by SHAPE_FREE alone, in full (no order-free rule, no partial pay for planted kinds)."""
 
     def planned(cases, source, unique, rng, max_calls, order_free=False):
-        return [m for m in plan(cases, source, unique, rng, max_calls) if m.kind != "case" and m.full]
+        return [m for m in plan(cases, source, unique, rng, max_calls) if m.kind not in NEW_KINDS and m.full]
 
     return planned
 

@@ -35,6 +35,7 @@ CHANCE_KINDS = ("other_reference", "chance")
 def _probes(checker: Checker, insts: list[Instance]) -> list[tuple[str, int, str]]:
     """(kind, instance index, answer) for every probe; `reordered` only measures."""
     cfg = checker.cfg
+    measured = cfg.min_paid_excess < 1 or cfg.max_mean_excess < 1
     out: list[tuple[str, int, str]] = []
     for k, inst in enumerate(insts):
         ref, ctx = inst.reference.strip(), inst.context
@@ -50,9 +51,9 @@ def _probes(checker: Checker, insts: list[Instance]) -> list[tuple[str, int, str
         ]
         if others:
             out.append(("other_reference", k, others[0]))
-        out += [
-            ("chance", k, a) for a in fuzz.random_shape(ref, checker.rng, fuzz.scalars(inst.instance), CHANCE_RANDOM)
-        ]
+        if measured:  # with the measured rules off, chance pay is not needed
+            values = fuzz.scalars(inst.instance)
+            out += [("chance", k, a) for a in fuzz.random_shape(ref, checker.rng, values, CHANCE_RANDOM)]
         out += [(f"near_miss_{kind}", k, a) for kind, a in probes.near_misses(inst.reference, ctx, checker.answer_type)]
         out += [("random_shape", k, a) for a in probes.random_shaped(inst.reference, ctx, checker.rng)]
         out += [("flood", k, a) for a in probes.flood(inst.reference, ctx, others)]
@@ -216,6 +217,8 @@ def check_fuzz(checker: Checker) -> None:
         cfg.fuzz_max_calls,
         order_free=order_free and not planted,
     )
+    if checker.chance.line >= PAID:  # paid in full alone: a kind judged at partial pay cannot be paid
+        mutants = [m for m in mutants if m.full]
 
     def judged(m: fuzz.Mutant, r) -> tuple[bool, bool]:
         """(paid, paid in full) for one mutant's score, by its rule."""

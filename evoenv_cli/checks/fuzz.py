@@ -1,7 +1,7 @@
 """The scorer fuzzer of `evoenv validate`: structured mutations of the reference that a policy
 under GRPO finds by searching (alternatives joined by a delimiter, ranges, supersets, subsets,
-permutations, case-only changes, other number formats, signs and neighbour values, echoes of the
-instance, a formula, random answers of the reference's shape, non-finite numbers, and every
+permutations, case-only changes, other number formats, signs and neighbour values, a list item
+swapped for its nearest neighbour in the instance, echoes of the instance, a formula, random answers of the reference's shape, non-finite numbers, and every
 literal the module holds), each wrong value also dressed as models write answers. A `score`
 that pays one of them on more than noise pays for answers that are not the answer; paid is
 measured against chance (checks/pay.py), not only full pay.
@@ -44,6 +44,7 @@ KINDS = (
     "number_format",
     "sign",
     "neighbour",
+    "nearest",
     "echo",
     "formula",
     "nonfinite",
@@ -512,7 +513,7 @@ def plan(
             found = _float_mutants(float(ref), ref)
         elif shape.kind == "list":
             found = _list_mutants(list(shape.tokens), shape.sep, ctx, values)
-            found["neighbour"] += _nearest(list(shape.tokens), shape.sep, instance)
+            found["nearest"] = _nearest(list(shape.tokens), shape.sep, instance)
         else:
             found = _str_mutants(ref, ctx)
         found["echo"] = _echoes(instance, text, shape.sep)

@@ -34,6 +34,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from evoenv_cli.checks.fuzz import KINDS
 from evoenv_cli.confidence import above_chance_p_value
 
 # A score at or above this pays an answer: full pay less a rounding hair. A scorer that pays a
@@ -42,8 +43,8 @@ from evoenv_cli.confidence import above_chance_p_value
 PAID = 0.999
 QUANTILE = 0.5  # the chance line starts from this quantile of the wrong chance answers' scores
 MEAN_Z = 1.645  # one-sided 95% for the mean rule
-# A kind's paid mutants against the chance rate: one-sided, split over the fuzzer's kinds
-KIND_ALPHA = 0.05 / 16
+# A kind's paid answers against the chance rate: one-sided 95%, split over the fuzzer's kinds
+KIND_ALPHA = 0.05 / len(KINDS)
 
 
 def carries(answer: str, reference: str) -> bool:
