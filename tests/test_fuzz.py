@@ -115,6 +115,8 @@ def test_the_chance_line_sits_over_what_chance_answers_earn():
     assert pay.Chance(tuple([0.0] * 100), 0.25).mean_over(shape_pay, 0.1)
     assert not pay.Chance(tuple([0.0] * 100), 0.25).mean_over([0.01] * 40, 0.1)  # a format credit
     assert not pay.Chance(tuple([0.0] * 100), 0.25).mean_over(shape_pay, 1.0)
+    # a scorer that pays 0 or 1: what it pays is what being right explains
+    assert not pay.Chance(tuple([0.0] * 100), 0.25).mean_over([1.0] * 10 + [0.0] * 30, 0.1)
 
 
 def test_each_leak_solver_reads_its_form():

@@ -15,8 +15,10 @@ by `discrimination` before any probe is judged). From it:
   exact one-sided binomial test, `above_chance_p_value`, at KIND_ALPHA), so a kind of wrong
   answer is a finding only when it is paid more often than chance answers are;
 - the mean rule: a probe kind of answers no valid one can be is paid on average at most
-  `validate.max_mean_excess` more than the chance rate of being right (one-sided 95%), so
-  partial credit for an answer's shape alone is compared with chance, not with a fixed mean.
+  `validate.max_mean_excess` more than being right explains, the chance rate of being right
+  (or the kind's own share paid in full, where that is more), one-sided 95%: partial credit for
+  an answer's shape alone is compared with chance, not with a fixed mean, and a scorer that
+  pays 0 or 1 is never over it.
 
 An answer that states the reference itself among other text (a hedge: alternatives, the
 reference among equations, a superset, a flood) carries the right answer: containment credit
@@ -100,13 +102,15 @@ class Chance:
         return paid > 0 and above_chance_p_value(paid, tried, self.rate) <= KIND_ALPHA
 
     def mean_excess(self, scores: Sequence[float]) -> tuple[float, float]:
-        """(the mean of `scores` less the chance rate of being right, its standard error)."""
+        """(the mean of `scores` less what being right explains, its standard error): less the
+        chance rate of being right, or the share of `scores` paid in full where that is more
+        (a scorer that pays 0 or 1 is never over it)."""
         n = len(scores)
         if not n:
             return 0.0, 0.0
         mean = sum(scores) / n
         var = sum((s - mean) ** 2 for s in scores) / max(1, n - 1)
-        right = self.right
+        right = max(self.right, sum(s >= PAID for s in scores) / n)
         se = math.sqrt(var / n + (right * (1 - right) / self.n if self.n else 0.0))
         return mean - right, se
 
