@@ -53,7 +53,8 @@ def _probes(checker: Checker, insts: list[Instance]) -> list[tuple[str, int, str
             out.append(("other_reference", k, others[0]))
         if measured:  # with the measured rules off, chance pay is not needed
             values = fuzz.scalars(inst.instance)
-            out += [("chance", k, a) for a in fuzz.random_shape(ref, checker.rng, values, CHANCE_RANDOM)]
+            # not the reference itself: a string over its own letters is not a blind guess ("A" for "A")
+            out += [("chance", k, a) for a in fuzz.random_shape(ref, checker.rng, values, CHANCE_RANDOM) if a != ref]
         out += [(f"near_miss_{kind}", k, a) for kind, a in probes.near_misses(inst.reference, ctx, checker.answer_type)]
         out += [("random_shape", k, a) for a in probes.random_shaped(inst.reference, ctx, checker.rng)]
         out += [("flood", k, a) for a in probes.flood(inst.reference, ctx, others)]
