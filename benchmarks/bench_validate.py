@@ -10,6 +10,8 @@ Then validate's time per good environment with the issue-29 checks (the scorer f
 hash-seed sample and the training-shaped burst) on and off, measured side by side in this one
 run on the seeds and the corpus goods: "off" is today's validate, "on" what the checks cost.
 
+Then the same for issue 42's pay measured against chance (`measured-pay`), off and on.
+
 Last, validate's growth line: the time per environment at 1x, 4x and 16x a seed's output size
 and at the caps (benchmarks/scaled_env.py), with each time ratio over its size ratio."""
 
@@ -127,6 +129,33 @@ def training_seen_side_by_side() -> None:
     )
 
 
+def measured_pay_side_by_side() -> None:
+    """Issue 42's pay measured against chance (checks/pay.py: the chance answers, the planted
+    kinds at partial pay, the constant answer against an option's chance rate) off and on, on the
+    seeds and the corpus goods, alternating so that load weighs on both alike. "off" is the
+    settings at 1 (full pay alone, no chance answers scored, no partial-pay kinds planned)."""
+    files = GOOD_GROUPS["seeds"] + GOOD_GROUPS["corpus_goods"]
+    on = load_recipe(CORPUS / "recipe.yaml").validate
+    off = dataclasses.replace(on, min_paid_excess=1.0, max_mean_excess=1.0, min_constant_excess=1.0)
+    per_env: dict[str, list[float]] = {"off": [], "on": []}
+    admitted, calls = {}, {}
+    with tempfile.TemporaryDirectory(prefix="evoenv-bench-") as tmp:
+        lib = _library(Path(tmp), files)
+        for k, (label, cfg) in enumerate((("off", off), ("on", on), ("off", off), ("on", on))):
+            out = prepare_out_dir(Path(tmp) / f"out-{k}", resume=False, clean=False)
+            validate.run(EnvLibrary.open(lib), cfg, RuntimeConfig(workers=2), out)
+            records = list(read_jsonl(out / "verdicts.jsonl"))
+            per_env[label].append(statistics.median(r["wall_s"] for r in records if r["admitted"]))
+            admitted[label] = sum(r["admitted"] for r in records)
+            calls[label] = statistics.median(r.get("fuzz_calls", 0) for r in records if r["admitted"])
+    before, after = min(per_env["off"]), min(per_env["on"])
+    print(
+        f"bench validate measured-pay: envs={len(files)} admitted off={admitted['off']} on={admitted['on']} "
+        f"per_good_env_s before={before:.2f} after={after:.2f} ratio={after / before:.2f} "
+        f"fuzz_calls_per_env before={calls['off']:.0f} after={calls['on']:.0f}"
+    )
+
+
 def growth() -> None:
     """validate's time per environment as its output grows (benchmarks/scaled_env.py): 1x, 4x
     and 16x what a seed writes, and just under the caps; each judged alone, on 2 workers. The
@@ -159,4 +188,5 @@ if __name__ == "__main__":
     main()
     side_by_side()
     training_seen_side_by_side()
+    measured_pay_side_by_side()
     growth()

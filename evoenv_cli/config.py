@@ -136,6 +136,13 @@ class ValidateConfig:
     max_near_miss_accept_share: float = field(default=0.25, metadata={"min": 0, "max": 1})
     # mean score of answers no valid one can be (partial credit for junk)
     max_probe_mean_score: float = field(default=0.3, metadata={"min": 0, "max": 1})
+    # pay measured against chance (checks/pay.py): a wrong answer is paid when its score is this
+    # much over the most any answer of the reference's shape earned by chance (or in full); 1:
+    # full pay alone (the rule before)
+    min_paid_excess: float = field(default=0.25, metadata={"gt": 0, "max": 1})
+    # ... and a probe kind of answers no valid one can be may be paid on average at most this
+    # much over the chance rate of being right (one-sided 95%); 1: off
+    max_mean_excess: float = field(default=0.1, metadata={"min": 0, "max": 1})
     # instances each constant score compares against is tried on
     magic_probe_instances: int = field(default=8, metadata={"min": 1})
     # accepting reordered items this often makes the answer order-free
@@ -143,6 +150,10 @@ class ValidateConfig:
     # instances whose 4 (instance, answer) pairs are scored again (8: one batch)
     score_determinism_pairs: int = field(default=8, metadata={"min": 1})
     max_constant_share: float = field(default=0.5, metadata={"min": 0, "max": 1})
+    # a constant answer that is one of the prompt's listed options (a positional prior) right
+    # this much more often than a uniformly drawn option is (its measured chance rate, 1/k for k
+    # options), one-sided 95%, is a constant answer however far under max_constant_share; 1: off
+    min_constant_excess: float = field(default=0.1, metadata={"gt": 0, "max": 1})
     # scorer fuzzer (checks/fuzz.py): instances mutated, score calls at most, and on how many
     # instances one kind of mutant must be accepted to be more than noise
     fuzz_instances: int = field(default=10, metadata={"min": 0})

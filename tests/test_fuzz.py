@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from evoenv_cli.checks import fuzz, leak_solvers
+from evoenv_cli.checks import fuzz, leak_solvers, pay
 
 
 def _plan(reference: str, unique: bool = True, source: str = "NAME = 'x'\n") -> list[fuzz.Mutant]:
@@ -29,12 +29,47 @@ def test_every_kind_is_planned_for_a_unique_int_answer_and_none_is_the_reference
     assert len(shaped) == fuzz.RANDOM_PER_INSTANCE and all(len(a) == 4 and a.isdigit() for a in shaped)
 
 
-def test_a_planted_answer_gets_only_the_kinds_its_declared_rule_forbids():
+def test_a_planted_answer_counts_in_full_only_the_kinds_its_declared_rule_forbids():
+    """A planted answer's other kinds are planned too, but count at partial pay only: a valid
+    answer is paid in full, so a wrong one paid over chance and under full pay is paid."""
     source = "NAME = 'x'\nLIMIT = 50\nCODE = 'open-sesame'\n"
     mutants = _plan("3 9 14", unique=False, source=source)
-    assert {m.kind for m in mutants} <= set(fuzz.SHAPE_FREE)
-    literals = {m.answer for m in mutants if m.kind == "literal"}
+    assert {m.kind for m in mutants if m.full} <= set(fuzz.SHAPE_FREE)
+    assert {"superset", "subset", "permutation", "neighbour"} <= {m.kind for m in mutants if not m.full}
+    literals = {m.answer for m in mutants if m.kind == "literal" and m.full}
     assert "open-sesame" in literals and "50" in literals  # scalars, not a list like the reference
+
+
+def test_an_order_free_answer_gets_every_kind_but_reorderings():
+    """Unique up to order: an extra item or a missing one is still wrong, a reordering is not."""
+    mutants = fuzz.plan(
+        [({"numbers": [12, 40, 7, 3, 9, 14]}, "Numbers: 12, 40, 7, 3, 9, 14.", "3 9 14")],
+        "NAME = 'x'\n",
+        False,
+        random.Random(0),
+        10_000,
+        order_free=True,
+    )
+    assert all(m.full for m in mutants)
+    kinds = {m.kind for m in mutants}
+    assert {"superset", "subset", "neighbour", "alternatives"} <= kinds and "permutation" not in kinds
+    assert not [m for m in mutants if sorted(m.answer.split()) == ["14", "3", "9"]]
+
+
+def _case_plan(prompt: str, references: list[str]) -> set[str]:
+    cases = [({"k": i}, prompt, ref) for i, ref in enumerate(references)]
+    return {m.answer for m in fuzz.plan(cases, "NAME = 'x'\n", True, random.Random(0), 10_000) if m.kind == "case"}
+
+
+def test_case_only_changes_are_planned_where_the_case_is_information():
+    # each letter's case asked for (no one convention), or the task is a change of case
+    assert {"HeLLo", "hello", "HELLO"} <= _case_plan("Swap the case of each letter.", ["hEllO", "WORLD", "cat"])
+    assert "apple" in _case_plan("Write the word apple in upper case.", ["APPLE"])
+    # a convention every answer follows is not information: hex digits, capitalized names, labels
+    assert not _case_plan("Convert 255 to base 16.", ["FF", "1A3", "B"])
+    assert not _case_plan("Who is first?", ["Alice", "Bob Stone", "Carol"])
+    assert not _case_plan("Which option?", ["A", "C", "B"])
+    assert fuzz.conventions("1a3f") == {"lower"} and fuzz.conventions("42") is None
 
 
 def test_literals_include_negatives_dict_keys_and_values_folded_at_import():
@@ -53,6 +88,35 @@ def test_judge_needs_the_same_kind_on_enough_instances():
     assert counts == {"range": 1, "sign": 1} and found is None
     counts, found = fuzz.judge(mutants, [True, True, False], min_instances=2)
     assert found is not None and found.kind == "range" and found.instances == 2
+
+
+def test_a_kind_paid_under_full_pay_must_beat_the_chance_rate():
+    """Paid over the chance line but not in full: a finding only when paid more often than
+    chance answers are; paid in full, a finding as before."""
+    mutants = [fuzz.Mutant("neighbour", i, str(i)) for i in range(10)]
+    paid = [True, True] + [False] * 8
+    often = pay.Chance(tuple([1.0] * 30 + [0.0] * 70), 0.25)  # blind guesses right 30% of the time
+    rarely = pay.Chance(tuple([0.0] * 100), 0.25)
+    assert fuzz.judge(mutants, paid, 2, full=[False] * 10, beats_chance=often.beats_chance)[1] is None
+    assert fuzz.judge(mutants, paid, 2, full=[False] * 10, beats_chance=rarely.beats_chance)[1] is not None
+    assert fuzz.judge(mutants, paid, 2, full=paid, beats_chance=often.beats_chance)[1] is not None
+
+
+def test_the_chance_line_sits_over_what_chance_answers_earn():
+    chance = pay.Chance((0.1, 0.1, 0.0, 1.0), 0.25)
+    assert chance.wrong_top == 0.1 and abs(chance.line - 0.35) < 1e-9 and chance.right == 0.25
+    # the median: chance answers a lenient rule pays too do not lift the line to full pay
+    assert pay.Chance(tuple([0.9] * 40 + [0.0] * 60), 0.25).line == 0.25
+    assert chance.paid(0.4, "4120", "4118") and not chance.paid(0.3, "4120", "4118")
+    # an answer that states the reference among other text is paid only in full
+    assert not chance.paid(0.8, "4118.7", "4118") and chance.paid(1.0, "4118.7", "4118")
+    assert pay.Chance((0.0,), 1.0).line == pay.PAID  # the measured rule off: full pay alone
+    shape_pay = [0.25] * 40
+    assert pay.Chance(tuple([0.0] * 100), 0.25).mean_over(shape_pay, 0.1)
+    assert not pay.Chance(tuple([0.0] * 100), 0.25).mean_over([0.01] * 40, 0.1)  # a format credit
+    assert not pay.Chance(tuple([0.0] * 100), 0.25).mean_over(shape_pay, 1.0)
+    # a scorer that pays 0 or 1: what it pays is what being right explains
+    assert not pay.Chance(tuple([0.0] * 100), 0.25).mean_over([1.0] * 10 + [0.0] * 30, 0.1)
 
 
 def test_each_leak_solver_reads_its_form():
@@ -161,3 +225,17 @@ def test_a_sequential_composite_whose_part_two_shows_x_in_another_form_is_a_leak
     assert verdict["stage"] == "leak" and verdict["probe"] == "leak_part_one_thousands", verdict["reason"]
     clean = _compose_pair(tmp_path / "clean", "")
     assert clean["admitted"], clean["reason"]
+
+
+def test_a_list_item_is_swapped_for_its_nearest_neighbour_in_the_instance():
+    """Indices into the instance's numbers: the unused index whose number is nearest; values of
+    them: the nearest unused value. A planted sum a little off, whatever the sum's size."""
+    instance = {"numbers": [50, 7, 31, 49, 12, 30], "target": 88}
+    found = {m.answer for m in _plan_with(instance, "0 2 4") if m.kind == "nearest"}
+    assert found == {"2 3 4", "0 4 5"}  # 50 -> 49 (index 3), 31 -> 30 (index 5), kept increasing
+    values = {m.answer for m in _plan_with({"xs": [105, 230, 410, 229]}, "105 410") if m.kind == "nearest"}
+    assert values == {"229 410", "105 230"}
+
+
+def _plan_with(instance: dict, reference: str) -> list[fuzz.Mutant]:
+    return fuzz.plan([(instance, "Pick some.", reference)], "NAME = 'x'\n", True, random.Random(0), 10_000)

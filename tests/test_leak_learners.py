@@ -190,10 +190,14 @@ def test_the_old_leak_check_admits_the_family_and_the_learners_reject_it(encodin
     path = tmp_path / f"hidden_{encoding}.py"
     path.write_text(hostile(encoding, param))
     env = EnvFile.from_path(path)
-    old = _verdict(env, ValidateConfig(min_learner_excess=1.0), pool)  # 1: the learners off
+    # the constant answer's test against an option's chance rate (test_measured_pay.py) is off
+    # on both sides: it rejects the positional priors here before the leak check reads them
+    old = _verdict(env, ValidateConfig(min_learner_excess=1.0, min_constant_excess=1.0), pool)  # 1: off
     assert old == ("admitted", None), f"the old check already rejects this member: {old}"
-    stage, probe = _verdict(env, ValidateConfig(), pool)
+    stage, probe = _verdict(env, ValidateConfig(min_constant_excess=1.0), pool)
     assert stage == "leak" and probe and re.fullmatch(feature, probe), (stage, probe)
+    if re.search(r"option_(first|last)_label", feature):  # a positional prior: the constant answer's
+        assert _verdict(env, ValidateConfig(), pool) == ("constant_answer", "constant_option_prior")
 
 
 def test_a_learner_that_ignores_the_prompt_has_no_excess_and_an_option_rule_is_judged_against_one_in_k():

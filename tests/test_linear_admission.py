@@ -64,6 +64,12 @@ def _numbers(n: int) -> list[int]:
     return [random.Random(n + i).randrange(10**6) for i in range(n)]
 
 
+def _case_case(n: int):
+    """A reference in one case among a prompt of words in another: every word is read for it."""
+    words = _letters(n).upper()
+    return {"s": "x"}, " ".join(words[i : i + 8] for i in range(0, n, 8)), _letters(n // 2).title()
+
+
 FUZZ_CASES = {
     # the issue's case: a string reference, whose random answers of its shape took sorted(set(ref)) per character
     "str_reference": lambda n: ({"s": _letters(64)}, "Copy it.", _letters(n)),
@@ -74,6 +80,10 @@ FUZZ_CASES = {
     ),
     "int_reference": lambda n: ({"n": 3}, "A long number.", "7" + "3" * (n // 8)),
     "many_scalars": lambda n: ({f"k{i}": f"v{i}" for i in range(n // 4)}, "Echo.", "v1"),
+    # case-only changes: the prompt's words read for the reference's letters in another case
+    "case_reference": lambda n: _case_case(n),
+    # an item swapped for its nearest neighbour in the instance's list (indices into it)
+    "nearest_item": lambda n: ({"xs": _numbers(n)}, "Pick some.", " ".join(map(str, range(0, n, 2)))),
 }
 
 

@@ -12,17 +12,17 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from evoenv_cli.checks.pay import FULL_PAY_ONLY, Chance
+from evoenv_cli.checks.pay import PAID as PAID  # full pay: the checks read it from here as before
 from evoenv_cli.checks.probes import Context
 from evoenv_cli.config import SampleConfig, ValidateConfig
 from evoenv_cli.runtime.instances import ASKED, Made, Order, instance_seed, make_instances
 from evoenv_cli.runtime.workers import Call, CallResult, EnvFile, SandboxPool
 
 TRAINING_SEEDS = 2**31  # `sample` and `calibrate` draw instance seeds below this
-# A score at or above this pays an answer: full pay less a rounding hair. A scorer that pays a
-# near miss 0.9999 pays it (issue 42's third battery); honest partial credit, a share of the
-# parts right, stays below it until a thousand parts.
-PAID = 0.999
 CONFIRM_INSTANCES = 120  # more instances for a leak solver or a constant answer over its limit
+# ... and for one still neither surely over nor surely under its limits
+MAX_CONFIRM_INSTANCES = 600
 ALWAYS_EQUAL = "type('AlwaysEqual', (), {'__eq__': lambda self, other: True, '__hash__': lambda self: 0})()"
 FIXED_PROBES = {
     "empty": "",
@@ -123,6 +123,13 @@ class Checker:
         self.diversity_pairs: dict[int, list[int]] = {}
         self.deadline = time.monotonic() + cfg.max_judge_seconds  # the whole judgement's wall budget
         self.running = "static"  # the check under way, which the budget names when it runs out
+        # the chance pay `discrimination` measures (checks/pay.py); until then full pay alone pays
+        self.chance: Chance = FULL_PAY_ONLY
+
+    def paid(self, score: float, answer: str, reference: str) -> bool:
+        """Whether `answer`, a wrong answer to an instance whose reference is `reference`, is
+        paid by `score`: in full, or over the measured chance line (checks/pay.py)."""
+        return self.chance.paid(score, answer, reference)
 
     def within_budget(self) -> None:
         """Rejected at `budget` once the judgement is past validate.max_judge_seconds, naming the

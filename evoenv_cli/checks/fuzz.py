@@ -1,15 +1,20 @@
 """The scorer fuzzer of `evoenv validate`: structured mutations of the reference that a policy
 under GRPO finds by searching (alternatives joined by a delimiter, ranges, supersets, subsets,
-permutations, other number formats, signs and neighbour values, echoes of the instance, a
-formula, random answers of the reference's shape, non-finite numbers, and every literal the
-module holds). A
-`score` that accepts one of them on more than noise pays for answers that are not the answer.
+permutations, case-only changes, other number formats, signs and neighbour values, a list item
+swapped for its nearest neighbour in the instance, echoes of the instance, a formula, random answers of the reference's shape, non-finite numbers, and every
+literal the module holds), each wrong value also dressed as models write answers. A `score`
+that pays one of them on more than noise pays for answers that are not the answer; paid is
+measured against chance (checks/pay.py), not only full pay.
 
-Only environments whose answer is unique get the whole set; a planted or order-free one (whose
-`score` rightly accepts other valid answers) gets the mutations its declared rule forbids
-whatever the answer is: several answers in one, a range, echoes of the whole task, and
-literals of another shape than the reference. Everything here is pure: the mutants are
-planned from strings and the source's AST, and scored by validate through the sandbox.
+An environment whose answer is unique gets the whole set. An order-free one (any order of its
+list accepted, and nothing planted) gets every kind but reorderings: its answer is unique up to
+order, so an extra item or a missing one is still wrong. A planted one (whose `score` rightly
+accepts other valid answers) gets the mutations its declared rule forbids whatever the answer
+is at any pay (several answers in one, a range, echoes of the whole task, non-finite numbers,
+literals of another shape than the reference) and every other kind at partial pay only: a
+valid answer is paid in full, so a wrong one paid over chance but under full pay is paid for
+being wrong. Everything here is pure: the mutants are planned from strings and the source's
+AST, and scored by validate through the sandbox.
 """
 
 from __future__ import annotations
@@ -19,10 +24,12 @@ import itertools
 import json
 import math
 import random
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from evoenv_cli.checks.leak_solvers import normalize
-from evoenv_cli.checks.probes import INT, Context, shape_of
+from evoenv_cli.checks.probes import INT, Context, shape_of, token_in
 from evoenv_cli.runtime.contract import parse_python
 
 # The order the kinds are judged in: the first over the noise names the verdict.
@@ -33,9 +40,11 @@ KINDS = (
     "superset",
     "subset",
     "permutation",
+    "case",
     "number_format",
     "sign",
     "neighbour",
+    "nearest",
     "echo",
     "formula",
     "nonfinite",
@@ -72,6 +81,9 @@ class Mutant:
     kind: str
     instance: int  # index into the instances fuzzed
     answer: str
+    # whether full pay counts: False where the declared rule lets a valid answer of this kind
+    # exist (a planted answer's neighbour may be valid too), so only partial pay counts
+    full: bool = True
 
 
 def words(n: int) -> str:
@@ -225,6 +237,39 @@ def _float_mutants(x: float, ref: str) -> dict[str, list[str]]:
     }
 
 
+def _nearest(tokens: list[str], sep: str, instance: dict) -> list[str]:
+    """An item swapped for its nearest neighbour in the instance: where the answer's items are
+    indices into one of the instance's lists of numbers, the index not in the answer whose number
+    is nearest (a planted sum a little off); where they are values of such a list, the nearest
+    value not in the answer. Kept in increasing order when the answer was."""
+    if not tokens or not all(INT.fullmatch(t) and len(t) <= 18 for t in tokens):
+        return []
+    held = [int(t) for t in tokens]
+    taken = set(held)
+    lists = [
+        v
+        for v in instance.values()
+        if isinstance(v, list) and len(v) > 1 and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+    ]
+    out: list[str] = []
+    for numbers in lists[:2]:
+        if all(0 <= i < len(numbers) for i in held):
+            pairs = [(j, numbers[j]) for j in range(len(numbers)) if j not in taken]
+            at = {pos: numbers[held[pos]] for pos in {0, len(held) // 2}}
+        elif taken <= set(numbers):
+            pairs = [(x, x) for x in dict.fromkeys(numbers) if x not in taken]
+            at = {pos: held[pos] for pos in {0, len(held) // 2}}
+        else:
+            continue
+        for pos, value in sorted(at.items()):
+            if not pairs:
+                break
+            item = min(pairs, key=lambda p: abs(p[1] - value))[0]
+            new = held[:pos] + [item] + held[pos + 1 :]
+            out.append(sep.join(map(str, sorted(new) if held == sorted(held) else new)))
+    return out
+
+
 def _list_mutants(tokens: list[str], sep: str, ctx: Context, instance_values: list[str]) -> dict[str, list[str]]:
     held = set(tokens)
     outside = list(itertools.islice((v for v in instance_values if v not in held), 2))
@@ -253,7 +298,102 @@ def _str_mutants(ref: str, ctx: Context) -> dict[str, list[str]]:
     return {"alternatives": [f"{w}|{ref}|{w}{w}", f"{w}; {ref}"], "permutation": perms if len(set(ref)) > 1 else []}
 
 
-def _random_shape(ref: str, rng: random.Random, instance_values: list[str], k: int) -> list[str]:
+# -- case: where the letters' case is information ----------------------------------------------------
+_WORD = re.compile(r"[^\W\d_]+")
+CONVENTIONS = ("lower", "upper", "capital", "sentence")
+
+
+def _flip(text: str, at: int) -> str:
+    """`text` with the case of its cased letter number `at` (negative from the end) flipped."""
+    cased = [i for i, c in enumerate(text) if c.lower() != c.upper()]
+    if not cased:
+        return text
+    i = cased[at]
+    return text[:i] + text[i].swapcase() + text[i + 1 :]
+
+
+# Case-only changes, each a transformation of the whole answer: composed with the dressings
+# (`wrapped`), they make the `case` kind's mutants and its dressed ones.
+CASE_FORMS: tuple[Callable[[str], str], ...] = (
+    str.lower,
+    str.upper,
+    str.swapcase,
+    str.capitalize,
+    str.title,
+    lambda t: _flip(t, 0),
+    lambda t: _flip(t, -1),
+)
+
+
+def conventions(reference: str) -> set[str] | None:
+    """The case conventions the reference's words all follow (`lower`, `upper`, `capital`:
+    each word capitalized, `sentence`: the first word capitalized, the rest lower); None for
+    a reference without cased letters."""
+    words = [w for w in _WORD.findall(reference) if w.lower() != w.upper()]
+    if not words:
+        return None
+
+    def capital(w: str) -> bool:
+        return w[0].isupper() and w[1:] == w[1:].lower()
+
+    out = set()
+    if all(w == w.lower() for w in words):
+        out.add("lower")
+    if all(w == w.upper() for w in words):
+        out.add("upper")
+    if all(capital(w) for w in words):
+        out.add("capital")
+    if capital(words[0]) and all(w == w.lower() for w in words[1:]):
+        out.add("sentence")
+    return out
+
+
+def case_is_information(cases: list[tuple[str, str]]) -> bool:
+    """Whether the case of the references' letters is part of the task, over (prompt,
+    reference) pairs: the references follow no one case convention (each letter's case is
+    asked for, or depends on the instance), or a reference is text of the prompt with its case
+    changed (the task is the change). A convention every answer follows (hex digits in upper
+    case, capitalized names, option labels) is not information: a score may ignore it."""
+    shared: set[str] | None = None
+    for text, ref in cases:
+        ref = ref.strip()
+        found = conventions(ref)
+        if found is None:
+            continue
+        shared = found if shared is None else shared & found
+        if not shared:
+            return True
+        if sum(c.lower() != c.upper() for c in ref) >= 2 and not token_in(ref, text) and _recased(ref, text):
+            return True
+    return False
+
+
+_TOKEN = re.compile(r"[^\W_]+")
+
+
+def _recased(ref: str, text: str) -> bool:
+    """Whether the prompt holds the reference's letters in another case: the reference itself
+    case-folded, or one of its words whose letters, folded, are the reference's (rearranged,
+    as a reversal leaves them) while their cases are not."""
+    if token_in(ref.lower(), text.lower()):
+        return True
+    folded, cased = sorted(ref.lower()), sorted(ref)
+    for t in _TOKEN.findall(text):
+        if len(t) == len(ref) and sorted(t.lower()) == folded and sorted(t) != cased:
+            return True
+    return False
+
+
+def _case_mutants(ref: str) -> list[str]:
+    out: list[str] = []
+    for form in CASE_FORMS:
+        a = form(ref)
+        if a != ref and a not in out:
+            out.append(a)
+    return out
+
+
+def random_shape(ref: str, rng: random.Random, instance_values: list[str], k: int) -> list[str]:
     """k random answers of the reference's shape: digit strings of its length, lists of its
     size, strings of its length over its own characters; floats far enough off."""
     shape = shape_of(ref)
@@ -298,7 +438,7 @@ def _dressed(ref: str, kind: str, wrong: list[str]) -> tuple[list[str], list[str
     return wrapped, embedded
 
 
-def _scalars(value: object) -> list[str]:
+def scalars(value: object) -> list[str]:
     """The instance's distinct scalars (short ones, as strings), in the order they appear."""
     out: dict[str, None] = {}
     todo = [value]
@@ -318,11 +458,11 @@ def _scalars(value: object) -> list[str]:
 def _echoes(instance: dict, prompt: str, sep: str) -> list[str]:
     """The instance's own values as answers: its scalars, each list it holds written as a list,
     the instance's JSON and the prompt itself."""
-    scalars = _scalars(instance)
+    held = scalars(instance)
     lists = [
         v for v in instance.values() if isinstance(v, list) and v and all(not isinstance(x, (dict, list)) for x in v)
     ]
-    out = scalars[:16] + [s.join(map(str, v)) for v in lists[:3] for s in {sep, ", "}]
+    out = held[:16] + [s.join(map(str, v)) for v in lists[:3] for s in {sep, ", "}]
     out += [json.dumps(instance)[:MAX_ECHO_CHARS], prompt[:MAX_ECHO_CHARS]]
     return out
 
@@ -339,12 +479,26 @@ def _same_value(a: str, b: str) -> bool:
     return math.isfinite(x) and math.isfinite(y) and math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)
 
 
+def _reorders(answer: str, shape) -> bool:
+    """Whether `answer` is the reference's list items in another order."""
+    return shape.kind == "list" and sorted(shape_of(answer).tokens) == sorted(shape.tokens)
+
+
 def plan(
-    cases: list[tuple[dict, str, str]], source: str | bytes, unique: bool, rng: random.Random, max_calls: int
+    cases: list[tuple[dict, str, str]],
+    source: str | bytes,
+    unique: bool,
+    rng: random.Random,
+    max_calls: int,
+    order_free: bool = False,
 ) -> list[Mutant]:
     """The mutants of each (instance, prompt, reference) in `cases`, at most `max_calls`,
-    spread so every kind is tried on every instance before the literals fill the rest."""
+    spread so every kind is tried on every instance before the literals fill the rest. Not
+    `unique`: `order_free` (a list any order of which is the answer) gets every kind but
+    reorderings, in full; otherwise (planted) the kinds of SHAPE_FREE count in full and the
+    rest at partial pay only (`Mutant.full`)."""
     lits = literals(source)
+    case_task = case_is_information([(text, reference) for _, text, reference in cases])
     per_kind: dict[str, list[Mutant]] = {k: [] for k in KINDS}
     for i, (instance, text, reference) in enumerate(cases):
         ref = reference.strip()
@@ -352,36 +506,39 @@ def plan(
             continue
         ctx = Context.of(instance, text, reference)
         shape = shape_of(ref)
-        values = _scalars(instance)
+        values = scalars(instance)
         if shape.kind == "int":
             found = _int_mutants(int(ref), ref)
         elif shape.kind == "float":
             found = _float_mutants(float(ref), ref)
         elif shape.kind == "list":
             found = _list_mutants(list(shape.tokens), shape.sep, ctx, values)
+            found["nearest"] = _nearest(list(shape.tokens), shape.sep, instance)
         else:
             found = _str_mutants(ref, ctx)
         found["echo"] = _echoes(instance, text, shape.sep)
         found["nonfinite"] = list(NONFINITE) if shape.kind in ("int", "float") else []
-        wrong = found.get("neighbour") or found.get("permutation", [])
+        found["case"] = _case_mutants(ref) if case_task else []
+        wrong = found.get("neighbour") or found["case"] or found.get("permutation", [])
         found["wrapped"], found["embedded"] = _dressed(ref, shape.kind, wrong)
-        found["random_shape"] = _random_shape(ref, rng, values, RANDOM_PER_INSTANCE)
+        found["random_shape"] = random_shape(ref, rng, values, RANDOM_PER_INSTANCE)
         found["literal"] = [v for v in lits if not ctx.holds(v)] if i < 3 else []
+        free = order_free and not unique
         for kind, answers in found.items():
-            if not unique and kind not in SHAPE_FREE:
-                continue
-            if not unique and kind == "literal":  # another shape than any valid answer can have
-                answers = [a for a in answers if shape_of(a).kind != shape.kind]
             for a in answers:
-                if a and a.strip() and not _same_value(a, ref):
-                    per_kind[kind].append(Mutant(kind, i, a))
+                if not a or not a.strip() or _same_value(a, ref) or (free and _reorders(a, shape)):
+                    continue
+                # a planted answer's kinds count in full only where no valid answer can be of
+                # that kind; a literal, only of another shape than the reference
+                full = unique or free or (kind in SHAPE_FREE and (kind != "literal" or shape_of(a).kind != shape.kind))
+                per_kind[kind].append(Mutant(kind, i, a, full))
     ordered = [m for k in KINDS if k != "literal" for m in per_kind[k]] + per_kind["literal"]
     return ordered[:max_calls]
 
 
 @dataclass
 class Finding:
-    """The first kind accepted above the noise, with one answer that passed."""
+    """The first kind paid above the noise, with one answer that was paid."""
 
     kind: str
     instances: int
@@ -389,27 +546,52 @@ class Finding:
     answer: str
 
 
-def judge(mutants: list[Mutant], accepted: list[bool], min_instances: int) -> tuple[dict[str, int], Finding | None]:
-    """Accepted mutants per kind counted by distinct instances (literals by distinct value);
-    a kind at `min_instances` or more is the finding."""
+def judge(
+    mutants: list[Mutant],
+    paid: list[bool],
+    min_instances: int,
+    full: list[bool] | None = None,
+    beats_chance: Callable[[int, int], bool] | None = None,
+) -> tuple[dict[str, int], Finding | None]:
+    """Paid mutants per kind counted by distinct instances (literals by distinct value). A
+    kind is the finding when it is paid in full (`full`, the old acceptance) on `min_instances`
+    or more, or paid (`paid`: in full or over the chance line) on `min_instances` or more and
+    more often than chance answers are (`beats_chance(paid, tried)`). Without `full` and
+    `beats_chance`, paid is acceptance."""
+    full = paid if full is None else full
     hits: dict[str, set] = {}
+    full_hits: dict[str, set] = {}
     tried: dict[str, int] = {}
+    paid_n: dict[str, int] = {}
     example: dict[str, str] = {}
-    for m, ok in zip(mutants, accepted):
+    for m, ok, whole in zip(mutants, paid, full):
         tried[m.kind] = tried.get(m.kind, 0) + 1
+        key = (m.answer, m.instance) if m.kind == "literal" else m.instance
         if ok:
-            key = (m.answer, m.instance) if m.kind == "literal" else m.instance
+            paid_n[m.kind] = paid_n.get(m.kind, 0) + 1
             hits.setdefault(m.kind, set()).add(key)
             example.setdefault(m.kind, m.answer)
+        if whole:
+            full_hits.setdefault(m.kind, set()).add(key)
     counts = {k: len(v) for k, v in hits.items()}
+
+    def most(keys: set) -> tuple[str, int]:
+        """A literal's instances are counted per value: the value paid on the most."""
+        by_value: dict[str, int] = {}
+        for answer, _ in keys:
+            by_value[answer] = by_value.get(answer, 0) + 1
+        return max(by_value.items(), key=lambda kv: kv[1], default=("", 0))
+
     for kind in KINDS:
         if kind == "literal":
-            by_value: dict[str, int] = {}
-            for answer, _ in hits.get(kind, ()):
-                by_value[answer] = by_value.get(answer, 0) + 1
-            best = max(by_value.items(), key=lambda kv: kv[1], default=("", 0))
-            if best[1] >= min_instances:
-                return counts, Finding(kind, best[1], tried[kind], best[0])
-        elif counts.get(kind, 0) >= min_instances:
+            (answer, whole), (answer_paid, n) = most(full_hits.get(kind, set())), most(hits.get(kind, set()))
+            if whole >= min_instances:
+                return counts, Finding(kind, whole, tried[kind], answer)
+            if n >= min_instances and (beats_chance is None or beats_chance(paid_n[kind], tried[kind])):
+                return counts, Finding(kind, n, tried[kind], answer_paid)
+            continue
+        if len(full_hits.get(kind, ())) >= min_instances:
+            return counts, Finding(kind, counts[kind], tried[kind], example[kind])
+        if counts.get(kind, 0) >= min_instances and (beats_chance is None or beats_chance(paid_n[kind], tried[kind])):
             return counts, Finding(kind, counts[kind], tried[kind], example[kind])
     return counts, None

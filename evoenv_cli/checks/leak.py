@@ -5,12 +5,11 @@ encoding, nor to a prompt-only solver (checks/leak_solvers.py) that reads it as 
 from __future__ import annotations
 
 from evoenv_cli.checks import leak_learners, leak_solvers, probes
-from evoenv_cli.checks.context import CONFIRM_INSTANCES, Checker, Rejected
+from evoenv_cli.checks.context import CONFIRM_INSTANCES, MAX_CONFIRM_INSTANCES, Checker, Rejected
 from evoenv_cli.checks.probes import whole_token_in
 from evoenv_cli.checks.registry import Check, register
 from evoenv_cli.runtime.contract import import_grant
 
-MAX_CONFIRM_INSTANCES = 600  # more for a leak solver still neither surely over nor surely under its limits
 LEAK_FORMS = {
     "plain": "",
     "reversed": " backwards",

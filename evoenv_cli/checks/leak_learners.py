@@ -201,6 +201,19 @@ def options(prompt: str) -> list[tuple[str, str]]:
     return []
 
 
+def option_chance(prompt: str, answer: str, reference: str) -> float | None:
+    """The chance rate of `answer` when it is one of the prompt's options (its label or its
+    text): the share of the options, read the same way, that the reference is (what a
+    uniformly drawn option earns: 1/k for k options). None when the prompt lists no options or
+    `answer` is not one of them."""
+    opts = options(prompt)
+    a, ref = key(answer), key(reference)
+    for read in ([key(label) for label, _ in opts], [key(text) for _, text in opts]):
+        if a in read:
+            return sum(1 for x in read if x == ref) / len(read)
+    return None
+
+
 def _value(text: str) -> float | None:
     m = _FIRST_NUMBER.search(text)
     return float(m.group()) if m else None
