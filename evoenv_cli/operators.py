@@ -422,6 +422,15 @@ def score(instance, answer):
 """
 
 
+COMPOSITE_LEVELS = tuple(range(1, 11))  # every level a composite can be asked at (sample, calibrate)
+
+
+def part_levels(plan: Plan, levels: tuple[int, ...] = COMPOSITE_LEVELS) -> list[list[int]]:
+    """The levels each part runs at when the composite runs at `levels`: COMMON's `_levels`,
+    start + ceil(d / 2) - 1 capped at 10 (parts 1..5 for a composite at 1..10 started at 1)."""
+    return [sorted({min(10, start + (d + 1) // 2 - 1) for d in levels}) for start in plan.start_levels]
+
+
 def _x_note(part: Part) -> str:
     if not part.answer_type.startswith("list"):
         return ""
