@@ -551,6 +551,20 @@ _OPERATORS = (
     ),
 )
 REGISTRY: dict[str, Operator] = {op.name: op for op in _OPERATORS}
+
+
+def template_of(source: str | bytes) -> str | None:
+    """The operator whose code a file ends with, exactly as compose's `render` writes it: read
+    from the content (evoenv's own template defines the file's last functions), never from
+    anything the file declares. None for any other file."""
+    text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
+    for op in _OPERATORS:
+        body = COMMON + op.template
+        if text.endswith(body) or (op.template_from and text.endswith(body + op.template_from)):
+            return op.name
+    return None
+
+
 OPERATORS = tuple(REGISTRY)  # the names, in the order candidates are proposed
 if OPERATORS != OPERATOR_NAMES:
     raise ImportError(f"config.OPERATOR_NAMES {OPERATOR_NAMES} must name the operator records {OPERATORS}, in order")

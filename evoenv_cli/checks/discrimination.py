@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from evoenv_cli import operators
 from evoenv_cli.checks import fuzz, probes
 from evoenv_cli.checks.context import FIXED_PROBES, PAID, Checker, Instance, Rejected
 from evoenv_cli.checks.registry import Check, in_turn, register
@@ -153,7 +154,13 @@ def check_fuzz(checker: Checker) -> None:
     rule forbids whatever the answer, and the verdict says it was judged by that rule."""
     insts = checker.insts
     cfg = checker.cfg
-    unique = "planted" not in (checker.tags or []) and not checker.m.get("order_free")
+    # a SORT composite (evoenv's template, known from the file's content) accepts tied labels
+    # in either order: whenever two of its n answers tie its answer is one of several, so it is
+    # fuzzed by its rule, like an order-free answer (its swaps of tied labels were counted as
+    # accepted permutations: sort3 of coin_change_ways at levels 1-5, whose answers tie on up to
+    # half the instances, was rejected on some draws and admitted on others)
+    ties = operators.template_of(checker.env.source) == "sort"
+    unique = "planted" not in (checker.tags or []) and not checker.m.get("order_free") and not ties
     chosen = checker.spread(insts, cfg.fuzz_instances) if cfg.fuzz_instances else []
     mutants = fuzz.plan(
         [(i.instance, i.text, i.reference) for i in chosen], checker.env.source, unique, checker.rng, cfg.fuzz_max_calls
