@@ -85,6 +85,7 @@ class PartProbes:
         self._lock = threading.Lock()
         self._entries: dict[tuple[str, tuple[int, ...]], _Entry] = {}
         self.judged = 0  # (part, levels) pairs whose instances were made
+        self.seconds = 0.0  # wall seconds spent judging them (summed over threads)
 
     def finding(self, plan: Plan) -> PartFinding | None:
         """The first part of `plan` (in order) that fails a check it gets at its levels."""
@@ -112,8 +113,15 @@ class PartProbes:
             entry = self._entries.setdefault((part.env.env_id, tuple(levels)), _Entry())
         with entry.lock:
             if check not in entry.results:
+                started = time.perf_counter()
                 entry.results[check] = self._judge(entry, part, levels, check)
+                with self._lock:
+                    self.seconds += time.perf_counter() - started
             return entry.results[check]
+
+    def manifest(self) -> dict:
+        """What the run's manifest says of the probing: pairs judged and the seconds they took."""
+        return {"pairs": self.judged, "seconds": round(self.seconds, 3)}
 
     def _judge(self, entry: _Entry, part: Part, levels: list[int], check: str) -> Rejected | None:
         # imported here: the check modules load the registry, which loads this module

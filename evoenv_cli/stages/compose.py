@@ -332,7 +332,7 @@ def run(
                 "parts": len(parts),
                 "skipped_parts": skipped,
                 "measured_parts": len((aim or Aim((0, 1))).rates),
-                "probed_parts": part_probes.judged if part_probes is not None else None,
+                "probed_parts": part_probes.manifest() if part_probes is not None else None,
             },
         )
 
