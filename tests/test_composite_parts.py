@@ -228,7 +228,7 @@ def test_a_part_hostile_at_low_levels_is_caught_in_every_operator(tmp_path, rt, 
 GLUED = ("No{x}", "{x}rd", "v{x}", "{x}x", "#{x}.", "lot{x}")
 
 
-@pytest.mark.parametrize("family_seed", [1, 2, 3])
+@pytest.mark.parametrize("family_seed", [1, 2])
 def test_a_sequential_part_two_stating_x_as_written_is_caught_by_the_part_one_check(
     tmp_path, rt, family_seed, monkeypatch
 ):
