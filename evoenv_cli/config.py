@@ -258,6 +258,9 @@ class ComposeConfig:
     max_depth: int = field(default=1, metadata={"help": "Composites of composites up to this depth.", "min": 1})
     seed: int = field(default=0, metadata={"help": "Which composites are sampled."})
     partial_credit: bool = False  # PARALLEL: mean of the parts instead of all-or-nothing
+    # every part a composite exposes judged again by validate's leak and fuzz checks at the
+    # levels the composite runs it at (checks/composite_parts.py), once per part and levels
+    probe_parts: bool = True
 
 
 @dataclass

@@ -422,6 +422,15 @@ def score(instance, answer):
 """
 
 
+COMPOSITE_LEVELS = tuple(range(1, 11))  # every level a composite can be asked at (sample, calibrate)
+
+
+def part_levels(plan: Plan, levels: tuple[int, ...] = COMPOSITE_LEVELS) -> list[list[int]]:
+    """The levels each part runs at when the composite runs at `levels`: COMMON's `_levels`,
+    start + ceil(d / 2) - 1 capped at 10 (parts 1..5 for a composite at 1..10 started at 1)."""
+    return [sorted({min(10, start + (d + 1) // 2 - 1) for d in levels}) for start in plan.start_levels]
+
+
 def _x_note(part: Part) -> str:
     if not part.answer_type.startswith("list"):
         return ""
@@ -542,6 +551,20 @@ _OPERATORS = (
     ),
 )
 REGISTRY: dict[str, Operator] = {op.name: op for op in _OPERATORS}
+
+
+def template_of(source: str | bytes) -> str | None:
+    """The operator whose code a file ends with, exactly as compose's `render` writes it: read
+    from the content (evoenv's own template defines the file's last functions), never from
+    anything the file declares. None for any other file."""
+    text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
+    for op in _OPERATORS:
+        body = COMMON + op.template
+        if text.endswith(body) or (op.template_from and text.endswith(body + op.template_from)):
+            return op.name
+    return None
+
+
 OPERATORS = tuple(REGISTRY)  # the names, in the order candidates are proposed
 if OPERATORS != OPERATOR_NAMES:
     raise ImportError(f"config.OPERATOR_NAMES {OPERATOR_NAMES} must name the operator records {OPERATORS}, in order")

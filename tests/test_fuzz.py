@@ -146,7 +146,8 @@ def test_a_prompt_full_of_numbers_is_judged_against_its_chance_rate():
     assert neighbour.share == 1.0
 
 
-PART_ONE = '''"""Sum a list of three-digit numbers."""
+PART_ONE = '''"""Sum the squares of a list of three-digit numbers (a plain sum is what the arithmetic
+leak solver computes from the prompt, a leak compose's per-part probe rejects)."""
 import random
 import re
 
@@ -160,16 +161,16 @@ def generate(seed, difficulty):
 
 
 def prompt(instance):
-    return "Add up: " + ", ".join(map(str, instance["numbers"])) + ". Give the sum."
+    return "Add up the squares of: " + ", ".join(map(str, instance["numbers"])) + ". Give the sum."
 
 
 def solve(instance):
-    return str(sum(instance["numbers"]))
+    return str(sum(n * n for n in instance["numbers"]))
 
 
 def score(instance, answer):
     ok = isinstance(answer, str) and re.fullmatch(r"\\s*[0-9]{1,9}\\s*", answer) is not None
-    return 1.0 if ok and int(answer) == sum(instance["numbers"]) else 0.0
+    return 1.0 if ok and int(answer) == sum(n * n for n in instance["numbers"]) else 0.0
 '''
 
 PART_TWO = '''"""A number modulo another."""

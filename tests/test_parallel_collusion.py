@@ -2,7 +2,9 @@
 1000003 plus its index, so part 1 can compute part 2's instance and state its answer in its own
 prompt. Each part alone is clean and validate's checks on the composite see only the joint
 answer; compose now reads every part's answer against the composite's prompt. The colluding
-pairs come from a generator (the form the answer is stated in varies)."""
+pairs come from a generator (the form the answer is stated in varies). Part 2 sums squares: a
+plain sum is what the arithmetic leak solver computes from its own prompt, a leak of its own
+that compose's per-part probe rejects first."""
 
 import json
 import random
@@ -19,12 +21,12 @@ def generate(seed, difficulty):
     r = random.Random(f"zeta:{seed}")
     return {"numbers": [r.randint(300, 999) for _ in range(3 + difficulty)]}
 def prompt(instance):
-    return "Add up: " + ", ".join(map(str, instance["numbers"])) + ". Give the sum."
+    return "Add up the squares of: " + ", ".join(map(str, instance["numbers"])) + ". Give the sum."
 def solve(instance):
-    return str(sum(instance["numbers"]))
+    return str(sum(n * n for n in instance["numbers"]))
 def score(instance, answer):
     a = answer.strip()
-    return 1.0 if a.isdigit() and int(a) == sum(instance["numbers"]) else 0.0
+    return 1.0 if a.isdigit() and int(a) == sum(n * n for n in instance["numbers"]) else 0.0
 """
 
 PART_ONE = """import random
@@ -32,7 +34,7 @@ NAME = "alpha_rev"
 ANSWER_TYPE = "int"
 def _zeta(seed, difficulty):
     r = random.Random(f"zeta:{seed}")
-    return sum(r.randint(300, 999) for _ in range(3 + difficulty))
+    return sum(r.randint(300, 999) ** 2 for _ in range(3 + difficulty))
 def generate(seed, difficulty):
     r = random.Random(f"alpha:{seed}")
     return {"n": r.randint(1000, 10 ** (difficulty + 3)), "k": r.randint(11, 97), "s": seed, "d": difficulty}

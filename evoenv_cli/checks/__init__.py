@@ -5,8 +5,8 @@ the registry and imports every module of this package, so a new check is one new
 nothing else is edited; context.py is the `Checker` they all share. Beside them, the
 machinery the checks and other stages use: probe answers (probes.py), the scorer fuzzer
 (fuzz.py), prompt-only leak solvers (leak_solvers.py), the training-shaped burst
-(training_shape.py), the composite-leak rule (composite_leaks.py) and solve signatures
-(solve_signature.py). The stages that run them (validate, compose, dedupe) live in `stages/`.
+(training_shape.py), the composite-leak rule (composite_leaks.py), composites probed per part
+(composite_parts.py) and solve signatures (solve_signature.py). The stages that run them (validate, compose, dedupe) live in `stages/`.
 
 The policy writes the `score` it is later rewarded by, so the checks assume a verifier that
 may be gamed on purpose: instance seeds come from the whole training range (not 0..7), score

@@ -1,8 +1,9 @@
 """Leaks that only composition makes, for `evoenv compose`: a PARALLEL part can state another
 part's answer (their seeds are public functions of the composite's); a SEQUENTIAL composite hides part
 1's answer X in part 2's prompt (the value written as is becomes "X"), but part 2's words may
-still give X away in another form (with thousands separators, as a neighbour, spelled out),
-and then the composite is part 2 alone. validate's checks see only the composite's final
+still give X away in another form (with thousands separators, as a neighbour, spelled out, or
+as written where the mask does not reach: "X ... (lot 123.)"), and then the composite is part 2
+alone. validate's checks see only the composite's final
 answer; this check knows the parts, so it asks part 1 for X on the composite's own instances
 and runs the prompt-only solvers (checks/leak_solvers.py) against X, chance rate and all; for a
 PARALLEL part, against what the other parts wrote.
@@ -52,17 +53,22 @@ def part_one_leak(plan: Plan, env: EnvFile, pool: SandboxPool, cfg: ValidateConf
     more: list | None = None
     for k in range(1 if plan.operator == "sequential" else len(plan.parts)):
         texts, refs = _part_reads(plan, k, made, pool)
-        over = [r.name for r in leak_solvers.rates(texts, refs) if r.over(*limits)] if len(texts) >= 2 else []
+        over = [r.name for r in _rates(texts, refs) if r.over(*limits)] if len(texts) >= 2 else []
         if not over:
             continue
         if more is None:  # confirmed on more instances, made once for every part
             more = _made(env, pairs[INSTANCES:], pool)
         extra_texts, extra_refs = _part_reads(plan, k, more, pool)
         probe = "leak_part_one_" if plan.operator == "sequential" else f"leak_parallel_part_{k + 1}_"
-        for r in leak_solvers.rates(texts + extra_texts, refs + extra_refs):
+        for r in _rates(texts + extra_texts, refs + extra_refs):
             if r.name in over and r.over(*limits):
                 return PartLeak(r.name, r.share, r.baseline, k + 1, probe + r.name)
     return None
+
+
+def _rates(texts: list[str], refs: list[str]) -> list[leak_solvers.SolverRate]:
+    """The solvers' rates with the composite's own, a number stated as written (`as_written`)."""
+    return leak_solvers.rates(texts, refs, solvers=leak_solvers.COMPOSITE_SOLVERS)
 
 
 def _made(env: EnvFile, pairs: list[tuple[int, int]], pool: SandboxPool) -> list:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from evoenv_cli import operators
 from evoenv_cli.checks import fuzz, probes
 from evoenv_cli.checks.context import FIXED_PROBES, PAID, Checker, Instance, Rejected
 from evoenv_cli.checks.pay import Chance
@@ -208,7 +209,13 @@ def check_fuzz(checker: Checker) -> None:
     cfg = checker.cfg
     planted = "planted" in (checker.tags or [])
     order_free = bool(checker.m.get("order_free"))
-    unique = not planted and not order_free
+    # a SORT composite (evoenv's template, known from the file's content) accepts tied labels
+    # in either order: whenever two of its n answers tie its answer is one of several, so it is
+    # fuzzed by its rule, like a planted answer (its swaps of tied labels were counted as
+    # accepted permutations: sort3 of coin_change_ways at levels 1-5, whose answers tie on up to
+    # half the instances, was rejected on some draws and admitted on others)
+    ties = operators.template_of(checker.env.source) == "sort"
+    unique = not planted and not order_free and not ties
     chosen = checker.spread(insts, cfg.fuzz_instances) if cfg.fuzz_instances else []
     mutants = fuzz.plan(
         [(i.instance, i.text, i.reference) for i in chosen],

@@ -185,6 +185,22 @@ def arithmetic(prompt: str) -> set[str]:
     return out
 
 
+_WRITTEN = re.compile(r"(?<![0-9])-?[0-9]+(?:\.[0-9]+)?")
+_LIST = re.compile(r"\[([^\[\]\n]{1,400})\]")
+
+
+def as_written(prompt: str) -> set[str]:
+    """A value stated as written: every number as its digits stand, whatever touches them
+    ("123.", "No123", "123rd", "-7"), every token, and every bracketed list's items. validate's
+    plain form reads whole tokens of the reference itself; this is the solver form of it, for
+    the composite checks (composite_leaks.py), which read another part's answer."""
+    out = {normalize(m.group()) for m in _WRITTEN.finditer(prompt)}
+    out |= {normalize(m.group().lstrip("-")) for m in _WRITTEN.finditer(prompt) if m.group().startswith("-")}
+    out |= _tokens(prompt)
+    out |= {normalize(m.group(1)) for m in _LIST.finditer(prompt)}
+    return out
+
+
 @dataclass(frozen=True)
 class Solver:
     name: str
@@ -202,6 +218,10 @@ SOLVERS = (
     Solver("neighbour", neighbour),
     Solver("arithmetic", arithmetic),
 )
+# The composite checks read another part's answer, which a composite never writes as is on
+# purpose (SEQUENTIAL masks X): there a number stated as written is a leak too (last, so the
+# older solvers keep naming the verdicts they named).
+COMPOSITE_SOLVERS = (*SOLVERS, Solver("as_written", as_written))
 
 
 @dataclass
@@ -241,12 +261,14 @@ class SolverRate:
         )
 
 
-def rates(prompts: list[str], references: list[str], window: int = 5) -> list[SolverRate]:
+def rates(
+    prompts: list[str], references: list[str], window: int = 5, solvers: tuple[Solver, ...] = SOLVERS
+) -> list[SolverRate]:
     """Each solver's hit share over the instances and its chance rate: the same solver's
     candidates against the references of the next `window` instances whose reference differs."""
     refs = [normalize(r) for r in references]
     out = []
-    for solver in SOLVERS:
+    for solver in solvers:
         sets = [solver.candidates(p) for p in prompts]
         hits = sum(r in s for r, s in zip(refs, sets) if r)
         pairs = [(i, j) for i in range(len(sets)) for j in range(i + 1, min(len(refs), i + 1 + window))]

@@ -33,6 +33,7 @@ from evoenv_cli import artifacts
 from evoenv_cli.admission import AdmissionLog, Summary, Verdict
 from evoenv_cli.checks import probes
 from evoenv_cli.checks.composite_leaks import part_one_leak
+from evoenv_cli.checks.composite_parts import PartProbes
 from evoenv_cli.config import ComposeConfig, RuntimeConfig, ValidateConfig, to_dict
 from evoenv_cli.envfile import EnvFile, env_id_of
 from evoenv_cli.operators import COMMON, OPERATORS, REGISTRY, Operator, Part, Plan
@@ -300,12 +301,14 @@ def run(
     with shared(runtime, session) as rt, AdmissionLog(out, None) as log:
         pool, fresh = rt.pool, rt.fresh
         parts, docs, skipped = describe_parts(library, pool)
+        part_probes = PartProbes(vcfg, pool, fresh) if cfg.probe_parts else None
         for depth, want in enumerate(_split(cfg.n, cfg.max_depth), start=1):
             plans = aimed(round_robin(candidates(parts, tuple(cfg.ops), rng, depth)), aim)
             got = 0
             while got < want and plans:
                 batch, plans = plans[: want - got], plans[want - got :]
-                for (plan, _), env, record in _judge(batch, docs, cfg, vcfg, pool, fresh, log, on_verdict):
+                judged = _judge(batch, docs, cfg, vcfg, pool, fresh, log, on_verdict, part_probes)
+                for (plan, _), env, record in judged:
                     made.append(env)
                     if record["admitted"]:
                         got += 1
@@ -329,13 +332,26 @@ def run(
                 "parts": len(parts),
                 "skipped_parts": skipped,
                 "measured_parts": len((aim or Aim((0, 1))).rates),
+                "probed_parts": part_probes.manifest() if part_probes is not None else None,
             },
         )
 
 
-def _judge(batch: list[tuple[Plan, Prediction | None]], docs, cfg, vcfg, pool, fresh, log: AdmissionLog, on_verdict):
+def _judge(
+    batch: list[tuple[Plan, Prediction | None]],
+    docs,
+    cfg,
+    vcfg,
+    pool,
+    fresh,
+    log: AdmissionLog,
+    on_verdict,
+    part_probes: PartProbes | None = None,
+):
     """((plan, prediction), file, verdict record) per plan, judged in parallel; a verdict
-    already final in the log (a resumed run) is reused."""
+    already final in the log (a resumed run) is reused. A composite validate admits is then
+    probed per part (`part_probes`, checks/composite_parts.py) and for leaks across its parts
+    (checks/composite_leaks.py)."""
     envs = []
     for plan, _ in batch:
         source = render(plan, docs, cfg.partial_credit).encode()
@@ -347,6 +363,13 @@ def _judge(batch: list[tuple[Plan, Prediction | None]], docs, cfg, vcfg, pool, f
     def one(item):
         (plan, guess), env = item
         verdict = validate.judge(env, vcfg, pool, fresh, plan.name())
+        if verdict.admitted and part_probes is not None:
+            verdict.measurements["part_probes"] = part_probes.record(plan)
+            found = part_probes.finding(plan)
+            if found is not None:
+                verdict.admitted, verdict.stage = False, found.stage
+                verdict.reason = f"{found.verdict_reason()} [probe {found.probe}]"
+                verdict.measurements["probe"] = found.probe
         leak = part_one_leak(plan, env, pool, vcfg) if verdict.admitted else None
         if leak is not None:
             verdict.admitted, verdict.stage = False, "leak"
