@@ -44,10 +44,11 @@ from evoenv_cli.conversations import Plan, prepare
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.integrations.rewards import extract_answer
 from evoenv_cli.llm.base import Backend, SamplingConfig
+from evoenv_cli.pool import PLAN_FILE
 from evoenv_cli.runtime.instances import Order, make_instances
 from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.runtime.workers import Call, EnvLoadError, SandboxPool
-from evoenv_cli.stage import Context, Stage, register
+from evoenv_cli.stage import Context, Round, Stage, register
 
 CHECKS = (
     "run",
@@ -493,8 +494,23 @@ STAGE = register(
         place=6,
         funnel="had the right difficulty",
         uses_model=True,
+        in_round=lambda rnd: dict(library=rnd.outputs["dedupe"], model=rnd.policy),  # the new candidates
     )
 )
+
+
+def _rotate_in_round(rnd: Round) -> dict | None:
+    """In the loop: the pool members due for a new measurement (`iterate.rotate_every`), none
+    once the round's pool update is planned (it has read this rotation already)."""
+    if (rnd.folder / PLAN_FILE).exists():
+        return None
+    due = rnd.pool.rotation_due(rnd.folder, rnd.number, rnd.iterate.rotate_every)
+    if due is None:
+        rnd.say(f"rotate: no pool member is due (iterate.rotate_every={rnd.iterate.rotate_every})")
+        return None
+    return dict(library=due, model=rnd.policy)
+
+
 # The pool's rotation: calibrate again, on the pool members due for it (retiring those that left
 # the band); its own folder, and its place before compose, which aims at what it measures.
-ROTATE = register(replace(STAGE, name="rotate", place=3.5, funnel="kept their level"))
+ROTATE = register(replace(STAGE, name="rotate", place=3.5, funnel="kept their level", in_round=_rotate_in_round))

@@ -212,5 +212,6 @@ STAGE = register(
         place=3,
         funnel="passed review",
         uses_model=True,
+        in_round=lambda rnd: dict(library=rnd.outputs["validate"], model=rnd.policy),
     )
 )

@@ -25,7 +25,7 @@ from evoenv_cli.errors import InputError
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.instances import instance_seed
 from evoenv_cli.runtime.workers import SandboxPool
-from evoenv_cli.stage import Context, Stage, register
+from evoenv_cli.stage import Context, Round, Stage, register
 
 __all__ = [
     "FORMATS",
@@ -189,6 +189,11 @@ def own_pool(runtime) -> SandboxPool:
     return SandboxPool(limits=runtime.limits, sandbox_mode=runtime.sandbox, workers=runtime.workers)
 
 
+def _in_round(rnd: Round) -> dict:
+    """In the loop: rows from the pool at the levels its index calibrated, drawn with the round's seed."""
+    return dict(recipe=rnd.seeded("sample", difficulty_from="index"), library=rnd.pool.root)
+
+
 STAGE = register(
     Stage(
         "sample",
@@ -202,5 +207,6 @@ STAGE = register(
         check=_check,
         allow_empty=False,
         total=lambda ctx, lib: None,  # no progress bar
+        in_round=_in_round,
     )
 )

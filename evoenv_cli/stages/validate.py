@@ -127,5 +127,6 @@ STAGE = register_stage(
         run=_run,
         place=2,
         funnel="passed the contracts",
+        in_round=lambda rnd: dict(library=rnd.outputs["synthesize"]),  # the round's new candidates
     )
 )
