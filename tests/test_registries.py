@@ -3,6 +3,7 @@ every reader follows. (Backends: tests/llm/test_llm_base.py;
 validation checks and row formats: test_validate_checks.py, test_row_formats.py.)"""
 
 import dataclasses
+import importlib
 import json
 import shutil
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, SEEDS
 
-from evoenv_cli import stage, stages
+from evoenv_cli import loop, stage, stages
 from evoenv_cli.envfile import EnvFile, env_id_of
 from evoenv_cli.operators import REGISTRY
 from evoenv_cli.stages.dedupe import composite_structure
@@ -27,6 +28,9 @@ def test_every_stage_module_registers_its_record_and_the_round_reads_them_in_ord
     assert {"distill"} <= set(records) - set(steps)  # a command-only stage: no place in the round
     for s in records.values():  # every runnable record can be executed
         assert (s.run is None) == (s.name == "pool update"), s.name
+    for name in set(steps) - {"pool update"}:  # each step's record in the module of its name
+        assert records[name].in_round is not None or name in loop.LOOP_STEPS, name
+        assert stages.get(name) is importlib.import_module(f"evoenv_cli.stages.{name}").STAGE, name
 
 
 def test_a_new_stage_is_one_record_and_the_loop_and_report_read_it(tmp_path, monkeypatch):
@@ -92,7 +96,6 @@ def test_a_new_round_step_is_one_record_and_the_loop_runs_it_in_its_place(tmp_pa
     finds its marker."""
     from loop_child import ScriptedPolicy
 
-    from evoenv_cli import loop
     from evoenv_cli.report import numbers
     from evoenv_cli.report.run_files import RunFiles
 
@@ -131,8 +134,6 @@ def test_a_new_round_step_is_one_record_and_the_loop_runs_it_in_its_place(tmp_pa
 
 
 def test_a_round_step_whose_record_does_not_say_what_it_takes_is_refused_before_the_round(tmp_path, monkeypatch):
-    from evoenv_cli import loop
-
     mute = stage.Stage("mute", sections=(), marker="done.json", settings=None, run=lambda *a: None, place=8.5)
     monkeypatch.setitem(stage._REGISTRY, "mute", mute)
     recipe = ROOT / "recipes" / "cpu-demo.yaml"

@@ -25,15 +25,16 @@ learn from). Each level's record carries n, its interval, the guess rate and the
 p-value beside the pass rate.
 
 Run on a pool that was calibrated before (its index.jsonl carries `calibration`), the same
-command is pool rotation: an environment that misses the band (widened by a margin) on
-`retire_after` consecutive calibrations retires as retired_too_easy / retired_too_hard.
+command is pool rotation (the loop's step: stages/rotate.py): an environment that misses the
+band (widened by a margin) on `retire_after` consecutive calibrations retires as
+retired_too_easy / retired_too_hard.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evoenv_cli import artifacts
@@ -44,11 +45,10 @@ from evoenv_cli.conversations import Plan, prepare
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.integrations.rewards import extract_answer
 from evoenv_cli.llm.base import Backend, SamplingConfig
-from evoenv_cli.pool import PLAN_FILE
 from evoenv_cli.runtime.instances import Order, make_instances
 from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.runtime.workers import Call, EnvLoadError, SandboxPool
-from evoenv_cli.stage import Context, Round, Stage, register
+from evoenv_cli.stage import Context, Stage, register
 
 CHECKS = (
     "run",
@@ -497,20 +497,3 @@ STAGE = register(
         in_round=lambda rnd: dict(library=rnd.outputs["dedupe"], model=rnd.policy),  # the new candidates
     )
 )
-
-
-def _rotate_in_round(rnd: Round) -> dict | None:
-    """In the loop: the pool members due for a new measurement (`iterate.rotate_every`), none
-    once the round's pool update is planned (it has read this rotation already)."""
-    if (rnd.folder / PLAN_FILE).exists():
-        return None
-    due = rnd.pool.rotation_due(rnd.folder, rnd.number, rnd.iterate.rotate_every)
-    if due is None:
-        rnd.say(f"rotate: no pool member is due (iterate.rotate_every={rnd.iterate.rotate_every})")
-        return None
-    return dict(library=due, model=rnd.policy)
-
-
-# The pool's rotation: calibrate again, on the pool members due for it (retiring those that left
-# the band); its own folder, and its place before compose, which aims at what it measures.
-ROTATE = register(replace(STAGE, name="rotate", place=3.5, funnel="kept their level", in_round=_rotate_in_round))
