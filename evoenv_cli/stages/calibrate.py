@@ -47,7 +47,7 @@ from evoenv_cli.integrations.rewards import extract_answer
 from evoenv_cli.llm.base import Backend, SamplingConfig
 from evoenv_cli.runtime.instances import Order, make_instances
 from evoenv_cli.runtime.session import Runtime, shared
-from evoenv_cli.runtime.workers import Call, EnvLoadError, SandboxPool
+from evoenv_cli.runtime.workers import Call, EnvLoadError, SandboxWorkers
 from evoenv_cli.stage import Context, Stage, register
 
 CHECKS = (
@@ -147,7 +147,7 @@ def decided(m: Level, cfg: CalibrateConfig) -> bool:
     return lo <= a and b <= hi and level_in_band(m, lo, hi, cfg)
 
 
-def measure_guesses(subjects: list[Subject], cfg: CalibrateConfig, pool: SandboxPool) -> None:
+def measure_guesses(subjects: list[Subject], cfg: CalibrateConfig, pool: SandboxWorkers) -> None:
     """The guess rate of every measured level that has none yet: `guess_instances` fresh
     instances at the level; each scores, in the sandbox, the distinct reference answers of the
     others (at most 16) as guesses, and the rate is the mean score."""
@@ -189,7 +189,7 @@ def sweep(
     levels_of: Callable[[Subject], list[int]],
     cfg: CalibrateConfig,
     sample_cfg: SampleConfig,
-    pool: SandboxPool,
+    pool: SandboxWorkers,
     backend: Backend,
     responses: artifacts.JsonlAppender | None = None,
     answer: AnswerConfig | None = None,

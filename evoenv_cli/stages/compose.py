@@ -39,7 +39,7 @@ from evoenv_cli.operators import COMMON, OPERATORS, REGISTRY, Operator, Part, Pl
 from evoenv_cli.runtime.contract import check_source, embed
 from evoenv_cli.runtime.instances import Order, make_instances
 from evoenv_cli.runtime.session import Runtime, shared
-from evoenv_cli.runtime.workers import Call, EnvLoadError, SandboxPool
+from evoenv_cli.runtime.workers import Call, EnvLoadError, SandboxWorkers
 from evoenv_cli.stage import Context, Stage, register
 from evoenv_cli.stages import validate
 
@@ -233,7 +233,7 @@ def aimed(plans: list[Plan], aim: Aim | None) -> list[tuple[Plan, Prediction | N
     return sorted(out, key=lambda item: _rank(item[1], aim))  # stable: the given order breaks ties
 
 
-def measure_order_free(env: EnvFile, pool: SandboxPool, levels: tuple[int, ...] = (1, 3, 5, 7)) -> bool:
+def measure_order_free(env: EnvFile, pool: SandboxWorkers, levels: tuple[int, ...] = (1, 3, 5, 7)) -> bool:
     """Whether a list answer is accepted with its items reordered on most of a few instances
     (what validate measures, for a part whose index record does not say)."""
     [made] = make_instances(
@@ -248,7 +248,7 @@ def measure_order_free(env: EnvFile, pool: SandboxPool, levels: tuple[int, ...] 
     return sum(1 for r in scores if r.ok and r.value >= 1.0) / len(pairs) >= 0.5
 
 
-def describe_parts(library: artifacts.EnvLibrary, pool: SandboxPool) -> tuple[list[Part], dict, list[str]]:
+def describe_parts(library: artifacts.EnvLibrary, pool: SandboxWorkers) -> tuple[list[Part], dict, list[str]]:
     parts, docs, skipped = [], {}, [f"{r.file}: {r.reason}" for r in library.refused]
     for env in library.files:
         report = check_source(env.source)

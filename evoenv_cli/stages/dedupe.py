@@ -54,7 +54,7 @@ from evoenv_cli.pool import merge_libraries
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.instances import Order, first_failure, make_instances
 from evoenv_cli.runtime.session import Runtime, shared
-from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.runtime.workers import SandboxWorkers
 from evoenv_cli.stage import Context, Round, Stage, register
 
 STAGES = ("run", "duplicate_code", "duplicate_behaviour", "duplicate_structure")
@@ -73,7 +73,7 @@ class Sampled:
     solved: solve_signature.Sample | None = None
 
 
-def sample_behaviour(env: EnvFile, pool: SandboxPool, cfg: DedupeConfig) -> Sampled:
+def sample_behaviour(env: EnvFile, pool: SandboxWorkers, cfg: DedupeConfig) -> Sampled:
     [made] = make_instances(pool, [Order(env, behaviour_pairs(cfg), ask=("prompt",))], stop_on_failure=True)
     if why := first_failure(made):
         return Sampled(None, why)

@@ -24,7 +24,7 @@ from evoenv_cli.envfile import EnvFile
 from evoenv_cli.errors import InputError
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.instances import instance_seed
-from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.runtime.workers import SandboxWorkers
 from evoenv_cli.stage import Context, Round, Stage, register
 
 __all__ = [
@@ -69,7 +69,7 @@ def check_config(cfg: SampleConfig, library: EnvLibrary) -> None:
 def run(
     library: EnvLibrary,
     cfg: SampleConfig,
-    pool: SandboxPool,
+    pool: SandboxWorkers,
     answer: AnswerConfig | None = None,
     format_weight: float = 0.0,
 ) -> SampleReport:
@@ -84,7 +84,7 @@ def run(
 def stream(
     library: EnvLibrary,
     cfg: SampleConfig,
-    pool: SandboxPool,
+    pool: SandboxWorkers,
     report: SampleReport,
     answer: AnswerConfig | None = None,
     format_weight: float = 0.0,
@@ -185,8 +185,8 @@ def _run(ctx: Context, lib: EnvLibrary, out: Path, llm, bar) -> SampleReport:
     return report
 
 
-def own_pool(runtime) -> SandboxPool:
-    return SandboxPool(limits=runtime.limits, sandbox_mode=runtime.sandbox, workers=runtime.workers)
+def own_pool(runtime) -> SandboxWorkers:
+    return SandboxWorkers(limits=runtime.limits, sandbox_mode=runtime.sandbox, workers=runtime.workers)
 
 
 def _in_round(rnd: Round) -> dict:

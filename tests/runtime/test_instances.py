@@ -15,7 +15,7 @@ from evoenv_cli.conversations import Plan, prepare
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.novelty.minhash import behaviour_pairs
 from evoenv_cli.runtime.instances import Order, first_failure, make_instances
-from evoenv_cli.runtime.workers import Call, Limits, SandboxPool, describe_failure
+from evoenv_cli.runtime.workers import Call, Limits, SandboxWorkers, describe_failure
 from evoenv_cli.stages import dedupe, review
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,8 +55,8 @@ GOES_AROUND = {
 }
 
 
-def _pool(workers: int = 2) -> SandboxPool:
-    return SandboxPool(limits=LIMITS, sandbox_mode="process", workers=workers)
+def _pool(workers: int = 2) -> SandboxWorkers:
+    return SandboxWorkers(limits=LIMITS, sandbox_mode="process", workers=workers)
 
 
 def test_makes_instances_of_a_seed_as_the_pool_answers_them():
