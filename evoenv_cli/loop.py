@@ -138,7 +138,8 @@ class Loop:
 
     # -- folders ------------------------------------------------------------------------------------
     @property
-    def pool(self) -> Path:
+    def pool_dir(self) -> Path:
+        """RUN/pool/: the environment pool's folder (`env_pool` is the pool itself)."""
         return self.env_pool.root
 
     # -- one step -----------------------------------------------------------------------------------
@@ -192,7 +193,7 @@ class Loop:
         elif st.name == "sample" and not result.written:  # an empty train.jsonl: the round trains nothing
             self.log(
                 f"  sample: no pool environment has a level calibrated in band and above chance for this "
-                f"policy ({len(result.skipped)} skipped; their calibration is in {self.pool / 'index.jsonl'}): "
+                f"policy ({len(result.skipped)} skipped; their calibration is in {self.pool_dir / 'index.jsonl'}): "
                 "nothing to train on this round"
             )
         elif st.name == "sample":
@@ -220,7 +221,7 @@ class Loop:
         ctx = stage.Context(
             spec,
             out,
-            library=self.pool,
+            library=self.pool_dir,
             resume=True,  # a folder with no checkpoint yet (log.txt only) starts from the start
             inputs={"data": data, "model": policy, "eval_data": None, "recipe_path": self.recipe},
         )
@@ -565,7 +566,7 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
             rnd.outputs[st.name] = own(this) if own is not None else this.wired(st)
         policy = rnd.policy  # the trained checkpoint (train sets it)
         this.book.write()
-        summary = round_summary(r, d, this.change, digest, loop.pool)
+        summary = round_summary(r, d, this.change, digest, loop.pool_dir)
         artifacts.JsonlAppender(loop.run_dir / "rounds.jsonl").append(summary)
         loop.log(round_line(summary, this.book.totals(), str(loop.run_dir / "rounds.jsonl")))
         if summary["candidates"] == 0:
@@ -619,7 +620,7 @@ class RoundRun:
         loop.log(
             f"  pool: {change['pool_size']} environments (+{len(change['joined'])} "
             f"-{len(change['retired'])}{f', {dropped} quarantined dropped' if dropped else ''}) "
-            f"-> {loop.pool}"
+            f"-> {loop.pool_dir}"
         )
         pool.freeze_eval_set()  # round 1: the seeds are calibrated now
         self.baseline = loop.baseline(self.book)
