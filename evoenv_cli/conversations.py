@@ -84,14 +84,16 @@ class Prepared:
 
 
 @dataclass
-class Plan:
+class Draw:
+    """The instances asked of one environment: (seed, difficulty) pairs."""
+
     env: EnvFile
     name: str
     pairs: list[tuple[int, int]]  # (seed, difficulty)
 
 
 def prepare(
-    pool: SandboxWorkers, plans: list[Plan], cfg: SampleConfig, answer_cfg: AnswerConfig, need_answer: bool = True
+    pool: SandboxWorkers, plans: list[Draw], cfg: SampleConfig, answer_cfg: AnswerConfig, need_answer: bool = True
 ) -> tuple[list[list[Prepared]], list[dict]]:
     """Per plan, the instances that could be made (in the plan's order), and the skips
     ({"env", "seed", "difficulty", "reason"}). With `need_answer` False an instance whose

@@ -41,7 +41,7 @@ from evoenv_cli import artifacts
 from evoenv_cli.admission import AdmissionLog, Summary, Verdict
 from evoenv_cli.confidence import above_chance_p_value, wilson_interval
 from evoenv_cli.config import AnswerConfig, CalibrateConfig, RuntimeConfig, SampleConfig, prompt_settings, to_dict
-from evoenv_cli.conversations import Plan, prepare
+from evoenv_cli.conversations import Draw, prepare
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.integrations.rewards import extract_answer
 from evoenv_cli.llm.base import Backend, SamplingConfig
@@ -217,7 +217,7 @@ def sweep(
             pairs += [(calibration_seed(cfg.seed, s.name, lv, i), lv) for i in range(m.asked, m.asked + count)]
             m.asked += max(count, 0)
         if pairs:
-            plans.append(Plan(s.env, s.name, pairs))
+            plans.append(Draw(s.env, s.name, pairs))
             levels_asked.append(s)
     if not plans:
         return

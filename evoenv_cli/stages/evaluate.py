@@ -38,7 +38,7 @@ from evoenv_cli.config import (
     to_dict,
 )
 from evoenv_cli.conversations import (
-    Plan,
+    Draw,
     draw_levels,
     levels_for,
     prepare,
@@ -293,7 +293,7 @@ def env_items(
             )
             continue
         pairs = [(instance_seed(cfg.seed, name, i, split="heldout"), lv) for i, lv in enumerate(levels)]
-        plans.append(Plan(env, name, pairs))
+        plans.append(Draw(env, name, pairs))
     prepared, more = prepare(pool, plans, sample_cfg, answer or AnswerConfig(), need_answer=False)
     skipped += more
     items = [

@@ -19,7 +19,7 @@ from pathlib import Path
 from evoenv_cli import artifacts, row_formats
 from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.config import ROW_FORMATS, AnswerConfig, SampleConfig, check_values
-from evoenv_cli.conversations import Plan, Prepared, build_messages, draw_levels, levels_for, prepare
+from evoenv_cli.conversations import Draw, Prepared, build_messages, draw_levels, levels_for, prepare
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.errors import InputError
 from evoenv_cli.runtime import contract
@@ -122,16 +122,16 @@ def stream(
                 yield make_row(p, answer.tag, format_weight)
 
 
-def batches(wanted: list[tuple[EnvFile, str, list[int]]], cfg: SampleConfig, size: int) -> Iterator[list[Plan]]:
+def batches(wanted: list[tuple[EnvFile, str, list[int]]], cfg: SampleConfig, size: int) -> Iterator[list[Draw]]:
     """Each environment's rows, in order, as plans of `size` rows a batch (an environment may
     span batches); a batch's instance seeds are made with it, so memory holds one batch."""
-    batch: list[Plan] = []
+    batch: list[Draw] = []
     room = size
     for env, name, drawn in wanted:
         start = 0
         while start < len(drawn):
             rows = range(start, min(len(drawn), start + room))
-            batch.append(Plan(env, name, [(instance_seed(cfg.seed, name, i, cfg.split), drawn[i]) for i in rows]))
+            batch.append(Draw(env, name, [(instance_seed(cfg.seed, name, i, cfg.split), drawn[i]) for i in rows]))
             start, room = rows.stop, room - len(rows)
             if room == 0:
                 yield batch

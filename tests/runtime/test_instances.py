@@ -11,7 +11,7 @@ import pytest
 
 from evoenv_cli.checks import context
 from evoenv_cli.config import AnswerConfig, DedupeConfig, ReviewConfig, SampleConfig, ValidateConfig
-from evoenv_cli.conversations import Plan, prepare
+from evoenv_cli.conversations import Draw, prepare
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.novelty.minhash import behaviour_pairs
 from evoenv_cli.runtime.instances import Order, first_failure, make_instances
@@ -97,7 +97,7 @@ def test_a_failed_generate_reads_the_same_in_every_stage(broken):
         def label(seed: int, difficulty: int) -> str:
             return describe_failure("generate", r, seed, difficulty)
 
-        _, [skip] = prepare(pool, [Plan(env, env.name, [(7, 3)])], SampleConfig(), AnswerConfig())
+        _, [skip] = prepare(pool, [Draw(env, env.name, [(7, 3)])], SampleConfig(), AnswerConfig())
         with pytest.raises(ValueError) as reviewed:
             review.sample_instances(env, review_cfg, pool)
         sampled = dedupe.sample_behaviour(env, pool, dedupe_cfg)
