@@ -586,7 +586,7 @@ class RoundRun:
     loop: Loop
     round: stage.Round
     book: RoundBook
-    change: dict = field(default_factory=dict)  # the pool update's plan (round-NN/pool-update.json)
+    change: dict = field(default_factory=dict)  # the pool update's change (round-NN/pool-update.json)
     baseline: dict | None = None
 
     def wired(self, st: stage.Stage) -> Path | None:
@@ -610,11 +610,11 @@ class RoundRun:
         )
 
     def update_pool(self) -> Path:
-        """The pool planned from the rotation's verdicts and the admitted newcomers, then
+        """The next pool written from the rotation's verdicts and the admitted newcomers, then
         applied; the evaluation set frozen (round 1) and the baseline measured (once a run)."""
         loop, rnd = self.loop, self.round
         pool, d = rnd.pool, rnd.folder
-        self.change = change = pool.plan(d, rnd.outputs.get("rotate"), rnd.outputs["calibrate"], rnd.number)
+        self.change = change = pool.write_next(d, rnd.outputs.get("rotate"), rnd.outputs["calibrate"], rnd.number)
         pool.apply(d)
         dropped = len(change.get("quarantined", []))
         loop.log(

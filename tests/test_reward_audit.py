@@ -149,11 +149,11 @@ def test_the_loop_drops_a_quarantined_environment_at_the_next_pool_update(tmp_pa
     write_jsonl_atomic(admitted / "index.jsonl", [{"file": victim.path.name, "env_id": victim.env_id}])
     d2 = run / "round-02"
     d2.mkdir()
-    change = loop.plan(d2, rotated, admitted, 2)
+    change = loop.write_next(d2, rotated, admitted, 2)
     assert change["quarantined"] == [{"name": "knapsack_max_value", "reason": "score paid 1.0 but gave 0.0"}]
     assert json.loads((d2 / "pool-update.json").read_text()) == change
-    assert EnvLibrary.open(loop.root).files == pool.files  # nothing changed before the plan is applied
+    assert EnvLibrary.open(loop.root).files == pool.files  # nothing changed before the next pool is applied
     loop.apply(d2)
     names = {e.name for e in EnvLibrary.open(loop.root).files}
     assert "knapsack_max_value" not in names and len(names) == len(pool.files) - 1
-    assert loop.plan(d2, rotated, admitted, 2) == change  # a rerun replays the same plan
+    assert loop.write_next(d2, rotated, admitted, 2) == change  # a rerun replays the same change

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from evoenv_cli.pool import PLAN_FILE
+from evoenv_cli.pool import UPDATE_FILE
 from evoenv_cli.stage import Round, register
 from evoenv_cli.stages import calibrate
 
 
 def _in_round(rnd: Round) -> dict | None:
-    """The pool members due for a new measurement, none once the round's pool update is planned
+    """The pool members due for a new measurement, none once the round's next pool is written
     (it has read this rotation already)."""
-    if (rnd.folder / PLAN_FILE).exists():
+    if (rnd.folder / UPDATE_FILE).exists():
         return None
     due = rnd.pool.rotation_due(rnd.folder, rnd.number, rnd.iterate.rotate_every)
     if due is None:
