@@ -33,7 +33,7 @@ from evoenv_cli.config import AnswerConfig, SampleConfig  # noqa: E402
 from evoenv_cli.llm import make_backend  # noqa: E402
 from evoenv_cli.llm.base import SamplingConfig  # noqa: E402
 from evoenv_cli.llm.starter import build_starter_model  # noqa: E402
-from evoenv_cli.runtime.workers import SandboxPool  # noqa: E402
+from evoenv_cli.runtime.workers import SandboxWorkers  # noqa: E402
 from evoenv_cli.stages import sample  # noqa: E402
 
 
@@ -41,7 +41,7 @@ def prompts(count: int) -> list[list[dict]]:
     lib = EnvLibrary.open(ROOT / "seeds")
     cfg = SampleConfig(per_env=max(1, count // len(lib.files) + 1), seed=7, difficulty=1, demonstrations=1)
     answer = AnswerConfig(instruction="Give your final answer between <{tag}> and </{tag}>.")
-    with SandboxPool() as pool:
+    with SandboxWorkers() as pool:
         rows = sample.run(lib, cfg, pool, answer=answer).rows
     return [r["prompt"] for r in rows[:count]]
 

@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from test_score_budget import batch, env_of, hostile_source  # noqa: E402
 
 from evoenv_cli.integrations.rewards import EnvReward  # noqa: E402
-from evoenv_cli.runtime.workers import Call, SandboxPool  # noqa: E402
+from evoenv_cli.runtime.workers import Call, SandboxWorkers  # noqa: E402
 
 FAMILY = range(20, 26)
 REPEATS = 5
@@ -54,7 +54,7 @@ def main() -> None:
         if seed == FAMILY[0]:  # before: one batch, unbudgeted (it costs seconds)
             answers = [c[len("<answer>") : -len("</answer>")] for c in completions]
             calls = [Call.score(json.loads(i), a) for i, a in zip(instances, answers)]
-            with SandboxPool(workers=1) as pool:
+            with SandboxWorkers(workers=1) as pool:
                 pool.describe(env)
                 t = time.perf_counter()
                 results = pool.run(env, calls)

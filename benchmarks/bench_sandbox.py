@@ -16,7 +16,7 @@ from pathlib import Path
 
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.runtime import sandbox
-from evoenv_cli.runtime.workers import Call, Limits, SandboxPool, decode_reply
+from evoenv_cli.runtime.workers import Call, Limits, SandboxWorkers, decode_reply
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD = EnvFile.from_path(ROOT / "seeds" / "coin_change_ways.py")
@@ -40,8 +40,8 @@ def jails() -> list[tuple[str, str, int | None]]:
     return out
 
 
-def pool_for(mode: str, landlock: int | None, workers: int) -> SandboxPool:
-    pool = SandboxPool(limits=Limits(batch_size=256), sandbox_mode=mode, workers=workers)
+def pool_for(mode: str, landlock: int | None, workers: int) -> SandboxWorkers:
+    pool = SandboxWorkers(limits=Limits(batch_size=256), sandbox_mode=mode, workers=workers)
     if landlock is not None:
         pool.plan = dataclasses.replace(pool.plan, landlock_abi=landlock)
     return pool

@@ -24,7 +24,7 @@ from pathlib import Path
 from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.integrations.reward_audit import RewardAudit
 from evoenv_cli.integrations.rewards import EnvReward, score_queries
-from evoenv_cli.runtime.workers import Call, Limits, SandboxPool
+from evoenv_cli.runtime.workers import Call, Limits, SandboxWorkers
 
 ROOT = Path(__file__).resolve().parents[1]
 PER_ENV = 2000
@@ -64,7 +64,7 @@ def main() -> None:
             score(inst, answer)
     inprocess = total / (time.perf_counter() - t)
 
-    with SandboxPool(workers=2) as pool:
+    with SandboxWorkers(workers=2) as pool:
         for env in lib.files:  # start and import outside the timing, as a long run would
             pool.describe(env)
         jobs = [(env, [Call.score(i, a) for i, a in work[env.env_id]]) for env in lib.files]

@@ -27,7 +27,7 @@ from evoenv_cli.config import AnswerConfig, SampleConfig
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.instances import ALL, Order, make_instances
-from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.runtime.workers import SandboxWorkers
 
 DEMONSTRATION_TRIES = 3  # extra candidate instances per wanted demonstration
 
@@ -84,14 +84,16 @@ class Prepared:
 
 
 @dataclass
-class Plan:
+class Draw:
+    """The instances asked of one environment: (seed, difficulty) pairs."""
+
     env: EnvFile
     name: str
     pairs: list[tuple[int, int]]  # (seed, difficulty)
 
 
 def prepare(
-    pool: SandboxPool, plans: list[Plan], cfg: SampleConfig, answer_cfg: AnswerConfig, need_answer: bool = True
+    pool: SandboxWorkers, plans: list[Draw], cfg: SampleConfig, answer_cfg: AnswerConfig, need_answer: bool = True
 ) -> tuple[list[list[Prepared]], list[dict]]:
     """Per plan, the instances that could be made (in the plan's order), and the skips
     ({"env", "seed", "difficulty", "reason"}). With `need_answer` False an instance whose

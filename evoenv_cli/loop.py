@@ -15,7 +15,6 @@ stages it runs are their own modules.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import shlex
 import shutil
@@ -31,7 +30,7 @@ from evoenv_cli import artifacts, stage, stages
 from evoenv_cli import config as cfgmod
 from evoenv_cli.config import IterateConfig
 from evoenv_cli.errors import InputError
-from evoenv_cli.pool import PLAN_FILE, EnvPool, merge_libraries, read_json, recover, write_pool
+from evoenv_cli.pool import EnvPool, merge_libraries, read_json, recover, write_pool
 from evoenv_cli.training.progress import TRAIN_LOG
 
 LOOP_FILE = "loop.json"
@@ -139,14 +138,15 @@ class Loop:
 
     # -- folders ------------------------------------------------------------------------------------
     @property
-    def pool(self) -> Path:
+    def pool_dir(self) -> Path:
+        """RUN/pool/: the environment pool's folder (`env_pool` is the pool itself)."""
         return self.env_pool.root
 
     # -- one step -----------------------------------------------------------------------------------
     def step(self, name: str, d: Path, book: RoundBook, *, label: str = "", folder: str = "", **given: Any) -> Path:
         """Run one stage of the round into d/<its folder> (skipped when its marker says it is
         finished), through the same `stage.execute` its command runs, and book its costs.
-        `given`: the Context's fields (library, model, inputs) for this step."""
+        `given`: the Context's fields (recipe, library, model, inputs) for this step."""
         st = stages.get(name)
         out = d / (folder or (st.folder if st.folder is not None else name))
         if (out / st.marker).exists():
@@ -161,7 +161,7 @@ class Loop:
         used = artifacts.holds_results(out)  # a step a kill interrupted goes on (or, with no resume, starts over)
         model = given.pop("model", None)
         ctx = stage.Context(
-            self.spec_for(name),
+            given.pop("recipe", None) or self.spec,
             out / st.marker if st.settings is None else out,
             model=self.policy_model(model) if model else None,
             session=self.runtime,
@@ -180,19 +180,6 @@ class Loop:
         book.add(label or name, time.perf_counter() - started, before, self._counters())
         return out
 
-    def spec_for(self, name: str):
-        """The recipe as this round's step runs it: synthesize, compose and sample draw with the
-        round's number as their seed (each round different, a rerun the same)."""
-        s = self.spec
-        r = self.round
-        if name == "synthesize":
-            return dataclasses.replace(s, synthesize=cfgmod.override(s.synthesize, seed=r))
-        if name == "compose":
-            return dataclasses.replace(s, compose=cfgmod.override(s.compose, seed=r))
-        if name == "sample":
-            return dataclasses.replace(s, sample=cfgmod.override(s.sample, difficulty_from="index", seed=r))
-        return s
-
     def policy_model(self, name: str) -> stage.Model:
         """The loop's policy for a step: loaded once, kept for the next step that asks for it."""
         return stage.Model(name, cfgmod.llm_settings(self.spec, None, name), lambda: self.policy.get(name), owned=False)
@@ -206,7 +193,7 @@ class Loop:
         elif st.name == "sample" and not result.written:  # an empty train.jsonl: the round trains nothing
             self.log(
                 f"  sample: no pool environment has a level calibrated in band and above chance for this "
-                f"policy ({len(result.skipped)} skipped; their calibration is in {self.pool / 'index.jsonl'}): "
+                f"policy ({len(result.skipped)} skipped; their calibration is in {self.pool_dir / 'index.jsonl'}): "
                 "nothing to train on this round"
             )
         elif st.name == "sample":
@@ -234,7 +221,7 @@ class Loop:
         ctx = stage.Context(
             spec,
             out,
-            library=self.pool,
+            library=self.pool_dir,
             resume=True,  # a folder with no checkpoint yet (log.txt only) starts from the start
             inputs={"data": data, "model": policy, "eval_data": None, "recipe_path": self.recipe},
         )
@@ -553,7 +540,11 @@ def node_report(loop: Loop) -> None:
 
 
 def _rounds(loop: Loop, rounds: int) -> list[dict]:
-    cfg, pool = loop.cfg, loop.env_pool
+    steps = stages.round_steps()
+    unwired = [st.name for st in steps if st.in_round is None and st.name not in LOOP_STEPS]
+    if unwired:  # a record placed in the round that says nothing of what it takes from it
+        raise StageFailed(f"round steps with no in_round in their record: {', '.join(unwired)}")
+    pool = loop.env_pool
     pool.init()
     summaries = artifacts.read_jsonl_tolerant(loop.run_dir / "rounds.jsonl")
     done_rounds = {s["round"] for s in summaries}
@@ -567,61 +558,106 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
             continue
         loop.log(f"round {r}: policy {policy}")
         loop.round = r
-        book = RoundBook.open(d, f"round {r}")
         d.mkdir(parents=True, exist_ok=True)
-        step = functools.partial(loop.step, d=d, book=book)
-        syn = step("synthesize", model=policy, inputs={"seeds": loop.seeds, "pools": [loop.pool]})
-        val = step("validate", library=syn)
-        rev = step("review", library=val, model=policy)
-        # rotation first: compose aims at the pass rates it measures (every seed's, at round 1)
-        rotated = None
-        if not (d / PLAN_FILE).exists():
-            due = pool.rotation_due(d, r, cfg.rotate_every)
-            if due is not None:
-                rotated = step("rotate", library=due, model=policy)
-            else:
-                loop.log(f"  rotate: no pool member is due (iterate.rotate_every={cfg.rotate_every})")
-        comp = step("compose", library=loop.pool, inputs={"measured": [rotated] if rotated else []})
-        cands = merge_libraries(d / "candidates", [rev, comp])
-        ded = step("dedupe", library=cands, inputs={"against": [loop.pool]})
-        cal = step("calibrate", library=ded, model=policy)
-        pool_change = pool.plan(d, rotated, cal, r)
-        pool.apply(d)
-        dropped = len(pool_change.get("quarantined", []))
-        loop.log(
-            f"  pool: {pool_change['pool_size']} environments (+{len(pool_change['joined'])} "
-            f"-{len(pool_change['retired'])}{f', {dropped} quarantined dropped' if dropped else ''}) "
-            f"-> {loop.pool}"
-        )
-        pool.freeze_eval_set()  # round 1: the seeds are calibrated now
-        baseline = loop.baseline(book)
-        step("sample", library=loop.pool)
-        data = d / "sample" / stages.get("sample").marker
-        train = d / "train"
-        if (train / stages.get("train").marker).exists():
-            loop.log("  train: done")
-            book.keep("train")
-        elif data.stat().st_size == 0:
-            skip_training(train, policy)
-            loop.log(f"  train: skipped, no environment to train on; the policy carries over ({policy})")
-        else:
-            loop.where = f"round {r} at train (partial results in {train})"
-            started = time.perf_counter()
-            loop.train(data, train, policy)
-            book.add_child("train", time.perf_counter() - started, read_json(train / stages.get("train").marker))
-        drop_checkpoints(train)
-        policy = policy_of(train)
-        loop.evaluate(d, book, policy, baseline)
-        book.write()
-        summary = round_summary(r, d, pool_change, digest, loop.pool)
+        rnd = stage.Round(r, d, policy, loop.spec, loop.cfg, loop.seeds, pool, say=lambda m: loop.log(f"  {m}"))
+        this = RoundRun(loop, rnd, RoundBook.open(d, f"round {r}"))
+        for st in steps:  # in the records' order; each takes what its record says from the round
+            own = LOOP_STEPS.get(st.name)
+            rnd.outputs[st.name] = own(this) if own is not None else this.wired(st)
+        policy = rnd.policy  # the trained checkpoint (train sets it)
+        this.book.write()
+        summary = round_summary(r, d, this.change, digest, loop.pool_dir)
         artifacts.JsonlAppender(loop.run_dir / "rounds.jsonl").append(summary)
-        loop.log(round_line(summary, book.totals(), str(loop.run_dir / "rounds.jsonl")))
+        loop.log(round_line(summary, this.book.totals(), str(loop.run_dir / "rounds.jsonl")))
         if summary["candidates"] == 0:
             loop.log(
                 f"  round {r}: the policy wrote no usable environment (a small or random "
                 "model rarely does); the pool's seeds and composites carried the round"
             )
     return artifacts.read_jsonl_tolerant(loop.run_dir / "rounds.jsonl")
+
+
+@dataclass
+class RoundRun:
+    """One round being run: each step through its record's `in_round`, or, for the steps whose
+    work is the loop's own (LOOP_STEPS: the pool's swap, the train child, the evaluation
+    against the run's baseline), through a method here."""
+
+    loop: Loop
+    round: stage.Round
+    book: RoundBook
+    change: dict = field(default_factory=dict)  # the pool update's change (round-NN/pool-update.json)
+    baseline: dict | None = None
+
+    def wired(self, st: stage.Stage) -> Path | None:
+        given = st.in_round(self.round)
+        if given is None:
+            return None
+        return self.loop.step(st.name, self.round.folder, self.book, **given)
+
+    def compose(self) -> Path:
+        """Compose from the pool, aiming at the pass rates this round's rotation measured (every
+        seed's, at round 1). (Its record in stages/compose.py can take this as its in_round.)"""
+        rnd = self.round
+        rotated = rnd.outputs.get("rotate")
+        return self.loop.step(
+            "compose",
+            rnd.folder,
+            self.book,
+            recipe=rnd.seeded("compose"),
+            library=rnd.pool.root,
+            inputs={"measured": [rotated] if rotated else []},
+        )
+
+    def update_pool(self) -> Path:
+        """The next pool written from the rotation's verdicts and the admitted newcomers, then
+        applied; the evaluation set frozen (round 1) and the baseline measured (once a run)."""
+        loop, rnd = self.loop, self.round
+        pool, d = rnd.pool, rnd.folder
+        self.change = change = pool.write_next(d, rnd.outputs.get("rotate"), rnd.outputs["calibrate"], rnd.number)
+        pool.apply(d)
+        dropped = len(change.get("quarantined", []))
+        loop.log(
+            f"  pool: {change['pool_size']} environments (+{len(change['joined'])} "
+            f"-{len(change['retired'])}{f', {dropped} quarantined dropped' if dropped else ''}) "
+            f"-> {loop.pool_dir}"
+        )
+        pool.freeze_eval_set()  # round 1: the seeds are calibrated now
+        self.baseline = loop.baseline(self.book)
+        return d
+
+    def train(self) -> Path:
+        """The train child on the round's rows (skipped when sample drew none); the round's
+        policy becomes its checkpoint."""
+        loop, rnd, book = self.loop, self.round, self.book
+        data = rnd.outputs["sample"] / stages.get("sample").marker
+        train = rnd.folder / "train"
+        if (train / stages.get("train").marker).exists():
+            loop.log("  train: done")
+            book.keep("train")
+        elif data.stat().st_size == 0:
+            skip_training(train, rnd.policy)
+            loop.log(f"  train: skipped, no environment to train on; the policy carries over ({rnd.policy})")
+        else:
+            loop.where = f"round {rnd.number} at train (partial results in {train})"
+            started = time.perf_counter()
+            loop.train(data, train, rnd.policy)
+            book.add_child("train", time.perf_counter() - started, read_json(train / stages.get("train").marker))
+        drop_checkpoints(train)
+        rnd.policy = policy_of(train)
+        return train
+
+    def evaluate(self) -> Path:
+        return self.loop.evaluate(self.round.folder, self.book, self.round.policy, self.baseline)
+
+
+# the steps the loop runs itself, by name; every other step of the round is wired by its record
+LOOP_STEPS: dict[str, Callable[[RoundRun], Path | None]] = {
+    "compose": RoundRun.compose,
+    "pool update": RoundRun.update_pool,
+    "train": RoundRun.train,
+    "evaluate": RoundRun.evaluate,
+}
 
 
 def _verdict_of(stage_dir: Path, env_id: str | None) -> dict:

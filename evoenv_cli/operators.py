@@ -19,7 +19,7 @@ and this module refuses to load when the two disagree.
 Every composite but a SEQUENTIAL one is "multi-part": its answer is labels or part lines,
 which feed no SEQUENTIAL step and are never sorted or selected.
 
-Levels: part k of a composite at level d runs at `Plan.levels[k] + ceil(d / 2) - 1` (capped
+Levels: part k of a composite at level d runs at `Blueprint.levels[k] + ceil(d / 2) - 1` (capped
 at 10; compose picks `levels` where the policy's pass rate is measured, 1 by default).
 
 Predicted pass rate (`predict`, from the parts' measured pass rates p at their levels, taken as
@@ -77,7 +77,7 @@ class Part:
 
 
 @dataclass
-class Plan:
+class Blueprint:
     """A composite to build: an operator and its parts. What the composite declares comes
     from the operator's record, here, for the file and the in-run part alike."""
 
@@ -131,19 +131,19 @@ class Operator:
 
     name: str
     arity: int
-    head: Callable[[Plan], str]  # the composite's name starts with it
-    what: Callable[[Plan], str]  # the first line of its docstring
+    head: Callable[[Blueprint], str]  # the composite's name starts with it
+    what: Callable[[Blueprint], str]  # the first line of its docstring
     answer_type: Callable[[list[Part]], str | None]
     input_type: Callable[[list[Part]], str | None]  # a value gives the composite generate_from
     order_free: Callable[[list[Part]], bool]  # its list answer is accepted in any order
     tags: tuple[str, ...]  # besides "composite", its name, and "planted" from a planted part
     accepts: Callable[[list[Part]], bool]
-    plan: Callable[[list[Part], random.Random], Plan]
-    bind: Callable[[Plan, Callable[[Part], str], bool], list[str]]  # (plan, part -> its function, partial credit)
+    plan: Callable[[list[Part], random.Random], Blueprint]
+    bind: Callable[[Blueprint, Callable[[Part], str], bool], list[str]]  # (plan, part -> its function, partial credit)
     # (plan, the parts' pass rates, partial credit) -> the composite's pass rate (module docstring)
-    predict: Callable[[Plan, list[float], bool], float]
+    predict: Callable[[Blueprint, list[float], bool], float]
     # (plan, the parts' pass rates, their guess rates, partial credit) -> the composite's guess rate
-    chance: Callable[[Plan, list[float], list[float], bool], float]
+    chance: Callable[[Blueprint, list[float], list[float], bool], float]
     template: str  # the composite's code after the common helpers
     template_from: str = ""  # its generate_from, added when it has an INPUT_TYPE
     # its parts' order means nothing (PARALLEL(A, B) is PARALLEL(B, A)): dedupe compares such
@@ -425,7 +425,7 @@ def score(instance, answer):
 COMPOSITE_LEVELS = tuple(range(1, 11))  # every level a composite can be asked at (sample, calibrate)
 
 
-def part_levels(plan: Plan, levels: tuple[int, ...] = COMPOSITE_LEVELS) -> list[list[int]]:
+def part_levels(plan: Blueprint, levels: tuple[int, ...] = COMPOSITE_LEVELS) -> list[list[int]]:
     """The levels each part runs at when the composite runs at `levels`: COMMON's `_levels`,
     start + ceil(d / 2) - 1 capped at 10 (parts 1..5 for a composite at 1..10 started at 1)."""
     return [sorted({min(10, start + (d + 1) // 2 - 1) for d in levels}) for start in plan.start_levels]
@@ -449,8 +449,8 @@ def _flat(a: Part, b: Part) -> bool:
     return a.name < b.name and "parallel" not in a.tags and "parallel" not in b.tags
 
 
-def _labelled(name: str) -> Callable[[list[Part], random.Random], Plan]:
-    return lambda parts, rng: Plan(name, parts, n=rng.choice((3, 4)), direction=rng.choice(("max", "min")))
+def _labelled(name: str) -> Callable[[list[Part], random.Random], Blueprint]:
+    return lambda parts, rng: Blueprint(name, parts, n=rng.choice((3, 4)), direction=rng.choice(("max", "min")))
 
 
 def _both(rates: list[float], partial_credit: bool) -> float:
@@ -464,7 +464,7 @@ def _pick(p: float, n: int, orders: int) -> float:
     return right + (1.0 - right) / orders
 
 
-def _labelled_bind(plan: Plan, slot: Callable[[Part], str], partial_credit: bool) -> list[str]:
+def _labelled_bind(plan: Blueprint, slot: Callable[[Part], str], partial_credit: bool) -> list[str]:
     return [f"_A = {slot(plan.parts[0])}()", f"N = {plan.n}"]
 
 
@@ -479,7 +479,7 @@ _OPERATORS = (
         order_free=lambda parts: parts[1].order_free,  # the answer is B's, scored by B
         tags=(),
         accepts=lambda parts: _chains(*parts),
-        plan=lambda parts, rng: Plan("sequential", parts),
+        plan=lambda parts, rng: Blueprint("sequential", parts),
         bind=lambda plan, slot, partial_credit: [
             f"_A = {slot(plan.parts[0])}()",
             f"_B = {slot(plan.parts[1])}()",
@@ -502,7 +502,7 @@ _OPERATORS = (
         order_free=lambda parts: False,
         tags=("multi-part",),
         accepts=lambda parts: _flat(*parts),
-        plan=lambda parts, rng: Plan("parallel", parts),
+        plan=lambda parts, rng: Blueprint("parallel", parts),
         bind=lambda plan, slot, partial_credit: [
             f"_PARTS = [{', '.join(f'{slot(p)}()' for p in plan.parts)}]",
             f"PARTIAL_CREDIT = {partial_credit!r}",

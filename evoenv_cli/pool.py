@@ -1,8 +1,8 @@
 """The environment pool of a loop run: RUN/pool/, the library the policy trains on.
 
-Each round plans the next pool before anything changes (round-NN/pool-next/ and
+Each round writes the next pool before anything changes (round-NN/pool-next/ and
 round-NN/pool-update.json: members the rotation did not retire, plus the round's admitted
-newcomers, less what an earlier round's training quarantined), then applies the plan. A pool
+newcomers, less what an earlier round's training quarantined), then applies it. A pool
 folder is replaced by a swap that a kill at any step leaves recoverable (`write_pool`,
 `recover`). Rotation: members never calibrated (the seeds, at round 1) and those measured
 `iterate.rotate_every` rounds ago or more are calibrated again before they train.
@@ -23,7 +23,7 @@ from evoenv_cli.envfile import EnvFile
 from evoenv_cli.integrations.reward_audit import QUARANTINE_FILE, quarantined_ids
 from evoenv_cli.stage import Stage, register
 
-PLAN_FILE = "pool-update.json"  # round-NN/pool-update.json: the round's pool change, written with its plan
+UPDATE_FILE = "pool-update.json"  # round-NN/pool-update.json: the round's pool change, written with pool-next/
 
 
 @dataclass
@@ -42,14 +42,14 @@ class EnvPool:
         return self.run_dir / "eval-set"
 
     def init(self) -> None:
-        """RUN/pool/ as the last applied plan left it; from the seeds on a new run."""
+        """RUN/pool/ as the last applied update left it; from the seeds on a new run."""
         recover(self.root)
         recover(self.eval_set)
         if (self.root / "index.jsonl").exists():
             return
-        plans = sorted(self.run_dir.glob("round-*/pool-next/index.jsonl"))
-        if plans:  # a pool lost outside the loop: the last plan is what it was
-            write_pool(self.root, library_members(plans[-1].parent))
+        written = sorted(self.run_dir.glob("round-*/pool-next/index.jsonl"))
+        if written:  # a pool lost outside the loop: the last pool-next/ is what it was
+            write_pool(self.root, library_members(written[-1].parent))
             return
         write_pool(self.root, seed_members(self.seeds))
 
@@ -70,14 +70,14 @@ class EnvPool:
         round's training so far: never in the pool again."""
         return quarantined_ids(sorted(self.run_dir.glob(f"round-*/train/{QUARANTINE_FILE}")))
 
-    def plan(self, d: Path, rotated: Path | None, admitted: Path, r: int) -> dict:
+    def write_next(self, d: Path, rotated: Path | None, admitted: Path, r: int) -> dict:
         """round-NN/pool-next/ (the pool after this round) and pool-update.json, written before
         anything in RUN/pool/ changes: pool members the rotation did not retire, plus the
         round's admitted newcomers, less the environments an earlier round's training
         quarantined."""
-        plan = d / PLAN_FILE
-        if plan.exists():
-            return read_json(plan)
+        update = d / UPDATE_FILE
+        if update.exists():
+            return read_json(update)
         old = artifacts.EnvLibrary.open(self.root, allow_empty=True)
         quarantine = self.quarantined()
         verdicts = {v["env_id"]: v for v in artifacts.read_jsonl(rotated / "verdicts.jsonl")} if rotated else {}
@@ -108,13 +108,13 @@ class EnvPool:
                 joined.append(env.name)
         write_pool(d / "pool-next", members)
         change = {"pool_size": len(members), "joined": joined, "retired": retired, "quarantined": dropped}
-        artifacts.write_json_atomic(plan, change)
+        artifacts.write_json_atomic(update, change)
         return change
 
     def apply(self, d: Path) -> None:
         """RUN/pool/ made what round-NN/pool-next/ says (a no-op when it already is)."""
         planned = d / "pool-next"
-        if not (planned / "index.jsonl").exists():  # a run from before plans were kept: applied then
+        if not (planned / "index.jsonl").exists():  # a run from before pool-next/ was kept: applied then
             return
         if (self.root / "index.jsonl").exists() and (self.root / "index.jsonl").read_bytes() == (
             planned / "index.jsonl"
@@ -219,8 +219,8 @@ def read_json(path: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-# The pool update is a step of the round (no command runs it: the loop plans and applies it); the
+# The pool update is a step of the round (no command runs it: the loop writes the next pool and applies it); the
 # report reads its place and its marker from here.
 STEP = register(
-    Stage("pool update", sections=("iterate",), marker=PLAN_FILE, settings=None, run=None, place=8, folder="")
+    Stage("pool update", sections=("iterate",), marker=UPDATE_FILE, settings=None, run=None, place=8, folder="")
 )

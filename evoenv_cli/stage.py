@@ -13,14 +13,15 @@ stage is one new file there plus its tests.
 checks, OUT prepared (refusing a resume whose settings changed) before any model loads, the
 policy opened, `run` under the progress display, and Ctrl-C turned into `StageInterrupted`
 saying where the partial results are. `evoenv <stage>` builds a Context from its flags; the
-loop builds one per step.
+loop builds one per step of the round, from what the record's `in_round` takes from the `Round`
+(the outputs of the steps before it, the policy, the pool), so a new step is its module alone.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ from evoenv_cli import artifacts
 from evoenv_cli import config as cfgmod
 
 if TYPE_CHECKING:  # the session's class is the runtime's; stages open it only when it is None
+    from evoenv_cli.pool import EnvPool
     from evoenv_cli.runtime.session import Runtime
 from evoenv_cli.errors import InputError
 
@@ -87,6 +89,28 @@ class Context:
     inputs: dict[str, Any] = field(default_factory=dict)  # the stage's other inputs (seeds, pools, benches, ...)
 
 
+@dataclass
+class Round:
+    """One round of the loop as a step's `in_round` sees it: the outputs of the steps before it
+    (by name; None for a step that did not run this round) and what the loop holds for the run."""
+
+    number: int
+    folder: Path  # RUN/round-NN
+    policy: str  # the model this round's steps ask (the last round's checkpoint)
+    recipe: cfgmod.Recipe
+    iterate: cfgmod.IterateConfig  # the loop's own settings (the recipe's `iterate`, flags over it)
+    seeds: Path
+    pool: EnvPool  # RUN/pool/ and RUN/eval-set/
+    say: Callable[[str], None]  # a line in the loop's log
+    outputs: dict[str, Path | None] = field(default_factory=dict)
+
+    def seeded(self, section: str, **more: Any) -> cfgmod.Recipe:
+        """The recipe with `section`'s seed set to the round's number (each round draws
+        differently, a rerun the same), and `more` of that section's settings."""
+        changed = cfgmod.override(getattr(self.recipe, section), seed=self.number, **more)
+        return replace(self.recipe, **{section: changed})
+
+
 @dataclass(frozen=True)
 class Stage:
     name: str
@@ -112,6 +136,9 @@ class Stage:
     # (OUT) on a resumed folder, before `run`: cut the records a killed attempt left back to the
     # point the run goes on from (train: its last checkpoint), so a rerun never appends to them
     resume_from: Callable[[Path], None] | None = None
+    # (round) -> this step's Context fields in the round (recipe, library, model, inputs), read
+    # from the round's outputs so far; None: the step does not run this round (it says why)
+    in_round: Callable[[Round], dict | None] | None = None
 
     @property
     def where(self) -> str:

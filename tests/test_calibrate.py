@@ -12,7 +12,7 @@ from conftest import SEEDS, ScriptedBackend
 
 from evoenv_cli.artifacts import EnvLibrary, prepare_out_dir
 from evoenv_cli.config import AnswerConfig, CalibrateConfig, RuntimeConfig, SampleConfig
-from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.runtime.workers import SandboxWorkers
 from evoenv_cli.stages import calibrate
 
 ENVS = ("register_machine", "grid_shortest_path")
@@ -155,7 +155,7 @@ def test_a_band_whose_low_edge_minus_margin_is_zero_still_retires(tmp_path, key)
     hard = ScriptedBackend(solver(lambda n, lv: 0.0, key))
     previous = {"levels": [1, 2], "misses": 1, "curve": {"1": {"pass_rate": 0.5}}}  # measured once before
     subject = calibrate.Subject(lib.files[0], "register_machine")
-    with SandboxPool() as pool:
+    with SandboxWorkers() as pool:
         calibrate.sweep([subject], lambda s: [1, 4, 7, 10], cfg, SampleConfig(), pool, hard)
     v = calibrate.judge(subject, cfg, previous)
     assert not v.admitted and v.stage == "retired_too_hard"

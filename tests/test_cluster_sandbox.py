@@ -118,13 +118,13 @@ def test_run_many_over_both_nodes_returns_the_local_results_in_order(cluster):
     """What calibrate, evaluate and the reward send: one run_many over many environments, split
     by node and run at once, each result the CallResult a local pool gives, in input order."""
     from evoenv_cli.cluster.sandbox import RayRuntime
-    from evoenv_cli.runtime.workers import Call, CallResult, EnvFile, SandboxPool
+    from evoenv_cli.runtime.workers import Call, CallResult, EnvFile, SandboxWorkers
 
     _, ray = cluster
     envs = [EnvFile.from_path(p) for p in sorted(SEEDS.glob("*.py"))]
     broken = EnvFile(Path("broken.py"), b"raise ValueError('no')\n", "f" * 16)
     jobs = [(e, [Call.generate(s, 3) for s in range(4)]) for e in [*envs, broken]]
-    with SandboxPool(workers=1) as local:
+    with SandboxWorkers(workers=1) as local:
         expected = local.run_many(jobs)
         meta = local.describe(envs[0])
     with RayRuntime(RuntimeConfig(workers=1), ray) as rt:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from evoenv_cli.envfile import EnvFile
-from evoenv_cli.operators import COMMON, REGISTRY, Part, Plan
+from evoenv_cli.operators import COMMON, REGISTRY, Blueprint, Part
 from evoenv_cli.stages.compose import Aim, aimed, candidates, measured_rates, predict, render, round_robin
 
 
@@ -19,7 +19,7 @@ def part(name: str, answer_type: str = "int", input_type: str | None = "int", ta
 
 def test_each_operator_predicts_from_its_parts_as_its_docstring_derives():
     a, b = part("a"), part("b")
-    seq, par = Plan("sequential", [a, b]), Plan("parallel", [a, b])
+    seq, par = Blueprint("sequential", [a, b]), Blueprint("parallel", [a, b])
     assert REGISTRY["sequential"].predict(seq, [0.5, 0.4], False) == pytest.approx(0.2)
     assert REGISTRY["sequential"].chance(seq, [0.5, 0.4], [0.0, 0.1], False) == pytest.approx(0.1)  # B's answer
     # X guessed at A's guess rate, then B solved: writing a guessable number in words is as guessable
@@ -28,7 +28,7 @@ def test_each_operator_predicts_from_its_parts_as_its_docstring_derives():
     assert REGISTRY["parallel"].predict(par, [0.5, 0.4], True) == pytest.approx(0.45)  # partial credit: the mean
     assert REGISTRY["parallel"].chance(par, [0.5, 0.4], [0.1, 0.0], True) == pytest.approx(0.05)
     for n in (3, 4):
-        select, sort = Plan("select", [a], n=n), Plan("sort", [a], n=n)
+        select, sort = Blueprint("select", [a], n=n), Blueprint("sort", [a], n=n)
         assert REGISTRY["select"].predict(select, [0.0], False) == pytest.approx(1 / n)  # a label at random
         assert REGISTRY["select"].predict(select, [1.0], False) == pytest.approx(1.0)
         assert REGISTRY["select"].predict(select, [0.5], False) == pytest.approx(0.5**n + (1 - 0.5**n) / n)
@@ -45,20 +45,20 @@ def test_compose_picks_the_part_levels_that_put_the_prediction_in_band():
         "id-b": {1: (0.0, 0.0), 2: (0.0, 0.0), 3: (0.3, 0.0)},
     }
     aim = Aim((0.03, 0.85), rates, partial_credit=False, levels=(1, 2, 3))
-    guess = predict(Plan("parallel", [a, b]), aim)
+    guess = predict(Blueprint("parallel", [a, b]), aim)
     # b must run at 3; a at 1 gives 0.95 * 0.3 = 0.285, the largest margin
     assert guess.levels == [1, 3] and guess.tier == 0
     assert guess.pass_rate[1] == pytest.approx(0.285) and guess.pass_rate[2] == pytest.approx(0.285)
     assert 3 not in guess.pass_rate  # composite level 3 asks a at 2 and b at 4: b's 4 never measured
     # a SELECT of b at chance everywhere but level 3: the labels alone are 1/3
-    sel = predict(Plan("select", [b], n=3), aim)
+    sel = predict(Blueprint("select", [b], n=3), aim)
     assert sel.levels == [3] and sel.pass_rate[1] == pytest.approx(0.3**3 + (1 - 0.3**3) / 3)
     assert sel.tier == 2  # 0.35 is in the band, but only 0.02 above guessing: not aimed at
-    unknown = predict(Plan("parallel", [a, part("c")]), aim)
+    unknown = predict(Blueprint("parallel", [a, part("c")]), aim)
     assert unknown.tier == 1 and unknown.levels == [1, 1] and unknown.pass_rate == {}
     # calibration sweeping from level 3 asks each part one level up: a start of 3 (part level 4,
     # never measured) is passed over, and b's 0.3 is reached from a start of 2
-    high = predict(Plan("parallel", [a, b]), Aim((0.03, 0.85), rates, levels=(3, 5)))
+    high = predict(Blueprint("parallel", [a, b]), Aim((0.03, 0.85), rates, levels=(3, 5)))
     assert high.levels == [1, 2] and high.pass_rate == {3: pytest.approx(0.6 * 0.3)} and high.tier == 0
 
 
@@ -103,5 +103,5 @@ def test_a_composites_parts_run_at_the_levels_compose_chose():
         Part(EnvFile.from_path(seeds / f), f[:-3], "int", None, [])
         for f in ("edit_distance.py", "grid_shortest_path.py")
     )
-    plan = Plan("parallel", [a, b], levels=[2, 3])
+    plan = Blueprint("parallel", [a, b], levels=[2, 3])
     assert "_START = [2, 3]" in render(plan, {})

@@ -25,7 +25,7 @@ from evoenv_cli.checks.composite_parts import PartProbes
 from evoenv_cli.checks.context import Checker, Instance, sample_pairs, training_seeds
 from evoenv_cli.config import ComposeConfig, RuntimeConfig, ValidateConfig
 from evoenv_cli.envfile import EnvFile, env_id_of
-from evoenv_cli.operators import Part, Plan, part_levels
+from evoenv_cli.operators import Blueprint, Part, part_levels
 from evoenv_cli.runtime.session import Runtime
 from evoenv_cli.stages import compose
 
@@ -261,7 +261,7 @@ def test_the_seeds_parts_pass_at_the_levels_their_composites_run_them_at(rt):
     parts, _, _ = compose.describe_parts(library, rt.pool)
     assert len(parts) == 10
     probes = PartProbes(ValidateConfig(), rt.pool, rt.fresh)
-    levels = part_levels(Plan("select", parts[:1]))[0]
+    levels = part_levels(Blueprint("select", parts[:1]))[0]
     assert levels == [1, 2, 3, 4, 5]
     found = {
         (p.name, check): rej.reason
@@ -276,9 +276,9 @@ def test_the_seeds_parts_pass_at_the_levels_their_composites_run_them_at(rt):
 def test_part_levels_follow_the_composites_level_rule():
     env = EnvFile(Path("a.py"), b"a", "id-a")
     a, b = Part(env, "a", "int", None, []), Part(EnvFile(Path("b.py"), b"b", "id-b"), "b", "int", None, [])
-    assert part_levels(Plan("parallel", [a, b])) == [[1, 2, 3, 4, 5], [1, 2, 3, 4, 5]]
-    assert part_levels(Plan("parallel", [a, b], levels=[3, 8])) == [[3, 4, 5, 6, 7], [8, 9, 10]]
-    assert part_levels(Plan("sort", [a], levels=[2]), (1, 2)) == [[2]]
+    assert part_levels(Blueprint("parallel", [a, b])) == [[1, 2, 3, 4, 5], [1, 2, 3, 4, 5]]
+    assert part_levels(Blueprint("parallel", [a, b], levels=[3, 8])) == [[3, 4, 5, 6, 7], [8, 9, 10]]
+    assert part_levels(Blueprint("sort", [a], levels=[2]), (1, 2)) == [[2]]
 
 
 def test_a_sort_composite_is_fuzzed_by_its_rule_ties_in_any_order(tmp_path, rt):

@@ -156,7 +156,7 @@ def test_one_answer_tag_reaches_sample_reward_calibration_and_evaluation(tmp_pat
     from evoenv_cli.artifacts import EnvLibrary, prepare_out_dir
     from evoenv_cli.config import prompt_settings
     from evoenv_cli.integrations.rewards import EnvReward
-    from evoenv_cli.runtime.workers import SandboxPool
+    from evoenv_cli.runtime.workers import SandboxWorkers
     from evoenv_cli.stages import calibrate, evaluate, sample
 
     p = tmp_path / "r.yaml"
@@ -170,7 +170,7 @@ def test_one_answer_tag_reaches_sample_reward_calibration_and_evaluation(tmp_pat
     (tmp_path / "lib").mkdir()
     shutil.copy(SEEDS / "register_machine.py", tmp_path / "lib")
     lib = EnvLibrary.open(tmp_path / "lib")
-    with SandboxPool() as pool:
+    with SandboxWorkers() as pool:
         rows = sample.run(lib, recipe.sample, pool, answer=recipe.answer).rows
     assert rows and all(r["prompt"][-1]["content"].endswith(recipe.answer.task_text) for r in rows)
     assert "<final>" in recipe.answer.task_text and "<answer>" not in recipe.answer.task_text

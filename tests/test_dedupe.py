@@ -584,7 +584,7 @@ def test_composites_are_judged_by_structure_not_by_their_embedded_code(tmp_path)
     # a sibling of a SELECT/SORT composite: the same operator and parent, another n
     env, record = next((e, rec) for e, rec in members if rec["operator"] in ("sort", "select") and rec["depth"] == 1)
     parent = EnvFile.from_path(SEEDS / record["parents"][0])
-    plan = compose.Plan(record["operator"], [compose.Part(parent, parent.name, "int", None, [])], n=5)
+    plan = compose.Blueprint(record["operator"], [compose.Part(parent, parent.name, "int", None, [])], n=5)
     source = compose.render(plan, {}).encode()
     sibling = EnvFile(tmp_path / f"{plan.name()}.py", source, env_id_of(source))
     members.append((sibling, dict(record, file=sibling.path.name)))

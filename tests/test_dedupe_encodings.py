@@ -19,7 +19,7 @@ from evoenv_cli.envfile import EnvFile
 from evoenv_cli.novelty import views as decoded
 from evoenv_cli.novelty.index import Member, NoveltyIndex, decide
 from evoenv_cli.novelty.minhash import behaviour_signature, code_signature
-from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.runtime.workers import SandboxWorkers
 from evoenv_cli.stages import dedupe
 
 CFG = DedupeConfig()
@@ -67,7 +67,7 @@ def sampled(tmp_path_factory):
     out = tmp_path_factory.mktemp("reencoded")
     names = reencodings.write_family(SEED_FILES, out)
     envs = {p.name: EnvFile.from_path(p) for p in SEED_FILES} | {n: EnvFile.from_path(out / n) for n in names}
-    with SandboxPool(workers=2) as pool:
+    with SandboxWorkers(workers=2) as pool:
         got = {n: dedupe.sample_behaviour(e, pool, CFG) for n, e in envs.items()}
         yield names, envs, got, pool
 

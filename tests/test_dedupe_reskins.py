@@ -37,7 +37,7 @@ from evoenv_cli.config import DedupeConfig
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.novelty.index import Member, NoveltyIndex, decide, sure_code_threshold
 from evoenv_cli.novelty.minhash import behaviour_signature, code_signature
-from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.runtime.workers import SandboxWorkers
 from evoenv_cli.stages import dedupe
 
 CORPUS = ROOT / "tests" / "dedupe_corpus"
@@ -183,7 +183,7 @@ def test_signals_on_the_reskin_corpus(capsys):
         p.name: EnvFile.from_path(p) for p in list(SEEDS.glob("*.py")) + list((CORPUS / "reskin_layouts").glob("*.py"))
     }
     rows = []
-    with SandboxPool(workers=2) as pool:
+    with SandboxWorkers(workers=2) as pool:
         sampled = {n: dedupe.sample_behaviour(e, pool, CFG) for n, e in envs.items()}
         for reskin, seed in sorted(RESKINS.items()):
             a, b = sampled[reskin], sampled[seed]

@@ -11,7 +11,7 @@ import pytest
 
 from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.config import SampleConfig
-from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.runtime.workers import SandboxWorkers
 from evoenv_cli.stages import sample
 
 TEMPLATE = """import hashlib
@@ -51,7 +51,7 @@ def test_a_demonstration_never_writes_the_asked_answer(tmp_path, family_seed):
     name = f"colluding_{family_seed}"
     (tmp_path / f"{name}.py").write_text(colluding_source(random.Random(family_seed), name))
     lib = EnvLibrary.open(tmp_path)
-    with SandboxPool(workers=1) as pool:
+    with SandboxWorkers(workers=1) as pool:
         rows = sample.run(lib, SampleConfig(per_env=8, seed=family_seed, demonstrations=1), pool).rows
     assert len(rows) == 8
     leaked = 0

@@ -14,7 +14,7 @@ from evoenv_cli.artifacts import EnvLibrary, prepare_out_dir
 from evoenv_cli.config import AnswerConfig, EvaluateConfig, SampleConfig
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.errors import InputError
-from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.runtime.workers import SandboxWorkers
 from evoenv_cli.stages import evaluate, sample
 
 BENCH = ROOT / "tests" / "fixtures" / "bench"
@@ -136,7 +136,7 @@ def test_pass_at_1_per_env_and_bench_from_one_batch(tmp_path, key):
 
 def test_heldout_seeds_never_meet_training_seeds(tmp_path):
     lib = library(tmp_path)
-    with SandboxPool(workers=2) as pool:
+    with SandboxWorkers(workers=2) as pool:
         train = sample.run(lib, SampleConfig(per_env=64, seed=0), pool)
         items, skipped = evaluate.env_items(lib, EvaluateConfig(instances=64, seed=0), SampleConfig(), pool)
     assert not skipped and len(items) == 128

@@ -18,7 +18,7 @@ from evoenv_cli.envfile import EnvFile
 from evoenv_cli.integrations import reasoning_gym_tasks as rg
 from evoenv_cli.runtime.contract import check_source
 from evoenv_cli.runtime.packages import grant_for
-from evoenv_cli.runtime.workers import Call, SandboxPool
+from evoenv_cli.runtime.workers import Call, SandboxWorkers
 
 pytest.importorskip("reasoning_gym", reason="the [rg] extra is part of `make setup`")
 EXE = Path(sys.executable).with_name("evoenv")
@@ -150,7 +150,7 @@ def test_a_granted_jail_sees_the_pinned_closure_only_and_read_only(imported, tmp
         "json",
         f"write:/evoenv-packages/{target.name}/evoenv-probe" if mode == "bwrap" else f"write:{target}/evoenv-probe",
     ]
-    with SandboxPool(sandbox_mode=mode, workers=2) as pool:
+    with SandboxWorkers(sandbox_mode=mode, workers=2) as pool:
         results = pool.run_many([(e, [Call.score({}, n) for n in names]) for e in envs])
     got = [{n: r.value for n, r in zip(names, rs)} for rs in results]
     assert got[0] == {
@@ -226,7 +226,7 @@ def test_imported_scores_match_reasoning_gym_in_process(imported):
     import reasoning_gym
 
     env = EnvFile.from_path(imported / "rg_chain_sum.py")
-    with SandboxPool() as pool:
+    with SandboxWorkers() as pool:
         inst = pool.run(env, [Call.generate(7, 3)])[0].value
         answers = [inst["answer"], f"+0{inst['answer']}.00", f"it is {inst['answer']}", "nope"]
         got = [r.value for r in pool.run(env, [Call.score(inst, a) for a in answers])]

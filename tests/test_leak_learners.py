@@ -16,7 +16,7 @@ from evoenv_cli.checks import context, leak_learners
 from evoenv_cli.checks.registry import CHECKS
 from evoenv_cli.config import ValidateConfig
 from evoenv_cli.envfile import EnvFile
-from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.runtime.workers import SandboxWorkers
 
 TEMPLATE = '''"""A weighted sum of squares, asked with its reference hidden ({encoding})."""
 
@@ -169,7 +169,7 @@ def hostile(encoding: str, param) -> str:
     return TEMPLATE.format(name=name, encoding=encoding, param=param)
 
 
-def _verdict(env: EnvFile, cfg: ValidateConfig, pool: SandboxPool) -> tuple[str, str | None]:
+def _verdict(env: EnvFile, cfg: ValidateConfig, pool: SandboxWorkers) -> tuple[str, str | None]:
     checker = context.Checker(env, cfg, pool, pool)
     try:
         for name in ("load", "run", "constant_answer", "leak"):
@@ -181,7 +181,7 @@ def _verdict(env: EnvFile, cfg: ValidateConfig, pool: SandboxPool) -> tuple[str,
 
 @pytest.fixture(scope="module")
 def pool():
-    with SandboxPool(workers=2) as p:
+    with SandboxWorkers(workers=2) as p:
         yield p
 
 

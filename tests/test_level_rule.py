@@ -19,7 +19,7 @@ from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.config import EvaluateConfig, SampleConfig
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.llm.base import BaseBackend, Completion, Generation
-from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.runtime.workers import SandboxWorkers
 from evoenv_cli.stages import calibrate, evaluate, sample
 
 NAMES = ("register_machine", "grid_shortest_path", "edit_distance")
@@ -44,7 +44,7 @@ def library(tmp_path: Path) -> EnvLibrary:
 
 def test_sample_and_evaluate_on_a_calibrated_library_draw_only_calibrated_levels(tmp_path):
     lib = library(tmp_path)
-    with SandboxPool() as pool:
+    with SandboxWorkers() as pool:
         rows = sample.run(lib, SampleConfig(per_env=6, difficulty_from="index"), pool)
         cfg = EvaluateConfig(instances=4)
         items, skipped = evaluate.env_items(lib, cfg, SampleConfig(), pool)

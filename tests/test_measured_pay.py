@@ -35,7 +35,7 @@ from evoenv_cli.checks import context, fuzz
 from evoenv_cli.checks.registry import CHECKS
 from evoenv_cli.config import ValidateConfig
 from evoenv_cli.envfile import EnvFile
-from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.runtime.workers import SandboxWorkers
 
 CORPUS_GOOD = Path(__file__).resolve().parent / "validate_corpus" / "good"
 OLD = ValidateConfig(min_paid_excess=1.0, max_mean_excess=1.0, min_constant_excess=1.0)
@@ -268,7 +268,7 @@ PRIOR_EXCESS = 0.16
 
 
 # -- judging ---------------------------------------------------------------------------------------------
-def _verdict(env: EnvFile, cfg: ValidateConfig, pool: SandboxPool, checks=PAY_CHECKS) -> tuple[str, str | None, str]:
+def _verdict(env: EnvFile, cfg: ValidateConfig, pool: SandboxWorkers, checks=PAY_CHECKS) -> tuple[str, str | None, str]:
     checker = context.Checker(env, cfg, pool, pool)
     try:
         for name in checks:
@@ -280,7 +280,7 @@ def _verdict(env: EnvFile, cfg: ValidateConfig, pool: SandboxPool, checks=PAY_CH
 
 @pytest.fixture(scope="module")
 def pool():
-    with SandboxPool(workers=2) as p:
+    with SandboxWorkers(workers=2) as p:
         yield p
 
 

@@ -1,7 +1,8 @@
 """Paths users' configs and code name keep working after a move: verl's
 `custom_reward_function.path` (by module, `pkg://evoenv_cli.rewards`, or by file), TRL scripts'
-`from evoenv_cli.rewards import EnvReward`, `InputError` under both of its names, and what moved
-out of stages/dedupe.py (to novelty/) and stages/validate.py (to checks/)."""
+`from evoenv_cli.rewards import EnvReward`, `InputError` under both of its names, what moved
+out of stages/dedupe.py (to novelty/) and stages/validate.py (to checks/), and the names given
+up so that each says one thing (`SandboxPool`, now `SandboxWorkers`)."""
 
 import ast
 import importlib.util
@@ -55,3 +56,9 @@ def test_the_dedupe_scaffold_and_the_validate_registry_keep_their_old_paths():
     assert dedupe.SHIPPED_SCAFFOLD is minhash.SHIPPED_SCAFFOLD
     assert dedupe.write_shipped_scaffold is minhash.write_shipped_scaffold
     assert (validate.Check, validate.CHECKS, validate.register) == (registry.Check, registry.CHECKS, registry.register)
+
+
+def test_the_sandbox_s_workers_keep_their_old_class_name():
+    from evoenv_cli.runtime import workers
+
+    assert workers.SandboxPool is workers.SandboxWorkers

@@ -36,11 +36,11 @@ def ray_cluster(tmp_path_factory):
 def test_each_ray_worker_builds_its_pool_once(ray_cluster):
     from evoenv_cli.artifacts import EnvLibrary
     from evoenv_cli.config import SampleConfig
-    from evoenv_cli.runtime.workers import SandboxPool
+    from evoenv_cli.runtime.workers import SandboxWorkers
     from evoenv_cli.stages import sample
 
     ray = ray_cluster
-    with SandboxPool() as pool:
+    with SandboxWorkers() as pool:
         rows = [
             sample.to_format(r, "verl", i)
             for i, r in enumerate(sample.run(EnvLibrary.open(SEEDS), SampleConfig(per_env=1, difficulty=2), pool).rows)

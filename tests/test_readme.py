@@ -74,6 +74,23 @@ def test_every_relative_link_resolves_inside_the_repository():
     assert checked > 20
 
 
+def test_every_commit_docs_extending_cites_is_in_the_repository():
+    """Its counts cite commits by hash (`git show --stat HASH`): each must exist here."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    text = (ROOT / "docs" / "extending.md").read_text()
+    cited = sorted(
+        set(re.findall(r"`([0-9a-f]{7,40})`", text)) | set(re.findall(r"git show --stat ([0-9a-f]{7,40})", text))
+    )
+    assert cited
+    missing = [
+        h
+        for h in cited
+        if subprocess.run(["git", "cat-file", "-e", f"{h}^{{commit}}"], cwd=ROOT, capture_output=True).returncode
+    ]
+    assert missing == []
+
+
 def test_every_command_in_the_docs_names_real_commands_and_options():
     import typer
 

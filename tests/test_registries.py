@@ -3,9 +3,16 @@ every reader follows. (Backends: tests/llm/test_llm_base.py;
 validation checks and row formats: test_validate_checks.py, test_row_formats.py.)"""
 
 import dataclasses
+import importlib
+import json
+import shutil
+import sys
 from pathlib import Path
 
-from evoenv_cli import stage, stages
+import pytest
+from conftest import ROOT, SEEDS
+
+from evoenv_cli import loop, stage, stages
 from evoenv_cli.envfile import EnvFile, env_id_of
 from evoenv_cli.operators import REGISTRY
 from evoenv_cli.stages.dedupe import composite_structure
@@ -21,6 +28,9 @@ def test_every_stage_module_registers_its_record_and_the_round_reads_them_in_ord
     assert {"distill"} <= set(records) - set(steps)  # a command-only stage: no place in the round
     for s in records.values():  # every runnable record can be executed
         assert (s.run is None) == (s.name == "pool update"), s.name
+    for name in set(steps) - {"pool update"}:  # each step's record in the module of its name
+        assert records[name].in_round is not None or name in loop.LOOP_STEPS, name
+        assert stages.get(name) is importlib.import_module(f"evoenv_cli.stages.{name}").STAGE, name
 
 
 def test_a_new_stage_is_one_record_and_the_loop_and_report_read_it(tmp_path, monkeypatch):
@@ -51,6 +61,86 @@ def test_a_new_stage_is_one_record_and_the_loop_and_report_read_it(tmp_path, mon
     result = stage.execute(extra, stage.Context(None, tmp_path / "echo", inputs={"word": "hi"}))
     assert result == {"ok": True} and seen == [("hi", tmp_path / "echo")]
     assert (tmp_path / "echo" / "run-config.json").exists()  # its settings fingerprinted, as any stage's
+
+
+ONE_ROUND = """\
+runtime:
+  workers: 1
+synthesize:
+  n: 1
+  max_requests: 1
+  batch: 1
+compose:
+  n: 0
+review:
+  votes: 1
+calibrate:
+  coarse_levels: [1]
+  instances: 1
+  samples: 1
+  on_no_answers: admit
+evaluate:
+  instances: 1
+  samples: 1
+iterate:
+  bench: []
+  baseline: false
+  train_launch: {python} {train}
+"""
+
+
+@pytest.mark.slow
+def test_a_new_round_step_is_one_record_and_the_loop_runs_it_in_its_place(tmp_path, monkeypatch):
+    """The loop runs a step from its record alone: at its `place` (after the pool update, before
+    sample here), given what its `in_round` takes from the round's outputs so far; the report
+    finds its marker."""
+    from loop_child import ScriptedPolicy
+
+    from evoenv_cli.report import numbers
+    from evoenv_cli.report.run_files import RunFiles
+
+    def run(ctx, lib, out, llm, bar):
+        (out / "done.json").write_text(json.dumps({"before": ctx.inputs["before"], "pool": len(lib.files)}))
+        return {"ok": True}
+
+    extra = stage.Stage(
+        "echo",
+        sections=(),
+        marker="done.json",
+        settings=lambda ctx: {"before": ctx.inputs["before"]},
+        run=run,
+        place=8.5,
+        envs=False,
+        in_round=lambda rnd: dict(library=rnd.pool.root, inputs={"before": list(rnd.outputs)}),
+    )
+    monkeypatch.setitem(stage._REGISTRY, "echo", extra)
+    seeds = tmp_path / "seeds"
+    seeds.mkdir()
+    shutil.copy(SEEDS / "register_machine.py", seeds)
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(ONE_ROUND.format(python=sys.executable, train=ROOT / "tests" / "scripted_train.py"))
+    spec = loop.cfgmod.load_recipe(recipe)
+    run_dir = tmp_path / "run"
+    said = []
+    the_loop = loop.Loop(
+        run_dir, recipe, "scripted", spec.iterate, seeds, log=said.append, backend_factory=ScriptedPolicy
+    )
+    loop.run(the_loop, 1)
+    done = json.loads((run_dir / "round-01" / "echo" / "done.json").read_text())
+    steps = [st.name for st in stages.round_steps()]
+    assert done == {"before": steps[: steps.index("echo")], "pool": 1}
+    assert (run_dir / "round-01" / "sample" / "train.jsonl").exists()  # and the round went on after it
+    assert numbers.rounds_status(RunFiles(run_dir))[0]["steps"]["echo"] == "done"
+
+
+def test_a_round_step_whose_record_does_not_say_what_it_takes_is_refused_before_the_round(tmp_path, monkeypatch):
+    mute = stage.Stage("mute", sections=(), marker="done.json", settings=None, run=lambda *a: None, place=8.5)
+    monkeypatch.setitem(stage._REGISTRY, "mute", mute)
+    recipe = ROOT / "recipes" / "cpu-demo.yaml"
+    the_loop = loop.Loop(tmp_path / "run", recipe, "m", loop.cfgmod.load_recipe(recipe).iterate, SEEDS)
+    with pytest.raises(loop.StageFailed, match="round steps with no in_round in their record: mute"):
+        loop._rounds(the_loop, 1)
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_new_operator_is_one_record_and_dedupe_judges_its_composites_by_lineage(monkeypatch):

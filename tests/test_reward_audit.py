@@ -16,7 +16,7 @@ from evoenv_cli.integrations.reward_audit import QUARANTINE_FILE
 from evoenv_cli.integrations.rewards import EnvReward
 from evoenv_cli.pool import EnvPool
 from evoenv_cli.runtime.session import Runtime
-from evoenv_cli.runtime.workers import Call, Limits, SandboxPool
+from evoenv_cli.runtime.workers import Call, Limits, SandboxWorkers
 
 COUNTING = b"""import random
 NAME = "counting_env"
@@ -50,11 +50,11 @@ def rows(n: int, wrong: bool = True) -> tuple[list[str], list[str]]:
 
 def test_workers_are_replaced_after_a_bounded_number_of_calls(tmp_path):
     env = env_file(tmp_path, lenient_after=60)
-    with SandboxPool(Limits(max_calls_per_worker=50), workers=1) as pool:
+    with SandboxWorkers(Limits(max_calls_per_worker=50), workers=1) as pool:
         results = pool.run(env, [Call.score({"n": 1}, "wrong")] * 300)
         assert all(r.ok and r.value == 0.0 for r in results), "a worker lived past 50 calls"
         assert pool.spawned >= 6
-    with SandboxPool(Limits(max_calls_per_worker=0), workers=1) as pool:  # 0: never replaced
+    with SandboxWorkers(Limits(max_calls_per_worker=0), workers=1) as pool:  # 0: never replaced
         results = pool.run(env, [Call.score({"n": 1}, "wrong")] * 100)
         assert sum(r.value for r in results) == 40.0 and pool.spawned == 1
 
@@ -117,7 +117,7 @@ def test_rechecks_of_honest_environments_never_quarantine(tmp_path):
         from evoenv_cli.config import SampleConfig
         from evoenv_cli.stages import sample
 
-        with SandboxPool() as pool:
+        with SandboxWorkers() as pool:
             got = sample.run(lib, SampleConfig(per_env=2, seed=5), pool).rows
         mixed = [f"<answer>{r['answer'] if k % 2 else 'garbage'}</answer>" for k, r in enumerate(got)]
         scores = reward.score_rows(got, mixed)
@@ -149,11 +149,11 @@ def test_the_loop_drops_a_quarantined_environment_at_the_next_pool_update(tmp_pa
     write_jsonl_atomic(admitted / "index.jsonl", [{"file": victim.path.name, "env_id": victim.env_id}])
     d2 = run / "round-02"
     d2.mkdir()
-    change = loop.plan(d2, rotated, admitted, 2)
+    change = loop.write_next(d2, rotated, admitted, 2)
     assert change["quarantined"] == [{"name": "knapsack_max_value", "reason": "score paid 1.0 but gave 0.0"}]
     assert json.loads((d2 / "pool-update.json").read_text()) == change
-    assert EnvLibrary.open(loop.root).files == pool.files  # nothing changed before the plan is applied
+    assert EnvLibrary.open(loop.root).files == pool.files  # nothing changed before the next pool is applied
     loop.apply(d2)
     names = {e.name for e in EnvLibrary.open(loop.root).files}
     assert "knapsack_max_value" not in names and len(names) == len(pool.files) - 1
-    assert loop.plan(d2, rotated, admitted, 2) == change  # a rerun replays the same plan
+    assert loop.write_next(d2, rotated, admitted, 2) == change  # a rerun replays the same change

@@ -6,7 +6,7 @@ from conftest import SEEDS
 from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.config import SampleConfig
 from evoenv_cli.integrations.rewards import EnvReward, completion_text, extract_answer
-from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.runtime.workers import SandboxWorkers
 from evoenv_cli.stages import sample
 
 
@@ -41,7 +41,7 @@ def test_completion_text_handles_strings_and_chat_messages():
 @pytest.fixture(scope="module")
 def rows():
     lib = EnvLibrary.open(SEEDS)
-    with SandboxPool() as pool:
+    with SandboxWorkers() as pool:
         return sample.run(lib, SampleConfig(per_env=3, seed=11), pool).rows
 
 

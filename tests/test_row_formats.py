@@ -19,7 +19,7 @@ from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.config import AnswerConfig, SampleConfig, check_values
 from evoenv_cli.errors import InputError
 from evoenv_cli.integrations import rewards
-from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.runtime.workers import SandboxWorkers
 from evoenv_cli.stages import sample
 
 # what each trainer hands its reward function back of a row written in its format
@@ -39,7 +39,7 @@ def no_rule_variables(monkeypatch):
 @pytest.fixture(scope="module")
 def rows() -> list[dict]:
     """One row per seed environment, made with a recipe's rule: tag `final`, format weight 0.2."""
-    with SandboxPool() as pool:
+    with SandboxWorkers() as pool:
         report = sample.run(
             EnvLibrary.open(SEEDS), SampleConfig(per_env=1, difficulty=2), pool, AnswerConfig(tag="final"), 0.2
         )

@@ -8,7 +8,7 @@ from conftest import SEEDS
 from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.config import SampleConfig
 from evoenv_cli.conversations import EXAMPLE
-from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.runtime.workers import SandboxWorkers
 from evoenv_cli.stages import sample
 
 FIELDS = {"prompt", "answer", "solution", "env_id", "env_name", "instance", "seed", "difficulty", "data_source"}
@@ -17,7 +17,7 @@ FIELDS |= {"answer_tag", "format_weight"}  # the answer rule the prompt was made
 
 def test_rows_have_trl_fields_and_spread_difficulties():
     lib = EnvLibrary.open(SEEDS)
-    with SandboxPool() as pool:
+    with SandboxWorkers() as pool:
         report = sample.run(lib, SampleConfig(per_env=10, seed=3), pool)
     assert not report.skipped
     assert len(report.rows) == 10 * len(lib.files)
@@ -35,7 +35,7 @@ def test_rows_have_trl_fields_and_spread_difficulties():
 
 def test_a_demonstration_turn_shows_another_instance_answered_in_tags():
     lib = EnvLibrary.open(SEEDS)
-    with SandboxPool() as pool:
+    with SandboxWorkers() as pool:
         plain = sample.run(lib, SampleConfig(per_env=6, seed=3), pool).rows
         shown = sample.run(lib, SampleConfig(per_env=6, seed=3, demonstrations=1), pool).rows
     assert [r["seed"] for r in plain] == [r["seed"] for r in shown]  # the same questions
@@ -59,7 +59,7 @@ def test_a_prompt_cap_drops_demonstrations_first_then_skips_the_task():
     demonstration's answer alone where that fits; a task longer than the cap alone is skipped
     with its reason."""
     lib = EnvLibrary.open(SEEDS)
-    with SandboxPool() as pool:
+    with SandboxWorkers() as pool:
         shown = sample.run(lib, SampleConfig(per_env=4, seed=3, demonstrations=1), pool).rows
         tasks = sorted(len(r["prompt"][-1]["content"]) for r in shown)
         cap = tasks[len(tasks) // 2] + 60  # half the tasks fit alone, none with its demonstration
@@ -252,7 +252,7 @@ def test_rows_stream_in_batches_as_one_batch_wrote_them(tmp_path, monkeypatch, f
     row_format = "trl" if fmt == "parquet" else fmt
     cfg = SampleConfig(per_env=2, seed=5, format=row_format)
     lib = EnvLibrary.open(SEEDS)
-    with SandboxPool() as pool:
+    with SandboxWorkers() as pool:
         whole = [sample.to_format(r, row_format, i) for i, r in enumerate(sample.run(lib, cfg, pool).rows)]
         monkeypatch.setattr(sample, "BATCH_ROWS", 3)
         monkeypatch.setattr(artifacts, "PARQUET_GROUP_ROWS", 4)

@@ -14,7 +14,7 @@ import pytest
 
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.integrations.rewards import EnvReward
-from evoenv_cli.runtime.workers import Call, Limits, SandboxPool
+from evoenv_cli.runtime.workers import Call, Limits, SandboxWorkers
 
 TEMPLATE = """import random
 import re
@@ -90,7 +90,7 @@ def test_generator_springs_its_traps():
         inst = namespace["generate"](k, 1)
         assert namespace["score"](inst, namespace["solve"](inst)) == 1.0
     source, bad = hostile_source(random.Random(3), "trap_slow")
-    with SandboxPool(Limits(score_s=0.2, grace_s=0.0), workers=1) as pool, _tmp_env(source) as env:
+    with SandboxWorkers(Limits(score_s=0.2, grace_s=0.0), workers=1) as pool, _tmp_env(source) as env:
         (r,) = pool.run(env, [Call.score({"word": "xyzxyz", "n": 5}, bad)])
     assert r.status == "timeout"
 
@@ -176,7 +176,7 @@ def test_give_up_after_never_zeroes_correct_answers(tmp_path):
     completions, instances, bad_at = batch(rng, bad, n_bad=3, head=3)
     answers = [c[len("<answer>") : -len("</answer>")] for c in completions]
     limits = Limits(score_s=0.3, grace_s=0.2)
-    with SandboxPool(limits, workers=1) as pool:  # the old calls: no budget
+    with SandboxWorkers(limits, workers=1) as pool:  # the old calls: no budget
         old = pool.run(env, [Call.score(json.loads(i), a) for i, a in zip(instances, answers)])
     assert [r.status for r in old[:3]] == ["timeout"] * 3
     assert all(r.status == "skipped" for r in old[3:]), "the old pool no longer gives up: this test shows nothing"

@@ -9,7 +9,7 @@ import pytest
 
 from evoenv_cli.config import ValidateConfig
 from evoenv_cli.envfile import EnvFile
-from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.runtime.workers import SandboxWorkers
 from evoenv_cli.stages import validate
 
 TEMPLATE = """import random
@@ -51,7 +51,7 @@ def test_a_leak_on_exactly_half_the_levels_is_a_leak(tmp_path, family_seed):
     text, form = half_leak(random.Random(family_seed), name, cfg.levels)
     path = tmp_path / f"{name}.py"
     path.write_text(text)
-    with SandboxPool(workers=1) as pool, SandboxPool(workers=1, hash_seed=1) as fresh:
+    with SandboxWorkers(workers=1) as pool, SandboxWorkers(workers=1, hash_seed=1) as fresh:
         verdict = validate.judge(EnvFile.from_path(path), cfg, pool, fresh, name)
     assert not verdict.admitted and verdict.stage == "leak", verdict.reason
     share, baseline = verdict.measurements["leak_solver_share"][form]

@@ -13,7 +13,7 @@ from evoenv_cli.artifacts import EnvLibrary, prepare_out_dir
 from evoenv_cli.config import CalibrateConfig, RuntimeConfig, SampleConfig
 from evoenv_cli.integrations.rewards import EnvReward, FormatReward, extract_answer
 from evoenv_cli.llm.base import BaseBackend, Completion, Generation
-from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.runtime.workers import SandboxWorkers
 from evoenv_cli.stages import calibrate, sample
 from evoenv_cli.stages.review import parse_vote
 from evoenv_cli.stages.synthesize import extract_code
@@ -74,7 +74,7 @@ def test_truncation_is_read_from_completion_ids_as_trl_does():
 
 @pytest.fixture(scope="module")
 def rows():
-    with SandboxPool() as pool:
+    with SandboxWorkers() as pool:
         return sample.run(EnvLibrary.open(SEEDS), SampleConfig(per_env=1, seed=3), pool).rows[:4]
 
 

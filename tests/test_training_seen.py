@@ -15,7 +15,7 @@ from evoenv_cli.config import SampleConfig, ValidateConfig
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.integrations.rewards import EnvReward
 from evoenv_cli.runtime.instances import instance_seed
-from evoenv_cli.runtime.workers import Call, SandboxPool
+from evoenv_cli.runtime.workers import Call, SandboxWorkers
 from evoenv_cli.stages import validate
 
 BASE = """import hashlib
@@ -79,7 +79,7 @@ def judge(tmp_path: Path, text: str, name: str, cfg: ValidateConfig):
     path = tmp_path / f"{name}.py"
     path.write_text(text)
     env = EnvFile.from_path(path)
-    with SandboxPool(workers=1) as pool, SandboxPool(workers=1, hash_seed=1) as fresh:
+    with SandboxWorkers(workers=1) as pool, SandboxWorkers(workers=1, hash_seed=1) as fresh:
         return validate.judge(env, cfg, pool, fresh, name)
 
 
@@ -123,7 +123,7 @@ def test_a_collapsed_group_gets_no_pay_for_repeats(tmp_path, family_seed):
     path.write_text(repeat_memo(random.Random(family_seed), name))
     env = EnvFile.from_path(path)
     inst = {"n": 123, "k": 40}
-    with SandboxPool(workers=1) as pool:
+    with SandboxWorkers(workers=1) as pool:
         old = pool.run(env, [Call.score(inst, "41")] * 8)
     assert sum(r.value for r in old) / 8 >= 0.5, "the family no longer pays repeats: this test shows nothing"
     reward = EnvReward([env], recheck_share=0.0, workers=1)
@@ -135,7 +135,7 @@ def test_a_collapsed_group_gets_no_pay_for_repeats(tmp_path, family_seed):
         reward.close()
 
 
-def _draw_verdict(env: EnvFile, cfg: ValidateConfig, pool: SandboxPool) -> str:
+def _draw_verdict(env: EnvFile, cfg: ValidateConfig, pool: SandboxWorkers) -> str:
     """The checks whose verdict is a share of the instances drawn: constant answer and leaks."""
     checker = context.Checker(env, cfg, pool, pool)
     try:
@@ -158,7 +158,7 @@ def test_the_seeds_pass_the_leak_check_on_every_one_of_60_draws(tmp_path):
     assert len(seeds) == 10
     cfg = ValidateConfig()
     flipped = []
-    with SandboxPool(workers=2) as pool:
+    with SandboxWorkers(workers=2) as pool:
         for path in seeds:
             for draw in range(60):
                 copy = tmp_path / path.name

@@ -136,11 +136,11 @@ def test_compute_score_through_verls_own_loader_and_reward_manager(verl_rows, ti
 def test_compute_score_with_verls_exact_keywords(monkeypatch, tmp_path):
     from evoenv_cli.artifacts import EnvLibrary
     from evoenv_cli.config import SampleConfig
-    from evoenv_cli.runtime.workers import SandboxPool
+    from evoenv_cli.runtime.workers import SandboxWorkers
     from evoenv_cli.stages import sample
 
     lib = EnvLibrary.open(SEEDS)
-    with SandboxPool() as pool:
+    with SandboxWorkers() as pool:
         rows = [
             sample.to_format(r, "verl", i)
             for i, r in enumerate(sample.run(lib, SampleConfig(per_env=2, difficulty=3), pool).rows)

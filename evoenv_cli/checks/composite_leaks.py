@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from evoenv_cli.checks import leak_solvers
 from evoenv_cli.config import ValidateConfig
 from evoenv_cli.envfile import EnvFile
-from evoenv_cli.operators import Plan
+from evoenv_cli.operators import Blueprint
 from evoenv_cli.runtime.instances import Order, ask_instances, make_instances
-from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.runtime.workers import SandboxWorkers
 
 INSTANCES = 12
 CONFIRM_INSTANCES = 60  # a solver over the limits on the first INSTANCES is measured on these
@@ -34,7 +34,7 @@ class PartLeak:
     probe: str = ""
 
 
-def part_one_leak(plan: Plan, env: EnvFile, pool: SandboxPool, cfg: ValidateConfig) -> PartLeak | None:
+def part_one_leak(plan: Blueprint, env: EnvFile, pool: SandboxWorkers, cfg: ValidateConfig) -> PartLeak | None:
     """The first prompt-only solver that reads a part's answer out of what the composite adds
     to it, more often than max_leak_share and by min_leak_excess over its chance rate: part 1's
     X in a SEQUENTIAL composite's prompt, or part k's answer in the *other* parts' text of a
@@ -71,12 +71,12 @@ def _rates(texts: list[str], refs: list[str]) -> list[leak_solvers.SolverRate]:
     return leak_solvers.rates(texts, refs, solvers=leak_solvers.COMPOSITE_SOLVERS)
 
 
-def _made(env: EnvFile, pairs: list[tuple[int, int]], pool: SandboxPool) -> list:
+def _made(env: EnvFile, pairs: list[tuple[int, int]], pool: SandboxWorkers) -> list:
     (made,) = make_instances(pool, [Order(env, pairs, ask=("prompt",))])
     return [m for m in made if m.instance is not None and m.task is not None]
 
 
-def _part_reads(plan: Plan, k: int, made: list, pool: SandboxPool) -> tuple[list[str], list[str]]:
+def _part_reads(plan: Blueprint, k: int, made: list, pool: SandboxWorkers) -> tuple[list[str], list[str]]:
     """(what the solvers read, part k's answer) per made instance: the composite's prompt for
     SEQUENTIAL's X, the composite's prompt less part k's own section for PARALLEL."""
     part = plan.parts[k]

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 from evoenv_cli.checks.context import Checker, Rejected
 from evoenv_cli.config import ValidateConfig
-from evoenv_cli.operators import Part, Plan, part_levels
-from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.operators import Blueprint, Part, part_levels
+from evoenv_cli.runtime.workers import SandboxWorkers
 
 LEAK, FUZZ = "leak", "fuzz"
 
@@ -80,14 +80,14 @@ class PartProbes:
     made once (validate's `run` check on those levels) and each check run once on them, however
     many composites use the part; thread-safe (compose judges a batch of composites at once)."""
 
-    def __init__(self, cfg: ValidateConfig, pool: SandboxPool, fresh: SandboxPool):
+    def __init__(self, cfg: ValidateConfig, pool: SandboxWorkers, fresh: SandboxWorkers):
         self.cfg, self.pool, self.fresh = cfg, pool, fresh
         self._lock = threading.Lock()
         self._entries: dict[tuple[str, tuple[int, ...]], _Entry] = {}
         self.judged = 0  # (part, levels) pairs whose instances were made
         self.seconds = 0.0  # wall seconds spent judging them (summed over threads)
 
-    def finding(self, plan: Plan) -> PartFinding | None:
+    def finding(self, plan: Blueprint) -> PartFinding | None:
         """The first part of `plan` (in order) that fails a check it gets at its levels."""
         for k, (part, levels) in enumerate(zip(plan.parts, part_levels(plan))):
             for check in probed(plan.operator, k):
@@ -99,7 +99,7 @@ class PartProbes:
                     return PartFinding(k + 1, part.name, levels, rej.stage, reason, probe)
         return None
 
-    def record(self, plan: Plan) -> list[dict]:
+    def record(self, plan: Blueprint) -> list[dict]:
         """What the verdict says was probed: per part its levels and checks."""
         return [
             {"part": k + 1, "levels": levels, "checks": list(probed(plan.operator, k))}

@@ -17,7 +17,7 @@ from evoenv_cli.checks.pay import PAID as PAID  # full pay: the checks read it f
 from evoenv_cli.checks.probes import Context
 from evoenv_cli.config import SampleConfig, ValidateConfig
 from evoenv_cli.runtime.instances import ASKED, Made, Order, instance_seed, make_instances
-from evoenv_cli.runtime.workers import Call, CallResult, EnvFile, SandboxPool
+from evoenv_cli.runtime.workers import Call, CallResult, EnvFile, SandboxWorkers
 
 TRAINING_SEEDS = 2**31  # `sample` and `calibrate` draw instance seeds below this
 CONFIRM_INSTANCES = 120  # more instances for a leak solver or a constant answer over its limit
@@ -104,7 +104,7 @@ class Checker:
     on a Checker without pools, before any worker starts."""
 
     def __init__(
-        self, env: EnvFile, cfg: ValidateConfig, pool: SandboxPool | None = None, fresh: SandboxPool | None = None
+        self, env: EnvFile, cfg: ValidateConfig, pool: SandboxWorkers | None = None, fresh: SandboxWorkers | None = None
     ):
         self.env, self.cfg, self.pool, self.fresh = env, cfg, pool, fresh
         self.static_name: str | None = None  # the NAME the static check read
@@ -143,7 +143,7 @@ class Checker:
             )
 
     def call(
-        self, calls: list[Call], pool: SandboxPool | None = None, stop_on_failure: bool = True
+        self, calls: list[Call], pool: SandboxWorkers | None = None, stop_on_failure: bool = True
     ) -> list[CallResult]:
         """Every check rejects on the first failed call, so the rest of a batch after one is
         skipped rather than paid for (a looping solve costs one time limit, not thirty). The

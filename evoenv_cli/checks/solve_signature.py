@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from evoenv_cli.envfile import EnvFile
-from evoenv_cli.runtime.workers import Call, SandboxPool
+from evoenv_cli.runtime.workers import Call, SandboxWorkers
 
 MAX_MAPPINGS = 6
 MAX_ORDER_TRIES = 64  # pairings of fields tried (each recasts a whole instance) before giving up
@@ -165,7 +165,7 @@ class Sample:
         return bucket(self.instances[0])
 
 
-def answers(pool: SandboxPool, sample: Sample) -> bool:
+def answers(pool: SandboxWorkers, sample: Sample) -> bool:
     """Fill in the sample's own answers; False when its solve fails on its own instances."""
     if sample.answers:
         return True
@@ -176,7 +176,7 @@ def answers(pool: SandboxPool, sample: Sample) -> bool:
     return True
 
 
-def agreement(pool: SandboxPool, candidate: Sample, member: Sample) -> float:
+def agreement(pool: SandboxWorkers, candidate: Sample, member: Sample) -> float:
     """The best share, over the ways of pairing fields, of `member`'s instances on which the
     candidate's solve gives the member's own answer and the candidate's score accepts it.
     (The score matters: a planted environment's solve often just returns the solution its
@@ -383,7 +383,7 @@ def recast_layout(template: dict, instance: dict, order: tuple[int, ...]) -> dic
     return lay.build(filled)
 
 
-def layout_agreement(pool: SandboxPool, candidate: Sample, member: Sample) -> float:
+def layout_agreement(pool: SandboxWorkers, candidate: Sample, member: Sample) -> float:
     """`agreement` across layouts: the member's informative columns paired with the
     candidate's columns of the same shape in any order, records zipped or unzipped as the
     candidate keeps them, the candidate's other fields (its story) kept from its own instance
@@ -432,7 +432,7 @@ def echoes(member: Sample) -> bool:
     return hits * 2 > len(member.answers)
 
 
-def _agree(pool: SandboxPool, candidate: Sample, instances: list[dict], answers: list[str]) -> int:
+def _agree(pool: SandboxWorkers, candidate: Sample, instances: list[dict], answers: list[str]) -> int:
     """On how many of `instances` the candidate's solve gives `answers` and its score accepts them."""
     calls = [c for inst, a in zip(instances, answers) for c in (Call.solve(inst), Call.score(inst, a))]
     results = pool.run(candidate.env, calls, stop_on_failure=False)

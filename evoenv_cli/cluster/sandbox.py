@@ -1,12 +1,12 @@
 """Sandboxed work on every node of a Ray cluster (`iterate.cluster: ray`; docs/cluster.md).
 
 A `RayRuntime` is a `runtime.session.Runtime` whose pools live on the cluster's nodes: one actor
-per live CPU node, pinned to it, each keeping local `SandboxPool`s (hash seeds 0 and 1,
+per live CPU node, pinned to it, each keeping local `SandboxWorkers`s (hash seeds 0 and 1,
 `runtime.workers` workers each), built once and reused for the whole program. The parent's
-`pool` and `fresh` are proxies with SandboxPool's interface: an environment's calls go to the
+`pool` and `fresh` are proxies with SandboxWorkers's interface: an environment's calls go to the
 node its env_id picks (a stable hash, so its warm workers and loaded module are reused, and where
 a call runs never depends on which call came first), and `run_many` groups its jobs by node and
-runs the groups at once. A node returns the very `CallResult`s its SandboxPool made, so budgets,
+runs the groups at once. A node returns the very `CallResult`s its SandboxWorkers made, so budgets,
 re-checks and quarantine, which the stages decide here in the parent, decide as on one machine.
 
 A lost node (its actor died: the node failed or was killed) raises `NodeLost`, which fails the
@@ -25,7 +25,7 @@ from evoenv_cli.cluster import alive_nodes
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.runtime import sandbox
 from evoenv_cli.runtime.session import Runtime
-from evoenv_cli.runtime.workers import Call, CallResult, EnvLoadError, Limits, PoolCalls, SandboxPool, Worker
+from evoenv_cli.runtime.workers import Call, CallResult, EnvLoadError, Limits, SandboxWorkers, Worker, WorkerSet
 
 ACTOR_THREADS = 64  # calls a node's actor serves at once (its pools bound the work: the rest wait there)
 
@@ -95,7 +95,7 @@ class MeteredWorker(Worker):
         super().kill()
 
 
-class MeteredPool(SandboxPool):
+class MeteredWorkers(SandboxWorkers):
     worker_class = MeteredWorker
 
 
@@ -105,7 +105,7 @@ class NodeSandbox:
 
     def __init__(self, sandbox_mode: str, node_id: str) -> None:
         self.mode, self.node_id = sandbox_mode, node_id
-        self.pools: dict[str, SandboxPool] = {}
+        self.pools: dict[str, SandboxWorkers] = {}
         self.lock = threading.Lock()
         self.calls = 0
         self.tasks = 0
@@ -117,11 +117,11 @@ class NodeSandbox:
 
         return ray.get_runtime_context().get_node_id(), os.getpid(), sandbox.resolve(self.mode)
 
-    def _pool(self, key: str, spec: tuple[Limits, int, int]) -> SandboxPool:
+    def _pool(self, key: str, spec: tuple[Limits, int, int]) -> SandboxWorkers:
         with self.lock:
             if key not in self.pools:
                 limits, workers, hash_seed = spec
-                self.pools[key] = MeteredPool(limits, self.mode, workers, hash_seed=hash_seed)
+                self.pools[key] = MeteredWorkers(limits, self.mode, workers, hash_seed=hash_seed)
             return self.pools[key]
 
     def run_many(
@@ -172,8 +172,8 @@ class NodeSandbox:
             p.close()
 
 
-class RayPool(PoolCalls):
-    """The parent's side of one pool key on every node: SandboxPool's interface (`run`,
+class RayWorkers(WorkerSet):
+    """The parent's side of one pool key on every node: SandboxWorkers's interface (`run`,
     `run_many`, `describe`, `load_error`, `discard`, `solo`, `plan`, `limits`, `workers`,
     `hash_seed`, `calls`), each environment's calls sent to its node."""
 
@@ -181,7 +181,7 @@ class RayPool(PoolCalls):
         self.runtime, self.key = runtime, key
         self.limits, self.workers, self.hash_seed = limits, workers, hash_seed
         self.own = own  # a private pool (`solo`): dropped on every node when closed
-        self.calls = 0  # asked for, as SandboxPool counts them
+        self.calls = 0  # asked for, as SandboxWorkers counts them
         self._meta: dict[str, tuple[dict | None, str | None]] = {}
         self._used: set[int] = set()
         self._lock = threading.Lock()
@@ -232,9 +232,9 @@ class RayPool(PoolCalls):
         n = self.runtime.node_of(env)
         self.runtime.get(self.runtime.actor(n).discard.remote(self.key, self._spec(), env), n)
 
-    def solo(self, limits: Limits) -> RayPool:
+    def solo(self, limits: Limits) -> RayWorkers:
         """A private pool on each environment's node: one worker, `limits`, this hash seed."""
-        return RayPool(self.runtime, f"solo-{uuid.uuid4().hex}", limits, 1, self.hash_seed, own=True)
+        return RayWorkers(self.runtime, f"solo-{uuid.uuid4().hex}", limits, 1, self.hash_seed, own=True)
 
     def close(self) -> None:
         if self.own:
@@ -321,9 +321,9 @@ class RayRuntime(Runtime):
         return self.plans[0]
 
     # -- Runtime's interface ----------------------------------------------------------------------
-    def _make(self, hash_seed: int) -> RayPool:
+    def _make(self, hash_seed: int) -> RayWorkers:
         c = self.cfg
-        return RayPool(self, f"seed-{hash_seed}", c.limits, c.workers, hash_seed)
+        return RayWorkers(self, f"seed-{hash_seed}", c.limits, c.workers, hash_seed)
 
     @property
     def jails(self) -> list[str]:

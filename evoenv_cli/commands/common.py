@@ -282,10 +282,10 @@ def runtime_recipe(config: Path | None, sandbox: str | None, workers: int | None
 
 
 def sandbox_pool(recipe):
-    from evoenv_cli.runtime.workers import SandboxPool
+    from evoenv_cli.runtime.workers import SandboxWorkers
 
     rt = recipe.runtime
-    return SandboxPool(limits=rt.limits, sandbox_mode=rt.sandbox, workers=rt.workers)
+    return SandboxWorkers(limits=rt.limits, sandbox_mode=rt.sandbox, workers=rt.workers)
 
 
 class Progress:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from evoenv_cli import artifacts
 from evoenv_cli.envfile import EnvFile
-from evoenv_cli.runtime.workers import Call, Limits, SandboxPool
+from evoenv_cli.runtime.workers import Call, Limits, SandboxWorkers
 
 QUARANTINE_FILE = "quarantine.jsonl"
 # A fresh worker that raised or returned a bad value where the long-lived one scored is a
@@ -55,14 +55,14 @@ class RewardAudit:
         self.quarantined: dict[str, dict] = quarantined_ids([log]) if log is not None else {}  # a resumed run keeps it
         self.checked = 0
         self.failed = 0  # re-checks that could not run (timeouts, crashes): not disagreements
-        self._pool: SandboxPool | None = None
+        self._pool: SandboxWorkers | None = None
         self._lock = threading.Lock()
         self._running = threading.Lock()  # one chunk at a time: no worker outlives its chunk
 
     @property
-    def pool(self) -> SandboxPool:
+    def pool(self) -> SandboxWorkers:
         if self._pool is None:
-            self._pool = SandboxPool(self.limits, self.sandbox, workers=1, hash_seed=self.hash_seed)
+            self._pool = SandboxWorkers(self.limits, self.sandbox, workers=1, hash_seed=self.hash_seed)
         return self._pool
 
     def close(self) -> None:
@@ -121,7 +121,7 @@ class RewardAudit:
         return added
 
     @contextlib.contextmanager
-    def fresh(self, env: EnvFile) -> Iterator[SandboxPool]:
+    def fresh(self, env: EnvFile) -> Iterator[SandboxWorkers]:
         """A pool whose worker for `env` is started for what runs inside and killed after: it
         serves nothing else."""
         with self._running:

@@ -41,7 +41,7 @@ from evoenv_cli import row_formats
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.integrations.reward_audit import RewardAudit
 from evoenv_cli.integrations.score_budget import ScoreBudgets
-from evoenv_cli.runtime.workers import Call, Limits, SandboxPool
+from evoenv_cli.runtime.workers import Call, Limits, SandboxWorkers
 from evoenv_cli.thinking import answer_part, cut_at_length
 
 _PATTERNS: dict[str, re.Pattern] = {}
@@ -171,7 +171,7 @@ class EnvReward:
         sandbox: str = "auto",
         workers: int = 2,
         limits: Limits | None = None,
-        pool: SandboxPool | None = None,
+        pool: SandboxWorkers | None = None,
         recheck_share: float = 0.02,
         recheck_seed: int = 0,
         quarantine_log: Path | None = None,
@@ -203,7 +203,7 @@ class EnvReward:
         self.end_ids: Collection[int] | None = None
         self.rows_rule = rows_rule
         self._pool_args = dict(limits=limits, sandbox_mode=sandbox, workers=workers)
-        self._pool: SandboxPool | None = pool
+        self._pool: SandboxWorkers | None = pool
         self._borrowed = pool is not None
         self._calls_closed = 0  # calls made on an own pool already closed
         self._lock = threading.Lock()
@@ -217,10 +217,10 @@ class EnvReward:
         self.score_timeouts: Counter = Counter()  # per env_id, completions whose score ran out of time
 
     @property
-    def pool(self) -> SandboxPool:
+    def pool(self) -> SandboxWorkers:
         with self._lock:
             if self._pool is None:
-                self._pool = SandboxPool(**self._pool_args)
+                self._pool = SandboxWorkers(**self._pool_args)
             return self._pool
 
     @property

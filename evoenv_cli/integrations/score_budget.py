@@ -12,9 +12,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from evoenv_cli.envfile import EnvFile
-from evoenv_cli.runtime.workers import Call, SandboxPool
+from evoenv_cli.runtime.workers import Call, SandboxWorkers
 
-Fresh = Callable[[EnvFile], AbstractContextManager[SandboxPool]]
+Fresh = Callable[[EnvFile], AbstractContextManager[SandboxWorkers]]
 
 FACTOR = 20.0  # the budget, in times the reference's own score time
 FLOOR_S = 0.001  # never less: a cold cache, a page fault, a collection of the garbage

@@ -15,7 +15,7 @@ from evoenv_cli.checks import solve_signature
 from evoenv_cli.config import DedupeConfig
 from evoenv_cli.novelty import views
 from evoenv_cli.novelty.minhash import as_minhash, scaffold_for
-from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.runtime.workers import SandboxWorkers
 
 KINDS = ("code", "behaviour")
 
@@ -155,7 +155,7 @@ class NoveltyIndex:
         return self.sigs[kind].values[row] if self.has[kind][row] else None
 
     def solves_like(
-        self, pool: SandboxPool, sample: solve_signature.Sample | None
+        self, pool: SandboxWorkers, sample: solve_signature.Sample | None
     ) -> tuple[int, float, str] | tuple[int, float, str, str] | None:
         """The first member (of at most `solve_members` with instances of the same shape) on
         whose instances `sample`'s solve agrees best, with the share and the signature that
@@ -193,7 +193,7 @@ class NoveltyIndex:
             best = decoded
         return best
 
-    def decoded_like(self, pool: SandboxPool, sample: solve_signature.Sample) -> tuple[int, float, str, str] | None:
+    def decoded_like(self, pool: SandboxWorkers, sample: solve_signature.Sample) -> tuple[int, float, str, str] | None:
         """Re-encodings: a kept member's solve on a decoded view of `sample`'s instances (the
         candidate re-encodes a kept task: its list delta-encoded, run-length encoded, two
         fields joined), then `sample`'s solve on a decoded view of a kept member's (the kept

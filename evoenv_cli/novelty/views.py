@@ -29,7 +29,7 @@ from evoenv_cli.checks.solve_signature import (
     layout_key,
     sub_keys,
 )
-from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.runtime.workers import SandboxWorkers
 
 MAX_VIEWS = 8  # decoded views of one sample
 MAX_EXPANDED = 4096  # items a run-length expansion may produce (longer: not a view)
@@ -213,7 +213,7 @@ def runner_keys(sample: Sample) -> set[tuple[str, ...]]:
     return {("bucket", *sample.bucket)} | {("layout", *k) for k in sub_keys(sample)}
 
 
-def view_agreement(pool: SandboxPool, runner: Sample, view: Sample) -> float:
+def view_agreement(pool: SandboxWorkers, runner: Sample, view: Sample) -> float:
     """`runner`'s solve on a decoded view of another sample's instances: the share of its
     answers it gives (and its score accepts). Fed field by field when the view has the
     runner's shape (first on LAYOUT_SCREEN instances), then across layouts (which screens

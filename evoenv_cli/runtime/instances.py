@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evoenv_cli.envfile import EnvFile
-from evoenv_cli.runtime.workers import Call, CallResult, SandboxPool, describe_failure
+from evoenv_cli.runtime.workers import Call, CallResult, SandboxWorkers, describe_failure
 
 ASKED = ("prompt", "solve")  # what an instance is asked after `generate`, in this order
 ALL = ("generate", *ASKED)
@@ -79,7 +79,7 @@ class Made:
         return None
 
 
-def make_instances(pool: SandboxPool, orders: list[Order], stop_on_failure: bool = False) -> list[list[Made]]:
+def make_instances(pool: SandboxWorkers, orders: list[Order], stop_on_failure: bool = False) -> list[list[Made]]:
     """Per order, one `Made` per pair, in the pairs' order. All generates run first (one batch
     list per environment, orders for one environment sharing it in the order given), then the
     asked calls of every instance that was generated.
@@ -116,7 +116,9 @@ def make_instances(pool: SandboxPool, orders: list[Order], stop_on_failure: bool
     return made
 
 
-def ask_instances(pool: SandboxPool, env: EnvFile, instances: list[dict], ask: tuple[str, ...] = ASKED) -> list[Made]:
+def ask_instances(
+    pool: SandboxWorkers, env: EnvFile, instances: list[dict], ask: tuple[str, ...] = ASKED
+) -> list[Made]:
     """`ask` of instances that were generated elsewhere (a composite's parts, which its own
     `generate` made): one `Made` each, its `generate` result the instance given."""
     unknown = [fn for fn in ask if fn not in _ASK]

@@ -27,7 +27,7 @@ from rich.markup import escape
 MODES = ("auto", "bwrap", "process")
 LANDLOCK_CREATE_RULESET = 444  # the same syscall number on every architecture
 UNPRIVILEGED_UID = 65534
-WORKER_SOURCE = Path(__file__).with_name("worker.py")
+SANDBOX_MAIN = Path(__file__).with_name("sandbox_main.py")  # the program a worker runs inside
 _stderr = Console(stderr=True)
 
 
@@ -284,7 +284,7 @@ def landlock_rules(plan: LaunchPlan, workdir: Path, packages: tuple[Path, ...] =
 def launch_argv(
     plan: LaunchPlan, workdir: Path, config_json: str, hash_seed: int, tmp_mb: int, packages: tuple[Path, ...] = ()
 ) -> tuple[list[str], dict, str]:
-    """argv, environment and cwd for one worker; `workdir` holds worker.py and env.py."""
+    """argv, environment and cwd for one worker; `workdir` holds sandbox_main.py and env.py."""
     py_flags = ["-S", "-B", "-u"]
     if plan.mode == "bwrap":
         argv = _bwrap_argv(plan.python, plan.python_prefix, workdir, plan.drop_to_uid, tmp_mb, packages)
@@ -293,10 +293,10 @@ def launch_argv(
             "PYTHONHASHSEED",
             str(hash_seed),
         ]
-        argv += [plan.python, *py_flags, "/sandbox/worker.py", config_json]
+        argv += [plan.python, *py_flags, "/sandbox/sandbox_main.py", config_json]
         return argv, {}, "/"
     env = {"PYTHONHASHSEED": str(hash_seed), "PYTHONDONTWRITEBYTECODE": "1"}
-    argv = _drop_prefix(plan.drop_to_uid) + [plan.python, *py_flags, str(workdir / "worker.py"), config_json]
+    argv = _drop_prefix(plan.drop_to_uid) + [plan.python, *py_flags, str(workdir / "sandbox_main.py"), config_json]
     return argv, env, str(workdir)
 
 
@@ -306,7 +306,7 @@ def prepare_workdir(root: Path, env_id: str, source: bytes) -> Path:
     if d.exists():
         return d
     tmp = Path(tempfile.mkdtemp(dir=root, prefix=".tmp-"))
-    (tmp / "worker.py").write_bytes(WORKER_SOURCE.read_bytes())
+    (tmp / "sandbox_main.py").write_bytes(SANDBOX_MAIN.read_bytes())
     (tmp / "env.py").write_bytes(source)
     for f in tmp.iterdir():
         f.chmod(0o644)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.runtime.workers import SandboxWorkers
 
 
 class Runtime:
@@ -20,23 +20,23 @@ class Runtime:
 
     def __init__(self, cfg) -> None:
         self.cfg = cfg  # a config.RuntimeConfig
-        self._pools: dict[int, SandboxPool] = {}
+        self._pools: dict[int, SandboxWorkers] = {}
 
-    def _make(self, hash_seed: int) -> SandboxPool:
+    def _make(self, hash_seed: int) -> SandboxWorkers:
         c = self.cfg
-        return SandboxPool(c.limits, c.sandbox, c.workers, hash_seed=hash_seed)
+        return SandboxWorkers(c.limits, c.sandbox, c.workers, hash_seed=hash_seed)
 
-    def _get(self, hash_seed: int) -> SandboxPool:
+    def _get(self, hash_seed: int) -> SandboxWorkers:
         if hash_seed not in self._pools:
             self._pools[hash_seed] = self._make(hash_seed)
         return self._pools[hash_seed]
 
     @property
-    def pool(self) -> SandboxPool:
+    def pool(self) -> SandboxWorkers:
         return self._get(0)
 
     @property
-    def fresh(self) -> SandboxPool:
+    def fresh(self) -> SandboxWorkers:
         return self._get(1)
 
     @property

@@ -519,9 +519,9 @@ class _Slots:
     total: int = 0
 
 
-class PoolCalls:
-    """What a pool offers on top of its own `describe`, `run_many` and `close`: this machine's
-    SandboxPool, or a cluster's (evoenv_cli/cluster/sandbox.py)."""
+class WorkerSet:
+    """What a set of sandboxed workers offers on top of its own `describe`, `run_many` and
+    `close`: this machine's SandboxWorkers, or a cluster's (evoenv_cli/cluster/sandbox.py)."""
 
     def describe(self, env: EnvFile) -> dict:
         raise NotImplementedError
@@ -549,7 +549,7 @@ class PoolCalls:
         return self.run_many([(env, calls)], stop_on_failure)[0]
 
 
-class SandboxPool(PoolCalls):
+class SandboxWorkers(WorkerSet):
     """Runs calls against many environments on at most `workers` sandboxed processes.
 
     Use as a context manager; `run_many` spreads batches over workers in parallel threads.
@@ -671,10 +671,10 @@ class SandboxPool(PoolCalls):
         for worker in workers:
             worker.kill()
 
-    def solo(self, limits: Limits) -> SandboxPool:
+    def solo(self, limits: Limits) -> SandboxWorkers:
         """A private pool for one check: one worker, `limits`, this pool's jail (asked for the
         same way) and hash seed; the caller closes it (a cluster's pool opens it on the node)."""
-        return SandboxPool(limits, self.plan.requested or self.plan.mode, workers=1, hash_seed=self.hash_seed)
+        return SandboxWorkers(limits, self.plan.requested or self.plan.mode, workers=1, hash_seed=self.hash_seed)
 
     def run_many(self, jobs: list[tuple[EnvFile, list[Call]]], stop_on_failure: bool = False) -> list[list[CallResult]]:
         """All jobs' calls, batched and spread over the workers; results in input order.
@@ -739,3 +739,6 @@ class SandboxPool(PoolCalls):
                 break
             kills = (kills + 1 if len(got) == 1 else 1) if died else 0
         return results
+
+
+SandboxPool = SandboxWorkers  # the old name, for scripts that import it (tests/test_old_paths.py)

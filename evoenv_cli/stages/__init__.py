@@ -24,7 +24,7 @@ def all() -> dict[str, Stage]:  # noqa: A001 (the registry's own name for its co
 
 def get(name: str) -> Stage:
     """One stage's record: its own module first (a command imports only the stage it runs),
-    every stage when the record lives elsewhere (rotate, in calibrate's module)."""
+    every stage when the record lives in another module (the pool update's, in pool.py)."""
     found = registered().get(name)
     if found is None and importlib.util.find_spec(f"{__name__}.{name}") is not None:
         importlib.import_module(f"{__name__}.{name}")

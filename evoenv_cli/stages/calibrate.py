@@ -25,28 +25,29 @@ learn from). Each level's record carries n, its interval, the guess rate and the
 p-value beside the pass rate.
 
 Run on a pool that was calibrated before (its index.jsonl carries `calibration`), the same
-command is pool rotation: an environment that misses the band (widened by a margin) on
-`retire_after` consecutive calibrations retires as retired_too_easy / retired_too_hard.
+command is pool rotation (the loop's step: stages/rotate.py): an environment that misses the
+band (widened by a margin) on `retire_after` consecutive calibrations retires as
+retired_too_easy / retired_too_hard.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evoenv_cli import artifacts
 from evoenv_cli.admission import AdmissionLog, Summary, Verdict
 from evoenv_cli.confidence import above_chance_p_value, wilson_interval
 from evoenv_cli.config import AnswerConfig, CalibrateConfig, RuntimeConfig, SampleConfig, prompt_settings, to_dict
-from evoenv_cli.conversations import Plan, prepare
+from evoenv_cli.conversations import Draw, prepare
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.integrations.rewards import extract_answer
 from evoenv_cli.llm.base import Backend, SamplingConfig
 from evoenv_cli.runtime.instances import Order, make_instances
 from evoenv_cli.runtime.session import Runtime, shared
-from evoenv_cli.runtime.workers import Call, EnvLoadError, SandboxPool
+from evoenv_cli.runtime.workers import Call, EnvLoadError, SandboxWorkers
 from evoenv_cli.stage import Context, Stage, register
 
 CHECKS = (
@@ -146,7 +147,7 @@ def decided(m: Level, cfg: CalibrateConfig) -> bool:
     return lo <= a and b <= hi and level_in_band(m, lo, hi, cfg)
 
 
-def measure_guesses(subjects: list[Subject], cfg: CalibrateConfig, pool: SandboxPool) -> None:
+def measure_guesses(subjects: list[Subject], cfg: CalibrateConfig, pool: SandboxWorkers) -> None:
     """The guess rate of every measured level that has none yet: `guess_instances` fresh
     instances at the level; each scores, in the sandbox, the distinct reference answers of the
     others (at most 16) as guesses, and the rate is the mean score."""
@@ -188,7 +189,7 @@ def sweep(
     levels_of: Callable[[Subject], list[int]],
     cfg: CalibrateConfig,
     sample_cfg: SampleConfig,
-    pool: SandboxPool,
+    pool: SandboxWorkers,
     backend: Backend,
     responses: artifacts.JsonlAppender | None = None,
     answer: AnswerConfig | None = None,
@@ -216,7 +217,7 @@ def sweep(
             pairs += [(calibration_seed(cfg.seed, s.name, lv, i), lv) for i in range(m.asked, m.asked + count)]
             m.asked += max(count, 0)
         if pairs:
-            plans.append(Plan(s.env, s.name, pairs))
+            plans.append(Draw(s.env, s.name, pairs))
             levels_asked.append(s)
     if not plans:
         return
@@ -493,8 +494,6 @@ STAGE = register(
         place=6,
         funnel="had the right difficulty",
         uses_model=True,
+        in_round=lambda rnd: dict(library=rnd.outputs["dedupe"], model=rnd.policy),  # the new candidates
     )
 )
-# The pool's rotation: calibrate again, on the pool members due for it (retiring those that left
-# the band); its own folder, and its place before compose, which aims at what it measures.
-ROTATE = register(replace(STAGE, name="rotate", place=3.5, funnel="kept their level"))

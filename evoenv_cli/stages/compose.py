@@ -36,11 +36,11 @@ from evoenv_cli.checks.composite_leaks import part_one_leak
 from evoenv_cli.checks.composite_parts import PartProbes
 from evoenv_cli.config import ComposeConfig, RuntimeConfig, ValidateConfig, to_dict
 from evoenv_cli.envfile import EnvFile, env_id_of
-from evoenv_cli.operators import COMMON, OPERATORS, REGISTRY, Operator, Part, Plan
+from evoenv_cli.operators import COMMON, OPERATORS, REGISTRY, Blueprint, Operator, Part
 from evoenv_cli.runtime.contract import check_source, embed
 from evoenv_cli.runtime.instances import Order, make_instances
 from evoenv_cli.runtime.session import Runtime, shared
-from evoenv_cli.runtime.workers import Call, EnvLoadError, SandboxPool
+from evoenv_cli.runtime.workers import Call, EnvLoadError, SandboxWorkers
 from evoenv_cli.stage import Context, Stage, register
 from evoenv_cli.stages import validate
 
@@ -51,7 +51,7 @@ def _doc_line(part: Part, meta_doc: str | None) -> str:
     return f"{part.name}: {first[:300]}" if first else part.name
 
 
-def render(plan: Plan, docs: dict[str, str | None], partial_credit: bool = False) -> str:
+def render(plan: Blueprint, docs: dict[str, str | None], partial_credit: bool = False) -> str:
     """The composite's standalone source."""
     op, parts, name = plan.op, plan.parts, plan.name()
     doc = "\n".join(
@@ -91,9 +91,11 @@ def render(plan: Plan, docs: dict[str, str | None], partial_credit: bool = False
 
 
 # -- choosing what to compose ------------------------------------------------------------------------
-def candidates(parts: list[Part], ops: tuple[str, ...], rng: random.Random, min_depth: int) -> dict[str, list[Plan]]:
+def candidates(
+    parts: list[Part], ops: tuple[str, ...], rng: random.Random, min_depth: int
+) -> dict[str, list[Blueprint]]:
     """Every plan an operator accepts whose deepest part has depth min_depth - 1, by operator."""
-    out: dict[str, list[Plan]] = {op: [] for op in ops}
+    out: dict[str, list[Blueprint]] = {op: [] for op in ops}
     chosen = [REGISTRY[name] for name in OPERATORS if name in ops]
 
     def propose(op: Operator, members: list[Part]) -> None:
@@ -114,7 +116,7 @@ def candidates(parts: list[Part], ops: tuple[str, ...], rng: random.Random, min_
     return out
 
 
-def round_robin(by_op: dict[str, list[Plan]]) -> list[Plan]:
+def round_robin(by_op: dict[str, list[Blueprint]]) -> list[Blueprint]:
     """Interleave operators so every one is represented in a small sample."""
     order, queues = [], [list(v) for v in by_op.values()]
     while any(queues):
@@ -183,7 +185,7 @@ def measured_rates(index: dict[str, dict], records: list[dict]) -> Rates:
     return out
 
 
-def predict(plan: Plan, aim: Aim) -> Prediction:
+def predict(plan: Blueprint, aim: Aim) -> Prediction:
     """The part levels (among those measured) that put the plan's predicted pass rate at its
     level 1 in the band, furthest above its guess rate; level 1 for parts never measured.
     In band (tier 0) means inside the band and above the guess rate by the band's low edge."""
@@ -220,7 +222,7 @@ def _rank(guess: Prediction, aim: Aim) -> tuple[int, float, float]:
     return (guess.tier, round(max(lo - p1, p1 - hi, 0.0), 6), round(-guess.margin, 6))
 
 
-def aimed(plans: list[Plan], aim: Aim | None) -> list[tuple[Plan, Prediction | None]]:
+def aimed(plans: list[Blueprint], aim: Aim | None) -> list[tuple[Blueprint, Prediction | None]]:
     """The plans with their chosen levels, in the order to propose them: predicted in band
     (largest margin over guessing first), parts unmeasured, the rest (nearest the band, then
     largest margin, first); the given order (operators interleaved) breaks ties."""
@@ -234,7 +236,7 @@ def aimed(plans: list[Plan], aim: Aim | None) -> list[tuple[Plan, Prediction | N
     return sorted(out, key=lambda item: _rank(item[1], aim))  # stable: the given order breaks ties
 
 
-def measure_order_free(env: EnvFile, pool: SandboxPool, levels: tuple[int, ...] = (1, 3, 5, 7)) -> bool:
+def measure_order_free(env: EnvFile, pool: SandboxWorkers, levels: tuple[int, ...] = (1, 3, 5, 7)) -> bool:
     """Whether a list answer is accepted with its items reordered on most of a few instances
     (what validate measures, for a part whose index record does not say)."""
     [made] = make_instances(
@@ -249,7 +251,7 @@ def measure_order_free(env: EnvFile, pool: SandboxPool, levels: tuple[int, ...] 
     return sum(1 for r in scores if r.ok and r.value >= 1.0) / len(pairs) >= 0.5
 
 
-def describe_parts(library: artifacts.EnvLibrary, pool: SandboxPool) -> tuple[list[Part], dict, list[str]]:
+def describe_parts(library: artifacts.EnvLibrary, pool: SandboxWorkers) -> tuple[list[Part], dict, list[str]]:
     parts, docs, skipped = [], {}, [f"{r.file}: {r.reason}" for r in library.refused]
     for env in library.files:
         report = check_source(env.source)
@@ -338,7 +340,7 @@ def run(
 
 
 def _judge(
-    batch: list[tuple[Plan, Prediction | None]],
+    batch: list[tuple[Blueprint, Prediction | None]],
     docs,
     cfg,
     vcfg,
@@ -398,7 +400,7 @@ def _judge(
     return [(item, env, log.done[env.path.name]) for item, env in zip(batch, envs)]
 
 
-def _as_part(plan: Plan, env: EnvFile) -> Part:
+def _as_part(plan: Blueprint, env: EnvFile) -> Part:
     """The admitted composite as a part, declaring what its file declares."""
     return Part(
         env,

@@ -50,11 +50,12 @@ from evoenv_cli.novelty.minhash import (  # noqa: F401  old paths (tests/test_ol
     write_shipped_scaffold,
 )
 from evoenv_cli.operators import REGISTRY
+from evoenv_cli.pool import merge_libraries
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.instances import Order, first_failure, make_instances
 from evoenv_cli.runtime.session import Runtime, shared
-from evoenv_cli.runtime.workers import SandboxPool
-from evoenv_cli.stage import Context, Stage, register
+from evoenv_cli.runtime.workers import SandboxWorkers
+from evoenv_cli.stage import Context, Round, Stage, register
 
 STAGES = ("run", "duplicate_code", "duplicate_behaviour", "duplicate_structure")
 SIGNATURE_CACHE = "dedupe-signatures.jsonl"
@@ -72,7 +73,7 @@ class Sampled:
     solved: solve_signature.Sample | None = None
 
 
-def sample_behaviour(env: EnvFile, pool: SandboxPool, cfg: DedupeConfig) -> Sampled:
+def sample_behaviour(env: EnvFile, pool: SandboxWorkers, cfg: DedupeConfig) -> Sampled:
     [made] = make_instances(pool, [Order(env, behaviour_pairs(cfg), ask=("prompt",))], stop_on_failure=True)
     if why := first_failure(made):
         return Sampled(None, why)
@@ -348,6 +349,13 @@ def _run(ctx: Context, lib, out: Path, llm, bar) -> Summary:
     return run(lib, r.dedupe, r.runtime, out, pools, on_verdict=bar.advance, note=ctx.note, session=ctx.session)
 
 
+def _in_round(rnd: Round) -> dict:
+    """In the loop: the round's candidates (what review admitted and what compose made, in one
+    library) judged against the pool."""
+    candidates = merge_libraries(rnd.folder / "candidates", [rnd.outputs["review"], rnd.outputs["compose"]])
+    return dict(library=candidates, inputs={"against": [rnd.pool.root]})
+
+
 STAGE = register(
     Stage(
         "dedupe",
@@ -360,5 +368,6 @@ STAGE = register(
         place=5,  # before calibrate: the cheap contract first, so no solver call is spent on a copy
         funnel="were new",
         check=lambda ctx, lib: check_config(ctx.recipe.dedupe),
+        in_round=_in_round,
     )
 )

@@ -38,7 +38,7 @@ from evoenv_cli.config import (
     to_dict,
 )
 from evoenv_cli.conversations import (
-    Plan,
+    Draw,
     draw_levels,
     levels_for,
     prepare,
@@ -52,7 +52,7 @@ from evoenv_cli.llm.base import Backend, SamplingConfig
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.instances import instance_seed
 from evoenv_cli.runtime.session import Runtime
-from evoenv_cli.runtime.workers import SandboxPool
+from evoenv_cli.runtime.workers import SandboxWorkers
 from evoenv_cli.stage import Context, Stage, register
 
 HELDOUT_BIT = 1 << 31
@@ -260,7 +260,7 @@ def env_items(
     library: EnvLibrary,
     cfg: EvaluateConfig,
     sample_cfg: SampleConfig,
-    pool: SandboxPool,
+    pool: SandboxWorkers,
     answer: AnswerConfig | None = None,
 ) -> tuple[list[Item], list[dict]]:
     """Held-out instances of every environment, generated and prompted in the sandbox.
@@ -293,7 +293,7 @@ def env_items(
             )
             continue
         pairs = [(instance_seed(cfg.seed, name, i, split="heldout"), lv) for i, lv in enumerate(levels)]
-        plans.append(Plan(env, name, pairs))
+        plans.append(Draw(env, name, pairs))
     prepared, more = prepare(pool, plans, sample_cfg, answer or AnswerConfig(), need_answer=False)
     skipped += more
     items = [

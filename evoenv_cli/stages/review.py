@@ -24,7 +24,7 @@ from evoenv_cli.llm.base import Backend, SamplingConfig, strip_thinking
 from evoenv_cli.prompts import template
 from evoenv_cli.runtime.instances import Order, first_failure, make_instances
 from evoenv_cli.runtime.session import Runtime, shared
-from evoenv_cli.runtime.workers import EnvLoadError, SandboxPool
+from evoenv_cli.runtime.workers import EnvLoadError, SandboxWorkers
 from evoenv_cli.stage import Context, Stage, register
 
 CHECKS = ("run", "review", "backend_error")
@@ -79,7 +79,7 @@ def instances_text(samples: list[tuple[int, str, str]]) -> str:
     )
 
 
-def sample_instances(env: EnvFile, cfg: ReviewConfig, pool: SandboxPool) -> list[tuple[int, str, str]]:
+def sample_instances(env: EnvFile, cfg: ReviewConfig, pool: SandboxWorkers) -> list[tuple[int, str, str]]:
     """(difficulty, prompt, reference) for a few instances; raises ValueError naming the call."""
     levels = [cfg.levels[k % len(cfg.levels)] for k in range(cfg.instances)]
     [made] = make_instances(pool, [Order(env, [(cfg.seed + k, d) for k, d in enumerate(levels)])], stop_on_failure=True)
@@ -212,5 +212,6 @@ STAGE = register(
         place=3,
         funnel="passed review",
         uses_model=True,
+        in_round=lambda rnd: dict(library=rnd.outputs["validate"], model=rnd.policy),
     )
 )

@@ -19,13 +19,13 @@ from pathlib import Path
 from evoenv_cli import artifacts, row_formats
 from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.config import ROW_FORMATS, AnswerConfig, SampleConfig, check_values
-from evoenv_cli.conversations import Plan, Prepared, build_messages, draw_levels, levels_for, prepare
+from evoenv_cli.conversations import Draw, Prepared, build_messages, draw_levels, levels_for, prepare
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.errors import InputError
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.instances import instance_seed
-from evoenv_cli.runtime.workers import SandboxPool
-from evoenv_cli.stage import Context, Stage, register
+from evoenv_cli.runtime.workers import SandboxWorkers
+from evoenv_cli.stage import Context, Round, Stage, register
 
 __all__ = [
     "FORMATS",
@@ -69,7 +69,7 @@ def check_config(cfg: SampleConfig, library: EnvLibrary) -> None:
 def run(
     library: EnvLibrary,
     cfg: SampleConfig,
-    pool: SandboxPool,
+    pool: SandboxWorkers,
     answer: AnswerConfig | None = None,
     format_weight: float = 0.0,
 ) -> SampleReport:
@@ -84,7 +84,7 @@ def run(
 def stream(
     library: EnvLibrary,
     cfg: SampleConfig,
-    pool: SandboxPool,
+    pool: SandboxWorkers,
     report: SampleReport,
     answer: AnswerConfig | None = None,
     format_weight: float = 0.0,
@@ -122,16 +122,16 @@ def stream(
                 yield make_row(p, answer.tag, format_weight)
 
 
-def batches(wanted: list[tuple[EnvFile, str, list[int]]], cfg: SampleConfig, size: int) -> Iterator[list[Plan]]:
+def batches(wanted: list[tuple[EnvFile, str, list[int]]], cfg: SampleConfig, size: int) -> Iterator[list[Draw]]:
     """Each environment's rows, in order, as plans of `size` rows a batch (an environment may
     span batches); a batch's instance seeds are made with it, so memory holds one batch."""
-    batch: list[Plan] = []
+    batch: list[Draw] = []
     room = size
     for env, name, drawn in wanted:
         start = 0
         while start < len(drawn):
             rows = range(start, min(len(drawn), start + room))
-            batch.append(Plan(env, name, [(instance_seed(cfg.seed, name, i, cfg.split), drawn[i]) for i in rows]))
+            batch.append(Draw(env, name, [(instance_seed(cfg.seed, name, i, cfg.split), drawn[i]) for i in rows]))
             start, room = rows.stop, room - len(rows)
             if room == 0:
                 yield batch
@@ -185,8 +185,13 @@ def _run(ctx: Context, lib: EnvLibrary, out: Path, llm, bar) -> SampleReport:
     return report
 
 
-def own_pool(runtime) -> SandboxPool:
-    return SandboxPool(limits=runtime.limits, sandbox_mode=runtime.sandbox, workers=runtime.workers)
+def own_pool(runtime) -> SandboxWorkers:
+    return SandboxWorkers(limits=runtime.limits, sandbox_mode=runtime.sandbox, workers=runtime.workers)
+
+
+def _in_round(rnd: Round) -> dict:
+    """In the loop: rows from the pool at the levels its index calibrated, drawn with the round's seed."""
+    return dict(recipe=rnd.seeded("sample", difficulty_from="index"), library=rnd.pool.root)
 
 
 STAGE = register(
@@ -202,5 +207,6 @@ STAGE = register(
         check=_check,
         allow_empty=False,
         total=lambda ctx, lib: None,  # no progress bar
+        in_round=_in_round,
     )
 )

@@ -24,7 +24,7 @@ from evoenv_cli.llm.base import Backend, SamplingConfig, strip_thinking
 from evoenv_cli.prompts import PROMPTS, contract_text, template
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.contract import REQUIRED_FUNCTIONS, parse_python
-from evoenv_cli.stage import Context, Stage, register
+from evoenv_cli.stage import Context, Round, Stage, register
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.DOTALL)
 
@@ -253,6 +253,13 @@ def _run(ctx: Context, lib: None, out: Path, llm, bar) -> dict:
     )
 
 
+def _in_round(rnd: Round) -> dict:
+    """In the loop: the policy writes, from the seeds and the pool, drawing with the round's seed."""
+    return dict(
+        recipe=rnd.seeded("synthesize"), model=rnd.policy, inputs={"seeds": rnd.seeds, "pools": [rnd.pool.root]}
+    )
+
+
 STAGE = register(
     Stage(
         "synthesize",
@@ -266,5 +273,6 @@ STAGE = register(
         uses_model=True,
         check=_check,
         library_optional=True,  # its examples are inputs: the seeds and the pools
+        in_round=_in_round,
     )
 )

@@ -26,7 +26,7 @@ from evoenv_cli.checks.context import Checker, Rejected
 from evoenv_cli.checks.registry import CHECKS, Check, checks, register, stage_names  # noqa: F401  old paths (tests/test_old_paths.py)
 from evoenv_cli.config import RuntimeConfig, ValidateConfig, to_dict
 from evoenv_cli.runtime.session import Runtime, shared
-from evoenv_cli.runtime.workers import EnvFile, SandboxPool
+from evoenv_cli.runtime.workers import EnvFile, SandboxWorkers
 from evoenv_cli.stage import Context as StageContext
 from evoenv_cli.stage import Stage
 from evoenv_cli.stage import register as register_stage
@@ -34,7 +34,9 @@ from evoenv_cli.stage import register as register_stage
 STAGES = stage_names()  # the built-in checks' names, in order (validate.run reads the registry)
 
 
-def judge(env: EnvFile, cfg: ValidateConfig, pool: SandboxPool, fresh: SandboxPool, static_name: str | None) -> Verdict:
+def judge(
+    env: EnvFile, cfg: ValidateConfig, pool: SandboxWorkers, fresh: SandboxWorkers, static_name: str | None
+) -> Verdict:
     started = time.perf_counter()
     checker = Checker(env, cfg, pool, fresh)
     try:
@@ -127,5 +129,6 @@ STAGE = register_stage(
         run=_run,
         place=2,
         funnel="passed the contracts",
+        in_round=lambda rnd: dict(library=rnd.outputs["synthesize"]),  # the round's new candidates
     )
 )

@@ -31,7 +31,7 @@ import pytest
 
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.runtime import sandbox
-from evoenv_cli.runtime.workers import Call, CallResult, EnvLoadError, Limits, SandboxPool
+from evoenv_cli.runtime.workers import Call, CallResult, EnvLoadError, Limits, SandboxWorkers
 
 HERE = Path(__file__).resolve().parent
 ATTACKS = HERE / "attacks"
@@ -90,7 +90,7 @@ def mode(request) -> str:
 
 @pytest.fixture
 def pool(mode):
-    with SandboxPool(limits=LIMITS, sandbox_mode=mode, workers=2) as p:
+    with SandboxWorkers(limits=LIMITS, sandbox_mode=mode, workers=2) as p:
         yield p
 
 
@@ -103,14 +103,14 @@ def assert_ok(result: CallResult, value, what: str) -> None:
     assert result.value == value, f"{what}: {result}"
 
 
-def assert_good_env_runs(pool: SandboxPool) -> None:
+def assert_good_env_runs(pool: SandboxWorkers) -> None:
     inst = {"a": 2, "b": 3}
     got = pool.run(GOOD, [Call.generate(5, 2), Call.prompt(inst), Call.solve(inst), Call.score(inst, "5")])
     assert [r.status for r in got] == ["ok"] * 4, got
     assert got[3].value == 1.0
 
 
-def attack(pool: SandboxPool, name: str, answer: str = "attack", instance: dict | None = None) -> CallResult:
+def attack(pool: SandboxWorkers, name: str, answer: str = "attack", instance: dict | None = None) -> CallResult:
     """The attack's result, after checking that the run goes on: a normal call right after it
     in the same batch, and a good environment in the same pool."""
     inst = {**NORMAL, **(instance or {})}
@@ -161,7 +161,7 @@ def test_infinite_loop_times_out_and_worker_respawns(pool):
 def test_huge_allocation_is_refused(mode, answer):
     # what is tested is the memory limit, not the time limit: "grow" zero-fills up to 512 MiB a
     # MiB at a time, which took over the 1.5 s deadline on a loaded 2-core CI machine
-    with SandboxPool(limits=replace(LIMITS, score_s=10), sandbox_mode=mode, workers=2) as pool:
+    with SandboxWorkers(limits=replace(LIMITS, score_s=10), sandbox_mode=mode, workers=2) as pool:
         result = attack(pool, "memory_hog", answer)
     assert result.status in ("error", "crash"), result
     if answer == "bytearray":
@@ -257,7 +257,7 @@ _FILL_CASES = [
 ]
 
 
-def _fill(pool: SandboxPool, directory: str, layout: str) -> tuple[CallResult, str]:
+def _fill(pool: SandboxWorkers, directory: str, layout: str) -> tuple[CallResult, str]:
     prefix = f"evoenv_fill_{uuid.uuid4().hex}_"
     files, mib = (1, 100) if layout == "one_file" else (10, 10)
     result = attack(pool, "fill_disk", instance={"dir": directory, "prefix": prefix, "files": files, "mib": mib})
@@ -430,7 +430,7 @@ def test_planted_secret_cannot_be_read(pool, mode, source, tmp_path, monkeypatch
 _KILL_METHODS = ["kill", "killpg", "pidfd", "tgkill", "sigqueue"]
 
 
-def _run_kill(pool: SandboxPool, target: subprocess.Popen, method: str) -> CallResult:
+def _run_kill(pool: SandboxWorkers, target: subprocess.Popen, method: str) -> CallResult:
     try:
         result = attack(pool, "kill_process", method, {"pid": target.pid})
         time.sleep(0.05)
@@ -564,7 +564,7 @@ def test_daemonizing_is_refused(pool, answer):
 def test_import_time_loop_is_a_load_error(mode):
     limits = replace(LIMITS, import_s=2)
     looping = env("import_loop")
-    with SandboxPool(limits=limits, sandbox_mode=mode, workers=2) as pool:
+    with SandboxWorkers(limits=limits, sandbox_mode=mode, workers=2) as pool:
         t0 = time.monotonic()
         with pytest.raises(EnvLoadError, match="time limit"):
             pool.describe(looping)
@@ -725,7 +725,7 @@ def test_worker_is_pid_one_of_its_jail(mode):
     """In the jail, the worker is pid 1 and under its own seccomp filter: no unfiltered
     process shares its PID namespace."""
     probe = EnvFile.from_path(ATTACKS / "reach_process.py")
-    with SandboxPool(limits=LIMITS, sandbox_mode=mode, workers=1) as pool:
+    with SandboxWorkers(limits=LIMITS, sandbox_mode=mode, workers=1) as pool:
         assert pool.run(probe, [Call.score(NORMAL, "7")])[0].ok
         worker = pool._slots.idle[probe.env_id][0]
         host_pids = [worker.proc.pid]
@@ -749,7 +749,7 @@ def test_no_process_is_left_behind(mode):
     with it. In the process mode pid 1 is the host's init: refused."""
     marker = f"evoenv_left_behind_{uuid.uuid4().hex}"
     try:
-        with SandboxPool(limits=LIMITS, sandbox_mode=mode, workers=2) as pool:
+        with SandboxWorkers(limits=LIMITS, sandbox_mode=mode, workers=2) as pool:
             result = attack(pool, "reach_process", "inject", {"pid": 1, "marker": marker})
             assert result.value is None, result
         deadline = time.monotonic() + 5
@@ -797,7 +797,7 @@ def test_calls_and_imports_are_timed_by_the_parent(mode):
     0.4 s import still take their real time in the parent's results."""
     liar = env("lying_clock")
     limits = replace(LIMITS, solve_s=3)
-    with SandboxPool(limits=limits, sandbox_mode=mode, workers=1) as pool:
+    with SandboxWorkers(limits=limits, sandbox_mode=mode, workers=1) as pool:
         meta = pool.describe(liar)
         results = pool.run(liar, [Call.solve(NORMAL), Call.score(NORMAL, "7")])
     # the parent's clock starts when it reads the worker's "importing" line, which a loaded host
@@ -888,7 +888,7 @@ def test_a_reply_the_parent_cannot_handle_never_deadlocks_the_pool(mode, monkeyp
     outcome: dict = {}
 
     def work():
-        with SandboxPool(limits=LIMITS, sandbox_mode=mode, workers=2) as pool:
+        with SandboxWorkers(limits=LIMITS, sandbox_mode=mode, workers=2) as pool:
             outcome["bad"] = [pool.run(GOOD, [Call.solve({"a": 1, "b": 2})])[0] for _ in range(4)]
             outcome["good"] = pool.run(GOOD, [Call.score({"a": 1, "b": 2}, "3")])[0]
         done.set()
@@ -904,7 +904,7 @@ def test_a_reply_the_parent_cannot_handle_never_deadlocks_the_pool(mode, monkeyp
 def test_oversized_source_is_never_run(mode, tmp_path):
     big = tmp_path / "big.py"
     big.write_bytes((ATTACKS / "good_env.py").read_bytes() + b"\n" + b"x = 1\n" * 20_000)
-    with SandboxPool(limits=LIMITS, sandbox_mode=mode, workers=1) as pool:
+    with SandboxWorkers(limits=LIMITS, sandbox_mode=mode, workers=1) as pool:
         with pytest.raises(EnvLoadError, match="over 100000"):
             pool.describe(EnvFile.from_path(big))
         assert pool.spawned == 0

@@ -11,7 +11,7 @@ from evoenv_cli.config import ValidateConfig
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.prompts import contract_text
 from evoenv_cli.runtime import contract
-from evoenv_cli.runtime.workers import Call, SandboxPool, describe_failure
+from evoenv_cli.runtime.workers import Call, SandboxWorkers, describe_failure
 
 ESCAPING = b"""NAME = "escaping"
 def generate(seed, difficulty):
@@ -56,7 +56,7 @@ def env(tmp_path: Path, name: str, source: bytes) -> EnvFile:
 
 @pytest.fixture(scope="module")
 def pool():
-    with SandboxPool(workers=1) as p:
+    with SandboxWorkers(workers=1) as p:
         yield p
 
 

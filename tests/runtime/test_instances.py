@@ -11,11 +11,11 @@ import pytest
 
 from evoenv_cli.checks import context
 from evoenv_cli.config import AnswerConfig, DedupeConfig, ReviewConfig, SampleConfig, ValidateConfig
-from evoenv_cli.conversations import Plan, prepare
+from evoenv_cli.conversations import Draw, prepare
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.novelty.minhash import behaviour_pairs
 from evoenv_cli.runtime.instances import Order, first_failure, make_instances
-from evoenv_cli.runtime.workers import Call, Limits, SandboxPool, describe_failure
+from evoenv_cli.runtime.workers import Call, Limits, SandboxWorkers, describe_failure
 from evoenv_cli.stages import dedupe, review
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,8 +55,8 @@ GOES_AROUND = {
 }
 
 
-def _pool(workers: int = 2) -> SandboxPool:
-    return SandboxPool(limits=LIMITS, sandbox_mode="process", workers=workers)
+def _pool(workers: int = 2) -> SandboxWorkers:
+    return SandboxWorkers(limits=LIMITS, sandbox_mode="process", workers=workers)
 
 
 def test_makes_instances_of_a_seed_as_the_pool_answers_them():
@@ -97,7 +97,7 @@ def test_a_failed_generate_reads_the_same_in_every_stage(broken):
         def label(seed: int, difficulty: int) -> str:
             return describe_failure("generate", r, seed, difficulty)
 
-        _, [skip] = prepare(pool, [Plan(env, env.name, [(7, 3)])], SampleConfig(), AnswerConfig())
+        _, [skip] = prepare(pool, [Draw(env, env.name, [(7, 3)])], SampleConfig(), AnswerConfig())
         with pytest.raises(ValueError) as reviewed:
             review.sample_instances(env, review_cfg, pool)
         sampled = dedupe.sample_behaviour(env, pool, dedupe_cfg)

@@ -21,7 +21,7 @@ from evoenv_cli.runtime.workers import (
     EnvFile,
     EnvLoadError,
     Limits,
-    SandboxPool,
+    SandboxWorkers,
     check_value,
     decode_reply,
 )
@@ -241,7 +241,7 @@ def test_run_many_keeps_order_across_batches_and_environments(mode, envs, worker
     inst = {"a": 4, "b": 5}
     jobs.append((envs["good"], [Call.score(inst, "9"), Call.solve(inst), Call.score(inst, "8")]))
     jobs.append((envs["echo_b"], []))
-    with SandboxPool(limits=LIMITS, sandbox_mode=mode, workers=workers) as pool:
+    with SandboxWorkers(limits=LIMITS, sandbox_mode=mode, workers=workers) as pool:
         t0 = time.monotonic()
         results = pool.run_many(jobs)
         elapsed = time.monotonic() - t0
@@ -257,7 +257,7 @@ def test_run_many_keeps_order_across_batches_and_environments(mode, envs, worker
 def test_run_keeps_order_within_one_big_batch(mode, envs):
     limits = replace(LIMITS, batch_size=1000)
     calls = [Call.score({"seed": 0}, str(i)) for i in range(999)]
-    with SandboxPool(limits=limits, sandbox_mode=mode, workers=2) as pool:
+    with SandboxWorkers(limits=limits, sandbox_mode=mode, workers=2) as pool:
         results = pool.run(envs["mortal"], calls)
         assert pool.spawned == 1
     assert [r.value for r in results] == [i / 1000 for i in range(999)]
@@ -271,7 +271,7 @@ def _mortal_batch(n: int, deaths: dict[int, str]) -> list[Call]:
 def test_calls_after_a_killed_one_are_answered(mode, envs):
     deaths = {5: "die", 12: "hang"}
     limits = replace(LIMITS, batch_size=64)
-    with SandboxPool(limits=limits, sandbox_mode=mode, workers=2) as pool:
+    with SandboxWorkers(limits=limits, sandbox_mode=mode, workers=2) as pool:
         results = pool.run(envs["mortal"], _mortal_batch(20, deaths))
         assert pool.spawned == 3, "one worker at the start, one respawn per death"
         assert results[5].status == "crash" and "exited with code 3" in results[5].error, results[5]
@@ -287,7 +287,7 @@ def test_kills_spread_over_a_batch_do_not_skip_later_calls(mode, envs):
     the third one must still run. (The pool counts kills per batch without resetting the count
     when a respawned worker answered calls before dying again.)"""
     deaths = {3: "die", 8: "die", 13: "die"}
-    with SandboxPool(limits=replace(LIMITS, batch_size=64), sandbox_mode=mode, workers=2) as pool:
+    with SandboxWorkers(limits=replace(LIMITS, batch_size=64), sandbox_mode=mode, workers=2) as pool:
         results = pool.run(envs["mortal"], _mortal_batch(20, deaths))
     assert [i for i, r in enumerate(results) if r.status == "crash"] == [3, 8, 13], results
     skipped = [i for i, r in enumerate(results) if r.status == "skipped"]
@@ -297,7 +297,7 @@ def test_kills_spread_over_a_batch_do_not_skip_later_calls(mode, envs):
 
 def test_consecutive_kills_skip_the_rest_of_the_batch(mode, envs):
     deaths = {3: "die", 4: "die", 5: "die"}
-    with SandboxPool(limits=replace(LIMITS, batch_size=64), sandbox_mode=mode, workers=2) as pool:
+    with SandboxWorkers(limits=replace(LIMITS, batch_size=64), sandbox_mode=mode, workers=2) as pool:
         results = pool.run(envs["mortal"], _mortal_batch(10, deaths))
         assert [r.status for r in results] == ["ok"] * 3 + ["crash"] * 3 + ["skipped"] * 4, results
         assert all("skipped after 3" in r.error for r in results[6:])
@@ -313,13 +313,13 @@ def test_worker_cpu_budget_does_not_fail_calls_within_their_limits(mode, envs):
     (with the default 600 s, a long run hits this again and again). Here: a 1 s budget, calls
     of 0.3 s CPU each, all within their 1.5 s deadline."""
     limits = replace(LIMITS, worker_cpu_s=1)
-    with SandboxPool(limits=limits, sandbox_mode=mode, workers=1) as pool:
+    with SandboxWorkers(limits=limits, sandbox_mode=mode, workers=1) as pool:
         results = pool.run(envs["busy"], [Call.score({"seed": i}, "x") for i in range(6)])
     assert [r.status for r in results] == ["ok"] * 6, results
 
 
 # -- determinism ------------------------------------------------------------------------------
-def _generate_all(pool: SandboxPool, env_files: list[EnvFile], seeds=range(25)) -> list[list]:
+def _generate_all(pool: SandboxWorkers, env_files: list[EnvFile], seeds=range(25)) -> list[list]:
     jobs = [(e, [Call.generate(s, 1 + s % 10) for s in seeds]) for e in env_files]
     out = pool.run_many(jobs)
     for e, results in zip(env_files, out):
@@ -330,11 +330,11 @@ def _generate_all(pool: SandboxPool, env_files: list[EnvFile], seeds=range(25)) 
 def test_generate_is_deterministic_across_hash_seeds(mode, envs):
     seeds = [EnvFile.from_path(p) for p in SEEDS]
     assert seeds, "no seed environments found"
-    with SandboxPool(limits=LIMITS, sandbox_mode=mode, workers=2, hash_seed=0) as pool0:
+    with SandboxWorkers(limits=LIMITS, sandbox_mode=mode, workers=2, hash_seed=0) as pool0:
         first = _generate_all(pool0, seeds + [envs["hashy"]])
-    with SandboxPool(limits=LIMITS, sandbox_mode=mode, workers=2, hash_seed=1) as pool1:
+    with SandboxWorkers(limits=LIMITS, sandbox_mode=mode, workers=2, hash_seed=1) as pool1:
         second = _generate_all(pool1, seeds + [envs["hashy"]])
-    with SandboxPool(limits=LIMITS, sandbox_mode=mode, workers=1, hash_seed=0) as pool0b:
+    with SandboxWorkers(limits=LIMITS, sandbox_mode=mode, workers=1, hash_seed=0) as pool0b:
         third = _generate_all(pool0b, [envs["hashy"]])
     for env_file, a, b in zip(seeds, first, second):
         assert a == b, f"{env_file.name}: generate differs between hash seeds 0 and 1"
@@ -348,7 +348,7 @@ def test_generate_is_deterministic_across_hash_seeds(mode, envs):
 def test_load_error_is_reported_for_every_call(mode, envs, name, needle):
     broken = envs[name]
     calls = [Call.generate(1, 1), Call.prompt({}), Call.solve({}), Call.score({}, "x")] * 10
-    with SandboxPool(limits=LIMITS, sandbox_mode=mode, workers=2) as pool:
+    with SandboxWorkers(limits=LIMITS, sandbox_mode=mode, workers=2) as pool:
         results = pool.run_many([(broken, calls), (envs["good"], [Call.score({"a": 1, "b": 2}, "3")])])
         assert len(results[0]) == len(calls)
         for r in results[0]:
@@ -367,7 +367,7 @@ def test_load_error_is_reported_for_every_call(mode, envs, name, needle):
 
 
 def test_missing_function_is_an_error_not_a_load_error(mode, envs):
-    with SandboxPool(limits=LIMITS, sandbox_mode=mode, workers=1) as pool:
+    with SandboxWorkers(limits=LIMITS, sandbox_mode=mode, workers=1) as pool:
         assert pool.describe(envs["missing_score"])["callables"] == ["generate"]
         results = pool.run(envs["missing_score"], [Call.score({}, "x"), Call.generate(3, 1)])
     assert results[0].status == "error" and "AttributeError" in results[0].error, results[0]
@@ -380,7 +380,7 @@ def test_workers_outlive_the_threads_that_started_them(mode, envs):
     or PR_SET_PDEATHSIG in the worker) fires when the *thread* that forked the worker exits, so
     each worker started inside run_many is SIGKILLed as run_many returns, and the next call on
     it reports a crash that no environment caused."""
-    with SandboxPool(limits=LIMITS, sandbox_mode=mode, workers=2) as pool:
+    with SandboxWorkers(limits=LIMITS, sandbox_mode=mode, workers=2) as pool:
         first = pool.run_many([(envs["echo_a"], _echo_calls(40, 0)[0]), (envs["echo_b"], _echo_calls(40, 0)[0])])
         assert all(r.ok for results in first for r in results)
         time.sleep(0.3)
@@ -408,7 +408,7 @@ def _processes_mentioning(text: str) -> list[int]:
 
 
 def test_no_worker_outlives_the_pool(mode, envs):
-    pool = SandboxPool(limits=LIMITS, sandbox_mode=mode, workers=2)
+    pool = SandboxWorkers(limits=LIMITS, sandbox_mode=mode, workers=2)
     root = str(pool._root)
     try:
         # from this thread, so that the workers' lifetime is not tied to a finished thread
