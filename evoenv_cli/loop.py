@@ -595,20 +595,6 @@ class RoundRun:
             return None
         return self.loop.step(st.name, self.round.folder, self.book, **given)
 
-    def compose(self) -> Path:
-        """Compose from the pool, aiming at the pass rates this round's rotation measured (every
-        seed's, at round 1). (Its record in stages/compose.py can take this as its in_round.)"""
-        rnd = self.round
-        rotated = rnd.outputs.get("rotate")
-        return self.loop.step(
-            "compose",
-            rnd.folder,
-            self.book,
-            recipe=rnd.seeded("compose"),
-            library=rnd.pool.root,
-            inputs={"measured": [rotated] if rotated else []},
-        )
-
     def update_pool(self) -> Path:
         """The next pool written from the rotation's verdicts and the admitted newcomers, then
         applied; the evaluation set frozen (round 1) and the baseline measured (once a run)."""
@@ -653,7 +639,6 @@ class RoundRun:
 
 # the steps the loop runs itself, by name; every other step of the round is wired by its record
 LOOP_STEPS: dict[str, Callable[[RoundRun], Path | None]] = {
-    "compose": RoundRun.compose,
     "pool update": RoundRun.update_pool,
     "train": RoundRun.train,
     "evaluate": RoundRun.evaluate,

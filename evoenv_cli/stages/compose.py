@@ -41,7 +41,7 @@ from evoenv_cli.runtime.contract import check_source, embed
 from evoenv_cli.runtime.instances import Order, make_instances
 from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.runtime.workers import Call, EnvLoadError, SandboxWorkers
-from evoenv_cli.stage import Context, Stage, register
+from evoenv_cli.stage import Context, Round, Stage, register
 from evoenv_cli.stages import validate
 
 
@@ -446,6 +446,13 @@ def _run(ctx: Context, lib, out: Path, llm, bar) -> Summary:
     )
 
 
+def _in_round(rnd: Round) -> dict:
+    """In the loop: compose from the pool, aiming at the pass rates this round's rotation
+    measured (every seed's, at round 1)."""
+    rotated = rnd.outputs.get("rotate")
+    return dict(recipe=rnd.seeded("compose"), library=rnd.pool.root, inputs={"measured": [rotated] if rotated else []})
+
+
 STAGE = register(
     Stage(
         "compose",
@@ -462,5 +469,6 @@ STAGE = register(
         funnel="composition made",
         allow_empty=False,
         total=lambda ctx, lib: ctx.recipe.compose.n,
+        in_round=_in_round,
     )
 )
