@@ -223,7 +223,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's
 def pytest_xdist_make_scheduler(config, log):
-    """`make test` runs in two xdist workers with `--dist loadgroup`: here, each test module
+    """`make test` runs in xdist workers with `--dist loadgroup`: here, each test module
     goes whole to one worker, so a module-scoped fixture (a validated corpus, an imported
     library, a trained model) is built once, not once per worker, and the multi-rank modules
     share one worker. (xdist 3.8's own loadgroup puts its group in `item._nodeid`, which pytest
