@@ -492,3 +492,80 @@ def test_bound_first_k_answers_a_prefix_of_s_as_the_whole_run_does(work, distill
     assert r.returncode == 0 and "the first 4 instances of each environment: 4 of S's 8" in r.stderr
     assert "deprecated" not in r.stderr  # loading the adapter says nothing the user cannot act on
     one_line(evoenv(*args, "--first", "9"), "--first 9: S holds 8 instances of each environment")
+
+
+def _traced_answers(monkeypatch, model, tokenizer, prompts, code, batch_size, items=None):
+    """gumbel_answers, and the float32 logits each item's noise was added to, by (noise seed,
+    step): the arithmetic an answer is a function of, seen bit for bit."""
+    import collections
+
+    seen, steps = {}, collections.Counter()
+    perturbed = bound._perturbed
+
+    def tracing(scores, generators, temperature):
+        for row, g in zip(scores, generators):
+            seed = g.initial_seed()
+            seen[seed, steps[seed]] = row.clone()
+            steps[seed] += 1
+        return perturbed(scores, generators, temperature)
+
+    monkeypatch.setattr(bound, "_perturbed", tracing)
+    try:
+        return bound.gumbel_answers(model, tokenizer, prompts, code, batch_size, items), seen
+    finally:
+        monkeypatch.setattr(bound, "_perturbed", perturbed)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_an_answer_alone_is_the_answer_in_any_batch_token_for_token(monkeypatch, tiny_model, dtype):
+    """The shared-context rule: an item answered alone, inside a batch of others, or among
+    other companions in another order gets the same tokens from the same logits, bit for bit,
+    with its own noise (the rule's seed for its position in S). Prompts of several context and
+    question lengths, contexts (demonstrations) shared by some, buckets of 1 to 6 at batch 4:
+    full batches, filled ones, several batches a bucket; contexts read in windows or all at
+    once. Padding, the old rule, moves the
+    logits of the same prompts with their batch: the check sees what it is there to see."""
+    from types import SimpleNamespace
+
+    model, tokenizer = bound.load_policy(bound.Policy(tiny_model, "base", str(tiny_model), None, 0), dtype)
+
+    def demo(k):
+        return [{"role": "user", "content": f"What is {k} + {k}?"}, {"role": "assistant", "content": f"{2 * k}"}]
+
+    prompts = [demo(i % 5) + [{"role": "user", "content": f"What is {7 * i} + {13 * i}?"}] for i in range(14)]
+    prompts += [[{"role": "user", "content": f"Say {i}."}] for i in range(4)]  # no context at all
+    items = list(range(100, 100 + len(prompts)))  # positions in a larger S: the noise follows them
+    code = SimpleNamespace(seed=7, temperature=0.7, max_tokens=6, batching="shared-context")
+    shapes = {(len(c), len(q)) for c, q in (bound._split(tokenizer, p) for p in prompts)}
+    assert len(shapes) >= 4 and len({c for c, _ in (bound._split(tokenizer, p) for p in prompts)}) == 6
+
+    together, logits = _traced_answers(monkeypatch, model, tokenizer, prompts, code, 4, items)
+    assert {seed for seed, _ in logits} == {bound.noise_seed(7, j) for j in items}
+    assert len(logits) == 6 * len(prompts)  # the random model never ends a turn: every step seen
+    backwards, logits_back = _traced_answers(monkeypatch, model, tokenizer, prompts[::-1], code, 4, items[::-1])
+    assert backwards[::-1] == together
+    assert all(torch_equal(logits_back[k], logits[k]) for k in logits)
+    reads = []
+    read = bound._read_contexts
+    monkeypatch.setattr(bound, "_read_contexts", lambda *a: reads.append(a[1]) or read(*a))
+    monkeypatch.setattr(bound, "CONTEXT_BYTES", 1)  # windows of batch_size (4) distinct contexts
+    assert _traced_answers(monkeypatch, model, tokenizer, prompts, code, 4, items)[0] == together
+    assert max(map(len, reads)) == 4 and sum(map(len, reads)) > 6  # windowed: some read twice
+    monkeypatch.undo()
+    for prompt, j, answer in zip(prompts, items, together):
+        (alone,), seen = _traced_answers(monkeypatch, model, tokenizer, [prompt], code, 4, [j])
+        assert alone == answer
+        assert seen and all(torch_equal(v, logits[k]) for k, v in seen.items())
+
+    padded = SimpleNamespace(**{**vars(code), "batching": "padded"})
+    _, in_batch = _traced_answers(monkeypatch, model, tokenizer, prompts, padded, 4, items)
+    alone = {}
+    for prompt, j in zip(prompts, items):
+        alone.update(_traced_answers(monkeypatch, model, tokenizer, [prompt], padded, 4, [j])[1])
+    assert any(not torch_equal(alone[k], in_batch[k]) for k in in_batch)
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return torch.equal(a, b)

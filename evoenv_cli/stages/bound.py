@@ -16,6 +16,7 @@ agree to the bit; a reader checks the bound against its code in one file.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -126,20 +127,30 @@ class BoundCode:
     answer: dict
     demonstrations: int
     written: str = ""
-    # how the policy answers S: its dtype and batch size (both move answers by rounding and
-    # padding, so both are fixed with the code); codes written before these were recorded
-    # answered in float32 at the recipe's batch size (0)
+    # how the policy answers S: its dtype and batch size (both move answers by rounding, so
+    # both are fixed with the code); codes written before these were recorded answered in
+    # float32 at the recipe's batch size (0)
     dtype: str = "float32"
     batch_size: int = 0
     device: str = "cpu"
+    # how prompts share a forward pass (gumbel_answers): "shared-context" (BATCHING_RULE) in codes
+    # written since it was recorded; older codes answered "padded" and still do
+    batching: str = "padded"
+
+    def _recorded(self) -> dict:
+        """The fields as hashed: a code from before `batching` was recorded hashes as it did."""
+        fields = asdict(self)
+        if fields["batching"] == "padded":
+            del fields["batching"]
+        return fields
 
     def digest(self) -> str:
-        return artifacts.config_hash({k: v for k, v in asdict(self).items() if k != "written"})
+        return artifacts.config_hash({k: v for k, v in self._recorded().items() if k != "written"})
 
     def answering_digest(self) -> str:
         """The hash of what decides the base model's correct answers on S: the base model's
-        bytes, S's rules, the sampling, the dtype, batch size and device, the threshold."""
-        return artifacts.config_hash({k: v for k, v in asdict(self).items() if k not in NOT_ANSWERING})
+        bytes, S's rules, the sampling, the dtype, batch size, batching and device, the threshold."""
+        return artifacts.config_hash({k: v for k, v in self._recorded().items() if k not in NOT_ANSWERING})
 
 
 SEED_RULE = (
@@ -212,6 +223,7 @@ def write_code(
         dtype=cfg.dtype,
         batch_size=cfg.batch_size,
         device=cfg.device,
+        batching=cfg.batching,
     )
     artifacts.write_json_atomic(out, {**asdict(code), "code_sha256": code.digest()})
     return code
@@ -368,14 +380,52 @@ def load_policy(policy: Policy, dtype: str = "float32", device: str = "cpu"):
     return model, tokenizer
 
 
+def _perturbed(scores, generators: list, temperature: float):
+    """float32 logits [rows, vocab] -> logits/T + G in float32, G drawn row by row from each
+    row's generator (NOISE_RULE), on the CPU whatever the device, then moved to the logits. In
+    place, into one buffer: the same float64 operations in the same order (bit for bit the
+    values the rule names) without a copy of [rows, vocab] per operation, which made this step
+    cost more than the model's forward on a CPU."""
+    import torch
+
+    noise = torch.empty(len(generators), scores.shape[-1], dtype=torch.float64)
+    for row, g in zip(noise, generators):
+        torch.rand(scores.shape[-1], generator=g, dtype=torch.float64, out=row)
+    gumbel = noise.clamp_(min=1e-300).log_().neg_().log_().neg_().to(scores.device)
+    return scores.double().div_(temperature).add_(gumbel).to(scores.dtype)
+
+
+def _eos_ids(model, tokenizer) -> set[int]:
+    eos = model.generation_config.eos_token_id
+    eos = tokenizer.eos_token_id if eos is None else eos
+    return set(eos) if isinstance(eos, list) else {eos}
+
+
+def _chat_text(tokenizer, prompt) -> str:
+    if isinstance(prompt, list):
+        return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+    return prompt
+
+
 def gumbel_answers(
     model, tokenizer, prompts: list, code: BoundCode, batch_size: int, items: list[int] | None = None
 ) -> list[str]:
     """Each prompt answered by Gumbel-max sampling at temperature T: token t of item j is
-    argmax(logits/T + G), G drawn from item j's own generator (see NOISE_RULE), so the answer
-    is a function of (model, instance, noise) and does not depend on the other items. `items`
-    are the prompts' positions in S (default 0, 1, ...): they name each one's noise."""
+    argmax(logits/T + G), G drawn from item j's own generator (see NOISE_RULE). `items` are the
+    prompts' positions in S (default 0, 1, ...): they name each one's noise. How the prompts
+    share a forward pass is the code's `batching`: "shared-context" (codes written since it
+    was recorded) makes each answer a function of (model, instance, noise) alone, whatever else is
+    answered with it; "padded" is how older codes answered, and still answer."""
     items = list(range(len(prompts))) if items is None else items
+    if getattr(code, "batching", "shared-context") == "padded":
+        return _padded_answers(model, tokenizer, prompts, code, batch_size, items)
+    return _shared_context_answers(model, tokenizer, prompts, code, batch_size, items)
+
+
+def _padded_answers(model, tokenizer, prompts: list, code, batch_size: int, items: list[int]) -> list[str]:
+    """The old answering ("padded"): HF `generate` on S's prompts in order, batch_size at a
+    time, left-padded to the longest in the batch. Padding moves the rounding of the real
+    tokens, so an answer also depends on which prompts shared its batch."""
     import torch
     from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 
@@ -384,30 +434,18 @@ def gumbel_answers(
             self.generators = [torch.Generator().manual_seed(noise_seed(code.seed, j)) for j in items]
 
         def __call__(self, input_ids, scores):
-            # drawn on the CPU by the rule whatever the device, then moved to the logits; in
-            # place, row by row into one buffer: the same float64 operations in the same order
-            # (bit for bit the old values) without a copy of [batch, vocab] per operation,
-            # which made this step cost more than the model's forward on a CPU
-            noise = torch.empty(len(self.generators), scores.shape[-1], dtype=torch.float64)
-            for row, g in zip(noise, self.generators):
-                torch.rand(scores.shape[-1], generator=g, dtype=torch.float64, out=row)
-            gumbel = noise.clamp_(min=1e-300).log_().neg_().log_().neg_().to(scores.device)
-            return scores.double().div_(code.temperature).add_(gumbel).to(scores.dtype)
+            return _perturbed(scores, self.generators, code.temperature)
 
-    eos = tokenizer.eos_token_id
     gen = GenerationConfig(
         max_new_tokens=code.max_tokens,
         do_sample=False,
         pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=model.generation_config.eos_token_id or eos,
+        eos_token_id=model.generation_config.eos_token_id or tokenizer.eos_token_id,
     )
     out: list[str] = []
     for start in range(0, len(prompts), batch_size):
         chunk = prompts[start : start + batch_size]
-        texts = [
-            tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) if isinstance(p, list) else p
-            for p in chunk
-        ]
+        texts = [_chat_text(tokenizer, p) for p in chunk]
         enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
         processors = LogitsProcessorList([GumbelNoise(items[start : start + len(chunk)])])
         with torch.no_grad():
@@ -415,6 +453,201 @@ def gumbel_answers(
         new = ids[:, enc["input_ids"].shape[1] :]
         out += tokenizer.batch_decode(new, skip_special_tokens=True)
     return out
+
+
+BATCHING_RULE = (
+    "shared-context: a prompt is read in two parts, its context (the tokens it shares with its "
+    "conversation less the last turn: the system turn and the demonstrations) and its question (the "
+    "rest). Contexts of one length are read batch_size rows a forward, each distinct context once; "
+    "then questions whose context and question lengths are both equal are read on their contexts' "
+    "keys and values, batch_size rows a forward, in S's order, and answered one token a step. A "
+    "batch short of batch_size is filled with copies of its first row. No padding: every forward "
+    "is [batch_size, length], so the arithmetic on an item's row is the same whatever shares its "
+    "batch; a row stops at its first end-of-sequence token or max_tokens"
+)
+
+
+def _split(tokenizer, prompt) -> tuple[tuple[int, ...], list[int]]:
+    """A prompt's tokens as (context, question): the context is the longest prefix its tokens
+    share with its conversation less the last turn (none for a single turn or a plain string);
+    the question keeps at least one token."""
+    ids = tokenizer(_chat_text(tokenizer, prompt), add_special_tokens=False)["input_ids"]
+    if not isinstance(prompt, list) or len(prompt) < 2:
+        return (), ids
+    before = tokenizer(tokenizer.apply_chat_template(prompt[:-1], tokenize=False), add_special_tokens=False)[
+        "input_ids"
+    ]
+    k = 0
+    while k < min(len(before), len(ids) - 1) and ids[k] == before[k]:
+        k += 1
+    return tuple(ids[:k]), ids[k:]
+
+
+def _shared_context_answers(model, tokenizer, prompts: list, code, batch_size: int, items: list[int]) -> list[str]:
+    """BATCHING_RULE, one context length at a time, its prompts in windows of at most
+    CONTEXT_BYTES of contexts' keys and values (held only while the window's questions are
+    answered). Windows decide only which reads are shared, never an answer: a context read in
+    two windows has the same keys and values in both."""
+    split = [_split(tokenizer, p) for p in prompts]
+    by_context: dict[int, list[int]] = {}
+    for k, (context, _) in enumerate(split):
+        by_context.setdefault(len(context), []).append(k)
+    eos = _eos_ids(model, tokenizer)
+    out = [""] * len(prompts)
+    for length, members in by_context.items():
+        limit = max(batch_size, CONTEXT_BYTES // max(1, _kv_bytes(model, length)))
+        for window in _windows(members, [split[k][0] for k in members], limit):
+            contexts = list(dict.fromkeys(split[k][0] for k in window))
+            kv = _read_contexts(model, contexts, batch_size)
+            where = {c: i for i, c in enumerate(contexts)}
+            by_question: dict[int, list[int]] = {}
+            for k in window:
+                by_question.setdefault(len(split[k][1]), []).append(k)
+            for bucket in by_question.values():
+                for start in range(0, len(bucket), batch_size):
+                    chunk = bucket[start : start + batch_size]
+                    rows = [where[split[k][0]] for k in chunk]
+                    questions = [split[k][1] for k in chunk]
+                    answers = _answer_rows(model, kv, rows, questions, [items[k] for k in chunk], code, batch_size, eos)
+                    for k, tokens in zip(chunk, answers):
+                        out[k] = tokenizer.decode(tokens, skip_special_tokens=True)
+    return out
+
+
+CONTEXT_BYTES = 1 << 30  # contexts' keys and values held at once (about 540 of the starter bench's)
+
+
+def _kv_bytes(model, length: int) -> int:
+    """Bytes of one context's keys and values: layers x 2 x kv heads x length x head dim."""
+    config = model.config.get_text_config()
+    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    itemsize = next(model.parameters()).element_size()
+    return config.num_hidden_layers * 2 * heads * length * head_dim * itemsize
+
+
+def _windows(members: list[int], contexts: list, limit: int):
+    """`members` in order, cut so that no part holds more than `limit` distinct contexts."""
+    part: list[int] = []
+    seen: set = set()
+    for k, context in zip(members, contexts):
+        if context not in seen and len(seen) == limit:
+            yield part
+            part, seen = [], set()
+        part.append(k)
+        seen.add(context)
+    if part:
+        yield part
+
+
+def _fill(rows: list, shape: int) -> list:
+    """`rows` made `shape` long with copies of the first."""
+    return rows + [rows[0]] * (shape - len(rows))
+
+
+def _read_contexts(model, contexts: list[tuple[int, ...]], shape: int):
+    """The keys and values of contexts of one length, read `shape` rows a forward: per layer,
+    a (keys, values) pair of [contexts, kv heads, length, head dim]; None for the empty context."""
+    import torch
+    from transformers.cache_utils import Cache
+
+    if not contexts[0]:
+        return None
+    layers = model.config.get_text_config().num_hidden_layers
+    store = None
+    with torch.no_grad():
+        for start in range(0, len(contexts), shape):
+            chunk = contexts[start : start + shape]
+            cache = Cache(layers=[_kv_buffer_class()(len(chunk[0])) for _ in range(layers)])
+            x = torch.tensor(_fill(chunk, shape), device=model.device)
+            model(input_ids=x, cache=cache, use_cache=True, logits_to_keep=1)
+            if store is None:
+                store = [
+                    tuple(t.new_empty(len(contexts), *t.shape[1:]) for t in (layer.keys, layer.values))
+                    for layer in cache.layers
+                ]
+            for (keys, values), layer in zip(store, cache.layers):
+                keys[start : start + len(chunk)] = layer.keys[: len(chunk)]
+                values[start : start + len(chunk)] = layer.values[: len(chunk)]
+    return store
+
+
+def _answer_rows(
+    model, kv, rows: list[int], questions: list[list[int]], items: list[int], code, shape: int, eos: set[int]
+) -> list[list[int]]:
+    """Gumbel-max answers of questions of one length on contexts of one length (`rows` index
+    the contexts' keys and values `kv`), in one batch of `shape` rows (copies of the first fill
+    the rest): the question read on its context, then one token a step, the cache held in
+    preallocated buffers. Each row's tokens up to (not including) its first EOS."""
+    import torch
+    from transformers.cache_utils import Cache
+
+    before = 0 if kv is None else kv[0][0].shape[2]
+    length = before + len(questions[0])
+    layers = model.config.get_text_config().num_hidden_layers
+    cache = Cache(layers=[_kv_buffer_class()(length + code.max_tokens) for _ in range(layers)])
+    if kv is not None:
+        index = torch.tensor(_fill(rows, shape), device=model.device)
+        for layer, (keys, values) in zip(cache.layers, kv):
+            layer.update(keys[index], values[index])
+    x = torch.tensor(_fill(questions, shape), device=model.device)
+    position = torch.arange(before, length, device=model.device)[None]
+    generators = [torch.Generator().manual_seed(noise_seed(code.seed, j)) for j in items]
+    answers: list[list[int]] = [[] for _ in questions]
+    live = list(range(len(questions)))
+    pad = min(eos)
+    with torch.no_grad():
+        for t in range(code.max_tokens):
+            out = model(input_ids=x, position_ids=position, cache=cache, use_cache=True, logits_to_keep=1)
+            logits = out.logits[live, -1].float()  # as `generate` takes them
+            chosen = _perturbed(logits, [generators[r] for r in live], code.temperature).argmax(-1).tolist()
+            step = [pad] * shape
+            for r, token in zip(live, chosen):
+                if token not in eos:
+                    answers[r].append(token)
+                    step[r] = token
+            live = [r for r, token in zip(live, chosen) if token not in eos]
+            if not live:
+                break
+            x = torch.tensor(step, device=model.device)[:, None]
+            position = torch.tensor([[length + t]], device=model.device)
+    return answers
+
+
+@functools.cache
+def _kv_buffer_class():
+    """The class, made on first use (transformers is imported only when a model answers)."""
+    from transformers.cache_utils import DynamicLayer
+
+    class KVBuffer(DynamicLayer):
+        """A layer's keys and values as views of one buffer allocated for the whole answer,
+        instead of a concatenation per token (a copy of the cache each step)."""
+
+        def __init__(self, capacity: int):
+            super().__init__()
+            self.capacity = capacity
+
+        def lazy_initialization(self, key_states, value_states) -> None:
+            self.device = key_states.device
+            b, h, _, d = key_states.shape
+            self.buffers = (
+                key_states.new_empty(b, h, self.capacity, d),
+                value_states.new_empty(b, h, self.capacity, value_states.shape[-1]),
+            )
+            self.keys, self.values = (buf[:, :, :0] for buf in self.buffers)
+            self.is_initialized = True
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            n, m = self.keys.shape[-2], key_states.shape[-2]
+            kb, vb = self.buffers
+            kb[:, :, n : n + m] = key_states
+            vb[:, :, n : n + m] = value_states
+            self.keys, self.values = kb[:, :, : n + m], vb[:, :, : n + m]
+            return self.keys, self.values
+
+    return KVBuffer
 
 
 def score_answers(
