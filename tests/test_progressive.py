@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from evoenv_cli import artifacts
 from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.conversations import draw_levels
 from evoenv_cli.stages import bound
@@ -328,6 +329,13 @@ def test_bound_in_bfloat16_is_recorded_in_the_code_and_deterministic(work, disti
     a, b = json.loads(first.stdout), json.loads(second.stdout)
     assert a == b and a["n"] == 8 and "bfloat16" in a["statement"]
     assert recorded["device"] == "cpu" and "bfloat16 on cpu" in a["statement"]
+    assert recorded["batching"] == "shared-context"
+    # a code written before batching was recorded answers padded, and hashes as it did
+    del recorded["batching"]
+    fields = {k: v for k, v in recorded.items() if k != "code_sha256"}
+    padded = bound.BoundCode(**fields)
+    assert padded.batching == "padded"
+    assert padded.digest() == artifacts.config_hash({k: v for k, v in fields.items() if k != "written"})
     # an older code, written before dtype, batch size and device were recorded, still reads: float32
     del recorded["dtype"], recorded["batch_size"], recorded["device"]
     older = bound.BoundCode(**{k: v for k, v in recorded.items() if k != "code_sha256"})
