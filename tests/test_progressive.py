@@ -577,3 +577,25 @@ def torch_equal(a, b) -> bool:
     import torch
 
     return torch.equal(a, b)
+
+
+@pytest.mark.parametrize("vocab", [2048, 49153])
+def test_the_noise_is_the_rules_bit_for_bit_row_by_row(vocab):
+    """_perturbed, row by row in buffers, against NOISE_RULE written out over the whole matrix:
+    logits/T + G, G = -log(-log U), U the item's generator's float64 uniforms."""
+    import torch
+
+    logits = torch.randn(5, vocab, generator=torch.Generator().manual_seed(0)) * 8
+
+    def generators():
+        return [torch.Generator().manual_seed(bound.noise_seed(7, j)) for j in range(5)]
+
+    uniforms = torch.stack([torch.rand(vocab, generator=g, dtype=torch.float64) for g in generators()])
+    rule = (logits.double() / 0.7 + -torch.log(-torch.log(uniforms.clamp(min=1e-300)))).float()
+    ours = generators()
+    assert torch.equal(bound._perturbed(logits, ours, 0.7), rule)
+    # the generators moved on by one draw: the next step's noise is the next uniforms
+    again = [torch.Generator().manual_seed(bound.noise_seed(7, j)) for j in range(5)]
+    for g in again:
+        torch.rand(vocab, generator=g, dtype=torch.float64)
+    assert torch.equal(bound._perturbed(logits, ours, 0.7), bound._perturbed(logits, again, 0.7))
