@@ -7,6 +7,7 @@ import math
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -529,42 +530,48 @@ def test_an_answer_alone_is_the_answer_in_any_batch_token_for_token(monkeypatch,
     """The shared-context rule: an item answered alone, inside a batch of others, or among
     other companions in another order gets the same tokens from the same logits, bit for bit,
     with its own noise (the rule's seed for its position in S). Prompts of several context and
-    question lengths, contexts (demonstrations) shared by some, buckets of 1 to 6 at batch 4:
-    full batches, filled ones, several batches a bucket; contexts read in windows or all at
-    once. Padding, the old rule, moves the
-    logits of the same prompts with their batch: the check sees what it is there to see."""
+    question lengths, contexts (demonstrations) shared by some, reads of 8 filled or full,
+    answers of every length (a sixth of the vocabulary ends one) so that slots free and take
+    new reads mid-way; contexts read in windows or all at once. Padding, the old rule, moves
+    the logits of the same prompts with their batch: the check sees what it is there to see."""
     from types import SimpleNamespace
 
     model, tokenizer = bound.load_policy(bound.Policy(tiny_model, "base", str(tiny_model), None, 0), dtype)
+    ends = set(range(3, 2048, 6))
+    monkeypatch.setattr(bound, "_eos_ids", lambda *_: ends)
 
     def demo(k):
         return [{"role": "user", "content": f"What is {k} + {k}?"}, {"role": "assistant", "content": f"{2 * k}"}]
 
-    prompts = [demo(i % 5) + [{"role": "user", "content": f"What is {7 * i} + {13 * i}?"}] for i in range(14)]
+    prompts = [demo(10 + i % 12) + [{"role": "user", "content": f"What is {7 * i} + {13 * i}?"}] for i in range(30)]
     prompts += [[{"role": "user", "content": f"Say {i}."}] for i in range(4)]  # no context at all
     items = list(range(100, 100 + len(prompts)))  # positions in a larger S: the noise follows them
-    code = SimpleNamespace(seed=7, temperature=0.7, max_tokens=6, batching="shared-context")
-    shapes = {(len(c), len(q)) for c, q in (bound._split(tokenizer, p) for p in prompts)}
-    assert len(shapes) >= 4 and len({c for c, _ in (bound._split(tokenizer, p) for p in prompts)}) == 6
+    code = SimpleNamespace(seed=7, temperature=0.7, max_tokens=10, batching="shared-context")
+    split = [bound._split(tokenizer, p) for p in prompts]
+    assert len({(len(c), len(q)) for c, q in split}) >= 6 and len({c for c, _ in split}) == 13
 
-    together, logits = _traced_answers(monkeypatch, model, tokenizer, prompts, code, 4, items)
+    together, logits = _traced_answers(monkeypatch, model, tokenizer, prompts, code, 16, items)
     assert {seed for seed, _ in logits} == {bound.noise_seed(7, j) for j in items}
-    assert len(logits) == 6 * len(prompts)  # the random model never ends a turn: every step seen
-    backwards, logits_back = _traced_answers(monkeypatch, model, tokenizer, prompts[::-1], code, 4, items[::-1])
+    steps = Counter(seed for seed, _ in logits)
+    assert min(steps.values()) == 1 and max(steps.values()) == 10 and len(set(steps.values())) >= 5
+    backwards, logits_back = _traced_answers(monkeypatch, model, tokenizer, prompts[::-1], code, 16, items[::-1])
     assert backwards[::-1] == together
-    assert all(torch_equal(logits_back[k], logits[k]) for k in logits)
+    assert logits_back.keys() == logits.keys() and all(torch_equal(logits_back[k], logits[k]) for k in logits)
     reads = []
     read = bound._read_contexts
     monkeypatch.setattr(bound, "_read_contexts", lambda *a: reads.append(a[1]) or read(*a))
-    monkeypatch.setattr(bound, "CONTEXT_BYTES", 1)  # windows of batch_size (4) distinct contexts
-    assert _traced_answers(monkeypatch, model, tokenizer, prompts, code, 4, items)[0] == together
-    assert max(map(len, reads)) == 4 and sum(map(len, reads)) > 6  # windowed: some read twice
-    monkeypatch.undo()
+    monkeypatch.setattr(bound, "CONTEXT_BYTES", 1)  # windows of 8 (a read's rows) distinct contexts
+    assert _traced_answers(monkeypatch, model, tokenizer, prompts, code, 16, items)[0] == together
+    assert max(map(len, reads)) == 8 and sum(map(len, reads)) > 13  # windowed: some read twice
+    monkeypatch.setattr(bound, "CONTEXT_BYTES", 1 << 30)
+    monkeypatch.setattr(bound, "_read_contexts", read)
     for prompt, j, answer in zip(prompts, items, together):
-        (alone,), seen = _traced_answers(monkeypatch, model, tokenizer, [prompt], code, 4, [j])
+        (alone,), seen = _traced_answers(monkeypatch, model, tokenizer, [prompt], code, 16, [j])
         assert alone == answer
-        assert seen and all(torch_equal(v, logits[k]) for k, v in seen.items())
+        assert seen.keys() == {k for k in logits if k[0] == bound.noise_seed(7, j)}
+        assert all(torch_equal(v, logits[k]) for k, v in seen.items())
 
+    monkeypatch.undo()
     padded = SimpleNamespace(**{**vars(code), "batching": "padded"})
     _, in_batch = _traced_answers(monkeypatch, model, tokenizer, prompts, padded, 4, items)
     alone = {}

@@ -463,13 +463,18 @@ def _padded_answers(model, tokenizer, prompts: list, code, batch_size: int, item
 BATCHING_RULE = (
     "shared-context: a prompt is read in two parts, its context (the tokens it shares with its "
     "conversation less the last turn: the system turn and the demonstrations) and its question (the "
-    "rest). Contexts of one length are read batch_size rows a forward, each distinct context once; "
-    "then questions whose context and question lengths are both equal are read on their contexts' "
-    "keys and values, batch_size rows a forward, in S's order, and answered one token a step. A "
-    "batch short of batch_size is filled with copies of its first row. No padding: every forward "
-    "is [batch_size, length], so the arithmetic on an item's row is the same whatever shares its "
-    "batch; a row stops at its first end-of-sequence token or max_tokens"
+    "rest). Contexts of one length are read R rows a forward (R = min(batch_size, 8)), each distinct "
+    "context once; questions whose context and question lengths are both equal are read on their "
+    "contexts' keys and values, R rows a forward, in S's order; a read short of R rows is filled "
+    "with copies of its first. Each answer is then decoded one token a step in one of batch_size "
+    "slots, every step [batch_size, 1], attending to its own keys and values over a span fixed by "
+    "its own length (context + question + max_tokens, rounded up to 32), masked past its length; a "
+    "slot freed by an answer that ends takes the next read's. No padding and no shape that depends "
+    "on another item: the arithmetic on an item's row is the same whatever shares its forward; a "
+    "row stops at its first end-of-sequence token or max_tokens"
 )
+READ_ROWS = 8  # rows a read forward (at most batch_size): the per-token cost of a read is flat from 8 up
+SPAN = 32  # a slot's keys and values span its length + max_tokens, rounded up to this
 
 
 def _split(tokenizer, prompt) -> tuple[tuple[int, ...], list[int]]:
@@ -489,34 +494,18 @@ def _split(tokenizer, prompt) -> tuple[tuple[int, ...], list[int]]:
 
 
 def _shared_context_answers(model, tokenizer, prompts: list, code, batch_size: int, items: list[int]) -> list[str]:
-    """BATCHING_RULE, one context length at a time, its prompts in windows of at most
-    CONTEXT_BYTES of contexts' keys and values (held only while the window's questions are
-    answered). Windows decide only which reads are shared, never an answer: a context read in
-    two windows has the same keys and values in both."""
+    """BATCHING_RULE: the prompts of one span at a time, decoded in slots as their reads come."""
     split = [_split(tokenizer, p) for p in prompts]
-    by_context: dict[int, list[int]] = {}
-    for k, (context, _) in enumerate(split):
-        by_context.setdefault(len(context), []).append(k)
+    spans: dict[int, list[int]] = {}
+    for k, (context, question) in enumerate(split):
+        span = -(-(len(context) + len(question) + code.max_tokens) // SPAN) * SPAN
+        spans.setdefault(span, []).append(k)
     eos = _eos_ids(model, tokenizer)
-    out = [""] * len(prompts)
-    for length, members in by_context.items():
-        limit = max(batch_size, CONTEXT_BYTES // max(1, _kv_bytes(model, length)))
-        for window in _windows(members, [split[k][0] for k in members], limit):
-            contexts = list(dict.fromkeys(split[k][0] for k in window))
-            kv = _read_contexts(model, contexts, batch_size)
-            where = {c: i for i, c in enumerate(contexts)}
-            by_question: dict[int, list[int]] = {}
-            for k in window:
-                by_question.setdefault(len(split[k][1]), []).append(k)
-            for bucket in by_question.values():
-                for start in range(0, len(bucket), batch_size):
-                    chunk = bucket[start : start + batch_size]
-                    rows = [where[split[k][0]] for k in chunk]
-                    questions = [split[k][1] for k in chunk]
-                    answers = _answer_rows(model, kv, rows, questions, [items[k] for k in chunk], code, batch_size, eos)
-                    for k, tokens in zip(chunk, answers):
-                        out[k] = tokenizer.decode(tokens, skip_special_tokens=True)
-    return out
+    answers: list[list[int]] = [[] for _ in prompts]
+    for span, members in spans.items():
+        reads = _reads(model, split, members, min(batch_size, READ_ROWS))
+        _decode_in_slots(model, reads, items, code, batch_size, span, eos, answers)
+    return [tokenizer.decode(tokens, skip_special_tokens=True) for tokens in answers]
 
 
 CONTEXT_BYTES = 1 << 30  # contexts' keys and values held at once (about 540 of the starter bench's)
@@ -577,46 +566,114 @@ def _read_contexts(model, contexts: list[tuple[int, ...]], shape: int):
     return store
 
 
-def _answer_rows(
-    model, kv, rows: list[int], questions: list[list[int]], items: list[int], code, shape: int, eos: set[int]
-) -> list[list[int]]:
-    """Gumbel-max answers of questions of one length on contexts of one length (`rows` index
-    the contexts' keys and values `kv`), in one batch of `shape` rows (copies of the first fill
-    the rest): the question read on its context, then one token a step, the cache held in
-    preallocated buffers. Each row's tokens up to (not including) its first EOS."""
+def _reads(model, split: list, members: list[int], shape: int):
+    """The questions of `members` read on their contexts, `shape` rows a forward (BATCHING_RULE):
+    yields (prompt indices, their last logits in float32, per layer their keys and values of
+    [rows, kv heads, context + question, head dim]). One context length at a time, its prompts in
+    windows of at most CONTEXT_BYTES of contexts' keys and values. Windows decide only which reads
+    are shared, never an answer: a context read in two windows has the same keys and values."""
     import torch
     from transformers.cache_utils import Cache
 
-    before = 0 if kv is None else kv[0][0].shape[2]
-    length = before + len(questions[0])
+    by_context: dict[int, list[int]] = {}
+    for k in members:
+        by_context.setdefault(len(split[k][0]), []).append(k)
     layers = model.config.get_text_config().num_hidden_layers
-    cache = Cache(layers=[_kv_buffer_class()(length + code.max_tokens) for _ in range(layers)])
-    if kv is not None:
-        index = torch.tensor(_fill(rows, shape), device=model.device)
-        for layer, (keys, values) in zip(cache.layers, kv):
-            layer.update(keys[index], values[index])
-    x = torch.tensor(_fill(questions, shape), device=model.device)
-    position = torch.arange(before, length, device=model.device)[None]
-    generators = [torch.Generator().manual_seed(noise_seed(code.seed, j)) for j in items]
-    answers: list[list[int]] = [[] for _ in questions]
-    live = list(range(len(questions)))
-    pad = min(eos)
-    with torch.no_grad():
-        for t in range(code.max_tokens):
-            out = model(input_ids=x, position_ids=position, cache=cache, use_cache=True, logits_to_keep=1)
-            logits = out.logits[live, -1].float()  # as `generate` takes them
-            chosen = _perturbed(logits, [generators[r] for r in live], code.temperature).argmax(-1).tolist()
-            step = [pad] * shape
-            for r, token in zip(live, chosen):
-                if token not in eos:
-                    answers[r].append(token)
-                    step[r] = token
-            live = [r for r, token in zip(live, chosen) if token not in eos]
-            if not live:
-                break
-            x = torch.tensor(step, device=model.device)[:, None]
-            position = torch.tensor([[length + t]], device=model.device)
-    return answers
+    for length, group in by_context.items():
+        limit = max(shape, CONTEXT_BYTES // max(1, _kv_bytes(model, length)))
+        for window in _windows(group, [split[k][0] for k in group], limit):
+            contexts = list(dict.fromkeys(split[k][0] for k in window))
+            kv = _read_contexts(model, contexts, shape)
+            where = {c: i for i, c in enumerate(contexts)}
+            by_question: dict[int, list[int]] = {}
+            for k in window:
+                by_question.setdefault(len(split[k][1]), []).append(k)
+            for bucket in by_question.values():
+                for start in range(0, len(bucket), shape):
+                    chunk = bucket[start : start + shape]
+                    questions = _fill([split[k][1] for k in chunk], shape)
+                    cache = Cache(layers=[_kv_buffer_class()(length + len(questions[0])) for _ in range(layers)])
+                    if kv is not None:
+                        index = torch.tensor(_fill([where[split[k][0]] for k in chunk], shape), device=model.device)
+                        for layer, (keys, values) in zip(cache.layers, kv):
+                            layer.update(keys[index], values[index])
+                    x = torch.tensor(questions, device=model.device)
+                    position = torch.arange(length, length + x.shape[1], device=model.device)[None]
+                    with torch.no_grad():
+                        out = model(input_ids=x, position_ids=position, cache=cache, use_cache=True, logits_to_keep=1)
+                    logits = out.logits[: len(chunk), -1].float()  # as `generate` takes them
+                    yield chunk, logits, [(layer.keys, layer.values) for layer in cache.layers]
+
+
+def _decode_in_slots(model, reads, items: list[int], code, slots: int, span: int, eos: set[int], answers: list) -> None:
+    """Each read row's first token from its read's logits, the rest one token a step in one of
+    `slots` rows (BATCHING_RULE), into answers[k]: its tokens up to (not including) its first EOS.
+    A slot's keys and values span `span` positions; a step's mask lets each row see its own
+    positions up to its own length, so a row never depends on another's length or contents."""
+    import torch
+    from transformers.cache_utils import Cache
+
+    cache = None
+    state: list = [None] * slots  # per slot: [prompt index, generator, tokens chosen, length, next input]
+    pending = None
+    positions = torch.zeros(slots, dtype=torch.long, device=model.device)
+    while True:
+        while sum(s is None for s in state) >= (len(pending[0]) if pending else 1):
+            if pending is None:
+                pending = next(reads, None)
+                if pending is None:
+                    break
+                if sum(s is None for s in state) < len(pending[0]):
+                    break
+            chunk, logits, kv = pending
+            pending = None
+            generators = [torch.Generator().manual_seed(noise_seed(code.seed, items[k])) for k in chunk]
+            chosen = _perturbed(logits, generators, code.temperature).argmax(-1).tolist()
+            if cache is None:
+                cache = Cache(layers=[_slot_layer_class()(keys, values, slots, span, positions) for keys, values in kv])
+            length = kv[0][0].shape[2]
+            free = [i for i, s in enumerate(state) if s is None]
+            for r, (k, g, token) in enumerate(zip(chunk, generators, chosen)):
+                if token in eos:
+                    continue
+                answers[k].append(token)
+                if code.max_tokens == 1:
+                    continue
+                slot = free.pop(0)
+                for layer, (keys, values) in zip(cache.layers, kv):
+                    layer.keys[slot, :, :length] = keys[r]
+                    layer.values[slot, :, :length] = values[r]
+                state[slot] = [k, g, 1, length, token]
+        live = [i for i, s in enumerate(state) if s is not None]
+        if not live:
+            if pending is None:
+                return
+            continue
+        x = torch.tensor([[s[4] if s else min(eos)] for s in state], device=model.device)
+        positions.copy_(torch.tensor([s[3] if s else 0 for s in state]))
+        mask = torch.arange(span, device=model.device)[None, None, None, :] <= positions[:, None, None, None]
+        with torch.no_grad():
+            out = model(
+                input_ids=x,
+                position_ids=positions[:, None],
+                cache=cache,
+                attention_mask=mask,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+        logits = out.logits[live, -1].float()
+        chosen = _perturbed(logits, [state[i][1] for i in live], code.temperature).argmax(-1).tolist()
+        for i, token in zip(live, chosen):
+            s = state[i]
+            if token in eos:
+                state[i] = None
+                continue
+            answers[s[0]].append(token)
+            s[2] += 1
+            s[3] += 1
+            s[4] = token
+            if s[2] == code.max_tokens:
+                state[i] = None
 
 
 @functools.cache
@@ -653,6 +710,34 @@ def _kv_buffer_class():
             return self.keys, self.values
 
     return KVBuffer
+
+
+@functools.cache
+def _slot_layer_class():
+    """The decode cache's layer: keys and values of [slots, kv heads, span, head dim], zeroed
+    once; a step writes each row's new key and value at that row's own position."""
+    from transformers.cache_utils import DynamicLayer
+
+    class SlotLayer(DynamicLayer):
+        def __init__(self, keys, values, slots: int, span: int, positions):
+            super().__init__()
+            self.keys = keys.new_zeros(slots, keys.shape[1], span, keys.shape[3])
+            self.values = values.new_zeros(slots, values.shape[1], span, values.shape[3])
+            self.positions, self.rows = positions, torch_arange(slots, keys.device)
+            self.device, self.is_initialized = keys.device, True
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            self.keys[self.rows, :, self.positions] = key_states[:, :, 0]
+            self.values[self.rows, :, self.positions] = value_states[:, :, 0]
+            return self.keys, self.values
+
+    return SlotLayer
+
+
+def torch_arange(n: int, device):
+    import torch
+
+    return torch.arange(n, device=device)
 
 
 def score_answers(
