@@ -16,7 +16,7 @@ from evoenv_cli import artifacts
 from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.conversations import draw_levels
 from evoenv_cli.stages import bound
-from evoenv_cli.training import quantize
+from evoenv_cli.training import answering, quantize
 
 EXE = Path(sys.executable).with_name("evoenv")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -509,7 +509,7 @@ def _traced_answers(monkeypatch, model, tokenizer, prompts, code, batch_size, it
     import collections
 
     seen, steps = {}, collections.Counter()
-    perturbed = bound._perturbed
+    perturbed = answering._perturbed
 
     def tracing(scores, generators, temperature):
         for row, g in zip(scores, generators):
@@ -518,11 +518,11 @@ def _traced_answers(monkeypatch, model, tokenizer, prompts, code, batch_size, it
             steps[seed] += 1
         return perturbed(scores, generators, temperature)
 
-    monkeypatch.setattr(bound, "_perturbed", tracing)
+    monkeypatch.setattr(answering, "_perturbed", tracing)
     try:
-        return bound.gumbel_answers(model, tokenizer, prompts, code, batch_size, items), seen
+        return answering.gumbel_answers(model, tokenizer, prompts, code, batch_size, items), seen
     finally:
-        monkeypatch.setattr(bound, "_perturbed", perturbed)
+        monkeypatch.setattr(answering, "_perturbed", perturbed)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
@@ -538,7 +538,7 @@ def test_an_answer_alone_is_the_answer_in_any_batch_token_for_token(monkeypatch,
 
     model, tokenizer = bound.load_policy(bound.Policy(tiny_model, "base", str(tiny_model), None, 0), dtype)
     ends = set(range(3, 2048, 6))
-    monkeypatch.setattr(bound, "_eos_ids", lambda *_: ends)
+    monkeypatch.setattr(answering, "_eos_ids", lambda *_: ends)
 
     def demo(k):
         return [{"role": "user", "content": f"What is {k} + {k}?"}, {"role": "assistant", "content": f"{2 * k}"}]
@@ -547,28 +547,28 @@ def test_an_answer_alone_is_the_answer_in_any_batch_token_for_token(monkeypatch,
     prompts += [[{"role": "user", "content": f"Say {i}."}] for i in range(4)]  # no context at all
     items = list(range(100, 100 + len(prompts)))  # positions in a larger S: the noise follows them
     code = SimpleNamespace(seed=7, temperature=0.7, max_tokens=10, batching="shared-context")
-    split = [bound._split(tokenizer, p) for p in prompts]
+    split = [answering._split(tokenizer, p) for p in prompts]
     assert len({(len(c), len(q)) for c, q in split}) >= 6 and len({c for c, _ in split}) == 13
 
     together, logits = _traced_answers(monkeypatch, model, tokenizer, prompts, code, 16, items)
-    assert {seed for seed, _ in logits} == {bound.noise_seed(7, j) for j in items}
+    assert {seed for seed, _ in logits} == {answering.noise_seed(7, j) for j in items}
     steps = Counter(seed for seed, _ in logits)
     assert min(steps.values()) == 1 and max(steps.values()) == 10 and len(set(steps.values())) >= 5
     backwards, logits_back = _traced_answers(monkeypatch, model, tokenizer, prompts[::-1], code, 16, items[::-1])
     assert backwards[::-1] == together
     assert logits_back.keys() == logits.keys() and all(torch_equal(logits_back[k], logits[k]) for k in logits)
     reads = []
-    read = bound._read_contexts
-    monkeypatch.setattr(bound, "_read_contexts", lambda *a: reads.append(a[1]) or read(*a))
-    monkeypatch.setattr(bound, "CONTEXT_BYTES", 1)  # windows of 8 (a read's rows) distinct contexts
+    read = answering._read_contexts
+    monkeypatch.setattr(answering, "_read_contexts", lambda *a: reads.append(a[1]) or read(*a))
+    monkeypatch.setattr(answering, "CONTEXT_BYTES", 1)  # windows of 8 (a read's rows) distinct contexts
     assert _traced_answers(monkeypatch, model, tokenizer, prompts, code, 16, items)[0] == together
     assert max(map(len, reads)) == 8 and sum(map(len, reads)) > 13  # windowed: some read twice
-    monkeypatch.setattr(bound, "CONTEXT_BYTES", 1 << 30)
-    monkeypatch.setattr(bound, "_read_contexts", read)
+    monkeypatch.setattr(answering, "CONTEXT_BYTES", 1 << 30)
+    monkeypatch.setattr(answering, "_read_contexts", read)
     for prompt, j, answer in zip(prompts, items, together):
         (alone,), seen = _traced_answers(monkeypatch, model, tokenizer, [prompt], code, 16, [j])
         assert alone == answer
-        assert seen.keys() == {k for k in logits if k[0] == bound.noise_seed(7, j)}
+        assert seen.keys() == {k for k in logits if k[0] == answering.noise_seed(7, j)}
         assert all(torch_equal(v, logits[k]) for k, v in seen.items())
 
     monkeypatch.undo()
@@ -595,14 +595,14 @@ def test_the_noise_is_the_rules_bit_for_bit_row_by_row(vocab):
     logits = torch.randn(5, vocab, generator=torch.Generator().manual_seed(0)) * 8
 
     def generators():
-        return [torch.Generator().manual_seed(bound.noise_seed(7, j)) for j in range(5)]
+        return [torch.Generator().manual_seed(answering.noise_seed(7, j)) for j in range(5)]
 
     uniforms = torch.stack([torch.rand(vocab, generator=g, dtype=torch.float64) for g in generators()])
     rule = (logits.double() / 0.7 + -torch.log(-torch.log(uniforms.clamp(min=1e-300)))).float()
     ours = generators()
-    assert torch.equal(bound._perturbed(logits, ours, 0.7), rule)
+    assert torch.equal(answering._perturbed(logits, ours, 0.7), rule)
     # the generators moved on by one draw: the next step's noise is the next uniforms
-    again = [torch.Generator().manual_seed(bound.noise_seed(7, j)) for j in range(5)]
+    again = [torch.Generator().manual_seed(answering.noise_seed(7, j)) for j in range(5)]
     for g in again:
         torch.rand(vocab, generator=g, dtype=torch.float64)
-    assert torch.equal(bound._perturbed(logits, ours, 0.7), bound._perturbed(logits, again, 0.7))
+    assert torch.equal(answering._perturbed(logits, ours, 0.7), answering._perturbed(logits, again, 0.7))
