@@ -569,6 +569,11 @@ class BoundConfig:
     # where the policy answers S: a GPU box's "cuda" (the first device) or "cpu"; recorded in the
     # code too, since another device may round a near-tie token the other way
     device: str = field(default="cpu", metadata={"choices": ("cpu", "cuda")})
+    # how prompts share a forward pass: "shared-context" reads each distinct context (system
+    # turn and demonstrations) once and batches prompts of equal lengths, no padding, every
+    # batch batch_size rows, so an answer does not depend on what else is in its batch;
+    # "padded" (HF generate, left padding) is how codes written before it answered
+    batching: str = field(default="shared-context", metadata={"choices": ("shared-context", "padded")})
 
 
 @dataclass

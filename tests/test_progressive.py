@@ -7,14 +7,16 @@ import math
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from evoenv_cli import artifacts
 from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.conversations import draw_levels
 from evoenv_cli.stages import bound
-from evoenv_cli.training import quantize
+from evoenv_cli.training import answering, quantize
 
 EXE = Path(sys.executable).with_name("evoenv")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -328,6 +330,13 @@ def test_bound_in_bfloat16_is_recorded_in_the_code_and_deterministic(work, disti
     a, b = json.loads(first.stdout), json.loads(second.stdout)
     assert a == b and a["n"] == 8 and "bfloat16" in a["statement"]
     assert recorded["device"] == "cpu" and "bfloat16 on cpu" in a["statement"]
+    assert recorded["batching"] == "shared-context"
+    # a code written before batching was recorded answers padded, and hashes as it did
+    del recorded["batching"]
+    fields = {k: v for k, v in recorded.items() if k != "code_sha256"}
+    padded = bound.BoundCode(**fields)
+    assert padded.batching == "padded"
+    assert padded.digest() == artifacts.config_hash({k: v for k, v in fields.items() if k != "written"})
     # an older code, written before dtype, batch size and device were recorded, still reads: float32
     del recorded["dtype"], recorded["batch_size"], recorded["device"]
     older = bound.BoundCode(**{k: v for k, v in recorded.items() if k != "code_sha256"})
@@ -492,3 +501,108 @@ def test_bound_first_k_answers_a_prefix_of_s_as_the_whole_run_does(work, distill
     assert r.returncode == 0 and "the first 4 instances of each environment: 4 of S's 8" in r.stderr
     assert "deprecated" not in r.stderr  # loading the adapter says nothing the user cannot act on
     one_line(evoenv(*args, "--first", "9"), "--first 9: S holds 8 instances of each environment")
+
+
+def _traced_answers(monkeypatch, model, tokenizer, prompts, code, batch_size, items=None):
+    """gumbel_answers, and the float32 logits each item's noise was added to, by (noise seed,
+    step): the arithmetic an answer is a function of, seen bit for bit."""
+    import collections
+
+    seen, steps = {}, collections.Counter()
+    perturbed = answering._perturbed
+
+    def tracing(scores, generators, temperature):
+        for row, g in zip(scores, generators):
+            seed = g.initial_seed()
+            seen[seed, steps[seed]] = row.clone()
+            steps[seed] += 1
+        return perturbed(scores, generators, temperature)
+
+    monkeypatch.setattr(answering, "_perturbed", tracing)
+    try:
+        return answering.gumbel_answers(model, tokenizer, prompts, code, batch_size, items), seen
+    finally:
+        monkeypatch.setattr(answering, "_perturbed", perturbed)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_an_answer_alone_is_the_answer_in_any_batch_token_for_token(monkeypatch, tiny_model, dtype):
+    """The shared-context rule: an item answered alone, inside a batch of others, or among
+    other companions in another order gets the same tokens from the same logits, bit for bit,
+    with its own noise (the rule's seed for its position in S). Prompts of several context and
+    question lengths, contexts (demonstrations) shared by some, reads of 8 filled or full,
+    answers of every length (a sixth of the vocabulary ends one) so that slots free and take
+    new reads mid-way; contexts read in windows or all at once. Padding, the old rule, moves
+    the logits of the same prompts with their batch: the check sees what it is there to see."""
+    from types import SimpleNamespace
+
+    model, tokenizer = bound.load_policy(bound.Policy(tiny_model, "base", str(tiny_model), None, 0), dtype)
+    ends = set(range(3, 2048, 6))
+    monkeypatch.setattr(answering, "_eos_ids", lambda *_: ends)
+
+    def demo(k):
+        return [{"role": "user", "content": f"What is {k} + {k}?"}, {"role": "assistant", "content": f"{2 * k}"}]
+
+    prompts = [demo(10 + i % 12) + [{"role": "user", "content": f"What is {7 * i} + {13 * i}?"}] for i in range(30)]
+    prompts += [[{"role": "user", "content": f"Say {i}."}] for i in range(4)]  # no context at all
+    items = list(range(100, 100 + len(prompts)))  # positions in a larger S: the noise follows them
+    code = SimpleNamespace(seed=7, temperature=0.7, max_tokens=10, batching="shared-context")
+    split = [answering._split(tokenizer, p) for p in prompts]
+    assert len({(len(c), len(q)) for c, q in split}) >= 6 and len({c for c, _ in split}) == 13
+
+    together, logits = _traced_answers(monkeypatch, model, tokenizer, prompts, code, 16, items)
+    assert {seed for seed, _ in logits} == {answering.noise_seed(7, j) for j in items}
+    steps = Counter(seed for seed, _ in logits)
+    assert min(steps.values()) == 1 and max(steps.values()) == 10 and len(set(steps.values())) >= 5
+    backwards, logits_back = _traced_answers(monkeypatch, model, tokenizer, prompts[::-1], code, 16, items[::-1])
+    assert backwards[::-1] == together
+    assert logits_back.keys() == logits.keys() and all(torch_equal(logits_back[k], logits[k]) for k in logits)
+    reads = []
+    read = answering._read_contexts
+    monkeypatch.setattr(answering, "_read_contexts", lambda *a: reads.append(a[1]) or read(*a))
+    monkeypatch.setattr(answering, "CONTEXT_BYTES", 1)  # windows of 8 (a read's rows) distinct contexts
+    assert _traced_answers(monkeypatch, model, tokenizer, prompts, code, 16, items)[0] == together
+    assert max(map(len, reads)) == 8 and sum(map(len, reads)) > 13  # windowed: some read twice
+    monkeypatch.setattr(answering, "CONTEXT_BYTES", 1 << 30)
+    monkeypatch.setattr(answering, "_read_contexts", read)
+    for prompt, j, answer in zip(prompts, items, together):
+        (alone,), seen = _traced_answers(monkeypatch, model, tokenizer, [prompt], code, 16, [j])
+        assert alone == answer
+        assert seen.keys() == {k for k in logits if k[0] == answering.noise_seed(7, j)}
+        assert all(torch_equal(v, logits[k]) for k, v in seen.items())
+
+    monkeypatch.undo()
+    padded = SimpleNamespace(**{**vars(code), "batching": "padded"})
+    _, in_batch = _traced_answers(monkeypatch, model, tokenizer, prompts, padded, 4, items)
+    alone = {}
+    for prompt, j in zip(prompts, items):
+        alone.update(_traced_answers(monkeypatch, model, tokenizer, [prompt], padded, 4, [j])[1])
+    assert any(not torch_equal(alone[k], in_batch[k]) for k in in_batch)
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return torch.equal(a, b)
+
+
+@pytest.mark.parametrize("vocab", [2048, 49153])
+def test_the_noise_is_the_rules_bit_for_bit_row_by_row(vocab):
+    """_perturbed, row by row in buffers, against NOISE_RULE written out over the whole matrix:
+    logits/T + G, G = -log(-log U), U the item's generator's float64 uniforms."""
+    import torch
+
+    logits = torch.randn(5, vocab, generator=torch.Generator().manual_seed(0)) * 8
+
+    def generators():
+        return [torch.Generator().manual_seed(answering.noise_seed(7, j)) for j in range(5)]
+
+    uniforms = torch.stack([torch.rand(vocab, generator=g, dtype=torch.float64) for g in generators()])
+    rule = (logits.double() / 0.7 + -torch.log(-torch.log(uniforms.clamp(min=1e-300)))).float()
+    ours = generators()
+    assert torch.equal(answering._perturbed(logits, ours, 0.7), rule)
+    # the generators moved on by one draw: the next step's noise is the next uniforms
+    again = [torch.Generator().manual_seed(answering.noise_seed(7, j)) for j in range(5)]
+    for g in again:
+        torch.rand(vocab, generator=g, dtype=torch.float64)
+    assert torch.equal(answering._perturbed(logits, ours, 0.7), answering._perturbed(logits, again, 0.7))

@@ -109,7 +109,7 @@ def bound_code(
     code = stage.write_code(out, lib, model, cfg, recipe.train, recipe.answer, recipe.sample.demonstrations)
     err.print(
         f"bound code: n={code.n} ({code.per_env} per environment), delta={code.delta:g}, T={code.temperature:g}, "
-        f"answered in {code.dtype} on {code.device} in batches of {code.batch_size}, "
+        f"answered in {code.dtype} on {code.device} in batches of {code.batch_size} ({code.batching}), "
         f"grid of {code.grid_size} settings ({math.log2(code.grid_size):.2f} bits); the base model and the "
         f"projection seed are fixed now and cost 0 bits -> {out}",
         markup=False,

@@ -27,6 +27,7 @@ from evoenv_cli import artifacts
 from evoenv_cli.config import AnswerConfig, BoundConfig, RuntimeConfig, SampleConfig, TrainConfig
 from evoenv_cli.errors import InputError
 from evoenv_cli.training import quantize
+from evoenv_cli.training.answering import NOISE_RULE, gumbel_answers, noise_seed
 
 CODE_FILE = "bound-code.json"
 # the base model's answers on S, beside the code (deterministic, so kept), one file per way of
@@ -126,30 +127,36 @@ class BoundCode:
     answer: dict
     demonstrations: int
     written: str = ""
-    # how the policy answers S: its dtype and batch size (both move answers by rounding and
-    # padding, so both are fixed with the code); codes written before these were recorded
-    # answered in float32 at the recipe's batch size (0)
+    # how the policy answers S: its dtype and batch size (both move answers by rounding, so
+    # both are fixed with the code); codes written before these were recorded answered in
+    # float32 at the recipe's batch size (0)
     dtype: str = "float32"
     batch_size: int = 0
     device: str = "cpu"
+    # how prompts share a forward pass (gumbel_answers): "shared-context" (BATCHING_RULE) in codes
+    # written since it was recorded; older codes answered "padded" and still do
+    batching: str = "padded"
+
+    def _recorded(self) -> dict:
+        """The fields as hashed: a code from before `batching` was recorded hashes as it did."""
+        fields = asdict(self)
+        if fields["batching"] == "padded":
+            del fields["batching"]
+        return fields
 
     def digest(self) -> str:
-        return artifacts.config_hash({k: v for k, v in asdict(self).items() if k != "written"})
+        return artifacts.config_hash({k: v for k, v in self._recorded().items() if k != "written"})
 
     def answering_digest(self) -> str:
         """The hash of what decides the base model's correct answers on S: the base model's
-        bytes, S's rules, the sampling, the dtype, batch size and device, the threshold."""
-        return artifacts.config_hash({k: v for k, v in asdict(self).items() if k not in NOT_ANSWERING})
+        bytes, S's rules, the sampling, the dtype, batch size, batching and device, the threshold."""
+        return artifacts.config_hash({k: v for k, v in self._recorded().items() if k not in NOT_ANSWERING})
 
 
 SEED_RULE = (
     "instance i of an environment: seed = instance_seed(seed, NAME, i, 'heldout') (sha256, bit 31 set), "
     "level = levels[i * len(levels) // per_env] (each level about equally often, in blocks, low to high), "
     "i = 0..per_env-1"
-)
-NOISE_RULE = (
-    "item j of S (in order): a torch.Generator seeded with sha256('seed:noise:j'); the t-th token is "
-    "argmax(logits/T + G_t), G_t = -log(-log(U_t)), U_t the generator's t-th uniform vector"
 )
 
 
@@ -212,6 +219,7 @@ def write_code(
         dtype=cfg.dtype,
         batch_size=cfg.batch_size,
         device=cfg.device,
+        batching=cfg.batching,
     )
     artifacts.write_json_atomic(out, {**asdict(code), "code_sha256": code.digest()})
     return code
@@ -341,10 +349,6 @@ def draw_sample(code: BoundCode, library: artifacts.EnvLibrary, pool) -> list[di
     return report.rows
 
 
-def noise_seed(seed: int, item: int) -> int:
-    return int.from_bytes(hashlib.sha256(f"{seed}:noise:{item}".encode()).digest()[:8], "big") >> 1
-
-
 def load_policy(policy: Policy, dtype: str = "float32", device: str = "cpu"):
     """(model, tokenizer) in `dtype` on `device`, in eval mode; an adapter is merged into its
     base in float32 on the CPU first, then the merged weights are cast and moved."""
@@ -366,55 +370,6 @@ def load_policy(policy: Policy, dtype: str = "float32", device: str = "cpu"):
         tokenizer.pad_token = tokenizer.eos_token
     model.eval()
     return model, tokenizer
-
-
-def gumbel_answers(
-    model, tokenizer, prompts: list, code: BoundCode, batch_size: int, items: list[int] | None = None
-) -> list[str]:
-    """Each prompt answered by Gumbel-max sampling at temperature T: token t of item j is
-    argmax(logits/T + G), G drawn from item j's own generator (see NOISE_RULE), so the answer
-    is a function of (model, instance, noise) and does not depend on the other items. `items`
-    are the prompts' positions in S (default 0, 1, ...): they name each one's noise."""
-    items = list(range(len(prompts))) if items is None else items
-    import torch
-    from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
-
-    class GumbelNoise(LogitsProcessor):
-        def __init__(self, items: list[int]):
-            self.generators = [torch.Generator().manual_seed(noise_seed(code.seed, j)) for j in items]
-
-        def __call__(self, input_ids, scores):
-            # drawn on the CPU by the rule whatever the device, then moved to the logits; in
-            # place, row by row into one buffer: the same float64 operations in the same order
-            # (bit for bit the old values) without a copy of [batch, vocab] per operation,
-            # which made this step cost more than the model's forward on a CPU
-            noise = torch.empty(len(self.generators), scores.shape[-1], dtype=torch.float64)
-            for row, g in zip(noise, self.generators):
-                torch.rand(scores.shape[-1], generator=g, dtype=torch.float64, out=row)
-            gumbel = noise.clamp_(min=1e-300).log_().neg_().log_().neg_().to(scores.device)
-            return scores.double().div_(code.temperature).add_(gumbel).to(scores.dtype)
-
-    eos = tokenizer.eos_token_id
-    gen = GenerationConfig(
-        max_new_tokens=code.max_tokens,
-        do_sample=False,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=model.generation_config.eos_token_id or eos,
-    )
-    out: list[str] = []
-    for start in range(0, len(prompts), batch_size):
-        chunk = prompts[start : start + batch_size]
-        texts = [
-            tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) if isinstance(p, list) else p
-            for p in chunk
-        ]
-        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
-        processors = LogitsProcessorList([GumbelNoise(items[start : start + len(chunk)])])
-        with torch.no_grad():
-            ids = model.generate(**enc, generation_config=gen, logits_processor=processors)
-        new = ids[:, enc["input_ids"].shape[1] :]
-        out += tokenizer.batch_decode(new, skip_special_tokens=True)
-    return out
 
 
 def score_answers(
