@@ -2,7 +2,8 @@
 `custom_reward_function.path` (by module, `pkg://evoenv_cli.rewards`, or by file), TRL scripts'
 `from evoenv_cli.rewards import EnvReward`, `InputError` under both of its names, what moved
 out of stages/dedupe.py (to novelty/) and stages/validate.py (to checks/), and the names given
-up so that each says one thing (`SandboxPool`, now `SandboxWorkers`)."""
+up so that each says one thing (`SandboxPool`, now `SandboxWorkers`; `runtime/worker.py`, now
+`runtime/sandbox_main.py`)."""
 
 import ast
 import importlib.util
@@ -62,3 +63,10 @@ def test_the_sandbox_s_workers_keep_their_old_class_name():
     from evoenv_cli.runtime import workers
 
     assert workers.SandboxPool is workers.SandboxWorkers
+
+
+def test_the_sandbox_program_keeps_its_old_module_path():
+    from evoenv_cli.runtime import sandbox_main, worker
+
+    assert worker.main is sandbox_main.main
+    assert worker.DENIED_SYSCALLS is sandbox_main.DENIED_SYSCALLS
