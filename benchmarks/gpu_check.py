@@ -424,16 +424,24 @@ def bound_step(model_dir: Path) -> str:
     from types import SimpleNamespace
 
     from evoenv_cli.stages import bound
+    from evoenv_cli.training.answering import gumbel_answers
 
     policy = bound.Policy(model_dir, "base", str(model_dir), None, 0)
     model, tokenizer = bound.load_policy(policy, "bfloat16", "cuda")
     code = SimpleNamespace(seed=7, temperature=0.7, max_tokens=16)
     prompts = [[{"role": "user", "content": f"What is {i} + {i}?"}] for i in range(12)]
-    first = bound.gumbel_answers(model, tokenizer, prompts, code, 4)
-    second = bound.gumbel_answers(model, tokenizer, prompts, code, 4)
+    first = gumbel_answers(model, tokenizer, prompts, code, 4)
+    second = gumbel_answers(model, tokenizer, prompts, code, 4)
     assert first == second, "the same prompts and noise gave different answers on cuda"
-    assert len(bound.gumbel_answers(model, tokenizer, prompts, code, 6)) == 12
-    return f"12 Gumbel-max answers on {next(model.parameters()).device} in bfloat16, identical twice"
+    assert len(gumbel_answers(model, tokenizer, prompts, code, 6)) == 12
+    # the shared-context rule keeps shapes fixed, so each answer alone should be the same; the
+    # CPU tests hold it bit for bit, this says whether the GPU's kernels do too
+    alone = [gumbel_answers(model, tokenizer, [p], code, 4, [j])[0] for j, p in enumerate(prompts)]
+    same = sum(a == b for a, b in zip(alone, first))
+    return (
+        f"12 Gumbel-max answers on {next(model.parameters()).device} in bfloat16, identical twice; "
+        f"{same}/12 the same answered alone"
+    )
 
 
 def main() -> int:
