@@ -69,6 +69,64 @@ def gumbel_answers(model, tokenizer, prompts: list, code, batch_size: int, items
     return _shared_context_answers(model, tokenizer, prompts, code, batch_size, items)
 
 
+def answer(load, prompts: list, code, batch_size: int, items: list[int] | None = None, processes: int = 0) -> list[str]:
+    """gumbel_answers with the model `load()` returns ((model, tokenizer); picklable, a
+    functools.partial of a module-level function). Under "shared-context" on the CPU, in
+    `processes` processes (0: one a torch thread this process would use), each of one torch
+    thread and the prompts of whole contexts (BATCHING_RULE): an answer does not depend on what
+    else a process answers, so the split decides only the time. "padded" codes and CUDA answer
+    here, as they always did."""
+    import torch
+
+    items = list(range(len(prompts))) if items is None else items
+    if getattr(code, "batching", "shared-context") == "padded" or getattr(code, "device", "cpu") != "cpu":
+        model, tokenizer = load()
+        return gumbel_answers(model, tokenizer, prompts, code, batch_size, items)
+    shards = _shards(prompts, processes or torch.get_num_threads())
+    if len(shards) == 1:
+        return _answer_shard(load, prompts, code, batch_size, items)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    out = [""] * len(prompts)
+    with ProcessPoolExecutor(len(shards), mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [
+            pool.submit(_answer_shard, load, [prompts[k] for k in s], code, batch_size, [items[k] for k in s])
+            for s in shards
+        ]
+        for shard, future in zip(shards, futures):
+            for k, text in zip(shard, future.result()):
+                out[k] = text
+    return out
+
+
+def _shards(prompts: list, n: int) -> list[list[int]]:
+    """Prompt indices in at most n parts of about equal size, whole contexts (the conversation
+    less its last turn) to a part, so that no context is read twice; each part in S's order."""
+    import json
+
+    groups: dict[str, list[int]] = {}
+    for k, p in enumerate(prompts):
+        groups.setdefault(json.dumps(p[:-1]) if isinstance(p, list) else "", []).append(k)
+    parts: list[list[int]] = [[] for _ in range(max(1, min(n, len(groups))))]
+    for group in sorted(groups.values(), key=len, reverse=True):
+        min(parts, key=len).extend(group)
+    return [sorted(part) for part in parts if part]
+
+
+def _answer_shard(load, prompts: list, code, batch_size: int, items: list[int]) -> list[str]:
+    """One process's part: one torch thread (BATCHING_RULE), the model loaded here."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model, tokenizer = load()
+        return gumbel_answers(model, tokenizer, prompts, code, batch_size, items)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def _padded_answers(model, tokenizer, prompts: list, code, batch_size: int, items: list[int]) -> list[str]:
     """The old answering ("padded"): HF `generate` on S's prompts in order, batch_size at a
     time, left-padded to the longest in the batch. Padding moves the rounding of the real
@@ -113,7 +171,9 @@ BATCHING_RULE = (
     "its own length (context + question + max_tokens, rounded up to 32), masked past its length; a "
     "slot freed by an answer that ends takes the next read's. No padding and no shape that depends "
     "on another item: the arithmetic on an item's row is the same whatever shares its forward; a "
-    "row stops at its first end-of-sequence token or max_tokens"
+    "row stops at its first end-of-sequence token or max_tokens. On the CPU every answering process "
+    "runs one torch thread (a product's sum split across threads would move with the machine's "
+    "cores), one process a core, each answering the prompts of whole contexts"
 )
 READ_ROWS = 8  # rows a read forward (at most batch_size): the per-token cost of a read is flat from 8 up
 SPAN = 32  # a slot's keys and values span its length + max_tokens, rounded up to this
