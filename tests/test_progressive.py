@@ -55,8 +55,9 @@ answer:
 """
 
 
-def evoenv(*args, cwd=None):
-    return subprocess.run([str(EXE), *map(str, args)], capture_output=True, text=True, env=ENV, cwd=cwd, timeout=900)
+def evoenv(*args, cwd=None, threads: int = 1):
+    env = {**ENV, "OMP_NUM_THREADS": str(threads)}
+    return subprocess.run([str(EXE), *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd, timeout=900)
 
 
 def one_line(r, needle):
@@ -282,8 +283,10 @@ def test_distill_mixes_the_environments_reward_in(work, tiny_model):
 def test_bound_is_deterministic_and_prints_its_statement(work, distilled, tiny_model):
     out, _ = distilled
     args = ["bound", out / "quantized", "--library", work / "lib", "-c", work / "recipe.yaml"]
-    first, second = evoenv(*args, "--json"), evoenv(*args, "--json")
-    assert first.returncode == 0, first.stderr[-3000:]
+    # the second run answers in two processes (one a torch thread of two): the same answers, and
+    # stdout still only the JSON
+    first, second = evoenv(*args, "--json"), evoenv(*args, "--json", threads=2)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr[-3000:] + second.stderr[-3000:]
     a, b = json.loads(first.stdout), json.loads(second.stdout)
     assert a == b
     assert a["n"] == 8 and a["kind"] == "tinylora-quantized" and a["trained_parameters"] == 13
@@ -624,6 +627,7 @@ def test_shards_keep_contexts_whole_and_sizes_even():
         others = [k for other in parts if other is not part for k in other]
         assert not {str(prompts[k][:-1]) for k in part} & {str(prompts[k][:-1]) for k in others}
     assert answering._shards(prompts[:3], 8) == [[0], [1], [2]] and answering._shards(prompts, 1) == [list(range(25))]
+    assert answering._shards(["a", "b", "c", [{"role": "user", "content": "d"}]], 2) == [[0, 2], [1, 3]]
 
 
 @pytest.mark.slow

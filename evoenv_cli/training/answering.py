@@ -85,29 +85,61 @@ def answer(load, prompts: list, code, batch_size: int, items: list[int] | None =
     shards = _shards(prompts, processes or torch.get_num_threads())
     if len(shards) == 1:
         return _answer_shard(load, prompts, code, batch_size, items)
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
+    parts = [(load, [prompts[k] for k in s], code, batch_size, [items[k] for k in s]) for s in shards]
     out = [""] * len(prompts)
-    with ProcessPoolExecutor(len(shards), mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [
-            pool.submit(_answer_shard, load, [prompts[k] for k in s], code, batch_size, [items[k] for k in s])
-            for s in shards
-        ]
-        for shard, future in zip(shards, futures):
-            for k, text in zip(shard, future.result()):
-                out[k] = text
+    for shard, texts in zip(shards, _in_processes(parts)):
+        for k, text in zip(shard, texts):
+            out[k] = text
     return out
+
+
+def _in_processes(parts: list[tuple]) -> list[list[str]]:
+    """_answer_shard(*part) for each part, each in a fresh `python -m` of this module: a child
+    started by command, not by multiprocessing, so that no caller needs a `__main__` guard. The
+    part goes in and the answers come back as pickles in a private folder; the children's
+    stdout goes to this process's stderr (stdout may carry `--json`)."""
+    import os
+    import pickle
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    try:
+        stderr = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        stderr = 2
+    root = str(Path(__file__).resolve().parents[2])  # this evoenv_cli, whatever the child's sys.path
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    with tempfile.TemporaryDirectory(prefix="evoenv-answer-") as tmp:
+        children = []
+        try:
+            for i, part in enumerate(parts):
+                job, done = Path(tmp, f"part-{i}.pickle"), Path(tmp, f"answers-{i}.pickle")
+                job.write_bytes(pickle.dumps(part))
+                argv = [sys.executable, "-m", __name__, str(job), str(done)]
+                children.append((subprocess.Popen(argv, stdout=stderr, env=env), done))
+            for child, _ in children:
+                if child.wait() != 0:
+                    raise RuntimeError(f"an answering process exited with {child.returncode} (its error is above)")
+            return [pickle.loads(done.read_bytes()) for _, done in children]
+        finally:
+            for child, _ in children:
+                if child.poll() is None:
+                    child.kill()
+                    child.wait()
 
 
 def _shards(prompts: list, n: int) -> list[list[int]]:
     """Prompt indices in at most n parts of about equal size, whole contexts (the conversation
-    less its last turn) to a part, so that no context is read twice; each part in S's order."""
+    less its last turn) to a part, so that no context is read twice; each part in S's order. A
+    prompt of one turn has no context to share: it is a group of its own."""
     import json
 
     groups: dict[str, list[int]] = {}
     for k, p in enumerate(prompts):
-        groups.setdefault(json.dumps(p[:-1]) if isinstance(p, list) else "", []).append(k)
+        shared = isinstance(p, list) and len(p) > 1
+        groups.setdefault(json.dumps(p[:-1]) if shared else f"#{k}", []).append(k)
     parts: list[list[int]] = [[] for _ in range(max(1, min(n, len(groups))))]
     for group in sorted(groups.values(), key=len, reverse=True):
         min(parts, key=len).extend(group)
@@ -429,3 +461,11 @@ def _slot_layer_class():
             return self.keys, self.values
 
     return SlotLayer
+
+
+if __name__ == "__main__":  # an answering process of `answer`: python -m ... PART ANSWERS
+    import pickle
+    import sys
+    from pathlib import Path
+
+    Path(sys.argv[2]).write_bytes(pickle.dumps(_answer_shard(*pickle.loads(Path(sys.argv[1]).read_bytes()))))
