@@ -12,8 +12,9 @@
    from the teacher (`evoenv distill`, reverse KL, the reward mixed in at distill.reward_weight);
    and its 2-bit quantized copy;
 4. `evoenv bound` on every arm: the same S (held-out seeds, never a training seed), Gumbel-max
-   sampling at the code's temperature and fixed noise, in bfloat16 in batches of 32 (the code
-   records both), scored by the environment in the sandbox. The quantized student is 2 bits a
+   sampling at the code's temperature and fixed noise, in bfloat16, each distinct context read
+   once and answers decoded in 64 slots (bound.batching shared-context; the code records the
+   dtype, the slots and the rule), scored by the environment in the sandbox. The quantized student is 2 bits a
    value, so its L is about 64 bits; at that L a bound clears a base near 0.21 from a measured
    accuracy near 0.31 only once S holds about 1,800 instances. So S holds 3,072 (the recipe's
    bound.n): the quantized student and the base answer all of it, and every arm answers its

@@ -55,8 +55,9 @@ answer:
 """
 
 
-def evoenv(*args, cwd=None):
-    return subprocess.run([str(EXE), *map(str, args)], capture_output=True, text=True, env=ENV, cwd=cwd, timeout=900)
+def evoenv(*args, cwd=None, threads: int = 1):
+    env = {**ENV, "OMP_NUM_THREADS": str(threads)}
+    return subprocess.run([str(EXE), *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd, timeout=900)
 
 
 def one_line(r, needle):
@@ -282,8 +283,10 @@ def test_distill_mixes_the_environments_reward_in(work, tiny_model):
 def test_bound_is_deterministic_and_prints_its_statement(work, distilled, tiny_model):
     out, _ = distilled
     args = ["bound", out / "quantized", "--library", work / "lib", "-c", work / "recipe.yaml"]
-    first, second = evoenv(*args, "--json"), evoenv(*args, "--json")
-    assert first.returncode == 0, first.stderr[-3000:]
+    # the second run answers in two processes (one a torch thread of two): the same answers, and
+    # stdout still only the JSON
+    first, second = evoenv(*args, "--json"), evoenv(*args, "--json", threads=2)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr[-3000:] + second.stderr[-3000:]
     a, b = json.loads(first.stdout), json.loads(second.stdout)
     assert a == b
     assert a["n"] == 8 and a["kind"] == "tinylora-quantized" and a["trained_parameters"] == 13
@@ -606,3 +609,48 @@ def test_the_noise_is_the_rules_bit_for_bit_row_by_row(vocab):
     for g in again:
         torch.rand(vocab, generator=g, dtype=torch.float64)
     assert torch.equal(answering._perturbed(logits, ours, 0.7), answering._perturbed(logits, again, 0.7))
+
+
+def test_shards_keep_contexts_whole_and_sizes_even():
+    def prompt(demo: int, q: int):
+        return [
+            {"role": "user", "content": f"d{demo}"},
+            {"role": "assistant", "content": "a"},
+            {"role": "user", "content": f"q{q}"},
+        ]
+
+    prompts = [prompt(i % 5, i) for i in range(23)] + ["plain", "text"]
+    parts = answering._shards(prompts, 2)
+    assert sorted(k for part in parts for k in part) == list(range(25))
+    assert all(part == sorted(part) for part in parts) and abs(len(parts[0]) - len(parts[1])) <= 5
+    for part in parts:  # a context is read in one process only
+        others = [k for other in parts if other is not part for k in other]
+        assert not {str(prompts[k][:-1]) for k in part} & {str(prompts[k][:-1]) for k in others}
+    assert answering._shards(prompts[:3], 8) == [[0], [1], [2]] and answering._shards(prompts, 1) == [list(range(25))]
+    assert answering._shards(["a", "b", "c", [{"role": "user", "content": "d"}]], 2) == [[0, 2], [1, 3]]
+
+
+@pytest.mark.slow
+def test_answers_in_two_processes_are_the_answers_in_one(tiny_model):
+    """`answer` spawns one process a part, each of one torch thread: the same answers as one
+    process of one thread (the split decides only the time), and the old rule still answers in
+    this process, in one call."""
+    import functools
+    from types import SimpleNamespace
+
+    policy = bound.Policy(tiny_model, "base", str(tiny_model), None, 0)
+    load = functools.partial(bound.load_policy, policy, "bfloat16", "cpu")
+
+    def demo(k):
+        return [{"role": "user", "content": f"What is {k} + {k}?"}, {"role": "assistant", "content": f"{2 * k}"}]
+
+    prompts = [demo(10 + i % 6) + [{"role": "user", "content": f"What is {7 * i} + {i}?"}] for i in range(20)]
+    items = list(range(50, 70))
+    code = SimpleNamespace(seed=7, temperature=0.7, max_tokens=6, batching="shared-context", device="cpu")
+    one = answering.answer(load, prompts, code, 16, items, processes=1)
+    assert answering.answer(load, prompts, code, 16, items, processes=2) == one
+    padded = SimpleNamespace(**{**vars(code), "batching": "padded"})
+    model, tokenizer = load()
+    assert answering.answer(load, prompts, padded, 4, items, processes=2) == answering.gumbel_answers(
+        model, tokenizer, prompts, padded, 4, items
+    )

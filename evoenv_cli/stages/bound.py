@@ -16,6 +16,7 @@ agree to the bit; a reader checks the bound against its code in one file.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -26,8 +27,8 @@ from pathlib import Path
 from evoenv_cli import artifacts
 from evoenv_cli.config import AnswerConfig, BoundConfig, RuntimeConfig, SampleConfig, TrainConfig
 from evoenv_cli.errors import InputError
-from evoenv_cli.training import quantize
-from evoenv_cli.training.answering import NOISE_RULE, gumbel_answers, noise_seed
+from evoenv_cli.training import answering, quantize
+from evoenv_cli.training.answering import NOISE_RULE, noise_seed
 
 CODE_FILE = "bound-code.json"
 # the base model's answers on S, beside the code (deterministic, so kept), one file per way of
@@ -413,9 +414,8 @@ def answer_sample(
     batch_size: int,
     items: list[int] | None = None,
 ) -> Answers:
-    model, tokenizer = load_policy(policy, code.dtype, code.device)
-    prompts = [r["prompt"] for r in rows]
-    texts = gumbel_answers(model, tokenizer, prompts, code, code.batch_size or batch_size, items)
+    load = functools.partial(load_policy, policy, code.dtype, code.device)
+    texts = answering.answer(load, [r["prompt"] for r in rows], code, code.batch_size or batch_size, items)
     scores = score_answers(rows, texts, code, library, runtime)
     return Answers(texts, scores, [s >= code.threshold for s in scores])
 

@@ -69,6 +69,96 @@ def gumbel_answers(model, tokenizer, prompts: list, code, batch_size: int, items
     return _shared_context_answers(model, tokenizer, prompts, code, batch_size, items)
 
 
+def answer(load, prompts: list, code, batch_size: int, items: list[int] | None = None, processes: int = 0) -> list[str]:
+    """gumbel_answers with the model `load()` returns ((model, tokenizer); picklable, a
+    functools.partial of a module-level function). Under "shared-context" on the CPU, in
+    `processes` processes (0: one a torch thread this process would use), each of one torch
+    thread and the prompts of whole contexts (BATCHING_RULE): an answer does not depend on what
+    else a process answers, so the split decides only the time. "padded" codes and CUDA answer
+    here, as they always did."""
+    import torch
+
+    items = list(range(len(prompts))) if items is None else items
+    if getattr(code, "batching", "shared-context") == "padded" or getattr(code, "device", "cpu") != "cpu":
+        model, tokenizer = load()
+        return gumbel_answers(model, tokenizer, prompts, code, batch_size, items)
+    shards = _shards(prompts, processes or torch.get_num_threads())
+    if len(shards) == 1:
+        return _answer_shard(load, prompts, code, batch_size, items)
+    parts = [(load, [prompts[k] for k in s], code, batch_size, [items[k] for k in s]) for s in shards]
+    out = [""] * len(prompts)
+    for shard, texts in zip(shards, _in_processes(parts)):
+        for k, text in zip(shard, texts):
+            out[k] = text
+    return out
+
+
+def _in_processes(parts: list[tuple]) -> list[list[str]]:
+    """_answer_shard(*part) for each part, each in a fresh `python -m` of this module: a child
+    started by command, not by multiprocessing, so that no caller needs a `__main__` guard. The
+    part goes in and the answers come back as pickles in a private folder; the children's
+    stdout goes to this process's stderr (stdout may carry `--json`)."""
+    import os
+    import pickle
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    try:
+        stderr = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        stderr = 2
+    root = str(Path(__file__).resolve().parents[2])  # this evoenv_cli, whatever the child's sys.path
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    with tempfile.TemporaryDirectory(prefix="evoenv-answer-") as tmp:
+        children = []
+        try:
+            for i, part in enumerate(parts):
+                job, done = Path(tmp, f"part-{i}.pickle"), Path(tmp, f"answers-{i}.pickle")
+                job.write_bytes(pickle.dumps(part))
+                argv = [sys.executable, "-m", __name__, str(job), str(done)]
+                children.append((subprocess.Popen(argv, stdout=stderr, env=env), done))
+            for child, _ in children:
+                if child.wait() != 0:
+                    raise RuntimeError(f"an answering process exited with {child.returncode} (its error is above)")
+            return [pickle.loads(done.read_bytes()) for _, done in children]
+        finally:
+            for child, _ in children:
+                if child.poll() is None:
+                    child.kill()
+                    child.wait()
+
+
+def _shards(prompts: list, n: int) -> list[list[int]]:
+    """Prompt indices in at most n parts of about equal size, whole contexts (the conversation
+    less its last turn) to a part, so that no context is read twice; each part in S's order. A
+    prompt of one turn has no context to share: it is a group of its own."""
+    import json
+
+    groups: dict[str, list[int]] = {}
+    for k, p in enumerate(prompts):
+        shared = isinstance(p, list) and len(p) > 1
+        groups.setdefault(json.dumps(p[:-1]) if shared else f"#{k}", []).append(k)
+    parts: list[list[int]] = [[] for _ in range(max(1, min(n, len(groups))))]
+    for group in sorted(groups.values(), key=len, reverse=True):
+        min(parts, key=len).extend(group)
+    return [sorted(part) for part in parts if part]
+
+
+def _answer_shard(load, prompts: list, code, batch_size: int, items: list[int]) -> list[str]:
+    """One process's part: one torch thread (BATCHING_RULE), the model loaded here."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model, tokenizer = load()
+        return gumbel_answers(model, tokenizer, prompts, code, batch_size, items)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def _padded_answers(model, tokenizer, prompts: list, code, batch_size: int, items: list[int]) -> list[str]:
     """The old answering ("padded"): HF `generate` on S's prompts in order, batch_size at a
     time, left-padded to the longest in the batch. Padding moves the rounding of the real
@@ -113,7 +203,9 @@ BATCHING_RULE = (
     "its own length (context + question + max_tokens, rounded up to 32), masked past its length; a "
     "slot freed by an answer that ends takes the next read's. No padding and no shape that depends "
     "on another item: the arithmetic on an item's row is the same whatever shares its forward; a "
-    "row stops at its first end-of-sequence token or max_tokens"
+    "row stops at its first end-of-sequence token or max_tokens. On the CPU every answering process "
+    "runs one torch thread (a product's sum split across threads would move with the machine's "
+    "cores), one process a core, each answering the prompts of whole contexts"
 )
 READ_ROWS = 8  # rows a read forward (at most batch_size): the per-token cost of a read is flat from 8 up
 SPAN = 32  # a slot's keys and values span its length + max_tokens, rounded up to this
@@ -369,3 +461,11 @@ def _slot_layer_class():
             return self.keys, self.values
 
     return SlotLayer
+
+
+if __name__ == "__main__":  # an answering process of `answer`: python -m ... PART ANSWERS
+    import pickle
+    import sys
+    from pathlib import Path
+
+    Path(sys.argv[2]).write_bytes(pickle.dumps(_answer_shard(*pickle.loads(Path(sys.argv[1]).read_bytes()))))
