@@ -106,37 +106,11 @@ def side_by_side() -> None:
     )
 
 
-def training_seen_side_by_side() -> None:
-    """Issue 42's checks (instances at `sample`'s seeds, the collapsed group) off and on, on the
-    seeds and the corpus goods, alternating so that load weighs on both alike."""
+def _off_and_on(off: ValidateConfig, on: ValidateConfig) -> tuple[dict, dict, dict]:
+    """validate on the seeds and the corpus goods under `off` and `on`, alternating off, on, off,
+    on so that load weighs on both alike: per label, the least median wall time of an admitted
+    environment, how many were admitted, and the median fuzz calls of an admitted one."""
     files = GOOD_GROUPS["seeds"] + GOOD_GROUPS["corpus_goods"]
-    on = load_recipe(CORPUS / "recipe.yaml").validate
-    off = dataclasses.replace(on, sample_seed_instances=0, collapsed_group=1)
-    per_env: dict[str, list[float]] = {"off": [], "on": []}
-    admitted = {}
-    with tempfile.TemporaryDirectory(prefix="evoenv-bench-") as tmp:
-        lib = _library(Path(tmp), files)
-        for k, (label, cfg) in enumerate((("off", off), ("on", on), ("off", off), ("on", on))):
-            out = prepare_out_dir(Path(tmp) / f"out-{k}", resume=False, clean=False)
-            validate.run(EnvLibrary.open(lib), cfg, RuntimeConfig(workers=2), out)
-            records = list(read_jsonl(out / "verdicts.jsonl"))
-            per_env[label].append(statistics.median(r["wall_s"] for r in records if r["admitted"]))
-            admitted[label] = sum(r["admitted"] for r in records)
-    before, after = min(per_env["off"]), min(per_env["on"])
-    print(
-        f"bench validate training-seen: envs={len(files)} admitted off={admitted['off']} on={admitted['on']} "
-        f"per_good_env_s before={before:.2f} after={after:.2f} ratio={after / before:.2f}"
-    )
-
-
-def measured_pay_side_by_side() -> None:
-    """Issue 42's pay measured against chance (checks/pay.py: the chance answers, the planted
-    kinds at partial pay, the constant answer against an option's chance rate) off and on, on the
-    seeds and the corpus goods, alternating so that load weighs on both alike. "off" is the
-    settings at 1 (full pay alone, no chance answers scored, no partial-pay kinds planned)."""
-    files = GOOD_GROUPS["seeds"] + GOOD_GROUPS["corpus_goods"]
-    on = load_recipe(CORPUS / "recipe.yaml").validate
-    off = dataclasses.replace(on, min_paid_excess=1.0, max_mean_excess=1.0, min_constant_excess=1.0)
     per_env: dict[str, list[float]] = {"off": [], "on": []}
     admitted, calls = {}, {}
     with tempfile.TemporaryDirectory(prefix="evoenv-bench-") as tmp:
@@ -148,9 +122,33 @@ def measured_pay_side_by_side() -> None:
             per_env[label].append(statistics.median(r["wall_s"] for r in records if r["admitted"]))
             admitted[label] = sum(r["admitted"] for r in records)
             calls[label] = statistics.median(r.get("fuzz_calls", 0) for r in records if r["admitted"])
-    before, after = min(per_env["off"]), min(per_env["on"])
+    return {label: min(times) for label, times in per_env.items()}, admitted, calls
+
+
+def training_seen_side_by_side() -> None:
+    """Issue 42's checks (instances at `sample`'s seeds, the collapsed group) off and on."""
+    on = load_recipe(CORPUS / "recipe.yaml").validate
+    off = dataclasses.replace(on, sample_seed_instances=0, collapsed_group=1)
+    seconds, admitted, _ = _off_and_on(off, on)
+    before, after = seconds["off"], seconds["on"]
     print(
-        f"bench validate measured-pay: envs={len(files)} admitted off={admitted['off']} on={admitted['on']} "
+        f"bench validate training-seen: envs={len(GOOD_GROUPS['seeds'] + GOOD_GROUPS['corpus_goods'])} "
+        f"admitted off={admitted['off']} on={admitted['on']} "
+        f"per_good_env_s before={before:.2f} after={after:.2f} ratio={after / before:.2f}"
+    )
+
+
+def measured_pay_side_by_side() -> None:
+    """Issue 42's pay measured against chance (checks/pay.py: the chance answers, the planted
+    kinds at partial pay, the constant answer against an option's chance rate) off and on. "off"
+    is the settings at 1 (full pay alone, no chance answers scored, no partial-pay kinds planned)."""
+    on = load_recipe(CORPUS / "recipe.yaml").validate
+    off = dataclasses.replace(on, min_paid_excess=1.0, max_mean_excess=1.0, min_constant_excess=1.0)
+    seconds, admitted, calls = _off_and_on(off, on)
+    before, after = seconds["off"], seconds["on"]
+    print(
+        f"bench validate measured-pay: envs={len(GOOD_GROUPS['seeds'] + GOOD_GROUPS['corpus_goods'])} "
+        f"admitted off={admitted['off']} on={admitted['on']} "
         f"per_good_env_s before={before:.2f} after={after:.2f} ratio={after / before:.2f} "
         f"fuzz_calls_per_env before={calls['off']:.0f} after={calls['on']:.0f}"
     )
