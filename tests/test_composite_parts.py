@@ -17,7 +17,7 @@ import random
 from pathlib import Path
 
 import pytest
-from conftest import SEEDS
+from conftest import INT_SEEDS, SEEDS
 
 from evoenv_cli import artifacts
 from evoenv_cli.checks import leak_solvers
@@ -29,14 +29,6 @@ from evoenv_cli.operators import Blueprint, Part, part_levels
 from evoenv_cli.runtime.session import Runtime
 from evoenv_cli.stages import compose
 
-INT_SEEDS = (
-    "coin_change_ways",
-    "edit_distance",
-    "grid_shortest_path",
-    "knapsack_max_value",
-    "longest_increasing_subsequence",
-    "register_machine",
-)
 # SORT's part: one whose answers rarely tie (register_machine's three at levels 1-5 tie on 0-6% of
 # instances, knapsack's on 5-21%, coin_change_ways' on up to 53%): main's fuzzer counted swapped
 # tied labels as accepted permutations, so there the old verdict on a SORT composite hung on ties

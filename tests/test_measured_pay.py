@@ -29,7 +29,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import SEEDS
+from conftest import INT_SEEDS, SEEDS
 
 from evoenv_cli.checks import context, fuzz
 from evoenv_cli.checks.registry import CHECKS
@@ -115,14 +115,6 @@ def score(instance, answer):
     return SHAPE_PAY if same and (len(ref) > 1 or len(text[0]) == len(ref[0])) else strict
 """
 
-INT_SEEDS = (
-    "coin_change_ways",
-    "edit_distance",
-    "grid_shortest_path",
-    "knapsack_max_value",
-    "longest_increasing_subsequence",
-    "register_machine",
-)
 INT_RULES = ("markup", "exponent", "nonfinite", "digits", "formula", "tenfold")
 PAYS = (0.6, 0.75, 0.9, 0.95)
 # (file it varies, rule, pay): every integer rule on its own seed, the list and planted ones
