@@ -136,10 +136,10 @@ def test_a_collapsed_group_gets_no_pay_for_repeats(tmp_path, family_seed):
 
 
 def _draw_verdict(env: EnvFile, cfg: ValidateConfig, pool: SandboxWorkers) -> str:
-    """The checks whose verdict is a share of the instances drawn: constant answer and leaks."""
+    """The checks whose verdict is a share of the instances drawn: constant answer, leaks, hedges."""
     checker = context.Checker(env, cfg, pool, pool)
     try:
-        for name in ("load", "run", "constant_answer", "leak"):
+        for name in ("load", "run", "constant_answer", "leak", "hedge"):
             CHECKS[name].run(checker)
     except context.Rejected as rej:
         return f"{rej.stage}: {rej.reason}"

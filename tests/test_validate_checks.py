@@ -28,6 +28,7 @@ BUILT_IN = (
     "diversity",
     "reference",
     "discrimination",
+    "hedge",
     "constant_answer",
     "leak",
     "budget",
