@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from evoenv_cli import row_formats
+from evoenv_cli import operators, row_formats
 from evoenv_cli.errors import InputError
 from evoenv_cli.llm.base import BACKEND_KINDS
 from evoenv_cli.runtime import contract
@@ -43,9 +43,9 @@ DEFAULT_BENCH_INSTRUCTION = (
 
 # the trainers `sample` writes rows for: the names of row_formats' records (a live view)
 ROW_FORMATS = row_formats.FORMATS.keys()
-# compose's operators, in the order candidates are proposed: the names of stages/operators.py's
-# records (it checks that they agree), here so that the config layer imports no stage
-OPERATOR_NAMES = ("sequential", "parallel", "sort", "select")
+# compose's operators, in the order candidates are proposed: the names of operators.py's records
+# (a live view; operators.py imports nothing of evoenv, so config may read it)
+OPERATOR_NAMES = operators.REGISTRY.keys()
 SPLITS = ("train", "heldout")  # training seeds below 2**31, held-out seeds with bit 31 set
 
 

@@ -4,9 +4,9 @@ what it declares (ANSWER_TYPE, INPUT_TYPE, TAGS), which parts it takes and its c
 `render` writes a composite's file and `_as_part` describes it for the rest of the run, and
 the next round reads the file back: all three take these facts from the record, so a
 composite means the same thing in the round that made it and in every round after.
-Only the standard library is imported here, so cli.py can name the operators without importing
-the stage; config.py, which no stage may be imported by, holds their names (OPERATOR_NAMES),
-and this module refuses to load when the two disagree.
+Only the standard library is imported here, so config.py (which no stage may be imported by)
+reads the operators' names from REGISTRY (`config.OPERATOR_NAMES`, a live view), and cli.py can
+name them without importing the stage: an operator is its record here, and nothing else.
 
 - SEQUENTIAL(A, B): A's answer feeds B (A's ANSWER_TYPE is B's INPUT_TYPE). B's instance is
   `B.generate_from(A's reference)`; B's prompt is shown with that value replaced by X, "the
@@ -45,8 +45,6 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
-
-from evoenv_cli.config import OPERATOR_NAMES
 
 if TYPE_CHECKING:
     from evoenv_cli.envfile import EnvFile
@@ -566,5 +564,3 @@ def template_of(source: str | bytes) -> str | None:
 
 
 OPERATORS = tuple(REGISTRY)  # the names, in the order candidates are proposed
-if OPERATORS != OPERATOR_NAMES:
-    raise ImportError(f"config.OPERATOR_NAMES {OPERATOR_NAMES} must name the operator records {OPERATORS}, in order")

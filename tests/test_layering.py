@@ -4,14 +4,15 @@ against the layers below, written as data. Imports inside functions count (a laz
 still an arrow); imports under `if TYPE_CHECKING:` do not (they never run).
 
 The layers, bottom first; a module may import its own layer and the layers under it:
-- records: the error and the environment file that every layer passes around, and the row
-  formats (`row_formats`: what config offers and rewards read);
+- records: the error and the environment file that every layer passes around, the row
+  formats (`row_formats`: what config offers and rewards read) and the composition operators
+  (`operators`: config offers their names, compose and dedupe read their records);
 - runtime (the sandbox, its worker pool and the environment contract) and llm (the generation
   backends) stand side by side, each blind to the other;
 - core: config, artifacts (storage), prompts;
 - integrations: the reward entry points and exports that trainers and benchmarks call;
 - parts: the stage record and registry, and what stages share (admission records, prompts
-  as conversations, composition operators, the checks' machinery, dedupe's novelty index,
+  as conversations, the checks' machinery, dedupe's novelty index,
   training's add-ons);
 - stages (each a record), and the environment pool; the loop; report; cli.
 """
@@ -31,12 +32,13 @@ from evoenv_cli.runtime.contract import parse_python
 PACKAGE = "evoenv_cli"
 INTEGRATIONS = ["integrations", "integrations.*", "rewards"]  # rewards: the old path, a shim
 LAYERS = [  # (layer, module patterns relative to the package), bottom first
-    ("records", ["errors", "envfile", "filemodes", "thinking", "confidence", "accelerate_configs", "row_formats"]),
+    ("records", ["errors", "envfile", "filemodes", "thinking", "confidence", "accelerate_configs", "row_formats",
+                 "operators"]),
     ("runtime", ["runtime", "runtime.*"]),
     ("llm", ["llm", "llm.*"]),
     ("core", ["config", "artifacts", "prompts"]),
     ("integrations", INTEGRATIONS),
-    ("parts", ["stage", "admission", "conversations", "operators", "checks", "checks.*", "novelty", "novelty.*",
+    ("parts", ["stage", "admission", "conversations", "checks", "checks.*", "novelty", "novelty.*",
                "training", "training.*"]),
     ("stages", ["stages", "stages.*", "pool", "cluster", "cluster.*"]),
     ("loop", ["loop", "plan"]),
@@ -190,7 +192,8 @@ def test_no_arrow_runs_up_a_layer_or_breaks_a_rule():
         (("runtime.workers", "stages.compose"), "runtime imports stages"),
         (("llm.tiny", "artifacts"), "a backend never imports storage"),
         (("llm.base", "runtime.workers"), "a backend never imports the sandbox"),
-        (("config", "operators"), "core imports parts"),
+        (("config", "stage"), "core imports parts"),
+        (("operators", "config"), "records imports core"),  # the operators import nothing of evoenv
         (("stage", "stages.sample"), "parts imports stages"),  # the registry never imports its members
         (("novelty.index", "stages.dedupe"), "parts imports stages"),  # the machinery never imports its stage
         (("stages.train", "loop"), "stages imports loop"),

@@ -13,7 +13,9 @@ import pytest
 from conftest import ROOT, SEEDS
 
 from evoenv_cli import loop, stage, stages
+from evoenv_cli.config import recipe_from_dict
 from evoenv_cli.envfile import EnvFile, env_id_of
+from evoenv_cli.errors import InputError
 from evoenv_cli.operators import REGISTRY
 from evoenv_cli.stages.dedupe import composite_structure
 
@@ -154,5 +156,9 @@ def test_a_new_operator_is_one_record_and_dedupe_judges_its_composites_by_lineag
         env = EnvFile(Path(f"comp_{name}.py"), source, env_id_of(source))
         record = {"origin": "compose", "operator": name, "parents": ["b", "a"]}
         assert composite_structure(env, record) == ((name, "a", "b") if unordered else (name, "b", "a"))
+    # the recipe offers the new names with nothing else edited: config reads the registry
+    assert recipe_from_dict({"compose": {"ops": ["zip", "chain"]}}, "r.yaml").compose.ops == ["zip", "chain"]
+    with pytest.raises(InputError, match="r.yaml: .*nope"):
+        recipe_from_dict({"compose": {"ops": ["nope"]}}, "r.yaml")
     unknown = EnvFile(Path("comp_x.py"), b"OPERATOR = 'nope'\n", env_id_of(b"OPERATOR = 'nope'\n"))
     assert composite_structure(unknown, {"origin": "compose", "operator": "nope", "parents": ["a"]}) is None
