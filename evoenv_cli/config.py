@@ -271,7 +271,7 @@ class BackendConfig:
     # hf (transformers, in-process) | openai (an OpenAI-compatible server) | vllm | vllm_server (a
     # server the loop starts on each policy and stops before training): llm/base.py's records
     kind: str = field(
-        default="hf", metadata={"help": "How to generate", "flag": "--backend", "choices": tuple(BACKEND_KINDS)}
+        default="hf", metadata={"help": "How to generate", "flag": "--backend", "choices": BACKEND_KINDS.keys()}
     )
     model: str | None = None  # a checkpoint folder or hub name; for openai, the served name
     base_url: str | None = None  # openai: e.g. http://127.0.0.1:8000/v1

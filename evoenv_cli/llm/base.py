@@ -24,7 +24,7 @@ import dataclasses
 import difflib
 import hashlib
 import importlib.util
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -316,11 +316,13 @@ def check_backend(kind: str, model: str | None) -> None:
 @dataclass(frozen=True)
 class BackendKind:
     """One generation backend, all evoenv knows of it: `make_backend`, the recipe's backend.kind
-    choices, `--backend`'s help and the loop read this record, so a new backend is one record
-    here plus its module."""
+    choices, `--backend`'s help and the loop read this record. Each backend's module registers
+    its own record (`register`, last in the module), and importing this module imports every
+    module of the package, so a new backend is its one module (its settings beyond
+    `config_fields` go in the recipe's `backend.options`)."""
 
     name: str
-    module: str  # imported only when a backend of this kind is built
+    module: str  # the module that defines `cls` (its own: __name__)
     cls: str
     what: str  # how it generates, in a few words (for --backend's help)
     config_fields: tuple[str, ...]  # the BackendConfig fields it takes (the rest do not apply to it)
@@ -330,56 +332,34 @@ class BackendKind:
     needs_hint: str = ""  # the one line said when it is not
 
 
-# here, not in vllm_backend.py, so check_backend can say it without importing the backend
-NEEDS_VLLM = "the vllm backend needs vLLM: pip install 'evoenv[vllm]' on a GPU machine"
-BACKEND_KINDS: dict[str, BackendKind] = {
-    k.name: k
-    for k in (
-        BackendKind(
-            "hf",
-            "evoenv_cli.llm.hf",
-            "HFBackend",
-            "transformers, in-process",
-            ("device", "dtype"),
-            local_model=True,
-            follows_policy=True,
-        ),
-        BackendKind(
-            "openai",
-            "evoenv_cli.llm.openai_compat",
-            "OpenAIBackend",
-            "an OpenAI-compatible server at --base-url",
-            ("base_url", "api_key_env", "concurrency", "timeout_s", "max_retries"),
-            local_model=False,
-            follows_policy=False,  # a server started beforehand keeps serving the weights it loaded
-        ),
-        BackendKind(
-            "vllm",
-            "evoenv_cli.llm.vllm_backend",
-            "VLLMBackend",
-            "in-process, GPU",
-            ("tensor_parallel_size", "dtype", "gpu_memory_utilization", "max_model_len"),
-            local_model=True,
-            follows_policy=True,
-            needs="vllm",
-            needs_hint=NEEDS_VLLM,
-        ),
-        BackendKind(
-            "vllm_server",
-            "evoenv_cli.llm.served",
-            "ServedBackend",
-            "a vllm serve started for the stage and stopped after it",
-            (
-                *("serve_command", "gpus", "port", "startup_timeout_s", "tensor_parallel_size", "dtype"),
-                *("gpu_memory_utilization", "max_model_len", "api_key_env", "concurrency", "timeout_s", "max_retries"),
-                "data_parallel_size",
-            ),
-            local_model=True,
-            follows_policy=True,  # the loop starts one on each round's policy (llm/served.py)
-        ),
-    )
-}
-BACKENDS = {k.name: (k.module, k.cls) for k in BACKEND_KINDS.values()}  # kind -> (module, class)
+BACKEND_KINDS: dict[str, BackendKind] = {}  # by name, in name order (every backend module's record)
+
+
+def register(kind: BackendKind) -> BackendKind:
+    """Add a backend's record (its module calls this, last). A name already taken is a ValueError."""
+    if kind.name in BACKEND_KINDS:
+        raise ValueError(f"backend {kind.name!r} is already registered")
+    BACKEND_KINDS[kind.name] = kind
+    ordered = sorted(BACKEND_KINDS.items())  # one order whichever module was imported first
+    BACKEND_KINDS.clear()
+    BACKEND_KINDS.update(ordered)
+    return kind
+
+
+class _Backends(Mapping):
+    """kind -> (module, class name): a live view of BACKEND_KINDS."""
+
+    def __getitem__(self, kind: str) -> tuple[str, str]:
+        return BACKEND_KINDS[kind].module, BACKEND_KINDS[kind].cls
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(BACKEND_KINDS)
+
+    def __len__(self) -> int:
+        return len(BACKEND_KINDS)
+
+
+BACKENDS = _Backends()
 
 
 def backends_help() -> str:
@@ -406,17 +386,14 @@ def make_backend(kind: str, model: str, **options: Any) -> Backend:
     return cls(model, **options)
 
 
-# Which BackendConfig fields each kind takes (the rest do not apply to it).
-_CONFIG_FIELDS = {k.name: k.config_fields for k in BACKEND_KINDS.values()}
-
-
 def backend_from_config(cfg: Any, **overrides: Any) -> Backend:
     """A backend from a recipe's `backend:` section (a `config.BackendConfig`), with the flags the
     user gave (`kind=`, `model=`, `base_url=`, ...; None means not given) over it."""
     given = {k: v for k, v in overrides.items() if v is not None}
     cfg = dataclasses.replace(cfg, **given) if dataclasses.is_dataclass(cfg) else cfg
     kind = cfg.kind
-    options = {k: getattr(cfg, k) for k in _CONFIG_FIELDS.get(kind, ()) if getattr(cfg, k, None) is not None}
+    fields = BACKEND_KINDS[kind].config_fields if kind in BACKEND_KINDS else ()
+    options = {k: getattr(cfg, k) for k in fields if getattr(cfg, k, None) is not None}
     if getattr(cfg, "chat_template_kwargs", None):
         options["chat_template_kwargs"] = cfg.chat_template_kwargs
     options.update(getattr(cfg, "options", None) or {})
@@ -441,6 +418,7 @@ __all__ = [
     "check_backend",
     "final_text",
     "make_backend",
+    "register",
     "normalize_finish_reason",
     "one_line",
     "prompt_tokens",
@@ -448,3 +426,17 @@ __all__ = [
     "resolve_model",
     "strip_thinking",
 ]
+
+
+def _import_backends() -> None:
+    """Import every module of this package (in name order): each backend's registers its record.
+    They import only the standard library at their top, so this stays cheap."""
+    import importlib
+    import pkgutil
+
+    for module in sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)])):
+        if module != "base":
+            importlib.import_module(f"{__package__}.{module}")
+
+
+_import_backends()

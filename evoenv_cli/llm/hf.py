@@ -24,12 +24,14 @@ from typing import Any
 
 from evoenv_cli.llm.base import (
     BackendError,
+    BackendKind,
     BaseBackend,
     Completion,
     Generation,
     Messages,
     SamplingConfig,
     one_line,
+    register,
     resolve_model,
 )
 from evoenv_cli.thinking import template_opens_think
@@ -358,3 +360,16 @@ class HFBackend(BaseBackend):
 
                 del lm
                 torch.cuda.empty_cache()
+
+
+register(
+    BackendKind(
+        "hf",
+        __name__,
+        "HFBackend",
+        "transformers, in-process",
+        ("device", "dtype"),
+        local_model=True,
+        follows_policy=True,
+    )
+)

@@ -49,6 +49,7 @@ from typing import Any
 from evoenv_cli.llm.base import (
     BackendConnectionError,
     BackendError,
+    BackendKind,
     BaseBackend,
     Completion,
     Generation,
@@ -56,6 +57,7 @@ from evoenv_cli.llm.base import (
     SamplingConfig,
     normalize_finish_reason,
     one_line,
+    register,
     request_seed,
 )
 
@@ -334,3 +336,16 @@ class OpenAIBackend(BaseBackend):
                 comps = [dataclasses.replace(comps[0]) for _ in range(sampling.n)]
             out.append(Generation(comps, prompt_tokens[i], errors[i]))
         return out
+
+
+register(
+    BackendKind(
+        "openai",
+        __name__,
+        "OpenAIBackend",
+        "an OpenAI-compatible server at --base-url",
+        ("base_url", "api_key_env", "concurrency", "timeout_s", "max_retries"),
+        local_model=False,
+        follows_policy=False,  # a server started beforehand keeps serving the weights it loaded
+    )
+)

@@ -56,7 +56,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from evoenv_cli.llm.base import BackendError
+from evoenv_cli.llm.base import BackendError, BackendKind, register
 from evoenv_cli.llm.openai_compat import OpenAIBackend
 
 STATE_FILE = "server.json"
@@ -376,3 +376,20 @@ __all__ = [
     "terminate",
     "visible_devices",
 ]
+
+
+register(
+    BackendKind(
+        "vllm_server",
+        __name__,
+        "ServedBackend",
+        "a vllm serve started for the stage and stopped after it",
+        (
+            *("serve_command", "gpus", "port", "startup_timeout_s", "tensor_parallel_size", "dtype"),
+            *("gpu_memory_utilization", "max_model_len", "api_key_env", "concurrency", "timeout_s", "max_retries"),
+            "data_parallel_size",
+        ),
+        local_model=True,
+        follows_policy=True,  # the loop starts one on each round's policy (llm/served.py)
+    )
+)

@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evoenv_cli.llm.base import (
-    NEEDS_VLLM,
+    BackendKind,
     BackendUnavailable,
     BaseBackend,
     Completion,
@@ -56,10 +56,13 @@ from evoenv_cli.llm.base import (
     normalize_finish_reason,
     one_line,
     prompt_tokens,
+    register,
     request_seed,
     resolve_model,
 )
 from evoenv_cli.thinking import template_opens_think
+
+NEEDS_VLLM = "the vllm backend needs vLLM: pip install 'evoenv[vllm]' on a GPU machine"
 
 
 def _import_vllm():
@@ -248,3 +251,18 @@ class VLLMBackend(BaseBackend):
         gc.collect()
         if torch.cuda.is_available():  # what this process itself cached (tensor parallel's rank 0)
             torch.cuda.empty_cache()
+
+
+register(
+    BackendKind(
+        "vllm",
+        __name__,
+        "VLLMBackend",
+        "in-process, GPU",
+        ("tensor_parallel_size", "dtype", "gpu_memory_utilization", "max_model_len"),
+        local_model=True,
+        follows_policy=True,
+        needs="vllm",
+        needs_hint=NEEDS_VLLM,
+    )
+)

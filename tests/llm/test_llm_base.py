@@ -4,6 +4,7 @@ backend from the recipe's `backend:` section, and that none of it imports torch.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import subprocess
 import sys
 
@@ -117,13 +118,50 @@ def test_the_backend_records_give_the_choices_the_help_and_the_loops_refusal(evo
     """One record per backend (llm/base.py's BACKEND_KINDS): the recipe's backend.kind choices,
     `--backend`'s help and the loop's refusal of a backend that cannot follow the policy all
     come from it."""
-    from evoenv_cli.llm.base import _CONFIG_FIELDS, BACKEND_KINDS, backends_help
+    from evoenv_cli.llm.base import BACKEND_KINDS, backends_help
 
     choices = next(f.metadata["choices"] for f in dataclasses.fields(BackendConfig) if f.name == "kind")
-    assert choices == tuple(BACKEND_KINDS) == tuple(BACKENDS) == tuple(_CONFIG_FIELDS)
+    assert tuple(choices) == tuple(BACKEND_KINDS) == tuple(BACKENDS)
     assert all(f"{k.name} ({k.what})" in backends_help() for k in BACKEND_KINDS.values())
     recipe = tmp_path / "r.yaml"
     recipe.write_text("backend:\n  kind: openai\n  model: served-name\n")
     r = evoenv("iterate", "--config", recipe, "--run", tmp_path / "run")
     assert r.returncode == 2 and "backend.kind openai cannot follow the policy" in r.stderr, r.stderr
     assert "use backend hf or vllm or vllm_server for iterate" in r.stderr and not (tmp_path / "run").exists()
+
+
+ECHO_BACKEND = """from evoenv_cli.llm.base import BackendKind, register
+
+
+class EchoBackend:
+    def __init__(self, model, shout=False):
+        self.model, self.shout = model, shout
+
+
+register(BackendKind("echo", __name__, "EchoBackend", "repeats the prompt", (), local_model=False, follows_policy=False))
+"""
+
+
+def test_a_backend_is_one_module_that_registers_its_record(tmp_path, monkeypatch):
+    """Issue 40: a module that ends with `register(BackendKind(...))` is a backend: the recipe's
+    backend.kind accepts it, --backend's help lists it and make_backend builds it (its own
+    settings through backend.options); nothing else is edited."""
+    from evoenv_cli.config import recipe_from_dict
+    from evoenv_cli.llm.base import BACKEND_KINDS, backends_help
+
+    saved = dict(BACKEND_KINDS)
+    (tmp_path / "echo_backend.py").write_text(ECHO_BACKEND)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        importlib.import_module("echo_backend")
+        assert list(BACKEND_KINDS) == sorted([*saved, "echo"])
+        recipe = recipe_from_dict({"backend": {"kind": "echo", "model": "m", "options": {"shout": True}}}, "r.yaml")
+        assert "echo (repeats the prompt)" in backends_help()
+        built = backend_from_config(recipe.backend)
+        assert (type(built).__name__, built.model, built.shout) == ("EchoBackend", "m", True)
+        with pytest.raises(ValueError, match="already registered"):
+            importlib.reload(sys.modules["echo_backend"])
+    finally:
+        BACKEND_KINDS.clear()
+        BACKEND_KINDS.update(saved)
+        sys.modules.pop("echo_backend", None)
