@@ -29,7 +29,7 @@ $(BIN)/evoenv: pyproject.toml
 
 setup: $(BIN)/evoenv
 
-# The fast lane's guard (tests/fast_lane.py) fails an unmarked test past 10 CPU-seconds under
+# The fast lane's guard (tests/support/fast_lane.py) fails an unmarked test past 10 CPU-seconds under
 # test-fast; the full suite (CI's) gives it twice that, so a test near the line on another box is
 # not a red build, while one that grew far past it still is.
 # In TEST_WORKERS pytest-xdist workers: most slow tests wait on the child processes they start.

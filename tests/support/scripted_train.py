@@ -5,7 +5,7 @@ a scripted `run` in place of TRL's steps: a metrics line per step, a checkpoint 
 SIGKILL the loop and this process just after round NN's step S is logged. The real train stage runs in
 tests/test_train.py and in test_iterate.py's loop.
 
-    python tests/scripted_train.py -m evoenv_cli run-context round-NN/train-context.json
+    python tests/support/scripted_train.py -m evoenv_cli run-context round-NN/train-context.json
 """
 
 import dataclasses
