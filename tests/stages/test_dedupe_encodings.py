@@ -5,7 +5,7 @@ The family is generated (tests/support/reencodings.py): every seed, re-encoded i
 instance's shapes admit, under new keys and a new prompt. For each member the old comparison
 (no decoded views: `novelty.views.MAX_VIEWS = 0`) admits it as new, and the new one finds its
 seed, in either order (the seed kept first, or the re-encoding). The false-positive guard is
-tests/test_dedupe_reskins.py's distinct set (the seeds, the validate corpus's good files and
+tests/stages/test_dedupe_reskins.py's distinct set (the seeds, the validate corpus's good files and
 tests/dedupe_corpus/distinct), judged with the decoded views on.
 """
 
