@@ -112,17 +112,18 @@ def tree(tmp_path):
     return tmp_path
 
 
-@pytest.mark.parametrize(
-    "stray, says",
-    [
-        ("test_dedupe.py", "names no top-level module"),  # a stage's test left flat
-        ("stagez/test_x.py", "tests/stagez/ mirrors no package"),
-        ("support/test_x.py", "tests/support/ mirrors no package"),
-        ("helper.py", "not a test, so it belongs in tests/support/"),
-        ("stages/__init__.py", "not a test"),
-        ("stages/test_config.py", "2 test files named test_config.py"),
-    ],
-)
+# A file put out of place in `tree`, and what its one line says.
+STRAYS = [
+    ("test_dedupe.py", "names no top-level module"),  # a stage's test left flat
+    ("stagez/test_x.py", "tests/stagez/ mirrors no package"),
+    ("support/test_x.py", "tests/support/ mirrors no package"),
+    ("helper.py", "not a test, so it belongs in tests/support/"),
+    ("stages/__init__.py", "not a test"),
+    ("stages/test_config.py", "2 test files named test_config.py"),
+]
+
+
+@pytest.mark.parametrize("stray, says", STRAYS, ids=[stray for stray, _ in STRAYS])
 def test_a_file_out_of_place_is_named(tree, stray, says):
     path = tree / "tests" / stray
     path.parent.mkdir(parents=True, exist_ok=True)
