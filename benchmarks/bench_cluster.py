@@ -3,7 +3,7 @@
 
 The same 200 candidates (the ten seeds, twenty copies of each under a NAME of its own: 200
 distinct environments, each judged in full) are validated through a `RayRuntime` on the head
-node alone and then on both nodes of one two-node cluster started here (tests/ray_nodes.py: a
+node alone and then on both nodes of one two-node cluster started here (tests/support/ray_nodes.py: a
 head and a second node, one CPU each, so `runtime.workers` is 1 per node). Prints the wall
 time of each, the ratio, whether the verdicts agree, and per node what it did: the calls and
 Ray tasks its actor ran, the sandbox workers it started and the CPU-seconds its actor and its
@@ -26,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))  # ray_nodes: the real local cluster the tests start
+sys.path.insert(0, str(ROOT / "tests" / "support"))  # ray_nodes: the real local cluster the tests start
 
 from ray_nodes import two_node_cluster  # noqa: E402
 

@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))  # evoenv_cli from this checkout
 EXE = Path(sys.executable).with_name("evoenv")
 RECIPE = ROOT / "benchmarks" / "learning.yaml"
 # The library: environment files written for this benchmark, validated like any other
-# (tests/test_bench_envs.py) and run in the sandbox. Not the seeds, nor reasoning-gym's
+# (tests/benchmarks/test_bench_envs.py) and run in the sandbox. Not the seeds, nor reasoning-gym's
 # chain_sum: under chance-aware calibration the starter model has no level 1-3 of any seed above
 # chance (0 of 11 levels admitted) and none of chain_sum's (0 of 8, most answers untagged), so
 # nothing of them was drawn and GRPO had nothing to learn. number_in_words' low levels are in

@@ -1,5 +1,5 @@
 """`make bench`, reward budget section: a 32-row reward batch with 8 pathological completions
-(tests/test_score_budget.py's generated family: catastrophic regex backtracking, loops and
+(tests/integrations/test_score_budget.py's generated family: catastrophic regex backtracking, loops and
 allocations sized by the answer; three of them at the head of the chunk) against a clean one of
 the same environment, side by side in one run, with the score budget (now) and without it (the
 pool's calls as before: each runaway score paid the full time limit and a worker)."""

@@ -1,7 +1,7 @@
 """A valid environment whose output sizes are set by hand: the reference, the prompt and the
 instance of a chosen length each, up to just under their caps (runtime.limits.max_answer_chars,
 max_prompt_chars, validate.budget_instance_bytes). validate's cost must grow with them no faster
-than linearly; `make bench` (bench_validate.py) and tests/test_linear_admission.py judge it.
+than linearly; `make bench` (bench_validate.py) and tests/checks/test_linear_admission.py judge it.
 """
 
 from __future__ import annotations

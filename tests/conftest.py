@@ -10,7 +10,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from fast_lane import (  # noqa: F401  (hooks: the fast lane's time budget)
+from support.fast_lane import (  # noqa: F401  (hooks: the fast lane's time budget)
     pytest_runtest_call,
     pytest_runtest_makereport,
     pytest_runtest_setup,

@@ -11,7 +11,7 @@ SLEEPY = """
 import time
 
 import pytest
-from fast_lane import budget, wall_budget
+from support.fast_lane import budget, wall_budget
 
 
 def sleep_past_the_budget():
@@ -54,7 +54,7 @@ def run(tmp_path: Path, budget: str) -> subprocess.CompletedProcess:
             "pytest",
             "-q",
             "-p",
-            "fast_lane",
+            "support.fast_lane",
             "-p",
             "no:cacheprovider",
             "-o",

@@ -1,6 +1,6 @@
 """Kill -9 anywhere in the loop, rerun, and get what a run never killed gets: every file of the
 run the same (times, logs and the recipe hash aside), the final pool byte for byte. The loop
-runs in a child process (tests/loop_child.py) with a scripted policy and trainer, so a kill
+runs in a child process (tests/support/loop_child.py) with a scripted policy and trainer, so a kill
 costs seconds."""
 
 import json
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-CHILD = ROOT / "tests" / "loop_child.py"
+CHILD = ROOT / "tests" / "support" / "loop_child.py"
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 ROUNDS = 2
 SEED_NAMES = ("coin_change_ways", "edit_distance", "subset_sum_planted", "topological_order")
@@ -62,7 +62,7 @@ def setup(tmp_path_factory):
         RECIPE.format(
             bench=ROOT / "recipes" / "bench" / "tiny-arithmetic.jsonl",
             python=sys.executable,
-            train=ROOT / "tests" / "scripted_train.py",
+            train=ROOT / "tests" / "support" / "scripted_train.py",
         )
     )
     clean = root / "clean"
@@ -173,7 +173,7 @@ def test_a_kill_at_a_random_point_of_each_step_then_a_rerun_writes_every_file_th
     root, recipe, seeds, _, counts = setup
     rng = random.Random(step)  # random, and the same on every run of the test
     run = root / f"step-{step.replace('/', '-')}"
-    if step.endswith("/train"):  # the child's steps: tests/scripted_train.py kills the loop and itself
+    if step.endswith("/train"):  # the child's steps: tests/support/scripted_train.py kills the loop and itself
         where = f"round-{int(step.split('/')[0]):02d}:{rng.randint(1, 4)}"
         child(run, recipe, seeds, expect_killed=True, env={**ENV, "SCRIPTED_TRAIN_KILL": where})
     else:

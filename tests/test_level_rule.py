@@ -132,7 +132,7 @@ def test_a_never_calibrated_seed_is_calibrated_before_it_is_sampled_in_the_loop(
     for name in ("register_machine", "grid_shortest_path"):
         shutil.copy(SEEDS / f"{name}.py", seeds)
     recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(RECIPE.format(python=sys.executable, train=ROOT / "tests" / "scripted_train.py"))
+    recipe.write_text(RECIPE.format(python=sys.executable, train=ROOT / "tests" / "support" / "scripted_train.py"))
     spec = iterate.cfgmod.load_recipe(recipe)
     run = tmp_path / "run"
     loop = iterate.Loop(run, recipe, "scripted", spec.iterate, seeds, log=lambda m: None, backend_factory=LevelSolver)
@@ -169,7 +169,7 @@ def test_a_round_with_nothing_above_chance_trains_nothing_and_the_loop_goes_on(t
     seeds.mkdir()
     shutil.copy(SEEDS / "grid_shortest_path.py", seeds)
     recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(RECIPE.format(python=sys.executable, train=ROOT / "tests" / "scripted_train.py"))
+    recipe.write_text(RECIPE.format(python=sys.executable, train=ROOT / "tests" / "support" / "scripted_train.py"))
     spec = iterate.cfgmod.load_recipe(recipe)
     run = tmp_path / "run"
     loop = iterate.Loop(run, recipe, "scripted", spec.iterate, seeds, log=lambda m: None, backend_factory=LevelSolver)

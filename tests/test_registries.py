@@ -96,7 +96,7 @@ def test_a_new_round_step_is_one_record_and_the_loop_runs_it_in_its_place(tmp_pa
     """The loop runs a step from its record alone: at its `place` (after the pool update, before
     sample here), given what its `in_round` takes from the round's outputs so far; the report
     finds its marker."""
-    from loop_child import ScriptedPolicy
+    from support.loop_child import ScriptedPolicy
 
     from evoenv_cli.report import numbers
     from evoenv_cli.report.run_files import RunFiles
@@ -120,7 +120,7 @@ def test_a_new_round_step_is_one_record_and_the_loop_runs_it_in_its_place(tmp_pa
     seeds.mkdir()
     shutil.copy(SEEDS / "register_machine.py", seeds)
     recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(ONE_ROUND.format(python=sys.executable, train=ROOT / "tests" / "scripted_train.py"))
+    recipe.write_text(ONE_ROUND.format(python=sys.executable, train=ROOT / "tests" / "support" / "scripted_train.py"))
     spec = loop.cfgmod.load_recipe(recipe)
     run_dir = tmp_path / "run"
     said = []

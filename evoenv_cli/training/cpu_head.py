@@ -12,7 +12,7 @@ vocabulary, in fp32 for the gradient, only to be masked out. On the starter mode
 learning bench's prompts (about 130 prompt tokens before a 24-token answer) that was most of
 the backward pass: the profile of one GRPO step put 22 s of its 41 s of backward in TRL's
 chunked log-prob backward. `compact_lm_head_on_cpu()` makes TRL take its own compact path on a
-CPU: the same kernel, the same numbers (tests/test_cpu_head.py compares log-probabilities and
+CPU: the same kernel, the same numbers (tests/training/test_cpu_head.py compares log-probabilities and
 gradients both ways), over the positions that count. Other devices keep TRL's own choice.
 """
 

@@ -10,7 +10,7 @@ from conftest import SEEDS
 
 EXE = Path(sys.executable).with_name("evoenv")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-FIXTURE = Path(__file__).parent / "fixtures" / "digit_share.py"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "digit_share.py"
 RECIPE = """train:
   num_generations: 2
   per_device_train_batch_size: 4

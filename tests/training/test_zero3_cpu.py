@@ -10,12 +10,11 @@ import os
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from conftest import ROOT
 
-PROBE = Path(__file__).parent / "zero3_probe" / "probe.py"
+PROBE = ROOT / "tests" / "support" / "zero3_probe.py"
 
 
 @pytest.mark.slow

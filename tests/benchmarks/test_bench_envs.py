@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-ENVS = Path(__file__).resolve().parent.parent / "benchmarks" / "envs"
+ENVS = Path(__file__).resolve().parents[2] / "benchmarks" / "envs"
 
 
 def load(name: str):

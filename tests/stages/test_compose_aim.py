@@ -98,7 +98,7 @@ def test_a_composites_parts_run_at_the_levels_compose_chose():
     assert [scope["_levels"](d) for d in (1, 2, 3, 4, 10)] == [[3, 1], [3, 1], [4, 2], [4, 2], [7, 5]]
     scope["_START"] = [1]
     assert [scope["_levels"](d)[0] for d in range(1, 11)] == [(d + 1) // 2 for d in range(1, 11)]  # the old rule
-    seeds = Path(__file__).resolve().parents[1] / "seeds"
+    seeds = Path(__file__).resolve().parents[2] / "seeds"
     a, b = (
         Part(EnvFile.from_path(seeds / f), f[:-3], "int", None, [])
         for f in ("edit_distance.py", "grid_shortest_path.py")

@@ -2,7 +2,7 @@
 scripted judge whose ranking must come back, the verifier's order never overturned, a failing
 judge (scripted and a real unreachable server) leaving the rewards alone, bounded anchors that
 survive a checkpoint, and the policy view over a model in memory. The tournament's tests set
-`trust_alpha=1.0` (the judge used unmeasured); tests/test_arena_trust.py measures it."""
+`trust_alpha=1.0` (the judge used unmeasured); tests/training/test_arena_trust.py measures it."""
 
 from __future__ import annotations
 
@@ -672,8 +672,8 @@ def test_train_judges_with_the_policy_in_process(seed_rows, tiny_model, tmp_path
 
 
 WORKER = """
-import json, sys
-sys.path.insert(0, sys.argv[1])
+import json, os, sys
+sys.path[:0] = [sys.argv[1], os.path.dirname(sys.argv[1])]  # this module, and the conftest it imports
 from accelerate import PartialState
 state = PartialState(cpu=True)
 from test_arena import QualityJudge, two_process_batches

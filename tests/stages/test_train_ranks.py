@@ -1,52 +1,20 @@
 """The loop's training on two ranks, as far as a CPU shows it: `evoenv iterate` on the tiny
 recipe with `iterate.train_launch: accelerate launch --multi_gpu --num_processes 2` (two
-processes, gloo, on the CPU). tests/rank_probe/sitecustomize.py records each rank's writes and
+processes, gloo, on the CPU). tests/support/rank_probe/sitecustomize.py records each rank's writes and
 when it reaches the post-training writes, and can kill a rank there."""
 
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from support.two_ranks import PROBE, ray_recipe, recipe, records
 
 EXE = Path(sys.executable).with_name("evoenv")
-PROBE = Path(__file__).parent / "rank_probe"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def recipe(tmp_path: Path) -> Path:
-    text = (ROOT / "tests" / "recipes" / "tiny.yaml").read_text()
-    text = text.replace("build_model: tiny", "build_model: ''")
-    text = text.replace("recipes/bench/", str(ROOT / "recipes" / "bench") + "/")
-    launch = f"accelerate launch --multi_gpu --num_processes 2 --main_process_port {free_port()}"
-    # the random model's completions all run to the length limit: masked (the default), none
-    # would count in the loss
-    text = text.replace("iterate:\n", f"iterate:\n  train_launch: '{launch}'\n")
-    text = text.replace("train:\n", "train:\n  mask_truncated_completions: false\n")
-    p = tmp_path / "recipe.yaml"
-    p.write_text(text)
-    return p
-
-
-def ray_recipe(one_machine: Path, address: str) -> Path:
-    """A recipe on a Ray cluster: `one_machine`'s, with two Ray Train workers instead of the
-    launcher (beside it, recipe-ray.yaml)."""
-    lines = [x for x in one_machine.read_text().splitlines() if "train_launch:" not in x]
-    text = "\n".join(lines) + "\n"
-    text = text.replace("iterate:\n", f"iterate:\n  cluster: ray\n  cluster_address: '{address}'\n")
-    p = one_machine.with_name("recipe-ray.yaml")
-    p.write_text(text.replace("train:\n", "train:\n  workers: 2\n"))
-    return p
 
 
 def iterate(tmp_path: Path, model: Path, run: Path, probe: Path, kill: str | None = None, cluster: str = ""):
@@ -64,11 +32,6 @@ def iterate(tmp_path: Path, model: Path, run: Path, probe: Path, kill: str | Non
     argv = [EXE, "iterate", "--rounds", "1", "--recipe", spec, "--model", model, "--run", run]
     argv += ["--seeds", ROOT / "seeds"]
     return subprocess.run(list(map(str, argv)), env=env, cwd=tmp_path, capture_output=True, text=True, timeout=1500)
-
-
-def records(probe: Path, rank: int) -> list[dict]:
-    path = probe / f"rank-{rank}.jsonl"
-    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
 @pytest.mark.slow
@@ -101,7 +64,7 @@ def test_two_ranks_train_in_the_loop_rank_0_writes_and_a_lost_rank_leaves_no_mar
     # pools, training on two Ray Train workers (one per node), the LLM stages on the driver.
     # The same pool and the same rounds.jsonl figures; config_hash differs by the recipe's
     # cluster settings alone
-    from ray_nodes import two_node_cluster
+    from support.ray_nodes import two_node_cluster
 
     on_ray, ray_probe = tmp_path / "run-ray", tmp_path / "probe-ray"
     ray_probe.mkdir()

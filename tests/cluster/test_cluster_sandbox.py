@@ -1,7 +1,7 @@
 """Sandboxed work on a real two-node Ray cluster (issue 44; evoenv_cli/cluster/sandbox.py):
 validate through a RayRuntime gives the verdicts a local Runtime gives, both nodes ran calls
 (node_stats), and a node lost mid-stage fails the stage rather than reading as verdicts. One
-cluster for the module (tests/ray_nodes.py: a head and a second node, one CPU each); its health
+cluster for the module (tests/support/ray_nodes.py: a head and a second node, one CPU each); its health
 checks are fast so that a killed node is noticed in seconds. The node-loss test kills the second
 node, so it runs last."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SEEDS
-from ray_nodes import two_node_cluster
+from support.ray_nodes import two_node_cluster
 
 from evoenv_cli.artifacts import EnvLibrary, prepare_out_dir, read_jsonl
 from evoenv_cli.config import RuntimeConfig, load_recipe
@@ -22,7 +22,7 @@ from evoenv_cli.stages import validate
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "validate_corpus"
 # invalid files rejected at different checks, the hash-seed one through the `fresh` pool
 BAD = [

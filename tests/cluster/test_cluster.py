@@ -1,10 +1,10 @@
-"""The loop's cluster plumbing on a real two-node Ray cluster (tests/ray_nodes.py): joining it,
+"""The loop's cluster plumbing on a real two-node Ray cluster (tests/support/ray_nodes.py): joining it,
 and refusing before anything loads a node that cannot read the run folder."""
 
 import os
 
 import pytest
-from ray_nodes import two_node_cluster
+from support.ray_nodes import two_node_cluster
 
 from evoenv_cli.cluster import alive_nodes, check_shared_storage, connect
 from evoenv_cli.errors import InputError

@@ -114,7 +114,7 @@ def test_the_loop_serves_each_policy_and_frees_the_server_for_training(tiny_mode
         f"backend:\n  kind: vllm_server\n  model: runs/tiny-model\n  serve_command: '{SERVE}'\n"
         "  startup_timeout_s: 120\n  concurrency: 2\n",
     )
-    probe = ROOT / "tests" / "train_probe.py"
+    probe = ROOT / "tests" / "support" / "train_probe.py"
     text += f"  train_launch: '{sys.executable} {probe} {run / 'serve'}'\n"
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(text)
@@ -154,7 +154,7 @@ def test_stop_waits_for_every_process_below_the_server(tmp_path, monkeypatch):
     recipe's GPUs as indices among the visible ones."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
     facts = tmp_path / "facts.json"
-    command = f"{sys.executable} {ROOT / 'tests' / 'serve_family.py'} {facts} {{port}}"
+    command = f"{sys.executable} {ROOT / 'tests' / 'support' / 'serve_family.py'} {facts} {{port}}"
     server = ManagedServer("m", command=command, gpus=[1, 3], startup_timeout_s=60, log_dir=tmp_path)
     server.start()
     pid, port = server.proc.pid, server.port

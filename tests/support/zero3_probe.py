@@ -1,4 +1,4 @@
-"""One rank of tests/test_zero3_cpu.py: DeepSpeed ZeRO-3 over gloo on the CPU, a tiny random
+"""One rank of test_zero3_cpu.py: DeepSpeed ZeRO-3 over gloo on the CPU, a tiny random
 Qwen3 model partitioned for real (no parameter kept whole), one AdamW step; writes what each
 rank sees as JSON to OUT_DIR/rank-N.json (a file per rank: two ranks printing one line each to
 the shared stdout interleaved them into one line)."""

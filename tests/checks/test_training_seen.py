@@ -153,7 +153,7 @@ def test_the_seeds_pass_the_leak_check_on_every_one_of_60_draws(tmp_path):
     knapsack seed was rejected by the arithmetic solver on 18 of them before its verdict needed
     95% confidence)."""
     seeds = sorted(
-        p for p in (Path(__file__).resolve().parents[1] / "seeds").glob("*.py") if not p.name.startswith("_")
+        p for p in (Path(__file__).resolve().parents[2] / "seeds").glob("*.py") if not p.name.startswith("_")
     )
     assert len(seeds) == 10
     cfg = ValidateConfig()

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
-from headless_chromium import Browser, chromium_path
 from PIL import Image, ImageChops, ImageStat
+from support.headless_chromium import Browser, chromium_path
 from test_iterate import iterate  # the CPU demo loop as a subprocess, on the session's tiny model
 
 from evoenv_cli.report import build

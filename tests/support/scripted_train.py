@@ -3,9 +3,9 @@ Context the loop wrote, run through `stage.execute` with the train stage's own r
 is prepared, and a resumed one cut back to its last checkpoint, as the real train's is), with
 a scripted `run` in place of TRL's steps: a metrics line per step, a checkpoint every 2, no model. SCRIPTED_TRAIN_KILL=round-NN:S:
 SIGKILL the loop and this process just after round NN's step S is logged. The real train stage runs in
-tests/test_train.py and in test_iterate.py's loop.
+tests/stages/test_train.py and in test_iterate.py's loop.
 
-    python tests/scripted_train.py -m evoenv_cli run-context round-NN/train-context.json
+    python tests/support/scripted_train.py -m evoenv_cli run-context round-NN/train-context.json
 """
 
 import dataclasses

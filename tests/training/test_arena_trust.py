@@ -106,7 +106,7 @@ def test_bench_arena_prints_the_agreement_beside_rescued_share():
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_arena.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_arena.py"
     spec = importlib.util.spec_from_file_location("bench_arena", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

@@ -1,17 +1,17 @@
 """`evoenv dedupe` sees through re-encodings of the instance (issue 42, rule 8): the same task
 with a list delta-encoded or run-length encoded, or two fields joined into one, passed as new.
 
-The family is generated (tests/reencodings.py): every seed, re-encoded in every way its
+The family is generated (tests/support/reencodings.py): every seed, re-encoded in every way its
 instance's shapes admit, under new keys and a new prompt. For each member the old comparison
 (no decoded views: `novelty.views.MAX_VIEWS = 0`) admits it as new, and the new one finds its
 seed, in either order (the seed kept first, or the re-encoding). The false-positive guard is
-tests/test_dedupe_reskins.py's distinct set (the seeds, the validate corpus's good files and
+tests/stages/test_dedupe_reskins.py's distinct set (the seeds, the validate corpus's good files and
 tests/dedupe_corpus/distinct), judged with the decoded views on.
 """
 
 import pytest
-import reencodings
 from conftest import SEEDS
+from support import reencodings
 
 from evoenv_cli.checks import solve_signature
 from evoenv_cli.config import DedupeConfig

@@ -2,9 +2,9 @@
 `train.workers: 2`), against the same round trained by `accelerate launch --multi_gpu
 --num_processes 2` on one machine (test_train_ranks.py's recipe and probe).
 
-The cluster is tests/ray_nodes.py's: a head and a second node started with `ray start`, one CPU
+The cluster is tests/support/ray_nodes.py's: a head and a second node started with `ray start`, one CPU
 each, so the two workers (one CPU each, placement SPREAD) land one on each node and train with
-gloo. The train step runs alone (`Loop.train`, tests/cluster_train_child.py) on a copy of the
+gloo. The train step runs alone (`Loop.train`, tests/support/cluster_train_child.py) on a copy of the
 one-machine run cut back to its sample: the same rows, pool and policy, so the two trainings are
 comparable step for step."""
 
@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from ray_nodes import two_node_cluster
-from test_train_ranks import PROBE, free_port, ray_recipe, recipe, records
+from support.ray_nodes import two_node_cluster
+from support.two_ranks import PROBE, free_port, ray_recipe, recipe, records
 
-CHILD = Path(__file__).parent / "cluster_train_child.py"
-FIXTURE = Path(__file__).parent / "fixtures" / "digit_share.py"
+CHILD = ROOT / "tests" / "support" / "cluster_train_child.py"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "digit_share.py"
 # per step, what must agree between the two runs: TRL's own logged numbers (rewards, loss,
 # lengths) and evoenv's per-environment counts; times and throughput differ by nature
 VOLATILE = ("time", "runtime", "per_second", "seconds", "eta", "elapsed", "wall")

@@ -19,7 +19,7 @@ from evoenv_cli.config import RuntimeConfig, ValidateConfig
 from evoenv_cli.runtime.workers import Limits
 from evoenv_cli.stages import validate
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import scaled_env  # noqa: E402
 
 GROWTH = 8

@@ -20,7 +20,7 @@ from evoenv_cli.training import answering, quantize
 
 EXE = Path(sys.executable).with_name("evoenv")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-FIXTURE = Path(__file__).parent / "fixtures" / "digit_share.py"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "digit_share.py"
 RECIPE = """train:
   num_generations: 2
   per_device_train_batch_size: 4
@@ -464,7 +464,7 @@ def test_first_k_takes_the_first_instances_of_each_level_as_an_s_of_k_would_spli
 
 def test_bench_tables_by_level_on_the_items_every_arm_answered(tmp_path):
     # an arm that answered all of S (levels 1-3 in blocks of 4) and one that answered its first 6
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
     import bench_progressive
 
     s = [{"env_id": "e", "difficulty": d, "correct": c} for d, c in zip(draw_levels([1, 2, 3], 12), [1, 1, 0, 0] * 3)]

@@ -20,7 +20,7 @@ import pytest
 
 from evoenv_cli.stages import validate
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "validate_corpus"
 SEEDS = ROOT / "seeds"
 STAGES = validate.STAGES  # the checks, in the order they run: validate's own list

@@ -37,7 +37,7 @@ from evoenv_cli.config import ValidateConfig
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.runtime.workers import SandboxWorkers
 
-CORPUS_GOOD = Path(__file__).resolve().parent / "validate_corpus" / "good"
+CORPUS_GOOD = Path(__file__).resolve().parents[1] / "validate_corpus" / "good"
 OLD = ValidateConfig(min_paid_excess=1.0, max_mean_excess=1.0, min_constant_excess=1.0)
 NEW = ValidateConfig()
 PAY_CHECKS = ("load", "run", "reference", "discrimination", "constant_answer")

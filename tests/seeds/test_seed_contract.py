@@ -18,7 +18,7 @@ import pytest
 
 from evoenv_cli.runtime import contract
 
-SEEDS_DIR = Path(__file__).resolve().parent.parent / "seeds"
+SEEDS_DIR = Path(__file__).resolve().parents[2] / "seeds"
 SEED_PATHS = sorted(path for path in SEEDS_DIR.glob("*.py") if not path.name.startswith("_"))
 ANSWER_TYPES = set(contract.ANSWER_TYPES)
 ODD_INPUTS = {
