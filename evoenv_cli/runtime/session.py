@@ -15,7 +15,7 @@ from evoenv_cli.runtime.workers import SandboxWorkers
 
 
 class Runtime:
-    """Sandbox pools, made on first use: `pool` (the one every call goes to) and `fresh`, its
+    """Sandbox workers, made on first use: `workers` (the set every call goes to) and `fresh`, its
     twin with another hash seed (validate's and compose's cross-process determinism check)."""
 
     def __init__(self, cfg) -> None:
@@ -32,7 +32,7 @@ class Runtime:
         return self._pools[hash_seed]
 
     @property
-    def pool(self) -> SandboxWorkers:
+    def workers(self) -> SandboxWorkers:
         return self._get(0)
 
     @property

@@ -395,7 +395,7 @@ def run(
 ) -> Summary:
     answer = answer or AnswerConfig()
     with AdmissionLog(out, library.files, retry_stages=("backend_error",)) as log, shared(runtime, session) as rt:
-        pool = rt.pool
+        pool = rt.workers
         responses = _responses_log(out / "responses.jsonl", set(log.done))
         subjects = []
         for env in log.pending():

@@ -301,7 +301,7 @@ def run(
     made: list[EnvFile] = []
     lineage: dict[str, dict] = {}
     with shared(runtime, session) as rt, AdmissionLog(out, None) as log:
-        pool, fresh = rt.pool, rt.fresh
+        pool, fresh = rt.workers, rt.fresh
         parts, docs, skipped = describe_parts(library, pool)
         part_probes = PartProbes(vcfg, pool, fresh) if cfg.probe_parts else None
         for depth, want in enumerate(_split(cfg.n, cfg.max_depth), start=1):

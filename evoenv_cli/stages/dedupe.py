@@ -125,7 +125,7 @@ def _sample_many(envs: list[EnvFile], pools: Runtime, cfg: DedupeConfig) -> dict
     starts its pool only when some prompts must actually be sampled)."""
     if not envs:
         return {}
-    pool = pools.pool
+    pool = pools.workers
     with ThreadPoolExecutor(max_workers=pools.cfg.workers) as ex:
         results = list(ex.map(lambda e: sample_behaviour(e, pool, cfg), envs))
     return {e.path.name: r for e, r in zip(envs, results)}
@@ -301,7 +301,7 @@ def run(
                         beh,
                         got.failure,
                         shapes[file],
-                        lambda got=got: index.solves_like(pools.pool, got.solved),
+                        lambda got=got: index.solves_like(pools.workers, got.solved),
                     )
                     if decision.admitted:
                         record = {"env_id": env.env_id, "settings": key, "behaviour": _encode(beh)}

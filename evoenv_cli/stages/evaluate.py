@@ -594,7 +594,7 @@ def run(
         sandbox=runtime.sandbox,
         workers=runtime.workers,
         limits=runtime.limits,
-        pool=session.pool if session is not None and envs else None,
+        pool=session.workers if session is not None and envs else None,
     )
     metrics: dict = {}
     try:

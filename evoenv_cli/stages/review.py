@@ -150,7 +150,7 @@ def run(
     )
     order = {e.path.name: k for k, e in enumerate(library.files)}
     with AdmissionLog(out, library.files, retry_stages=("backend_error",)) as log, shared(runtime, session) as rt:
-        pool = rt.pool
+        pool = rt.workers
 
         def finish(v: Verdict) -> None:
             log.add(v)

@@ -97,7 +97,7 @@ def run(
                 todo.append((env, name))
         if todo:
             with shared(runtime, session) as rt, contextlib.ExitStack() as stack:
-                pool, fresh = rt.pool, rt.fresh
+                pool, fresh = rt.workers, rt.fresh
                 # `workers` judgements in flight per lane (a cluster's node), each on its lane's workers
                 lanes = [stack.enter_context(ThreadPoolExecutor(runtime.workers)) for _ in range(rt.lanes)]
                 futures = [lanes[rt.lane(env)].submit(judge, env, cfg, pool, fresh, name) for env, name in todo]
