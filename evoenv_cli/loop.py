@@ -2,7 +2,7 @@
 program. Round r runs synthesize, validate, review, rotate, compose, candidates, dedupe,
 calibrate, the pool update, sample, train and evaluate, each in RUN/round-NN/<stage>/; every
 stage but train runs in this process through the `run()` its command calls, on one Runtime
-(the sandbox pools) and one loaded policy; train is a child process (`iterate.train_launch`,
+(the sandbox workers) and one loaded policy; train is a child process (`iterate.train_launch`,
 or Ray Train workers on a cluster). A stage is finished when its marker exists, so a killed
 run is rerun with the same command and resumes. The design (the order and why, the pool's
 two-phase update, evaluation across rounds, the level rule, RUN/log.txt, loop.json,
@@ -498,11 +498,11 @@ def record_recipe(loop: Loop, from_round: int) -> str:
 
 def run(loop: Loop, rounds: int) -> list[dict]:
     """Rounds 1..`rounds`, each finished one skipped. Ctrl-C raises `Interrupted` (saying
-    where); the sandbox pools and the policy are closed on every way out."""
+    where); the sandbox workers and the policy are closed on every way out."""
     from evoenv_cli.runtime.session import Runtime
 
     loop.run_dir.mkdir(parents=True, exist_ok=True)
-    if loop.cfg.cluster == "ray":  # every node's sandbox pools (evoenv_cli/cluster/sandbox.py)
+    if loop.cfg.cluster == "ray":  # every node's sandbox workers (evoenv_cli/cluster/sandbox.py)
         from evoenv_cli.cluster import check_shared_storage, connect
         from evoenv_cli.cluster.sandbox import RayRuntime
 

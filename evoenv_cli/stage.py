@@ -79,7 +79,7 @@ class Context:
     out: Path
     library: Path | None = None
     model: Model | None = None
-    session: Runtime | None = None  # the loop's Runtime (its sandbox pools), or None: the stage opens its own
+    session: Runtime | None = None  # the loop's Runtime (its sandbox workers), or None: the stage opens its own
     resume: bool = False
     clean: bool = False
     progress: Callable[..., Any] = Quiet  # (total, label, llm=None) -> a context with advance(verdict)

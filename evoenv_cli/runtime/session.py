@@ -1,6 +1,6 @@
 """One set of sandbox workers for a whole program: a `Runtime` is built once from
 `RuntimeConfig` and handed to every stage and to the reward, so warm workers are reused across
-stages and no stage builds pools of its own when it runs inside a larger program (the loop).
+stages and no stage starts workers of its own when it runs inside a larger program (the loop).
 
 A stage called on its own (from its CLI command) gets a Runtime of its own from `shared()`,
 closed when it returns; called with one, it borrows it and leaves it open.

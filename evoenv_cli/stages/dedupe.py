@@ -122,7 +122,7 @@ def check_config(cfg: DedupeConfig) -> None:
 
 def _sample_many(envs: list[EnvFile], pools: Runtime, cfg: DedupeConfig) -> dict[str, Sampled]:
     """{file name: Sampled} for `envs`, sampled in parallel on the pool's workers (the Runtime
-    starts its pool only when some prompts must actually be sampled)."""
+    starts its workers only when some prompts must actually be sampled)."""
     if not envs:
         return {}
     pool = pools.workers
