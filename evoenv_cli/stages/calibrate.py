@@ -494,6 +494,8 @@ STAGE = register(
         place=6,
         funnel="had the right difficulty",
         uses_model=True,
-        in_round=lambda rnd: dict(library=rnd.outputs["dedupe"], model=rnd.policy),  # the new candidates
+        in_round=lambda rnd, got: dict(library=got["library"].out, model=rnd.policy),  # the new candidates
+        takes=("library",),
+        gives="library",
     )
 )

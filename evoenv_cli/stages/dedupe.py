@@ -349,10 +349,11 @@ def _run(ctx: Context, lib, out: Path, llm, bar) -> Summary:
     return run(lib, r.dedupe, r.runtime, out, pools, on_verdict=bar.advance, note=ctx.note, session=ctx.session)
 
 
-def _in_round(rnd: Round) -> dict:
+def _in_round(rnd: Round, got: dict) -> dict:
     """In the loop: the round's candidates (what review admitted and what compose made, in one
     library) judged against the pool."""
-    candidates = merge_libraries(rnd.folder / "candidates", [rnd.outputs["review"], rnd.outputs["compose"]])
+    made = [got[kind].out for kind in ("library", "composites") if got[kind] is not None]
+    candidates = merge_libraries(rnd.folder / "candidates", made)
     return dict(library=candidates, inputs={"against": [rnd.pool.root]})
 
 
@@ -369,5 +370,7 @@ STAGE = register(
         funnel="were new",
         check=lambda ctx, lib: check_config(ctx.recipe.dedupe),
         in_round=_in_round,
+        takes=("library", "composites"),
+        gives="library",
     )
 )

@@ -765,5 +765,7 @@ STAGE = register(
         resumable=False,
         library_optional=True,
         check=_check,
+        takes=("checkpoint",),  # the loop's own step (loop.LOOP_STEPS) evaluates it
+        gives="metrics",
     )
 )

@@ -212,6 +212,8 @@ STAGE = register(
         place=3,
         funnel="passed review",
         uses_model=True,
-        in_round=lambda rnd: dict(library=rnd.outputs["validate"], model=rnd.policy),
+        in_round=lambda rnd, got: dict(library=got["library"].out, model=rnd.policy),
+        takes=("library",),
+        gives="library",
     )
 )

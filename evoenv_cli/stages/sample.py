@@ -189,7 +189,7 @@ def own_pool(runtime) -> SandboxWorkers:
     return SandboxWorkers(limits=runtime.limits, sandbox_mode=runtime.sandbox, workers=runtime.workers)
 
 
-def _in_round(rnd: Round) -> dict:
+def _in_round(rnd: Round, got: dict) -> dict:
     """In the loop: rows from the pool at the levels its index calibrated, drawn with the round's seed."""
     return dict(recipe=rnd.seeded("sample", difficulty_from="index"), library=rnd.pool.root)
 
@@ -208,5 +208,6 @@ STAGE = register(
         allow_empty=False,
         total=lambda ctx, lib: None,  # no progress bar
         in_round=_in_round,
+        gives="rows",
     )
 )

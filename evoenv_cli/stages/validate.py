@@ -129,6 +129,8 @@ STAGE = register_stage(
         run=_run,
         place=2,
         funnel="passed the contracts",
-        in_round=lambda rnd: dict(library=rnd.outputs["synthesize"]),  # the round's new candidates
+        in_round=lambda rnd, got: dict(library=got["library"].out),  # the round's new candidates
+        takes=("library",),
+        gives="library",
     )
 )
