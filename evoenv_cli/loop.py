@@ -2,7 +2,7 @@
 program. Round r runs synthesize, validate, review, rotate, compose, candidates, dedupe,
 calibrate, the pool update, sample, train and evaluate, each in RUN/round-NN/<stage>/; every
 stage but train runs in this process through the `run()` its command calls, on one Runtime
-(the sandbox pools) and one loaded policy; train is a child process (`iterate.train_launch`,
+(the sandbox workers) and one loaded policy; train is a child process (`iterate.train_launch`,
 or Ray Train workers on a cluster). A stage is finished when its marker exists, so a killed
 run is rerun with the same command and resumes. The design (the order and why, the pool's
 two-phase update, evaluation across rounds, the level rule, RUN/log.txt, loop.json,
@@ -143,16 +143,19 @@ class Loop:
         return self.env_pool.root
 
     # -- one step -----------------------------------------------------------------------------------
-    def step(self, name: str, d: Path, book: RoundBook, *, label: str = "", folder: str = "", **given: Any) -> Path:
-        """Run one stage of the round into d/<its folder> (skipped when its marker says it is
+    def step(
+        self, name: str, d: Path, book: RoundBook, *, label: str = "", folder: str = "", **given: Any
+    ) -> stage.Result:
+        """Run one stage of the round into d/<its folder> (read back when its marker says it is
         finished), through the same `stage.execute` its command runs, and book its costs.
         `given`: the Context's fields (recipe, library, model, inputs) for this step."""
         st = stages.get(name)
-        out = d / (folder or (st.folder if st.folder is not None else name))
-        if (out / st.marker).exists():
+        out = d / folder if folder else st.out_in(d)
+        done = stage.result_in(st, out)
+        if done is not None:
             self.log(f"  {label or name}: done")
             book.keep(label or name)
-            return out
+            return done
         self.where = f"{book.label} at {label or name} (partial results in {out})"
         self.note(f"  {label or name}: started ({out})")
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -176,9 +179,9 @@ class Loop:
         if st.settings is None:
             out.mkdir(parents=True, exist_ok=True)
         result = stage.execute(st, ctx)
-        self.report(st, label or name, result, out)
+        self.report(st, label or name, result.value, out)
         book.add(label or name, time.perf_counter() - started, before, self._counters())
-        return out
+        return result
 
     def policy_model(self, name: str) -> stage.Model:
         """The loop's policy for a step: loaded once, kept for the next step that asks for it."""
@@ -310,7 +313,7 @@ class Loop:
 
     def evaluate(
         self, d: Path, book: RoundBook, policy: str, baseline: dict | None, label: str = "", folder: str = ""
-    ) -> Path:
+    ) -> stage.Result:
         return self.step(
             "evaluate",
             d,
@@ -331,11 +334,11 @@ class Loop:
         """The starting model's numbers on the evaluation set, measured once per run."""
         if not self.cfg.baseline:
             return None
-        out = self.run_dir / "baseline"
-        if not (out / stages.get("evaluate").marker).exists():
-            # the baseline is an evaluation whose folder is RUN/baseline
-            self.evaluate(self.run_dir, book, self.model, None, label="baseline", folder="baseline")
-        metrics = read_json(out / "metrics.json")
+        # the baseline is an evaluation whose folder is RUN/baseline, measured once
+        done = stage.result_in(stages.get("evaluate"), self.run_dir / "baseline")
+        if done is None:
+            done = self.evaluate(self.run_dir, book, self.model, None, label="baseline", folder="baseline")
+        metrics = done.summary
         return {k: metrics.get(k) for k in ("model", "overall", "environments", "benchmarks")}
 
 
@@ -465,14 +468,6 @@ def skip_training(train_dir: Path, policy: str) -> None:
     artifacts.write_json_atomic(train_dir / stages.get("train").marker, {"summary": summary})
 
 
-def policy_of(train_dir: Path) -> str:
-    summary = read_json(train_dir / stages.get("train").marker).get("summary", {})  # {} when there is no marker yet
-    if summary.get("skipped"):
-        return summary["policy"]
-    merged = train_dir / "merged"
-    return str(merged if (merged / "config.json").exists() else train_dir)
-
-
 def record_recipe(loop: Loop, from_round: int) -> str:
     """Add the resolved recipe to RUN/run-config.json unless it is the one recorded last;
     say what changed. Returns its hash."""
@@ -498,11 +493,11 @@ def record_recipe(loop: Loop, from_round: int) -> str:
 
 def run(loop: Loop, rounds: int) -> list[dict]:
     """Rounds 1..`rounds`, each finished one skipped. Ctrl-C raises `Interrupted` (saying
-    where); the sandbox pools and the policy are closed on every way out."""
+    where); the sandbox workers and the policy are closed on every way out."""
     from evoenv_cli.runtime.session import Runtime
 
     loop.run_dir.mkdir(parents=True, exist_ok=True)
-    if loop.cfg.cluster == "ray":  # every node's sandbox pools (evoenv_cli/cluster/sandbox.py)
+    if loop.cfg.cluster == "ray":  # every node's sandbox workers (evoenv_cli/cluster/sandbox.py)
         from evoenv_cli.cluster import check_shared_storage, connect
         from evoenv_cli.cluster.sandbox import RayRuntime
 
@@ -539,11 +534,23 @@ def node_report(loop: Loop) -> None:
         )
 
 
+def check_wiring(steps: list[stage.Stage]) -> None:
+    """Refused before a round starts: a step placed in the round whose record says nothing of
+    what it takes from it, or that takes a kind of Result no step before it gives."""
+    unwired = [st.name for st in steps if st.in_round is None and st.name not in LOOP_STEPS]
+    if unwired:
+        raise StageFailed(f"round steps with no in_round in their record: {', '.join(unwired)}")
+    given: set[str] = set()
+    for st in steps:
+        missing = [kind for kind in st.takes if kind not in given]
+        if missing:
+            raise StageFailed(f"round step {st.name} takes {', '.join(missing)}, which no step before it gives")
+        given.update([st.gives] if st.gives else [])
+
+
 def _rounds(loop: Loop, rounds: int) -> list[dict]:
     steps = stages.round_steps()
-    unwired = [st.name for st in steps if st.in_round is None and st.name not in LOOP_STEPS]
-    if unwired:  # a record placed in the round that says nothing of what it takes from it
-        raise StageFailed(f"round steps with no in_round in their record: {', '.join(unwired)}")
+    check_wiring(steps)
     pool = loop.env_pool
     pool.init()
     summaries = artifacts.read_jsonl_tolerant(loop.run_dir / "rounds.jsonl")
@@ -553,7 +560,8 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
     for r in range(1, rounds + 1):
         d = loop.run_dir / f"round-{r:02d}"
         if r in done_rounds:
-            policy = policy_of(d / "train")
+            trained = [x.policy for x in stage.round_results(d, steps).values() if x.policy]
+            policy = trained[-1] if trained else policy
             loop.log(f"round {r}: done")
             continue
         loop.log(f"round {r}: policy {policy}")
@@ -561,12 +569,13 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
         d.mkdir(parents=True, exist_ok=True)
         rnd = stage.Round(r, d, policy, loop.spec, loop.cfg, loop.seeds, pool, say=lambda m: loop.log(f"  {m}"))
         this = RoundRun(loop, rnd, RoundBook.open(d, f"round {r}"))
-        for st in steps:  # in the records' order; each takes what its record says from the round
+        for st in steps:  # in the records' order; each gets the latest Result of each kind it takes
+            got = {kind: rnd.latest(kind) for kind in st.takes}
             own = LOOP_STEPS.get(st.name)
-            rnd.outputs[st.name] = own(this) if own is not None else this.wired(st)
-        policy = rnd.policy  # the trained checkpoint (train sets it)
+            rnd.add(own(this, got) if own is not None else this.wired(st, got))
+        policy = rnd.policy  # the trained checkpoint (train's Result names it)
         this.book.write()
-        summary = round_summary(r, d, this.change, digest, loop.pool_dir)
+        summary = round_summary(r, d, {x.stage: x for x in rnd.results}, digest, loop.pool_dir)
         artifacts.JsonlAppender(loop.run_dir / "rounds.jsonl").append(summary)
         loop.log(round_line(summary, this.book.totals(), str(loop.run_dir / "rounds.jsonl")))
         if summary["candidates"] == 0:
@@ -586,21 +595,21 @@ class RoundRun:
     loop: Loop
     round: stage.Round
     book: RoundBook
-    change: dict = field(default_factory=dict)  # the pool update's change (round-NN/pool-update.json)
     baseline: dict | None = None
 
-    def wired(self, st: stage.Stage) -> Path | None:
-        given = st.in_round(self.round)
+    def wired(self, st: stage.Stage, got: dict[str, stage.Result | None]) -> stage.Result | None:
+        given = st.in_round(self.round, got)
         if given is None:
             return None
         return self.loop.step(st.name, self.round.folder, self.book, **given)
 
-    def update_pool(self) -> Path:
+    def update_pool(self, got: dict[str, stage.Result | None]) -> stage.Result:
         """The next pool written from the rotation's verdicts and the admitted newcomers, then
         applied; the evaluation set frozen (round 1) and the baseline measured (once a run)."""
         loop, rnd = self.loop, self.round
         pool, d = rnd.pool, rnd.folder
-        self.change = change = pool.write_next(d, rnd.outputs.get("rotate"), rnd.outputs["calibrate"], rnd.number)
+        measured = got["measured"].out if got["measured"] is not None else None
+        change = pool.write_next(d, measured, got["library"].out, rnd.number)
         pool.apply(d)
         dropped = len(change.get("quarantined", []))
         loop.log(
@@ -610,35 +619,37 @@ class RoundRun:
         )
         pool.freeze_eval_set()  # round 1: the seeds are calibrated now
         self.baseline = loop.baseline(self.book)
-        return d
+        return stage.result_in(stages.get("pool update"), d)
 
-    def train(self) -> Path:
-        """The train child on the round's rows (skipped when sample drew none); the round's
-        policy becomes its checkpoint."""
+    def train(self, got: dict[str, stage.Result | None]) -> stage.Result:
+        """The train child on the round's rows (skipped when sample drew none); its Result names
+        the checkpoint the round's policy becomes."""
         loop, rnd, book = self.loop, self.round, self.book
-        data = rnd.outputs["sample"] / stages.get("sample").marker
-        train = rnd.folder / "train"
-        if (train / stages.get("train").marker).exists():
+        rows, st = got["rows"], stages.get("train")
+        data, train = rows.marker, st.out_in(rnd.folder)
+        if (train / st.marker).exists():
             loop.log("  train: done")
             book.keep("train")
-        elif data.stat().st_size == 0:
+        elif rows.summary["rows"] == 0:
             skip_training(train, rnd.policy)
             loop.log(f"  train: skipped, no environment to train on; the policy carries over ({rnd.policy})")
         else:
             loop.where = f"round {rnd.number} at train (partial results in {train})"
             started = time.perf_counter()
             loop.train(data, train, rnd.policy)
-            book.add_child("train", time.perf_counter() - started, read_json(train / stages.get("train").marker))
+            book.add_child("train", time.perf_counter() - started, read_json(train / st.marker))
         drop_checkpoints(train)
-        rnd.policy = policy_of(train)
-        return train
+        done = stage.result_in(st, train)
+        if done is None:
+            raise StageFailed(f"train ended without writing {train / st.marker}; its output is in {train / TRAIN_LOG}")
+        return done
 
-    def evaluate(self) -> Path:
-        return self.loop.evaluate(self.round.folder, self.book, self.round.policy, self.baseline)
+    def evaluate(self, got: dict[str, stage.Result | None]) -> stage.Result:
+        return self.loop.evaluate(self.round.folder, self.book, got["checkpoint"].policy, self.baseline)
 
 
 # the steps the loop runs itself, by name; every other step of the round is wired by its record
-LOOP_STEPS: dict[str, Callable[[RoundRun], Path | None]] = {
+LOOP_STEPS: dict[str, Callable[[RoundRun, dict], stage.Result | None]] = {
     "pool update": RoundRun.update_pool,
     "train": RoundRun.train,
     "evaluate": RoundRun.evaluate,
@@ -652,16 +663,16 @@ def _verdict_of(stage_dir: Path, env_id: str | None) -> dict:
     return next((v for v in rows if v.get("env_id") == env_id), {})
 
 
-def newcomers(r: int, d: Path, pool: Path | None, metrics: dict) -> list[dict]:
+def newcomers(r: int, d: Path, pool: Path | None, metrics: dict, rows_at: Path | None) -> list[dict]:
     """The pool members that joined after the start and are drawn for this round's training,
     or joined in it: where each came from, its predicted pass rate and the one calibration
     measured when it joined (at its lowest calibrated level), its training rows this round and
-    its held-out pass@1 against the baseline (when it is in the evaluation set)."""
+    its held-out pass@1 against the baseline (when it is in the evaluation set). `rows_at`:
+    the round's training rows (its sample Result's marker; None: it drew none)."""
     if pool is None or not (pool / "index.jsonl").exists():
         return []
     rows: dict[str, int] = {}
-    train = d / "sample" / "train.jsonl"
-    for row in artifacts.read_jsonl_tolerant(train) if train.exists() else []:
+    for row in artifacts.read_jsonl_tolerant(rows_at) if rows_at is not None else []:
         rows[row.get("env_name")] = rows.get(row.get("env_name"), 0) + 1
     envs, base = metrics.get("environments") or {}, (metrics.get("baseline") or {}).get("environments") or {}
     out = []
@@ -669,7 +680,7 @@ def newcomers(r: int, d: Path, pool: Path | None, metrics: dict) -> list[dict]:
         joined, name = rec.get("joined_round"), rec.get("name")
         if not isinstance(joined, int) or not (joined == r or rows.get(name)):
             continue
-        at_join = _verdict_of(d.parent / f"round-{joined:02d}" / "calibrate", rec.get("env_id"))
+        at_join = _verdict_of(stages.get("calibrate").out_in(d.parent / f"round-{joined:02d}"), rec.get("env_id"))
         levels = at_join.get("levels") or []
         level = str(min(levels)) if levels else None
         measured = (at_join.get("curve") or {}).get(level) or {}
@@ -691,24 +702,30 @@ def newcomers(r: int, d: Path, pool: Path | None, metrics: dict) -> list[dict]:
     return out
 
 
-def round_summary(r: int, d: Path, pool_change: dict, config_hash: str | None = None, pool: Path | None = None) -> dict:
-    """The round's numbers (no timings: those are in loop.json). `admitted.calibrate` counts
-    what the difficulty contract measured in band; `admitted.uncalibrated`, what it let
-    through unmeasured (no answers to score); `newcomers`, what joined after the start and
-    what this round trained on of it."""
-    syn = read_json(d / stages.get("synthesize").where)
+def round_summary(
+    r: int, d: Path, results: dict[str, stage.Result], config_hash: str | None = None, pool: Path | None = None
+) -> dict:
+    """The round's numbers, read from its steps' Results (no timings: those are in loop.json).
+    `admitted.calibrate` counts what the difficulty contract measured in band;
+    `admitted.uncalibrated`, what it let through unmeasured (no answers to score); `newcomers`,
+    what joined after the start and what this round trained on of it."""
+
+    def summary_of(name: str) -> dict:
+        return results[name].summary if name in results else {}
+
+    syn = summary_of("synthesize")
     admitted = {}
     # the admission steps of the round, in its order: each one's funnel words name what it admitted
     for st in stages.round_steps():
         if not st.funnel or st.name in ("synthesize", "rotate"):  # they generate and re-measure
             continue
-        summary = read_json(d / st.where)
+        summary = summary_of(st.name)
         admitted[st.name] = summary.get("admitted")
         if st.name == "calibrate" and admitted[st.name] is not None:
             admitted["uncalibrated"] = summary.get("admitted_uncalibrated", 0)
             admitted[st.name] -= admitted["uncalibrated"]
-    train = read_json(d / stages.get("train").where).get("summary", {})
-    metrics = read_json(d / stages.get("evaluate").where)
+    train, metrics, pool_change = summary_of("train"), summary_of("evaluate"), summary_of("pool update")
+    rows = results.get("sample")
     return {
         "round": r,
         "candidates": syn.get("candidates", 0),
@@ -724,7 +741,7 @@ def round_summary(r: int, d: Path, pool_change: dict, config_hash: str | None = 
         # | "skipped" (nothing to train on: skip_training)
         "signal": train.get("signal") or ("none" if train.get("all_groups_zero_variance") else None),
         "evaluation": headline(metrics),
-        "newcomers": newcomers(r, d, pool, metrics),
+        "newcomers": newcomers(r, d, pool, metrics, rows.marker if rows is not None else None),
         "config_hash": config_hash,
     }
 

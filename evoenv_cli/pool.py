@@ -222,5 +222,15 @@ def read_json(path: Path) -> dict:
 # The pool update is a step of the round (no command runs it: the loop writes the next pool and applies it); the
 # report reads its place and its marker from here.
 STEP = register(
-    Stage("pool update", sections=("iterate",), marker=UPDATE_FILE, settings=None, run=None, place=8, folder="")
+    Stage(
+        "pool update",
+        sections=("iterate",),
+        marker=UPDATE_FILE,
+        settings=None,
+        run=None,
+        place=8,
+        folder="",
+        takes=("measured", "library"),  # rotate's verdicts on the members, calibrate's newcomers
+        gives="pool",
+    )
 )

@@ -12,14 +12,18 @@ stage is one new file there plus its tests.
 `execute(stage, ctx)` is the one skeleton every caller runs a stage through: the stage's own
 checks, OUT prepared (refusing a resume whose settings changed) before any model loads, the
 policy opened, `run` under the progress display, and Ctrl-C turned into `StageInterrupted`
-saying where the partial results are. `evoenv <stage>` builds a Context from its flags; the
-loop builds one per step of the round, from what the record's `in_round` takes from the `Round`
-(the outputs of the steps before it, the policy, the pool), so a new step is its module alone.
+saying where the partial results are; it returns the step's `Result` (its folder, its marker,
+the marker's summary, the policy after it). `evoenv <stage>` builds a Context from its flags;
+the loop builds one per step of the round, from what the record's `in_round` takes from the
+`Round` (the policy, the pool) and the latest `Result` of each kind the record `takes`, so a
+new step is its module alone. A finished round read back from disk (a resumed run, `evoenv
+report`) is `round_results`: the same Results, from the records' markers.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -79,7 +83,7 @@ class Context:
     out: Path
     library: Path | None = None
     model: Model | None = None
-    session: Runtime | None = None  # the loop's Runtime (its sandbox pools), or None: the stage opens its own
+    session: Runtime | None = None  # the loop's Runtime (its sandbox workers), or None: the stage opens its own
     resume: bool = False
     clean: bool = False
     progress: Callable[..., Any] = Quiet  # (total, label, llm=None) -> a context with advance(verdict)
@@ -89,10 +93,30 @@ class Context:
     inputs: dict[str, Any] = field(default_factory=dict)  # the stage's other inputs (seeds, pools, benches, ...)
 
 
+# What a step's Result is, for the steps that take it (a record's `gives` and `takes`): admitted
+# candidates, compose's composites, the pool's members re-measured (rotate), the pool update,
+# training rows, a trained checkpoint, evaluation metrics.
+KINDS = ("library", "composites", "measured", "pool", "rows", "checkpoint", "metrics")
+
+
+@dataclass(frozen=True)
+class Result:
+    """What one step left, as every reader after it takes it: the steps that take its kind,
+    `loop.round_summary` and the report. Nothing after it works out a path of its own."""
+
+    stage: str
+    kind: str | None  # its record's `gives` (KINDS), or None
+    out: Path  # its folder
+    marker: Path  # the file whose presence says it finished
+    summary: dict  # read from the marker ({} when the marker is not a file: stdout, a rank that writes none)
+    policy: str | None = None  # the model the steps after it ask (train's checkpoint); None: unchanged
+    value: Any = field(default=None, compare=False, repr=False)  # what `run` returned; None when read back
+
+
 @dataclass
 class Round:
-    """One round of the loop as a step's `in_round` sees it: the outputs of the steps before it
-    (by name; None for a step that did not run this round) and what the loop holds for the run."""
+    """One round of the loop as a step's `in_round` sees it: what the loop holds for the run,
+    and the Results of the steps before it (a step that did not run this round left none)."""
 
     number: int
     folder: Path  # RUN/round-NN
@@ -102,7 +126,17 @@ class Round:
     seeds: Path
     pool: EnvPool  # RUN/pool/ and RUN/eval-set/
     say: Callable[[str], None]  # a line in the loop's log
-    outputs: dict[str, Path | None] = field(default_factory=dict)
+    results: list[Result] = field(default_factory=list)
+
+    def latest(self, kind: str) -> Result | None:
+        """The last Result of `kind` this round (None: no step before gave one)."""
+        return next((r for r in reversed(self.results) if r.kind == kind), None)
+
+    def add(self, result: Result | None) -> None:
+        """A step's Result kept for the steps after it; the policy becomes the one it names."""
+        if result is not None:
+            self.results.append(result)
+            self.policy = result.policy or self.policy
 
     def seeded(self, section: str, **more: Any) -> cfgmod.Recipe:
         """The recipe with `section`'s seed set to the round's number (each round draws
@@ -136,9 +170,13 @@ class Stage:
     # (OUT) on a resumed folder, before `run`: cut the records a killed attempt left back to the
     # point the run goes on from (train: its last checkpoint), so a rerun never appends to them
     resume_from: Callable[[Path], None] | None = None
-    # (round) -> this step's Context fields in the round (recipe, library, model, inputs), read
-    # from the round's outputs so far; None: the step does not run this round (it says why)
-    in_round: Callable[[Round], dict | None] | None = None
+    # (round, {kind: the round's latest Result of it or None, for each kind in `takes`}) -> this
+    # step's Context fields (recipe, library, model, inputs); None: it does not run this round (it says why)
+    in_round: Callable[[Round, dict[str, Result | None]], dict | None] | None = None
+    takes: tuple[str, ...] = ()  # the kinds (KINDS) of earlier steps' Results it takes in the round
+    gives: str | None = None  # the kind of its Result
+    summary_field: str | None = None  # the marker's field that holds its summary (None: the whole marker)
+    next_policy: Callable[[Path, dict], str] | None = None  # (its folder, its summary) -> the model after it
 
     @property
     def where(self) -> str:
@@ -146,14 +184,23 @@ class Stage:
         folder = self.name if self.folder is None else self.folder
         return f"{folder}/{self.marker}" if folder else self.marker
 
+    def out_in(self, round_folder: Path) -> Path:
+        """Its folder in a round folder (the round folder itself for a file there)."""
+        folder = self.name if self.folder is None else self.folder
+        return round_folder / folder if folder else round_folder
+
 
 _REGISTRY: dict[str, Stage] = {}
 
 
 def register(stage: Stage) -> Stage:
-    """Add a stage's record (at its module's import); a name registered twice is a bug."""
+    """Add a stage's record (at its module's import); a name registered twice, or a kind of
+    Result that is not one of KINDS, is a bug."""
     if stage.name in _REGISTRY and _REGISTRY[stage.name] is not stage:
         raise ValueError(f"stage {stage.name!r} is registered twice")
+    unknown = [k for k in (*stage.takes, stage.gives) if k is not None and k not in KINDS]
+    if unknown:
+        raise ValueError(f"stage {stage.name!r}: {', '.join(unknown)} is not a kind of Result ({', '.join(KINDS)})")
     _REGISTRY[stage.name] = stage
     return stage
 
@@ -184,9 +231,10 @@ def policy(recipe, backend: str | None, model: str | None, base_url: str | None 
     return Model(settings["model"], settings, get, check=check)
 
 
-def execute(stage: Stage, ctx: Context) -> Any:
+def execute(stage: Stage, ctx: Context) -> Result:
     """Run one stage: its checks, OUT prepared with its settings, the policy opened, `run`
-    under the progress display. Ctrl-C raises StageInterrupted (saying where the results are)."""
+    under the progress display; its Result. Ctrl-C raises StageInterrupted (saying where the
+    results are)."""
     lib = None
     if ctx.library is not None:
         lib = artifacts.EnvLibrary.open(ctx.library, allow_empty=stage.allow_empty)
@@ -204,10 +252,58 @@ def execute(stage: Stage, ctx: Context) -> Any:
     owned = llm if llm is not None and ctx.model.owned else contextlib.nullcontext()
     try:
         with owned, ctx.progress(total, ctx.label or stage.name, llm=llm) as bar:
-            return stage.run(ctx, lib, out, llm, bar)
+            value = stage.run(ctx, lib, out, llm, bar)
     except KeyboardInterrupt:
         words, file = stage.partial
         raise StageInterrupted(f"{words} so far are in {out / file}; {stage.rerun}", out) from None
+    if stage.settings is None:  # OUT is the marker itself (sample's rows)
+        return result(stage, out.parent, out, summary_of(stage, out), value)
+    return result(stage, out, out / stage.marker, summary_of(stage, out / stage.marker), value)
+
+
+def read_marker(path: Path) -> dict | None:
+    """A JSON marker's object (None when there is no file)."""
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def summary_of(stage: Stage, marker: Path, read: Callable[[Path], dict | None] = read_marker) -> dict | None:
+    """A step's summary from its marker: a JSON marker's object (or its `summary_field`), a
+    JSONL marker's row count, {} for another file (`evoenv sample -o rows.parquet`); None when
+    there is no marker, or `read` could not read it (the report's reader names an unreadable
+    file instead of raising)."""
+    if not marker.is_file():
+        return None
+    if marker.suffix == ".jsonl":
+        with marker.open("rb") as f:
+            return {"rows": sum(1 for line in f if line.strip())}
+    if marker.suffix != ".json":
+        return {}
+    data = read(marker)
+    if data is None:
+        return None
+    picked = data.get(stage.summary_field) if stage.summary_field else data
+    return picked if isinstance(picked, dict) else {}
+
+
+def result(stage: Stage, out: Path, marker: Path, summary: dict | None, value: Any = None) -> Result:
+    """The Result of `stage` in its folder `out` (summary None: it left no marker)."""
+    policy = stage.next_policy(out, summary) if stage.next_policy is not None and summary is not None else None
+    return Result(stage.name, stage.gives, out, marker, summary or {}, policy, value)
+
+
+def result_in(stage: Stage, out: Path, read: Callable[[Path], dict | None] = read_marker) -> Result | None:
+    """The Result a finished step left in its folder `out`, from its marker (None: not finished)."""
+    summary = summary_of(stage, out / stage.marker, read)
+    return result(stage, out, out / stage.marker, summary) if summary is not None else None
+
+
+def round_results(
+    folder: Path, steps: list[Stage], read: Callable[[Path], dict | None] = read_marker
+) -> dict[str, Result]:
+    """A round on disk read back as the Results its finished steps left, by name in round order:
+    the one reader of a finished round (a resumed run's policy, `evoenv report`)."""
+    found = (result_in(st, st.out_in(folder), read) for st in steps)
+    return {r.stage: r for r in found if r is not None}
 
 
 def prepare(stage: Stage, ctx: Context) -> Path:

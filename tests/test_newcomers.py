@@ -45,7 +45,7 @@ def test_a_newcomer_is_named_in_the_round_it_joined_and_the_rounds_that_train_on
         "environments": {"par__a__b": {"pass@1": 0.25}},
         "baseline": {"environments": {"par__a__b": {"pass@1": 0.1}}},
     }
-    [one] = newcomers(2, run / "round-02", run / "pool", metrics)
+    [one] = newcomers(2, run / "round-02", run / "pool", metrics, run / "round-02" / "sample" / "train.jsonl")
     assert one == {
         "name": "par__a__b",
         "operator": "parallel",
@@ -66,7 +66,7 @@ def test_a_newcomer_is_named_in_the_round_it_joined_and_the_rounds_that_train_on
     # a round that neither admitted it nor drew it says nothing of it
     (run / "round-03" / "sample").mkdir(parents=True)
     (run / "round-03" / "sample" / "train.jsonl").write_text("")
-    assert newcomers(3, run / "round-03", run / "pool", {}) == []
+    assert newcomers(3, run / "round-03", run / "pool", {}, run / "round-03" / "sample" / "train.jsonl") == []
     text = round_line({"round": 2, "newcomers": [one]})
     assert text.splitlines()[-1] == "  " + line
 

@@ -59,9 +59,15 @@ def test_a_new_stage_is_one_record_and_the_loop_and_report_read_it(tmp_path, mon
     )
     monkeypatch.setitem(stage._REGISTRY, "echo", extra)
     assert [s.name for s in stages.round_steps()].index("echo") == 8
-    assert ("echo", "echo/done.json") in numbers.round_steps(numbers.loop_order())
+    assert extra in numbers.round_steps(numbers.loop_order())  # the report's round status lists it
     result = stage.execute(extra, stage.Context(None, tmp_path / "echo", inputs={"word": "hi"}))
-    assert result == {"ok": True} and seen == [("hi", tmp_path / "echo")]
+    assert result.value == {"ok": True} and seen == [("hi", tmp_path / "echo")]
+    assert (result.stage, result.out, result.marker, result.summary) == (
+        "echo",
+        tmp_path / "echo",
+        tmp_path / "echo" / "done.json",
+        {},
+    )
     assert (tmp_path / "echo" / "run-config.json").exists()  # its settings fingerprinted, as any stage's
 
 
@@ -94,16 +100,23 @@ iterate:
 @pytest.mark.slow
 def test_a_new_round_step_is_one_record_and_the_loop_runs_it_in_its_place(tmp_path, monkeypatch):
     """The loop runs a step from its record alone: at its `place` (after the pool update, before
-    sample here), given what its `in_round` takes from the round's outputs so far; the report
-    finds its marker."""
+    sample here), handed the round's latest Result of each kind its record `takes`; every step
+    leaves a Result (its kind, folder and marker from its record) that the round summary, a
+    resumed run and the report read back the same; the report finds the new step's marker."""
     from support.loop_child import ScriptedPolicy
 
     from evoenv_cli.report import numbers
     from evoenv_cli.report.run_files import RunFiles
 
+    seen = []
+
     def run(ctx, lib, out, llm, bar):
         (out / "done.json").write_text(json.dumps({"before": ctx.inputs["before"], "pool": len(lib.files)}))
         return {"ok": True}
+
+    def in_round(rnd, got):
+        seen.append((rnd, {kind: r.stage for kind, r in got.items()}))
+        return dict(library=rnd.pool.root, inputs={"before": [r.stage for r in rnd.results]})
 
     extra = stage.Stage(
         "echo",
@@ -113,7 +126,8 @@ def test_a_new_round_step_is_one_record_and_the_loop_runs_it_in_its_place(tmp_pa
         run=run,
         place=8.5,
         envs=False,
-        in_round=lambda rnd: dict(library=rnd.pool.root, inputs={"before": list(rnd.outputs)}),
+        in_round=in_round,
+        takes=("pool", "library"),
     )
     monkeypatch.setitem(stage._REGISTRY, "echo", extra)
     seeds = tmp_path / "seeds"
@@ -127,12 +141,40 @@ def test_a_new_round_step_is_one_record_and_the_loop_runs_it_in_its_place(tmp_pa
     the_loop = loop.Loop(
         run_dir, recipe, "scripted", spec.iterate, seeds, log=said.append, backend_factory=ScriptedPolicy
     )
-    loop.run(the_loop, 1)
-    done = json.loads((run_dir / "round-01" / "echo" / "done.json").read_text())
-    steps = [st.name for st in stages.round_steps()]
-    assert done == {"before": steps[: steps.index("echo")], "pool": 1}
-    assert (run_dir / "round-01" / "sample" / "train.jsonl").exists()  # and the round went on after it
+    (summary,) = loop.run(the_loop, 1)
+    d = run_dir / "round-01"
+    done = json.loads((d / "echo" / "done.json").read_text())
+    steps = stages.round_steps()
+    names = [st.name for st in steps]
+    assert done == {"before": names[: names.index("echo")], "pool": 1}
+    assert (d / "sample" / "train.jsonl").exists()  # and the round went on after it
     assert numbers.rounds_status(RunFiles(run_dir))[0]["steps"]["echo"] == "done"
+
+    ((rnd, got),) = seen
+    assert got == {"pool": "pool update", "library": "calibrate"}  # the latest of each kind: calibrate's, not dedupe's
+    results = {r.stage: r for r in rnd.results}
+    assert list(results) == names  # every step ran and left its Result, in round order
+    for st in steps:
+        r = results[st.name]
+        assert (r.kind, r.out, r.marker) == (st.gives, st.out_in(d), st.out_in(d) / st.marker), st.name
+        assert r.marker.is_file(), st.name
+    kinds = [r.kind for r in rnd.results]
+    assert kinds == ["library", "library", "library", "measured", "composites", "library", "library", "pool", None,
+                     "rows", "checkpoint", "metrics"]  # fmt: skip
+    train, rows = results["train"], results["sample"]
+    assert train.policy == rnd.policy == str(d / "train")  # the round's policy is the one its train Result names
+    assert results["evaluate"].summary["model"] == train.policy  # evaluate was handed train's checkpoint
+    assert rows.summary == {"rows": len((d / "sample" / "train.jsonl").read_text().splitlines())}
+    assert train.summary["rows"] == rows.summary["rows"]  # train read the rows sample's Result named
+    assert (summary["train_steps"], summary["pool_size"], summary["candidates"]) == (
+        train.summary["steps"],
+        results["pool update"].summary["pool_size"],
+        results["synthesize"].summary["candidates"],
+    )
+    # a resumed run and the report read the finished round back as the same Results
+    assert stage.round_results(d, steps) == results
+    assert RunFiles(run_dir).results("round-01") == results
+    assert numbers.training(RunFiles(run_dir))["rounds"][0]["steps"] == train.summary["steps"]
 
 
 def test_a_round_step_whose_record_does_not_say_what_it_takes_is_refused_before_the_round(tmp_path, monkeypatch):
@@ -143,6 +185,30 @@ def test_a_round_step_whose_record_does_not_say_what_it_takes_is_refused_before_
     with pytest.raises(loop.StageFailed, match="round steps with no in_round in their record: mute"):
         loop._rounds(the_loop, 1)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_round_step_that_takes_what_no_step_before_it_gives_is_refused_before_the_round(tmp_path, monkeypatch):
+    early = stage.Stage(
+        "early",
+        sections=(),
+        marker="done.json",
+        settings=None,
+        run=lambda *a: None,
+        place=0.5,  # before synthesize: no step has left a checkpoint yet
+        in_round=lambda rnd, got: None,
+        takes=("checkpoint",),
+    )
+    monkeypatch.setitem(stage._REGISTRY, "early", early)
+    recipe = ROOT / "recipes" / "cpu-demo.yaml"
+    the_loop = loop.Loop(tmp_path / "run", recipe, "m", loop.cfgmod.load_recipe(recipe).iterate, SEEDS)
+    with pytest.raises(loop.StageFailed, match="round step early takes checkpoint, which no step before it gives"):
+        loop._rounds(the_loop, 1)
+    assert not (tmp_path / "run").exists()
+    loop.check_wiring([st for st in stages.round_steps() if st is not early])  # the real round is wired
+    odd = dataclasses.replace(early, name="odd", gives="weights")
+    with pytest.raises(ValueError, match="'odd': weights is not a kind of Result"):
+        stage.register(odd)  # a kind the other records do not know is a typo, refused at import
+    assert "odd" not in stage.registered()
 
 
 def test_a_new_operator_is_one_record_and_dedupe_judges_its_composites_by_lineage(monkeypatch):

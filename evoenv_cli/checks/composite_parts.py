@@ -80,8 +80,8 @@ class PartProbes:
     made once (validate's `run` check on those levels) and each check run once on them, however
     many composites use the part; thread-safe (compose judges a batch of composites at once)."""
 
-    def __init__(self, cfg: ValidateConfig, pool: SandboxWorkers, fresh: SandboxWorkers):
-        self.cfg, self.pool, self.fresh = cfg, pool, fresh
+    def __init__(self, cfg: ValidateConfig, workers: SandboxWorkers, fresh: SandboxWorkers):
+        self.cfg, self.workers, self.fresh = cfg, workers, fresh
         self._lock = threading.Lock()
         self._entries: dict[tuple[str, tuple[int, ...]], _Entry] = {}
         self.judged = 0  # (part, levels) pairs whose instances were made
@@ -130,7 +130,7 @@ class PartProbes:
         from evoenv_cli.checks.run import check_run
 
         if entry.checker is None:
-            checker = entry.checker = Checker(part.env, at_levels(self.cfg, levels), self.pool, self.fresh)
+            checker = entry.checker = Checker(part.env, at_levels(self.cfg, levels), self.workers, self.fresh)
             checker.name, checker.answer_type, checker.tags = part.name, part.answer_type, list(part.tags)
             checker.m["order_free"] = part.order_free
             self.judged += 1

@@ -101,12 +101,16 @@ class Checker:
     """One environment's checks and what they share: the instances `run` made, the times and
     output every call adds, the measurements that land in the verdict. `run()` runs the
     sandboxed checks of `CHECKS` (checks/registry.py) in order; a check that reads the source alone (`static`) runs
-    on a Checker without pools, before any worker starts."""
+    on a Checker without workers, before any worker starts."""
 
     def __init__(
-        self, env: EnvFile, cfg: ValidateConfig, pool: SandboxWorkers | None = None, fresh: SandboxWorkers | None = None
+        self,
+        env: EnvFile,
+        cfg: ValidateConfig,
+        workers: SandboxWorkers | None = None,
+        fresh: SandboxWorkers | None = None,
     ):
-        self.env, self.cfg, self.pool, self.fresh = env, cfg, pool, fresh
+        self.env, self.cfg, self.workers, self.fresh = env, cfg, workers, fresh
         self.static_name: str | None = None  # the NAME the static check read
         self.insts: list[Instance] = []  # the (seed, level) instances `run` made, scored by `reference`
         self.ref_scores: list[CallResult] = []
@@ -143,18 +147,18 @@ class Checker:
             )
 
     def call(
-        self, calls: list[Call], pool: SandboxWorkers | None = None, stop_on_failure: bool = True
+        self, calls: list[Call], workers: SandboxWorkers | None = None, stop_on_failure: bool = True
     ) -> list[CallResult]:
         """Every check rejects on the first failed call, so the rest of a batch after one is
         skipped rather than paid for (a looping solve costs one time limit, not thirty). The
-        calls go in slices of what the pool runs at once, the budget checked before each, so a
+        calls go in slices of what the workers run at once, the budget checked before each, so a
         judgement overruns it by one slice at most."""
-        pool = pool or self.pool
-        step = pool.limits.batch_size * pool.workers
+        runner = workers or self.workers
+        step = runner.limits.batch_size * runner.workers
         results: list[CallResult] = []
         for start in range(0, len(calls), step):
             self.within_budget()
-            results += pool.run(self.env, calls[start : start + step], stop_on_failure)
+            results += runner.run(self.env, calls[start : start + step], stop_on_failure)
         reject_escapes(zip(calls, results))
         for c, r in zip(calls, results):
             self.output_chars += r.output_chars
@@ -165,7 +169,7 @@ class Checker:
     def make(self, orders: list[Order]) -> list[list[Made]]:
         """Instances through the one path every stage makes them by, counted like `call`."""
         self.within_budget()
-        made = make_instances(self.pool, orders, stop_on_failure=True)
+        made = make_instances(self.workers, orders, stop_on_failure=True)
         reject_escapes((Call(fn, (m.seed, m.difficulty)), r) for ms in made for m in ms for fn, r in m.results.items())
         for m in (m for ms in made for m in ms):
             self.output_chars += sum(r.output_chars for r in m.results.values())

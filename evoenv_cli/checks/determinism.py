@@ -20,7 +20,7 @@ def check_determinism(checker: Checker) -> None:
     chosen = checker.spread(insts, checker.cfg.determinism_pairs)
     calls = [Call.generate(i.seed, i.difficulty) for i in chosen]
     twice = checker.call(calls + calls)  # one batch: the same worker answers both rounds
-    fresh = checker.call(calls, pool=checker.fresh)  # a new worker, another PYTHONHASHSEED
+    fresh = checker.call(calls, workers=checker.fresh)  # a new worker, another PYTHONHASHSEED
     for k, inst in enumerate(chosen):
         runs = {
             "again in one worker": (twice[k], "generate_repeat"),
@@ -38,7 +38,7 @@ def check_determinism(checker: Checker) -> None:
                 )
     ps_calls = [c for i in chosen for c in (Call.prompt(i.instance), Call.solve(i.instance))]
     again = checker.call(ps_calls + ps_calls)
-    fresh_ps = checker.call(ps_calls, pool=checker.fresh)
+    fresh_ps = checker.call(ps_calls, workers=checker.fresh)
     n = len(ps_calls)
     for k, inst in enumerate(chosen):
         for j, expected, fn in ((0, inst.text, "prompt"), (1, inst.reference, "solve")):
@@ -65,7 +65,7 @@ def _hash_seed_sample(checker: Checker) -> None:
     levels = sorted(checker.cfg.levels)[:3]  # the cheap ones: many seeds matter, not many levels
     seeds = training_seeds(checker.env.env_id, "hash-seed", checker.cfg.hash_seed_samples)
     calls = [Call.generate(s, levels[k % len(levels)]) for k, s in enumerate(seeds)]
-    here, there = checker.call(calls), checker.call(calls, pool=checker.fresh)
+    here, there = checker.call(calls), checker.call(calls, workers=checker.fresh)
     for c, a, b in zip(calls, here, there):
         if not (a.ok and b.ok):
             r = a if not a.ok else b
@@ -150,13 +150,13 @@ def check_score_determinism(checker: Checker) -> None:
     # another order than the first pass's, so no sequence of calls is replayed as it came
     order = list(range(len(calls)))
     random.Random(f"evoenv-validate:{checker.env.env_id}:fresh-order").shuffle(order)
-    shuffled = checker.call([calls[k] for k in order], pool=checker.fresh)
+    shuffled = checker.call([calls[k] for k in order], workers=checker.fresh)
     fresh: list[CallResult] = [shuffled[0]] * len(calls) if calls else []
     for at, k in enumerate(order):
         fresh[k] = shuffled[at]
     compare(fresh, "score_fresh_worker", "in a fresh worker with another hash seed, in another order")
     checker.m["score_determinism_pairs"] = len(calls)
-    bound = checker.pool.limits.max_calls_per_worker
+    bound = checker.workers.limits.max_calls_per_worker
     if bound > 0:
         known = [(c, r.value, kind, a) for (_, kind, a), c, r in zip(triples, calls, first)]
         _training_shape(checker, known, insts, bound)
@@ -176,7 +176,7 @@ def _training_shape(checker: Checker, known: list, insts: list[Instance], bound:
     """One new worker (its replacement off) fed what training feeds a reward worker
     (checks/training_shape.py): GRPO groups, many distinct instances, then `bound` calls in
     all; the known scores must not change, nor the instances generate gives at the end."""
-    limits = dataclasses.replace(checker.pool.limits, max_calls_per_worker=0)
+    limits = dataclasses.replace(checker.workers.limits, max_calls_per_worker=0)
     seeds = training_seeds(checker.env.env_id, "burst", checker.cfg.burst_distinct_instances)
     low = sorted(checker.cfg.levels)[:3]
     new_calls = [Call.generate(s, low[k % len(low)]) for k, s in enumerate(seeds)]
@@ -185,8 +185,8 @@ def _training_shape(checker: Checker, known: list, insts: list[Instance], bound:
         Call.generate(i.seed, i.difficulty) for i in cheap
     ]
     regenerate = [(Call.generate(i.seed, i.difficulty), i.instance) for i in checker.spread(insts, 8)]
-    with checker.pool.solo(limits) as one:  # the same jail and hash seed, on the same node
-        made = checker.call(new_calls, pool=one)
+    with checker.workers.solo(limits) as one:  # the same jail and hash seed, on the same node
+        made = checker.call(new_calls, workers=one)
         new = [r.value for r in made if r.ok]
         phases = [
             training_shape.groups(known),
@@ -196,7 +196,7 @@ def _training_shape(checker: Checker, known: list, insts: list[Instance], bound:
         need = bound - served - len(known)
         phases += training_shape.aged(known, filler, regenerate, need, bound)
         for phase in phases:
-            mismatch = phase.first_mismatch(checker.call(phase.calls, pool=one))
+            mismatch = phase.first_mismatch(checker.call(phase.calls, workers=one))
             if mismatch is None:
                 continue
             k, r = mismatch

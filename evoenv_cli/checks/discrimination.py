@@ -242,7 +242,7 @@ def check_fuzz(checker: Checker) -> None:
         again = iter(
             checker.call(
                 [Call.score(chosen[m.instance].instance, m.answer) for m, (p, _) in zip(mutants, flags) if p],
-                pool=checker.fresh,
+                workers=checker.fresh,
                 stop_on_failure=False,
             )
         )

@@ -11,7 +11,7 @@ def check_load(checker: Checker) -> None:
     """The import, and what it costs (a replaced worker pays it again)."""
     cfg = checker.cfg
     try:
-        meta = checker.pool.describe(checker.env)
+        meta = checker.workers.describe(checker.env)
     except EnvLoadError as exc:
         raise Rejected("load", str(exc)) from None
     checker.answer_type = meta.get("ANSWER_TYPE")

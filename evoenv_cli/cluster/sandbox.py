@@ -3,7 +3,7 @@
 A `RayRuntime` is a `runtime.session.Runtime` whose pools live on the cluster's nodes: one actor
 per live CPU node, pinned to it, each keeping local `SandboxWorkers`s (hash seeds 0 and 1,
 `runtime.workers` workers each), built once and reused for the whole program. The parent's
-`pool` and `fresh` are proxies with SandboxWorkers's interface: an environment's calls go to the
+`workers` and `fresh` are proxies with SandboxWorkers's interface: an environment's calls go to the
 node its env_id picks (a stable hash, so its warm workers and loaded module are reused, and where
 a call runs never depends on which call came first), and `run_many` groups its jobs by node and
 runs the groups at once. A node returns the very `CallResult`s its SandboxWorkers made, so budgets,
@@ -245,7 +245,7 @@ class RayWorkers(WorkerSet):
 
 
 class RayRuntime(Runtime):
-    """`Runtime`'s interface (`pool`, `fresh`, `calls`, `jails`, `lanes`, `close`, a
+    """`Runtime`'s interface (`workers`, `fresh`, `calls`, `jails`, `lanes`, `close`, a
     context manager) on the cluster's live CPU nodes (at most `max_nodes` of them, head first),
     plus `node_stats()`: per node, the calls and tasks it ran and the CPU-seconds its actor and
     sandboxes spent. The actors start on first use, one per node, each pinned to its node."""

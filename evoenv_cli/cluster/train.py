@@ -187,7 +187,7 @@ def _worker(config: dict) -> None:
         record = json.loads(Path(where).read_text(encoding="utf-8"))
         name, ctx = stage.context_from_record(record, where)
         ctx.say = ctx.note = lambda message: print(message, flush=True)
-        summary = stage.execute(stages.get(name), ctx)
+        summary = stage.execute(stages.get(name), ctx).value
         if rank == 0 and isinstance(summary, dict) and "steps" in summary:
             print(f"{name}: {summary['steps']} steps, mean reward {summary.get('mean_reward')} -> {ctx.out}")
 

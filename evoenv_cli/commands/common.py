@@ -365,7 +365,8 @@ def say(message: str) -> None:
 
 def run_stage(name: str, recipe, out, *, as_json: bool = False, **given) -> object:
     """A stage's record run from a command: the recipe (flags already over it), OUT, the
-    Context's other fields; progress on stderr unless --json."""
+    Context's other fields; progress on stderr unless --json. Returns what its `run` returned
+    (the command shows it)."""
     ctx = Context(
         recipe,
         Path(out),
@@ -374,4 +375,4 @@ def run_stage(name: str, recipe, out, *, as_json: bool = False, **given) -> obje
         note=None if as_json else say,
         **given,
     )
-    return execute(stages.get(name), ctx)
+    return execute(stages.get(name), ctx).value

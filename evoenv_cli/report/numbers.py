@@ -18,6 +18,7 @@ from pathlib import Path
 
 from evoenv_cli import stages
 from evoenv_cli.report.run_files import Line, RunFiles
+from evoenv_cli.stage import Stage
 
 CONTRACTS = ("dedupe", "calibrate")  # the two contracts, whose order a round records in loop.json
 ADMISSION_BEFORE = (("validate", "synthesize"), ("review", "validate"), ("compose", None))
@@ -32,8 +33,10 @@ TOP_REASONS = 8
 EXAMPLES_PER_REASON = 3
 
 
-def _evaluate() -> str:
-    return stages.get("evaluate").where
+def step_summary(run: RunFiles, r: int, name: str) -> dict | None:
+    """Step `name`'s summary in round r, from its Result (None: it has not finished)."""
+    done = run.results(rdir(r)).get(name)
+    return done.summary if done is not None else None
 
 
 def rdir(r: int) -> str:
@@ -121,17 +124,16 @@ def funnel_steps(order: tuple[str, str]) -> tuple[str, ...]:
     return ("generations", "parsed", "validate", "review", "candidates", *order, "joined")
 
 
-def round_steps(order: tuple[str, str]) -> list[tuple[str, str]]:
-    """The round's steps, in the loop's order (the stage registry's), each with the file in
-    round-NN/ that says it finished; the two contracts in the order this round ran them."""
-    steps = stages.round_steps()
+def round_steps(order: tuple[str, str]) -> list[Stage]:
+    """The round's steps' records, in the loop's order (the stage registry's); the two
+    contracts in the order this round ran them."""
     out = []
-    for st in steps:
+    for st in stages.round_steps():
         if st.name in order:
             if st.name == loop_order()[0]:  # where the contracts stand in the loop's own order
-                out += [(name, stages.get(name).where) for name in order]
+                out += [stages.get(name) for name in order]
             continue
-        out.append((st.name, st.where))
+        out.append(st)
     return out
 
 
@@ -155,15 +157,15 @@ def rounds_status(run: RunFiles) -> list[dict]:
     out = []
     for r in run.rounds():
         order = contract_order(run, r)
-        steps = {}
-        for name, marker in round_steps(order):
-            folder = Path(rdir(r)) / Path(marker).parent
-            if run.exists(f"{rdir(r)}/{marker}"):
-                steps[name] = "done"
-            elif str(folder) != rdir(r) and run.exists(str(folder)):
-                steps[name] = "partial"
+        steps, done = {}, run.results(rdir(r))
+        for st in round_steps(order):
+            folder = st.out_in(Path(rdir(r)))
+            if st.name in done:
+                steps[st.name] = "done"
+            elif folder != Path(rdir(r)) and run.exists(str(folder)):
+                steps[st.name] = "partial"
             else:
-                steps[name] = "not started"
+                steps[st.name] = "not started"
         stopped = next((name for name, s in steps.items() if s != "done"), None)
         out.append(
             {
@@ -243,7 +245,7 @@ def admission_stage(run: RunFiles, r: int, stage: str, inputs: str | None, compo
     files = [ln.record["file"] for ln in admitted]
     return {
         "stage": stage,
-        "status": "done" if run.exists(f"{rel}/summary.json") else "partial",
+        "status": "done" if stage in run.results(rdir(r)) else "partial",
         "entered": len(lines),
         "admitted": len(admitted),
         "rejected": len(rejected),
@@ -299,7 +301,7 @@ def synthesize_stage(run: RunFiles, r: int) -> dict:
         )
     return {
         "stage": "synthesize",
-        "status": "done" if run.exists(f"{rel}/summary.json") else "partial",
+        "status": "done" if "synthesize" in run.results(rdir(r)) else "partial",
         "entered": len(gens),
         "admitted": len(gens) - len(failed),
         "rejected": len(failed),
@@ -549,7 +551,7 @@ def training(run: RunFiles) -> dict:
     for r in run.rounds():
         rel = f"{rdir(r)}/train/metrics.jsonl"
         records = [ln.record for ln in run.jsonl(rel)]
-        manifest = run.json(f"{rdir(r)}/{stages.get('train').where}")
+        trained = step_summary(run, r, "train")  # the train step's Result (None: not finished)
         last = 0
         for rec in records:
             step = rec.get("step")
@@ -578,14 +580,14 @@ def training(run: RunFiles) -> dict:
                     "per_env": per_env,
                 }
             )
-        summary = obj(obj(manifest).get("summary"))
-        if records or manifest:
+        done = obj(trained)
+        if records or trained is not None:
             rs = [s for s in steps if s["round"] == r]
-            steps_done = summary.get("steps") if type(summary.get("steps")) is int else last
+            steps_done = done.get("steps") if type(done.get("steps")) is int else last
             rounds.append(
                 {
                     "round": r,
-                    "finished": manifest is not None,
+                    "finished": trained is not None,
                     "steps": steps_done,
                     "first_global_step": offset + 1,
                     "mean_reward": mean([s["reward"] for s in rs]),
@@ -593,7 +595,7 @@ def training(run: RunFiles) -> dict:
                     "mean_score_zero_std_share": mean([s["score_zero_std_share"] for s in rs]),
                 }
             )
-        offset += summary.get("steps") if isinstance(summary.get("steps"), int) else last
+        offset += done.get("steps") if isinstance(done.get("steps"), int) else last
     per_env: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for s in steps:
         for name, m in s["per_env"].items():
@@ -609,7 +611,7 @@ def evaluation(run: RunFiles) -> dict:
     the baseline, and the delta (model - baseline)."""
     rows = []
     for r in run.rounds():
-        m = run.json(f"{rdir(r)}/{_evaluate()}")
+        m = step_summary(run, r, "evaluate")
         if m is None:
             continue
         base = obj(m.get("baseline"))
@@ -668,10 +670,11 @@ def learning(run: RunFiles, training_numbers: dict) -> dict:
     baseline a round's evaluation carries), the change against round 0, and beside each round
     the share of GRPO groups whose scores all tied (they teach nothing) and the round's learning
     signal as the loop recorded it."""
-    base = run.json(f"baseline/{stages.get('evaluate').marker}")
-    rounds = [r for r in run.rounds() if run.json(f"{rdir(r)}/{_evaluate()}") is not None]
+    measured = run.result("evaluate", "baseline")
+    base = measured.summary if measured is not None else None
+    rounds = [r for r in run.rounds() if step_summary(run, r, "evaluate") is not None]
     if base is None and rounds:
-        base = obj(run.json(f"{rdir(rounds[0])}/{_evaluate()}")).get("baseline")
+        base = obj(step_summary(run, rounds[0], "evaluate")).get("baseline")
     start = _pass_at_1(obj(obj(base).get("overall")))
     summaries = {x["round"]: x for x in run.records("rounds.jsonl") if type(x.get("round")) is int}
     trained = {t["round"]: t for t in training_numbers["rounds"]}
@@ -679,7 +682,7 @@ def learning(run: RunFiles, training_numbers: dict) -> dict:
         {"round": 0, "model": obj(base).get("model"), **start, "delta": None, "zero_variance": None, "signal": None}
     ]
     for r in rounds:
-        m = run.json(f"{rdir(r)}/{_evaluate()}") or {}
+        m = step_summary(run, r, "evaluate") or {}
         now = _pass_at_1(obj(m.get("overall")))
         t = trained.get(r, {})
         score_share = t.get("mean_score_zero_std_share")

@@ -4,7 +4,8 @@ A run may be finished, still going, or killed part way, and other tools may add 
 to it. So every file is optional, a JSONL line that does not parse (torn by a kill, or still
 being written) is skipped and named, with the lines around it still read, and nothing in the
 run is ever written: unlike `artifacts.read_jsonl_tolerant`, which truncates a torn tail of a
-file the stage itself appends to, this reader only reports it.
+file the stage itself appends to, this reader only reports it. A round's finished steps are
+read as the loop reads them, as `stage.Result`s (`results`), their markers through this reader.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from evoenv_cli import stage, stages
 from evoenv_cli.errors import InputError
 
 ROUND_DIR = re.compile(r"^round-(\d{2,})$")
@@ -65,6 +67,7 @@ class RunFiles:
         self.problems: list[Problem] = []
         self._jsonl: dict[str, list[Line]] = {}
         self._json: dict[str, dict | None] = {}
+        self._results: dict[str, dict[str, stage.Result]] = {}
 
     def rounds(self) -> list[int]:
         """The round numbers that have a folder, in order."""
@@ -153,6 +156,21 @@ class RunFiles:
                     self._problem(rel, None, "not a JSON object; ignored")
         self._json[rel] = value
         return value
+
+    def marker(self, path: Path) -> dict | None:
+        """A step's JSON marker, by its path, read as `json` reads (an unreadable one named)."""
+        return self.json(str(path.relative_to(self.root)))
+
+    def results(self, rel: str) -> dict[str, stage.Result]:
+        """The Results of the round steps finished in folder `rel` (round-NN), by name in round
+        order: `stage.round_results`, the loop's own reader of a finished round."""
+        if rel not in self._results:
+            self._results[rel] = stage.round_results(self.root / rel, stages.round_steps(), self.marker)
+        return self._results[rel]
+
+    def result(self, name: str, rel: str) -> stage.Result | None:
+        """The Result step `name` left in folder `rel` (the baseline's evaluation), or None."""
+        return stage.result_in(stages.get(name), self.root / rel, self.marker)
 
     def text(self, rel: str, limit: int = 200_000) -> str | None:
         """A text file's contents (at most `limit` characters), or None."""

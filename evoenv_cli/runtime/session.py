@@ -1,6 +1,6 @@
 """One set of sandbox workers for a whole program: a `Runtime` is built once from
 `RuntimeConfig` and handed to every stage and to the reward, so warm workers are reused across
-stages and no stage builds pools of its own when it runs inside a larger program (the loop).
+stages and no stage starts workers of its own when it runs inside a larger program (the loop).
 
 A stage called on its own (from its CLI command) gets a Runtime of its own from `shared()`,
 closed when it returns; called with one, it borrows it and leaves it open.
@@ -15,7 +15,7 @@ from evoenv_cli.runtime.workers import SandboxWorkers
 
 
 class Runtime:
-    """Sandbox pools, made on first use: `pool` (the one every call goes to) and `fresh`, its
+    """Sandbox workers, made on first use: `workers` (the set every call goes to) and `fresh`, its
     twin with another hash seed (validate's and compose's cross-process determinism check)."""
 
     def __init__(self, cfg) -> None:
@@ -32,7 +32,7 @@ class Runtime:
         return self._pools[hash_seed]
 
     @property
-    def pool(self) -> SandboxWorkers:
+    def workers(self) -> SandboxWorkers:
         return self._get(0)
 
     @property

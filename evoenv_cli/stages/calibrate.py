@@ -395,7 +395,7 @@ def run(
 ) -> Summary:
     answer = answer or AnswerConfig()
     with AdmissionLog(out, library.files, retry_stages=("backend_error",)) as log, shared(runtime, session) as rt:
-        pool = rt.pool
+        pool = rt.workers
         responses = _responses_log(out / "responses.jsonl", set(log.done))
         subjects = []
         for env in log.pending():
@@ -494,6 +494,8 @@ STAGE = register(
         place=6,
         funnel="had the right difficulty",
         uses_model=True,
-        in_round=lambda rnd: dict(library=rnd.outputs["dedupe"], model=rnd.policy),  # the new candidates
+        in_round=lambda rnd, got: dict(library=got["library"].out, model=rnd.policy),  # the new candidates
+        takes=("library",),
+        gives="library",
     )
 )

@@ -301,7 +301,7 @@ def run(
     made: list[EnvFile] = []
     lineage: dict[str, dict] = {}
     with shared(runtime, session) as rt, AdmissionLog(out, None) as log:
-        pool, fresh = rt.pool, rt.fresh
+        pool, fresh = rt.workers, rt.fresh
         parts, docs, skipped = describe_parts(library, pool)
         part_probes = PartProbes(vcfg, pool, fresh) if cfg.probe_parts else None
         for depth, want in enumerate(_split(cfg.n, cfg.max_depth), start=1):
@@ -446,11 +446,11 @@ def _run(ctx: Context, lib, out: Path, llm, bar) -> Summary:
     )
 
 
-def _in_round(rnd: Round) -> dict:
+def _in_round(rnd: Round, got: dict) -> dict:
     """In the loop: compose from the pool, aiming at the pass rates this round's rotation
     measured (every seed's, at round 1)."""
-    rotated = rnd.outputs.get("rotate")
-    return dict(recipe=rnd.seeded("compose"), library=rnd.pool.root, inputs={"measured": [rotated] if rotated else []})
+    measured = [got["measured"].out] if got["measured"] is not None else []
+    return dict(recipe=rnd.seeded("compose"), library=rnd.pool.root, inputs={"measured": measured})
 
 
 STAGE = register(
@@ -470,5 +470,7 @@ STAGE = register(
         allow_empty=False,
         total=lambda ctx, lib: ctx.recipe.compose.n,
         in_round=_in_round,
+        takes=("measured",),
+        gives="composites",
     )
 )

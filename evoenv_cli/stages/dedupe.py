@@ -122,10 +122,10 @@ def check_config(cfg: DedupeConfig) -> None:
 
 def _sample_many(envs: list[EnvFile], pools: Runtime, cfg: DedupeConfig) -> dict[str, Sampled]:
     """{file name: Sampled} for `envs`, sampled in parallel on the pool's workers (the Runtime
-    starts its pool only when some prompts must actually be sampled)."""
+    starts its workers only when some prompts must actually be sampled)."""
     if not envs:
         return {}
-    pool = pools.pool
+    pool = pools.workers
     with ThreadPoolExecutor(max_workers=pools.cfg.workers) as ex:
         results = list(ex.map(lambda e: sample_behaviour(e, pool, cfg), envs))
     return {e.path.name: r for e, r in zip(envs, results)}
@@ -301,7 +301,7 @@ def run(
                         beh,
                         got.failure,
                         shapes[file],
-                        lambda got=got: index.solves_like(pools.pool, got.solved),
+                        lambda got=got: index.solves_like(pools.workers, got.solved),
                     )
                     if decision.admitted:
                         record = {"env_id": env.env_id, "settings": key, "behaviour": _encode(beh)}
@@ -349,10 +349,11 @@ def _run(ctx: Context, lib, out: Path, llm, bar) -> Summary:
     return run(lib, r.dedupe, r.runtime, out, pools, on_verdict=bar.advance, note=ctx.note, session=ctx.session)
 
 
-def _in_round(rnd: Round) -> dict:
+def _in_round(rnd: Round, got: dict) -> dict:
     """In the loop: the round's candidates (what review admitted and what compose made, in one
     library) judged against the pool."""
-    candidates = merge_libraries(rnd.folder / "candidates", [rnd.outputs["review"], rnd.outputs["compose"]])
+    made = [got[kind].out for kind in ("library", "composites") if got[kind] is not None]
+    candidates = merge_libraries(rnd.folder / "candidates", made)
     return dict(library=candidates, inputs={"against": [rnd.pool.root]})
 
 
@@ -369,5 +370,7 @@ STAGE = register(
         funnel="were new",
         check=lambda ctx, lib: check_config(ctx.recipe.dedupe),
         in_round=_in_round,
+        takes=("library", "composites"),
+        gives="library",
     )
 )

@@ -578,7 +578,7 @@ def run(
     (appended per model as it finishes), metrics.json (rewritten after each model) and
     manifest.json. Returns the metrics. `baseline_results`: the baseline's numbers measured
     earlier on the same items (its metrics' model part), compared with instead of asking it.
-    `session`: the program's sandbox pools, scored on and left open."""
+    `session`: the program's sandbox workers (a Runtime), scored on and left open."""
     check_config(cfg)
     if library is None and not benches:
         raise InputError("nothing to evaluate: give a library, benchmark files, or both")
@@ -594,7 +594,7 @@ def run(
         sandbox=runtime.sandbox,
         workers=runtime.workers,
         limits=runtime.limits,
-        pool=session.pool if session is not None and envs else None,
+        pool=session.workers if session is not None and envs else None,
     )
     metrics: dict = {}
     try:
@@ -765,5 +765,7 @@ STAGE = register(
         resumable=False,
         library_optional=True,
         check=_check,
+        takes=("checkpoint",),  # the loop's own step (loop.LOOP_STEPS) evaluates it
+        gives="metrics",
     )
 )

@@ -150,7 +150,7 @@ def run(
     )
     order = {e.path.name: k for k, e in enumerate(library.files)}
     with AdmissionLog(out, library.files, retry_stages=("backend_error",)) as log, shared(runtime, session) as rt:
-        pool = rt.pool
+        pool = rt.workers
 
         def finish(v: Verdict) -> None:
             log.add(v)
@@ -212,6 +212,8 @@ STAGE = register(
         place=3,
         funnel="passed review",
         uses_model=True,
-        in_round=lambda rnd: dict(library=rnd.outputs["validate"], model=rnd.policy),
+        in_round=lambda rnd, got: dict(library=got["library"].out, model=rnd.policy),
+        takes=("library",),
+        gives="library",
     )
 )

@@ -14,7 +14,7 @@ from evoenv_cli.stage import Round, register
 from evoenv_cli.stages import calibrate
 
 
-def _in_round(rnd: Round) -> dict | None:
+def _in_round(rnd: Round, got: dict) -> dict | None:
     """The pool members due for a new measurement, none once the round's next pool is written
     (it has read this rotation already)."""
     if (rnd.folder / UPDATE_FILE).exists():
@@ -26,4 +26,14 @@ def _in_round(rnd: Round) -> dict | None:
     return dict(library=due, model=rnd.policy)
 
 
-STAGE = register(replace(calibrate.STAGE, name="rotate", place=3.5, funnel="kept their level", in_round=_in_round))
+STAGE = register(
+    replace(
+        calibrate.STAGE,
+        name="rotate",
+        place=3.5,
+        funnel="kept their level",
+        in_round=_in_round,
+        takes=(),
+        gives="measured",  # the pool's members, re-measured
+    )
+)

@@ -178,7 +178,7 @@ def _run(ctx: Context, lib: EnvLibrary, out: Path, llm, bar) -> SampleReport:
     report = SampleReport()
     write = artifacts.write_parquet_atomic if str(out).endswith(".parquet") else artifacts.write_jsonl_atomic
     with contextlib.ExitStack() as stack:
-        pool = ctx.session.pool if ctx.session is not None else stack.enter_context(own_pool(r.runtime))
+        pool = ctx.session.workers if ctx.session is not None else stack.enter_context(own_pool(r.runtime))
         drawn = stream(lib, cfg, pool, report, answer=r.answer, format_weight=r.reward.format_weight)
         rows = (to_format(row, cfg.format, i, cfg.split) for i, row in enumerate(drawn))
         report.written = write(str(out) if str(out) == "-" else out, rows)  # written as they are drawn
@@ -189,7 +189,7 @@ def own_pool(runtime) -> SandboxWorkers:
     return SandboxWorkers(limits=runtime.limits, sandbox_mode=runtime.sandbox, workers=runtime.workers)
 
 
-def _in_round(rnd: Round) -> dict:
+def _in_round(rnd: Round, got: dict) -> dict:
     """In the loop: rows from the pool at the levels its index calibrated, drawn with the round's seed."""
     return dict(recipe=rnd.seeded("sample", difficulty_from="index"), library=rnd.pool.root)
 
@@ -208,5 +208,6 @@ STAGE = register(
         allow_empty=False,
         total=lambda ctx, lib: None,  # no progress bar
         in_round=_in_round,
+        gives="rows",
     )
 )

@@ -253,7 +253,7 @@ def _run(ctx: Context, lib: None, out: Path, llm, bar) -> dict:
     )
 
 
-def _in_round(rnd: Round) -> dict:
+def _in_round(rnd: Round, got: dict) -> dict:
     """In the loop: the policy writes, from the seeds and the pool, drawing with the round's seed."""
     return dict(
         recipe=rnd.seeded("synthesize"), model=rnd.policy, inputs={"seeds": rnd.seeds, "pools": [rnd.pool.root]}
@@ -274,5 +274,6 @@ STAGE = register(
         check=_check,
         library_optional=True,  # its examples are inputs: the seeds and the pools
         in_round=_in_round,
+        gives="library",  # the candidates that parsed
     )
 )

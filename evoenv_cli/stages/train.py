@@ -836,6 +836,15 @@ def _settings(ctx: Context) -> dict:
     )
 
 
+def next_policy(out: Path, summary: dict) -> str:
+    """The model after a train step: the policy a round with nothing to train carried over (its
+    summary names it), else the merged copy when there is one, else OUT (the adapter or model)."""
+    if summary.get("skipped"):
+        return summary["policy"]
+    merged = out / "merged"
+    return str(merged if (merged / "config.json").exists() else out)
+
+
 def _run(ctx: Context, lib, out: Path, llm, bar) -> dict:
     r = ctx.recipe
     data, model = ctx.inputs["data"], ctx.inputs["model"]
@@ -868,5 +877,9 @@ STAGE = register(
         check=_check,
         prepares=lambda ctx: is_main_rank(),  # under accelerate launch every rank runs it; one prepares OUT
         resume_from=resume_from,
+        takes=("rows",),  # the loop's own step (loop.LOOP_STEPS) runs it in a child
+        gives="checkpoint",
+        summary_field="summary",
+        next_policy=next_policy,
     )
 )

@@ -97,7 +97,7 @@ def run(
                 todo.append((env, name))
         if todo:
             with shared(runtime, session) as rt, contextlib.ExitStack() as stack:
-                pool, fresh = rt.pool, rt.fresh
+                pool, fresh = rt.workers, rt.fresh
                 # `workers` judgements in flight per lane (a cluster's node), each on its lane's workers
                 lanes = [stack.enter_context(ThreadPoolExecutor(runtime.workers)) for _ in range(rt.lanes)]
                 futures = [lanes[rt.lane(env)].submit(judge, env, cfg, pool, fresh, name) for env, name in todo]
@@ -129,6 +129,8 @@ STAGE = register_stage(
         run=_run,
         place=2,
         funnel="passed the contracts",
-        in_round=lambda rnd: dict(library=rnd.outputs["synthesize"]),  # the round's new candidates
+        in_round=lambda rnd, got: dict(library=got["library"].out),  # the round's new candidates
+        takes=("library",),
+        gives="library",
     )
 )

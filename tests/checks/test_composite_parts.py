@@ -133,9 +133,9 @@ def alone_passes(text: str, name: str, tmp: Path, rt: Runtime, checks=("leak",))
     path = tmp / f"{name}.py"
     path.write_text(text)
     env = EnvFile.from_path(path)
-    meta = rt.pool.describe(env)
+    meta = rt.workers.describe(env)
     part = Part(env, name, meta.get("ANSWER_TYPE"), meta.get("INPUT_TYPE"), list(meta.get("TAGS") or []))
-    probes = PartProbes(ValidateConfig(), rt.pool, rt.fresh)
+    probes = PartProbes(ValidateConfig(), rt.workers, rt.fresh)
     for check in checks:
         rej = probes.verdict(part, list(range(1, 11)), check)
         assert rej is None, rej.reason
@@ -250,9 +250,9 @@ def test_the_seeds_parts_pass_at_the_levels_their_composites_run_them_at(rt):
     """No false positive: each seed, at the levels a composite started at 1 runs it at (1..5),
     passes the leak and fuzz checks the per-part probe gives it."""
     library = artifacts.EnvLibrary.open(SEEDS)
-    parts, _, _ = compose.describe_parts(library, rt.pool)
+    parts, _, _ = compose.describe_parts(library, rt.workers)
     assert len(parts) == 10
-    probes = PartProbes(ValidateConfig(), rt.pool, rt.fresh)
+    probes = PartProbes(ValidateConfig(), rt.workers, rt.fresh)
     levels = part_levels(Blueprint("select", parts[:1]))[0]
     assert levels == [1, 2, 3, 4, 5]
     found = {

@@ -128,13 +128,16 @@ def test_run_many_over_both_nodes_returns_the_local_results_in_order(cluster):
         expected = local.run_many(jobs)
         meta = local.describe(envs[0])
     with RayRuntime(RuntimeConfig(workers=1), ray) as rt:
-        got = rt.pool.run_many(jobs)
+        got = rt.workers.run_many(jobs)
         assert {rt.node_of(e) for e, _ in jobs} == {0, 1}
-        assert rt.pool.calls == sum(len(c) for _, c in jobs)
-        assert rt.pool.describe(envs[0]) == {**meta, "import_seconds": rt.pool.describe(envs[0])["import_seconds"]}
-        assert "no" in rt.pool.load_error(broken) and rt.pool.load_error(envs[0]) is None
-        rt.pool.discard(envs[0])  # its next call meets a new worker, and gives the same
-        again = rt.pool.run(envs[0], jobs[0][1])
+        assert rt.workers.calls == sum(len(c) for _, c in jobs)
+        assert rt.workers.describe(envs[0]) == {
+            **meta,
+            "import_seconds": rt.workers.describe(envs[0])["import_seconds"],
+        }
+        assert "no" in rt.workers.load_error(broken) and rt.workers.load_error(envs[0]) is None
+        rt.workers.discard(envs[0])  # its next call meets a new worker, and gives the same
+        again = rt.workers.run(envs[0], jobs[0][1])
     assert all(type(r) is CallResult for rs in got for r in rs)
     strip = [[(r.status, r.value) for r in rs] for rs in got]  # all but the seconds each took
     assert strip == [[(r.status, r.value) for r in rs] for rs in expected]

@@ -68,7 +68,7 @@ def test_a_disagreeing_recheck_quarantines_the_environment(tmp_path, borrowed):
     log = tmp_path / QUARANTINE_FILE
     runtime = Runtime(RuntimeConfig(workers=1)) if borrowed else None
     reward = EnvReward(
-        [hostile, honest], recheck_share=1.0, quarantine_log=log, workers=1, pool=runtime.pool if runtime else None
+        [hostile, honest], recheck_share=1.0, quarantine_log=log, workers=1, pool=runtime.workers if runtime else None
     )
     try:
         completions, instances = rows(20)
@@ -89,17 +89,17 @@ def test_a_disagreeing_recheck_quarantines_the_environment(tmp_path, borrowed):
         if runtime:
             # the re-checks never ran on the loop's workers: 60 rewards scored there, one call each
             measured = reward.budgets.measure_calls
-            assert runtime.pool.calls == 60 and reward.sandbox_calls == 60 + reward.audit.checked + measured
-            assert reward.audit.pool is not runtime.pool
+            assert runtime.workers.calls == 60 and reward.sandbox_calls == 60 + reward.audit.checked + measured
+            assert reward.audit.pool is not runtime.workers
             # one fresh worker per re-checked chunk (three requests scored), none reused, and one
             # per environment to measure its score budget
             assert reward.audit.pool.spawned == 3 + 2
-            assert reward.audit.pool.plan.mode == runtime.pool.plan.mode
+            assert reward.audit.pool.plan.mode == runtime.workers.plan.mode
     finally:
         reward.close()
     if runtime:
         try:
-            assert runtime.pool.run(honest, [Call.score({"n": 3}, "3")])[0].value == 1.0  # still open
+            assert runtime.workers.run(honest, [Call.score({"n": 3}, "3")])[0].value == 1.0  # still open
         finally:
             runtime.close()
     # a resumed run reads the log back: still quarantined

@@ -14,6 +14,8 @@ import pytest
 from evoenv_cli.report import build
 from evoenv_cli.report.numbers import compute
 from evoenv_cli.report.run_files import RunFiles
+from evoenv_cli.stage import round_results
+from evoenv_cli.stages import round_steps
 
 
 def jsonl(path: Path, records: list[dict], torn: str | None = None) -> None:
@@ -402,6 +404,32 @@ def test_round_status_and_the_torn_line_is_named(run):
         {"path": "round-02/synthesize/generations.jsonl", "line": 3, "message": n["problems"][0]["message"]}
     ]
     assert "torn last line" in n["problems"][0]["message"]
+
+
+def test_the_report_reads_a_finished_round_as_the_loop_reads_it_back_its_steps_results(run):
+    """`evoenv report` takes each finished step as a `stage.Result`, read back from its record's
+    marker by the loop's own reader (`stage.round_results`): train's summary is its manifest's
+    `summary`, sample's its rows; an unreadable marker is named and its step not finished."""
+    r1 = run / "round-01"
+    got = RunFiles(run).results("round-01")
+    assert got == round_results(r1, round_steps())  # the same Results, read the same way
+    assert list(got) == [st.name for st in round_steps()]  # every step of round 1 finished
+    assert (got["train"].kind, got["train"].summary, got["train"].policy) == (
+        "checkpoint",
+        {"steps": 3, "mean_reward": 0.5},
+        str(r1 / "train"),
+    )
+    assert got["sample"].summary == {"rows": 1} and got["sample"].marker == r1 / "sample" / "train.jsonl"
+    assert got["pool update"].out == r1 and got["pool update"].summary["pool_size"] == 4
+    assert RunFiles(run).results("round-02") == {}  # killed in validate: nothing finished
+    (r1 / "evaluate" / "metrics.json").write_text('{"model": "r1/tr')  # torn
+    n = compute(RunFiles(run))
+    assert n["evaluation"]["rounds"] == [] and n["rounds"][0]["steps"]["evaluate"] == "partial"
+    assert {
+        "path": "round-01/evaluate/metrics.json",
+        "line": None,
+        "message": "not a readable JSON file; ignored",
+    } in n["problems"]
 
 
 def test_a_torn_line_in_the_middle_is_skipped_and_the_lines_around_it_read(run):

@@ -188,7 +188,7 @@ def test_composites_read_back_next_round_are_the_parts_their_round_used(tmp_path
         compose.run(artifacts.EnvLibrary.open(SEEDS), cfg, config.ValidateConfig(), runtime, out, session=rt)
         envpool.write_pool(pool, envpool.seed_members(SEEDS) + envpool.library_members(out))
         library = artifacts.EnvLibrary.open(pool)
-        parts, _, skipped = compose.describe_parts(library, rt.pool)
+        parts, _, skipped = compose.describe_parts(library, rt.workers)
     assert not skipped
     assert {op for op, _ in recorded.values()} == set(compose.OPERATORS)
 
