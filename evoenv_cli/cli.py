@@ -170,8 +170,8 @@ def compose(
         list[Path] | None,
         typer.Option(
             "--measured",
-            help="A calibrate output folder whose pass rates compose aims at (besides the library's index); "
-            "repeatable.",
+            help="A calibrate output folder whose pass rates compose aims at (besides the library's index), "
+            "or an earlier compose folder whose predictions those scale per operator; repeatable.",
         ),
     ] = None,
     config: ConfigOpt = None,
@@ -193,7 +193,7 @@ def compose(
     recipe.compose = cfgmod.override(recipe.compose, ops=op_list, n=n, max_depth=max_depth, seed=seed)
     for folder in measured or []:
         if not (folder / "verdicts.jsonl").is_file():
-            raise InputError(f"{folder}: not a calibrate output folder (no verdicts.jsonl)")
+            raise InputError(f"{folder}: not a calibrate or compose output folder (no verdicts.jsonl)")
     inputs = {"measured": list(measured or [])}
     admit("compose", recipe, out, as_json, library=library, resume=resume, clean=clean, inputs=inputs)
 

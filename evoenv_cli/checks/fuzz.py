@@ -353,16 +353,19 @@ def case_is_information(cases: list[tuple[str, str]]) -> bool:
     reference) pairs: the references follow no one case convention (each letter's case is
     asked for, or depends on the instance), or a reference is text of the prompt with its case
     changed (the task is the change). A convention every answer follows (hex digits in upper
-    case, capitalized names, option labels) is not information: a score may ignore it."""
-    shared: set[str] | None = None
+    case, capitalized names, option labels) is not information: a score may ignore it. A
+    reference of several lines follows one per line (a PARALLEL composite's "Part 1: 2" and
+    "Part 2: ten": a capitalized label, then a part's lower-case words)."""
+    shared: dict[int, set[str]] = {}
     for text, ref in cases:
         ref = ref.strip()
-        found = conventions(ref)
-        if found is None:
-            continue
-        shared = found if shared is None else shared & found
-        if not shared:
-            return True
+        for k, line in enumerate(ref.splitlines()):
+            found = conventions(line)
+            if found is None:
+                continue
+            shared[k] = found & shared.get(k, found)
+            if not shared[k]:
+                return True
         if sum(c.lower() != c.upper() for c in ref) >= 2 and not token_in(ref, text) and _recased(ref, text):
             return True
     return False

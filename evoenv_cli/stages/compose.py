@@ -13,7 +13,10 @@ gets the part levels, among the measured ones, whose predicted pass rate (the op
 implies, and candidates are proposed in that order: first those predicted in band (by that
 margin), then those whose parts were never measured, then the rest, which compose later as
 the policy grows into them and their re-measured rates move. The prediction is recorded in the
-composite's verdict and index record, beside what calibration then measures. Parts whose answers are not unique (tagged "planted") never feed
+composite's verdict and index record, beside what calibration then measures; and what it
+measured of an operator's earlier composites scales that operator's predictions (`realised`:
+the parts' rates predict how the policy answers each part alone, not whether it answers them
+together in the composite's form). Parts whose answers are not unique (tagged "planted") never feed
 a SEQUENTIAL step and are never sorted or selected: another valid answer would change the task.
 A part whose list answer may come in any order (`order_free`, measured by validate) is never
 sorted or selected either, and feeds a SEQUENTIAL step in a canonical form, its items in
@@ -41,7 +44,7 @@ from evoenv_cli.runtime.contract import check_source, embed
 from evoenv_cli.runtime.instances import Order, make_instances
 from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.runtime.workers import Call, EnvLoadError, SandboxWorkers
-from evoenv_cli.stage import Context, Round, Stage, register
+from evoenv_cli.stage import Context, Round, Stage, register, registered
 from evoenv_cli.stages import validate
 
 
@@ -138,6 +141,8 @@ class Aim:
     rates: Rates = field(default_factory=dict)
     partial_credit: bool = False
     levels: tuple[int, ...] = (1, 2, 3)  # the composite levels to predict (calibration's coarse ones)
+    # operator -> what calibration measured of its earlier composites over what was predicted
+    scale: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -151,12 +156,14 @@ class Prediction:
     chance: dict[int, float]
     tier: int
     margin: float  # predicted minus guess rate at the composite's level 1
+    scale: float = 1.0  # the operator's measured over predicted pass rate so far (Aim.scale)
 
     def record(self) -> dict:
         return {
             "levels": self.levels,
             "pass_rate": {str(d): round(p, 4) for d, p in self.pass_rate.items()},
             "guess_rate": {str(d): round(g, 4) for d, g in self.chance.items()},
+            **({"scale": round(self.scale, 4)} if self.scale != 1.0 else {}),
         }
 
 
@@ -185,11 +192,38 @@ def measured_rates(index: dict[str, dict], records: list[dict]) -> Rates:
     return out
 
 
+def realised(records: list[dict]) -> dict[str, float]:
+    """Per operator, the pass rate calibration measured of its composites over the one compose
+    predicted from their parts (before any scale), summed over every (composite, level) with
+    both. Compose's verdicts carry the prediction and the operator, calibration's the curve;
+    they are paired by env_id."""
+    made = {
+        r["env_id"]: r
+        for r in records
+        if isinstance(r.get("env_id"), str) and isinstance(r.get("predicted"), dict) and r.get("operator") in REGISTRY
+    }
+    sums: dict[str, list[float]] = {}
+    for r in records:
+        curve, plan = r.get("curve"), made.get(r.get("env_id"))
+        if plan is None or not isinstance(curve, dict):
+            continue
+        scaled = plan["predicted"].get("scale")
+        for lv, predicted in (plan["predicted"].get("pass_rate") or {}).items():
+            measured = (curve.get(str(lv)) or {}).get("pass_rate") if isinstance(curve.get(str(lv)), dict) else None
+            if isinstance(measured, (int, float)) and isinstance(predicted, (int, float)):
+                total = sums.setdefault(plan["operator"], [0.0, 0.0])
+                total[0] += measured
+                total[1] += predicted / scaled if isinstance(scaled, (int, float)) and scaled > 0 else predicted
+    return {op: got / want for op, (got, want) in sums.items() if want > 0}
+
+
 def predict(plan: Blueprint, aim: Aim) -> Prediction:
     """The part levels (among those measured) that put the plan's predicted pass rate at its
     level 1 in the band, furthest above its guess rate; level 1 for parts never measured.
-    In band (tier 0) means inside the band and above the guess rate by the band's low edge."""
+    In band (tier 0) means inside the band and above the guess rate by the band's low edge.
+    The operator's prediction is scaled by what its earlier composites measured (Aim.scale)."""
     lo = aim.band[0]
+    scale = aim.scale.get(plan.operator, 1.0)
     known = [aim.rates.get(p.env.env_id) or {} for p in plan.parts]
     if not all(known):
         return Prediction([1] * len(plan.parts), {}, {}, 1, 0.0)
@@ -201,11 +235,11 @@ def predict(plan: Blueprint, aim: Aim) -> Prediction:
             if all(lv in k for lv, k in zip(at, known)):
                 rates = [k[lv][0] for lv, k in zip(at, known)]
                 guesses = [k[lv][1] for lv, k in zip(at, known)]
-                pred[d] = plan.op.predict(plan, rates, aim.partial_credit)
+                pred[d] = min(1.0, plan.op.predict(plan, rates, aim.partial_credit) * scale)
                 chance[d] = plan.op.chance(plan, rates, guesses, aim.partial_credit)
         if aim.levels[0] not in pred:  # its lowest composite level asks a part at an unmeasured level
             continue
-        guess = Prediction(list(starts), pred, chance, 2, pred[aim.levels[0]] - chance[aim.levels[0]])
+        guess = Prediction(list(starts), pred, chance, 2, pred[aim.levels[0]] - chance[aim.levels[0]], scale)
         guess.tier = 0 if _rank(guess, aim)[1] == 0.0 and guess.margin >= lo and 0.0 < pred[aim.levels[0]] < 1.0 else 2
         if best is None or _rank(guess, aim) < _rank(best, aim):
             best = guess
@@ -334,6 +368,7 @@ def run(
                 "parts": len(parts),
                 "skipped_parts": skipped,
                 "measured_parts": len((aim or Aim((0, 1))).rates),
+                "operator_scale": {op: round(v, 4) for op, v in (aim or Aim((0, 1))).scale.items()},
                 "probed_parts": part_probes.manifest() if part_probes is not None else None,
             },
         )
@@ -422,20 +457,28 @@ def _split(n: int, depth: int) -> list[int]:
 
 
 # -- the stage's record (evoenv_cli/stage.py) ------------------------------------------------------
-def aim_of(ctx: Context, lib: artifacts.EnvLibrary) -> Aim:
-    """Calibration's band and levels from the recipe; the rates from the library's index and
-    `ctx.inputs["measured"]` (calibration folders measured since: the loop's rotation)."""
-    r = ctx.recipe
+def measured_records(folders) -> list[dict]:
+    """The verdicts of the given calibrate and compose folders, in their order (newest last)."""
     records = []
-    for folder in ctx.inputs.get("measured") or []:
+    for folder in folders or []:
         path = Path(folder) / "verdicts.jsonl"
         if path.exists():
             records += artifacts.read_jsonl_tolerant(path)
+    return records
+
+
+def aim_of(ctx: Context, lib: artifacts.EnvLibrary) -> Aim:
+    """Calibration's band and levels from the recipe; the rates from the library's index and
+    `ctx.inputs["measured"]` (calibration folders measured since: the loop's rotation), and the
+    operators' scales from the compose and calibrate folders among them (earlier rounds')."""
+    r = ctx.recipe
+    records = measured_records(ctx.inputs.get("measured"))
     return Aim(
         (r.calibrate.band[0], r.calibrate.band[1]),
         measured_rates(lib.index, records),
         r.compose.partial_credit,
         tuple(sorted(r.calibrate.coarse_levels)),
+        realised(records),
     )
 
 
@@ -448,9 +491,13 @@ def _run(ctx: Context, lib, out: Path, llm, bar) -> Summary:
 
 def _in_round(rnd: Round, got: dict) -> dict:
     """In the loop: compose from the pool, aiming at the pass rates this round's rotation
-    measured (every seed's, at round 1)."""
-    measured = [got["measured"].out] if got["measured"] is not None else []
-    return dict(recipe=rnd.seeded("compose"), library=rnd.pool.root, inputs={"measured": measured})
+    measured (every seed's, at round 1), with each operator's predictions scaled by what the
+    earlier rounds' calibration measured of the composites their compose predicted."""
+    steps = [registered()[name] for name in ("compose", "calibrate")]
+    earlier = [st.out_in(rnd.folder.parent / f"round-{k:02d}") for k in range(1, rnd.number) for st in steps]
+    measured = [f for f in earlier if (f / "verdicts.jsonl").is_file()]
+    rotated = [got["measured"].out] if got["measured"] is not None else []
+    return dict(recipe=rnd.seeded("compose"), library=rnd.pool.root, inputs={"measured": measured + rotated})
 
 
 STAGE = register(

@@ -72,6 +72,15 @@ def test_case_only_changes_are_planned_where_the_case_is_information():
     assert fuzz.conventions("1a3f") == {"lower"} and fuzz.conventions("42") is None
 
 
+def test_a_reference_of_several_lines_follows_a_case_convention_per_line():
+    """A PARALLEL composite's answer: capitalized labels, then a part's lower-case words. No
+    one convention covers the whole answer, yet every answer follows the same one line by line."""
+    parts = ["Part 1: 2\nPart 2: ten", "Part 1: 14\nPart 2: forty-one", "Part 1: 3\nPart 2: one hundred five"]
+    assert not _case_plan("Two independent parts.", parts)
+    # a line whose case varies from answer to answer is still information
+    assert "PART 1: 2\nPART 2: TEN" in _case_plan("Two parts.", ["Part 1: 2\nPart 2: TEN", *parts])
+
+
 def test_literals_include_negatives_dict_keys_and_values_folded_at_import():
     source = (
         '"""doc"""\nNAME = "x"\n_OVERRIDES = {"override-7": 1.0}\n_KEY = str(2**20 + 4321)\n'

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SEEDS
+from conftest import ROOT, SEEDS
 
 from evoenv_cli.stages.compose import embed
 
@@ -104,6 +104,21 @@ def test_a_composite_of_a_broken_part_names_the_part(tmp_path):
     with_broken = [v for v in records(out / "verdicts.jsonl") if "broken_counter.py" in v["parents"]]
     assert with_broken and not any(v["admitted"] for v in with_broken)
     assert all("broken_counter" in v["reason"] for v in with_broken), [v["reason"] for v in with_broken]
+
+
+def test_a_parallel_composite_of_a_part_answered_in_lower_case_words_is_admitted(tmp_path):
+    """Its answer is "Part 1: 4\nPart 2: fifteen": capitalized labels, then lower-case words. The
+    case check once read that as no case convention, and rejected the composite for accepting
+    the answer in lower case, which number_in_words alone accepts too (tests/test_fuzz.py)."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    shutil.copy(SEEDS / "edit_distance.py", lib)
+    shutil.copy(ROOT / "benchmarks" / "envs" / "number_in_words.py", lib)
+    out = tmp_path / "out"
+    r = evoenv("compose", lib, "--out", out, "--n", "1", "--ops", "parallel", "--json")
+    assert r.returncode == 0, r.stderr
+    [verdict] = records(out / "verdicts.jsonl")
+    assert verdict["name"] == "par__edit_distance__number_in_words" and verdict["admitted"], verdict["reason"]
 
 
 def test_unknown_operator_is_a_one_line_error(tmp_path):

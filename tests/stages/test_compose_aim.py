@@ -1,15 +1,30 @@
 """Composition aimed at the policy's reach: each operator's predicted pass rate from its parts'
 measured ones, the part levels compose picks, and the order it proposes candidates in."""
 
+import json
 import math
 import random
 from pathlib import Path
 
 import pytest
 
+from evoenv_cli.config import IterateConfig, Recipe
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.operators import COMMON, REGISTRY, Blueprint, Part
-from evoenv_cli.stages.compose import Aim, aimed, candidates, measured_rates, predict, render, round_robin
+from evoenv_cli.pool import EnvPool
+from evoenv_cli.stage import Round
+from evoenv_cli.stages import compose
+from evoenv_cli.stages.compose import (
+    Aim,
+    aimed,
+    candidates,
+    measured_rates,
+    measured_records,
+    predict,
+    realised,
+    render,
+    round_robin,
+)
 
 
 def part(name: str, answer_type: str = "int", input_type: str | None = "int", tags=()) -> Part:
@@ -105,3 +120,51 @@ def test_a_composites_parts_run_at_the_levels_compose_chose():
     )
     plan = Blueprint("parallel", [a, b], levels=[2, 3])
     assert "_START = [2, 3]" in render(plan, {})
+
+
+def test_an_operator_whose_composites_measured_under_their_prediction_is_predicted_lower():
+    """The demo's round 1 (2026-12-06): four PARALLEL composites with number_in_words, predicted
+    0.16-0.30 at level 1, measured 0.00-0.02 (the starter wrote that part in digits). Their
+    measured over predicted pass rate scales the operator's next predictions, so round 2 does
+    not propose PARALLEL first again."""
+    made = [
+        {"env_id": "p1", "operator": "parallel", "predicted": {"pass_rate": {"1": 0.3, "2": 0.3, "3": 0.1}}},
+        {"env_id": "p2", "operator": "parallel", "predicted": {"pass_rate": {"1": 0.2}, "scale": 0.5}},
+        {"env_id": "s1", "operator": "select", "predicted": {"pass_rate": {"1": 0.35}}},  # never calibrated
+    ]
+    measured = [
+        {"env_id": "p1", "curve": {"1": {"pass_rate": 0.0}, "2": {"pass_rate": 0.02}, "3": {"pass_rate": None}}},
+        {"env_id": "p2", "curve": {"1": {"pass_rate": 0.06}}},  # its 0.2 was 0.4 before its scale of 0.5
+    ]
+    assert realised(made + measured) == {"parallel": pytest.approx(0.08 / 1.0)}
+    assert realised(measured) == {} and realised(made) == {}
+    a, b = part("a"), part("b")
+    rates = {"id-a": {1: (0.3, 0.0), 2: (0.2, 0.0)}, "id-b": {1: (0.3, 0.0), 2: (0.2, 0.0)}}
+    plans = round_robin(candidates([a, b], ("parallel", "sequential"), random.Random(0), 1))
+    first = aimed(plans, Aim((0.03, 0.85), rates, True, (1, 2, 3)))[0]
+    assert first[0].operator == "parallel" and first[1].pass_rate[1] == pytest.approx(0.3)  # the mean
+    aim = Aim((0.03, 0.85), rates, True, (1, 2, 3), scale=realised(made + measured))
+    scaled = [(p.operator, g) for p, g in aimed(plans, aim)]
+    assert [op for op, g in scaled if g.tier == 0] == ["sequential", "sequential"]  # 0.3 * 0.3, unscaled
+    par = next(g for op, g in scaled if op == "parallel")
+    assert par.pass_rate[1] == pytest.approx(0.3 * 0.08) and par.tier == 2
+    assert par.record()["scale"] == pytest.approx(0.08) and "scale" not in scaled[0][1].record()
+
+
+def test_in_the_loop_compose_reads_the_earlier_rounds_compose_and_calibrate_verdicts(tmp_path):
+    run = tmp_path / "run"
+    for k, (measured, predicted) in enumerate(((0.0, 0.3), (0.03, 0.2)), start=1):
+        for step, record in (
+            ("compose", {"env_id": f"c{k}", "operator": "parallel", "predicted": {"pass_rate": {"1": predicted}}}),
+            ("calibrate", {"env_id": f"c{k}", "curve": {"1": {"pass_rate": measured}}}),
+        ):
+            (run / f"round-{k:02d}" / step).mkdir(parents=True)
+            (run / f"round-{k:02d}" / step / "verdicts.jsonl").write_text(json.dumps(record) + "\n")
+    rotated = run / "round-03" / "rotate"
+    rotated.mkdir(parents=True)
+    (rotated / "verdicts.jsonl").write_text("")
+    rnd = Round(3, run / "round-03", "policy", Recipe(), IterateConfig(), tmp_path, EnvPool(run, tmp_path), print)
+    rnd.outputs["rotate"] = rotated
+    folders = compose.STAGE.in_round(rnd)["inputs"]["measured"]
+    assert folders[-1] == rotated and len(folders) == 5  # the rotation last: its rates are the newest
+    assert realised(measured_records(folders)) == {"parallel": pytest.approx(0.03 / 0.5)}
