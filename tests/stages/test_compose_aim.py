@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from evoenv_cli import stage
 from evoenv_cli.config import IterateConfig, Recipe
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.operators import COMMON, REGISTRY, Blueprint, Part
@@ -164,7 +165,7 @@ def test_in_the_loop_compose_reads_the_earlier_rounds_compose_and_calibrate_verd
     rotated.mkdir(parents=True)
     (rotated / "verdicts.jsonl").write_text("")
     rnd = Round(3, run / "round-03", "policy", Recipe(), IterateConfig(), tmp_path, EnvPool(run, tmp_path), print)
-    rnd.outputs["rotate"] = rotated
-    folders = compose.STAGE.in_round(rnd)["inputs"]["measured"]
+    got = {"measured": stage.Result("rotate", "measured", rotated, rotated / "verdicts.jsonl", {})}
+    folders = compose.STAGE.in_round(rnd, got)["inputs"]["measured"]
     assert folders[-1] == rotated and len(folders) == 5  # the rotation last: its rates are the newest
     assert realised(measured_records(folders)) == {"parallel": pytest.approx(0.03 / 0.5)}
