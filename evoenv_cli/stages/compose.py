@@ -44,7 +44,7 @@ from evoenv_cli.runtime.contract import check_source, embed
 from evoenv_cli.runtime.instances import Order, make_instances
 from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.runtime.workers import Call, EnvLoadError, SandboxWorkers
-from evoenv_cli.stage import Context, Round, Stage, register, registered
+from evoenv_cli.stage import Context, Round, Stage, register
 from evoenv_cli.stages import validate
 
 
@@ -493,7 +493,9 @@ def _in_round(rnd: Round, got: dict) -> dict:
     """In the loop: compose from the pool, aiming at the pass rates this round's rotation
     measured (every seed's, at round 1), with each operator's predictions scaled by what the
     earlier rounds' calibration measured of the composites their compose predicted."""
-    steps = [registered()[name] for name in ("compose", "calibrate")]
+    from evoenv_cli import stages  # every stage registered (calibrate's folder is its record's)
+
+    steps = [stages.get(name) for name in ("compose", "calibrate")]
     earlier = [st.out_in(rnd.folder.parent / f"round-{k:02d}") for k in range(1, rnd.number) for st in steps]
     measured = [f for f in earlier if (f / "verdicts.jsonl").is_file()]
     rotated = [got["measured"].out] if got["measured"] is not None else []
