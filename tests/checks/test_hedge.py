@@ -14,16 +14,14 @@ by both."""
 from __future__ import annotations
 
 import random
-import re
-from pathlib import Path
 
 import pytest
 from conftest import INT_SEEDS, SEEDS
+from support.seed_variants import env_at, variant, verdict
 
 from evoenv_cli.checks import context, hedge
 from evoenv_cli.checks.registry import CHECKS
 from evoenv_cli.config import ValidateConfig
-from evoenv_cli.envfile import EnvFile
 from evoenv_cli.runtime.workers import SandboxWorkers
 
 OLD_CHECKS = ("load", "run", "reference", "determinism", "discrimination", "constant_answer")
@@ -75,34 +73,10 @@ HEDGE_FAMILY = [(seed, PAYS[k % len(PAYS)], 2 + k % 2) for k, seed in enumerate(
 HONEST_FAMILY = [(seed, ("first", "last", "containment")[k % 3]) for k, seed in enumerate(INT_SEEDS)]
 
 
-def variant(seed: str, name: str, tail: str) -> str:
-    """The seed under NAME `name`, its score renamed `_strict_score` and `tail` added."""
-    source = (SEEDS / f"{seed}.py").read_text()
-    source = re.sub(r'^NAME = "[^"]+"', f'NAME = "{name}"', source, count=1, flags=re.M)
-    assert "def score(" in source and "_strict_score" not in source
-    return source.replace("def score(", "def _strict_score(") + tail
-
-
-def _verdict(env: EnvFile, pool: SandboxWorkers, checks: tuple[str, ...]) -> tuple[str, str]:
-    checker = context.Checker(env, ValidateConfig(), pool, pool)
-    try:
-        for name in checks:
-            CHECKS[name].run(checker)
-    except context.Rejected as rej:
-        return rej.stage, rej.reason
-    return "admitted", str(checker.m.get("hedge_excess"))
-
-
 @pytest.fixture(scope="module")
 def pool():
     with SandboxWorkers(workers=2) as p:
         yield p
-
-
-def _env(tmp_path: Path, name: str, source: str) -> EnvFile:
-    path = tmp_path / f"{name}.py"
-    path.write_text(source)
-    return EnvFile.from_path(path)
 
 
 def test_hedges_hold_the_reference_both_ways_round_with_each_join():
@@ -116,23 +90,25 @@ def test_hedges_hold_the_reference_both_ways_round_with_each_join():
 @pytest.mark.slow
 @pytest.mark.parametrize("seed,pay,k", HEDGE_FAMILY, ids=[f"{s}-{p}-{k}" for s, p, k in HEDGE_FAMILY])
 def test_a_hedge_paid_more_than_a_guess_is_rejected(seed, pay, k, pool, tmp_path):
-    env = _env(tmp_path, f"hedger_{seed}", variant(seed, f"hedger_{seed}", HEDGER.format(pay=pay, k=k)))
-    old = _verdict(env, pool, OLD_CHECKS)
+    env = env_at(
+        tmp_path, f"hedger_{seed}", variant(SEEDS / f"{seed}.py", f"hedger_{seed}", HEDGER.format(pay=pay, k=k))
+    )
+    old = verdict(env, ValidateConfig(), pool, OLD_CHECKS)
     assert old[0] == "admitted", f"the old checks already reject this member: {old}"
-    new = _verdict(env, pool, NEW_CHECKS)
-    assert new[0] == "hedge" and "more than a guess between them earns" in new[1], new
+    new = verdict(env, ValidateConfig(), pool, NEW_CHECKS)
+    assert new[0] == "hedge" and "more than a guess between them earns" in new[2], new
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed,read", HONEST_FAMILY, ids=[f"{s}-{r}" for s, r in HONEST_FAMILY])
 def test_a_scorer_that_reads_one_candidate_or_pays_containment_is_admitted(seed, read, pool, tmp_path):
-    env = _env(tmp_path, f"reader_{seed}", variant(seed, f"reader_{seed}", HONEST.format(read=read)))
-    assert _verdict(env, pool, NEW_CHECKS)[0] == "admitted"
+    env = env_at(tmp_path, f"reader_{seed}", variant(SEEDS / f"{seed}.py", f"reader_{seed}", HONEST.format(read=read)))
+    assert verdict(env, ValidateConfig(), pool, NEW_CHECKS)[0] == "admitted"
 
 
 def test_the_check_is_off_with_the_mean_rule_off(pool, tmp_path):
     seed, pay, k = HEDGE_FAMILY[0]
-    env = _env(tmp_path, "hedger_off", variant(seed, "hedger_off", HEDGER.format(pay=pay, k=k)))
+    env = env_at(tmp_path, "hedger_off", variant(SEEDS / f"{seed}.py", "hedger_off", HEDGER.format(pay=pay, k=k)))
     checker = context.Checker(env, ValidateConfig(max_mean_excess=1.0), pool, pool)
     for name in NEW_CHECKS:
         CHECKS[name].run(checker)

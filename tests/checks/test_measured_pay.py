@@ -30,9 +30,9 @@ from pathlib import Path
 
 import pytest
 from conftest import INT_SEEDS, SEEDS
+from support.seed_variants import env_at, variant, verdict
 
-from evoenv_cli.checks import context, fuzz
-from evoenv_cli.checks.registry import CHECKS
+from evoenv_cli.checks import fuzz
 from evoenv_cli.config import ValidateConfig
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.runtime.workers import SandboxWorkers
@@ -129,14 +129,6 @@ SHAPE_FAMILY = [
     (SEEDS / "knapsack_max_value.py", 0.25),
     (SEEDS / "topological_order.py", 0.29),
 ]
-
-
-def variant(path: Path, name: str, tail: str) -> str:
-    """The file at `path` under NAME `name`, its score renamed `_strict_score` and `tail` added."""
-    source = path.read_text()
-    source = re.sub(r'^NAME = "[^"]+"', f'NAME = "{name}"', source, count=1, flags=re.M)
-    assert "def score(" in source and "_strict_score" not in source
-    return source.replace("def score(", "def _strict_score(") + tail
 
 
 # -- an order-free set that takes one extra item ------------------------------------------------------
@@ -260,26 +252,10 @@ PRIOR_EXCESS = 0.16
 
 
 # -- judging ---------------------------------------------------------------------------------------------
-def _verdict(env: EnvFile, cfg: ValidateConfig, pool: SandboxWorkers, checks=PAY_CHECKS) -> tuple[str, str | None, str]:
-    checker = context.Checker(env, cfg, pool, pool)
-    try:
-        for name in checks:
-            CHECKS[name].run(checker)
-    except context.Rejected as rej:
-        return rej.stage, rej.probe, rej.reason
-    return "admitted", None, ""
-
-
 @pytest.fixture(scope="module")
 def pool():
     with SandboxWorkers(workers=2) as p:
         yield p
-
-
-def _env(tmp_path: Path, name: str, source: str) -> EnvFile:
-    path = tmp_path / f"{name}.py"
-    path.write_text(source)
-    return EnvFile.from_path(path)
 
 
 def _old_plan(plan):
@@ -295,40 +271,40 @@ def _old_plan(plan):
 def _old_admits_and_new_rejects(env: EnvFile, pool, monkeypatch, stage: str, probe: str, checks=PAY_CHECKS):
     with monkeypatch.context() as m:
         m.setattr(fuzz, "plan", _old_plan(fuzz.plan))
-        old = _verdict(env, OLD, pool, checks)
+        old = verdict(env, OLD, pool, checks)
     assert old[0] == "admitted", f"the old criterion already rejects this member: {old}"
-    new = _verdict(env, NEW, pool, checks)
+    new = verdict(env, NEW, pool, checks)
     assert new[0] == stage and new[1] and re.fullmatch(probe, new[1]), new
 
 
 @pytest.mark.parametrize("path,rule,pay", PAY_FAMILY, ids=[f"{p.stem}-{r}-{v}" for p, r, v in PAY_FAMILY])
 def test_a_wrong_answer_paid_under_full_pay_is_paid(path, rule, pay, pool, tmp_path, monkeypatch):
-    env = _env(tmp_path, f"lenient_{rule}", variant(path, f"lenient_{rule}", LENIENT.format(pay=pay, rule=rule)))
+    env = env_at(tmp_path, f"lenient_{rule}", variant(path, f"lenient_{rule}", LENIENT.format(pay=pay, rule=rule)))
     _old_admits_and_new_rejects(env, pool, monkeypatch, "discrimination", r"\w+")
 
 
 @pytest.mark.parametrize("path,pay", SHAPE_FAMILY, ids=[f"{p.stem}-{v}" for p, v in SHAPE_FAMILY])
 def test_partial_credit_for_the_shape_alone_is_compared_with_chance(path, pay, pool, tmp_path, monkeypatch):
-    env = _env(tmp_path, "shape_pay", variant(path, "shape_pay", SHAPE_PAY.format(pay=pay)))
+    env = env_at(tmp_path, "shape_pay", variant(path, "shape_pay", SHAPE_PAY.format(pay=pay)))
     _old_admits_and_new_rejects(env, pool, monkeypatch, "discrimination", r"random_shape|zero|one|flood")
 
 
 def test_an_order_free_answer_may_not_take_an_extra_item(pool, tmp_path, monkeypatch):
     source = (CORPUS_GOOD / "values_seen_once_any_order.py").read_text()
     source = source.replace('NAME = "values_seen_once_any_order"', 'NAME = "seen_once_takes_one_more"')
-    env = _env(tmp_path, "seen_once_takes_one_more", source.replace("def score(", "def _strict_score(") + EXTRA_ITEM)
+    env = env_at(tmp_path, "seen_once_takes_one_more", source.replace("def score(", "def _strict_score(") + EXTRA_ITEM)
     _old_admits_and_new_rejects(env, pool, monkeypatch, "discrimination", "fuzz_superset")
 
 
 @pytest.mark.parametrize("letters,case", CASE_FAMILY, ids=[f"{a}-{b}" for a, b in CASE_FAMILY])
 def test_a_case_only_change_is_wrong_where_the_case_is_the_task(letters, case, pool, tmp_path, monkeypatch):
     name = f"case_{letters}_{case}"
-    lenient = _env(tmp_path, name, CASE_TEMPLATE.format(name=name, letters=letters, case=case, lenient=True))
+    lenient = env_at(tmp_path, name, CASE_TEMPLATE.format(name=name, letters=letters, case=case, lenient=True))
     _old_admits_and_new_rejects(lenient, pool, monkeypatch, "discrimination", "fuzz_case")
-    strict = _env(
+    strict = env_at(
         tmp_path, name + "_strict", CASE_TEMPLATE.format(name=name, letters=letters, case=case, lenient=False)
     )
-    assert _verdict(strict, NEW, pool)[0] == "admitted"
+    assert verdict(strict, NEW, pool, PAY_CHECKS)[0] == "admitted"
 
 
 @pytest.mark.parametrize("k", CHOICE_FAMILY)
@@ -337,7 +313,7 @@ def test_a_positional_prior_is_judged_against_one_in_k(k, pool, tmp_path, monkey
     through both; the constant-answer check against the option's chance rate does not."""
     name = f"prior_{k}"
     checks = ("load", "run", "constant_answer", "leak")
-    env = _env(tmp_path, name, CHOICE_TEMPLATE.format(name=name, k=k, excess=PRIOR_EXCESS))
+    env = env_at(tmp_path, name, CHOICE_TEMPLATE.format(name=name, k=k, excess=PRIOR_EXCESS))
     _old_admits_and_new_rejects(env, pool, monkeypatch, "constant_answer", "constant_option_prior", checks)
-    fair = _env(tmp_path, name + "_fair", CHOICE_TEMPLATE.format(name=name + "_fair", k=k, excess=0.0))
-    assert _verdict(fair, NEW, pool, checks)[0] == "admitted"
+    fair = env_at(tmp_path, name + "_fair", CHOICE_TEMPLATE.format(name=name + "_fair", k=k, excess=0.0))
+    assert verdict(fair, NEW, pool, checks)[0] == "admitted"
