@@ -43,20 +43,21 @@ def check_hedge(checker: Checker) -> None:
     cfg = checker.cfg
     if cfg.max_mean_excess >= 1:
         return
-    planned: list[tuple[int, str, str]] = []  # (instance index, wrong, answer); "" answer: wrong alone
+    wrongs: dict[int, str] = {}  # instance index -> its wrong candidate
     for k, inst in enumerate(checker.insts):
         ref = inst.reference.strip()
         wrong = _wrong(checker, ref, inst.instance) if ref else None
-        if wrong is None:
-            continue
-        planned += [(k, wrong, "")] + [(k, wrong, h) for h in hedges(ref, wrong)]
-    if not planned:
+        if wrong is not None:
+            wrongs[k] = wrong
+    if not wrongs:
         return
-    calls = [Call.score(checker.insts[k].instance, h or wrong) for k, wrong, h in planned]
+    # per instance: the wrong candidate alone ("" below), then its four hedges
+    planned = [(k, h) for k, w in wrongs.items() for h in ("", *hedges(checker.insts[k].reference.strip(), w))]
+    calls = [Call.score(checker.insts[k].instance, h or wrongs[k]) for k, h in planned]
     results = checker.call(calls, stop_on_failure=False)
     alone: dict[int, float] = {}
     hedged: dict[int, list[float]] = {}
-    for (k, _, h), r in zip(planned, results):
+    for (k, h), r in zip(planned, results):
         value = r.value if r.ok and isinstance(r.value, (int, float)) else 0.0
         if h:
             hedged.setdefault(k, []).append(value)
@@ -75,7 +76,7 @@ def check_hedge(checker: Checker) -> None:
             "hedge",
             f"score pays an answer that hedges between the reference and a wrong one "
             f"{mean:.2f} more than a guess between them earns, on average over {n} instances "
-            f"(e.g. {hedges(ref, planned[[p[0] for p in planned].index(k)][1])[0][:60]!r}); "
+            f"(e.g. {hedges(ref, wrongs[k])[0][:60]!r}); "
             f"the limit is validate.max_mean_excess {cfg.max_mean_excess:g}",
             "hedge",
         )
