@@ -558,7 +558,7 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
     digest = record_recipe(loop, min(set(range(1, rounds + 2)) - done_rounds))
     policy = loop.model
     for r in range(1, rounds + 1):
-        d = loop.run_dir / f"round-{r:02d}"
+        d = loop.run_dir / stage.round_name(r)
         if r in done_rounds:
             trained = [x.policy for x in stage.round_results(d, steps).values() if x.policy]
             policy = trained[-1] if trained else policy
@@ -680,7 +680,7 @@ def newcomers(r: int, d: Path, pool: Path | None, metrics: dict, rows_at: Path |
         joined, name = rec.get("joined_round"), rec.get("name")
         if not isinstance(joined, int) or not (joined == r or rows.get(name)):
             continue
-        at_join = _verdict_of(stages.get("calibrate").out_in(d.parent / f"round-{joined:02d}"), rec.get("env_id"))
+        at_join = _verdict_of(stages.get("calibrate").out_in(d.parent / stage.round_name(joined)), rec.get("env_id"))
         levels = at_join.get("levels") or []
         level = str(min(levels)) if levels else None
         measured = (at_join.get("curve") or {}).get(level) or {}

@@ -113,6 +113,11 @@ class Result:
     value: Any = field(default=None, compare=False, repr=False)  # what `run` returned; None when read back
 
 
+def round_name(r: int) -> str:
+    """Round r's folder in the run: RUN/round-NN (the one place the name is written)."""
+    return f"round-{r:02d}"
+
+
 @dataclass
 class Round:
     """One round of the loop as a step's `in_round` sees it: what the loop holds for the run,

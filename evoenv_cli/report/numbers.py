@@ -18,7 +18,7 @@ from pathlib import Path
 
 from evoenv_cli import stages
 from evoenv_cli.report.run_files import Line, RunFiles
-from evoenv_cli.stage import Stage
+from evoenv_cli.stage import Stage, round_name
 
 CONTRACTS = ("dedupe", "calibrate")  # the two contracts, whose order a round records in loop.json
 ADMISSION_BEFORE = (("validate", "synthesize"), ("review", "validate"), ("compose", None))
@@ -40,7 +40,7 @@ def step_summary(run: RunFiles, r: int, name: str) -> dict | None:
 
 
 def rdir(r: int) -> str:
-    return f"round-{r:02d}"
+    return round_name(r)
 
 
 def mean(values: list[float]) -> float | None:

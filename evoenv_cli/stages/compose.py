@@ -44,7 +44,7 @@ from evoenv_cli.runtime.contract import check_source, embed
 from evoenv_cli.runtime.instances import Order, make_instances
 from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.runtime.workers import Call, EnvLoadError, SandboxWorkers
-from evoenv_cli.stage import Context, Round, Stage, register
+from evoenv_cli.stage import Context, Round, Stage, register, round_name
 from evoenv_cli.stages import validate
 
 
@@ -496,7 +496,7 @@ def _in_round(rnd: Round, got: dict) -> dict:
     from evoenv_cli import stages  # every stage registered (calibrate's folder is its record's)
 
     steps = [stages.get(name) for name in ("compose", "calibrate")]
-    earlier = [st.out_in(rnd.folder.parent / f"round-{k:02d}") for k in range(1, rnd.number) for st in steps]
+    earlier = [st.out_in(rnd.folder.parent / round_name(k)) for k in range(1, rnd.number) for st in steps]
     measured = [f for f in earlier if (f / "verdicts.jsonl").is_file()]
     rotated = [got["measured"].out] if got["measured"] is not None else []
     return dict(recipe=rnd.seeded("compose"), library=rnd.pool.root, inputs={"measured": measured + rotated})
