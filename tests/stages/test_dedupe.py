@@ -426,6 +426,39 @@ def test_against_a_pool_rejects_its_copies_and_does_not_judge_it(tmp_path, candi
     assert manifest(tmp_path / "out")["against"][0]["index"] == "built (no saved index)"
 
 
+def test_reasoning_gym_imports_are_compared_by_their_tasks_not_by_the_template_they_share(tmp_path):
+    """Every `evoenv import` file is one template: by code, letter_counting was a near-copy of
+    chain_sum (estimated Jaccard 0.91, rejected at duplicate_code in the demo, 2026-12-06). An
+    import has no code signature now; its prompts still catch a second import of a task."""
+    from evoenv_cli.integrations import reasoning_gym_tasks as rg
+
+    files = dict(rg.import_environment(t) for t in ("chain_sum", "letter_counting", "count_bits"))
+    assert all(minhash.imported(src) for src in files.values())
+    old = minhash.code_shingles  # what the code signature was: the template's shingles less the scaffold
+    sig = {
+        n: minhash.minhash_values(np.setdiff1d(old(s, CFG), minhash.shipped_scaffold()), CFG.num_perm)
+        for n, s in files.items()
+    }
+    assert estimated(sig["rg_letter_counting.py"], sig["rg_count_bits.py"]) >= CFG.code_sure_threshold
+    assert minhash.code_signature(files["rg_letter_counting.py"], CFG) is None
+    assert minhash.code_signature((SEEDS / "sat_planted.py").read_bytes(), CFG) is not None
+    pool = make_lib(tmp_path / "pool", {"rg_chain_sum.py": files["rg_chain_sum.py"]})
+    # a second import of chain_sum (a changed template would not run: only the exact one may
+    # import reasoning-gym), under another file name
+    again = files["rg_chain_sum.py"]
+    cands = make_lib(
+        tmp_path / "cands",
+        {k: v for k, v in files.items() if k != "rg_chain_sum.py"} | {"chain_sum_again.py": again},
+    )
+    r = evoenv("dedupe", cands, "--against", pool, "--out", tmp_path / "out", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    v = verdicts(tmp_path / "out")
+    assert v["rg_letter_counting.py"]["admitted"] and v["rg_count_bits.py"]["admitted"], v
+    assert (
+        not v["chain_sum_again.py"]["admitted"] and v["chain_sum_again.py"]["duplicate_of"]["file"] == "rg_chain_sum.py"
+    )
+
+
 @pytest.mark.slow
 def test_saved_index_is_reused_and_a_changed_pool_invalidates_it(tmp_path, candidates):
     cands, _ = candidates
