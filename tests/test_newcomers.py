@@ -48,6 +48,7 @@ def test_a_newcomer_is_named_in_the_round_it_joined_and_the_rounds_that_train_on
     [one] = newcomers(2, run / "round-02", run / "pool", metrics, run / "round-02" / "sample" / "train.jsonl")
     assert one == {
         "name": "par__a__b",
+        "origin": "compose",
         "operator": "parallel",
         "parents": ["a", "b"],
         "joined_round": 1,
@@ -71,6 +72,18 @@ def test_a_newcomer_is_named_in_the_round_it_joined_and_the_rounds_that_train_on
     assert text.splitlines()[-1] == "  " + line
 
 
+def test_an_offered_newcomer_is_said_to_be_offered_and_the_round_line_counts_it():
+    one = {"name": "rg_x", "origin": "offered", "operator": None, "parents": [], "joined_round": 1, "level": 1}
+    one |= {"predicted": None, "measured": 0.4, "train_rows": 0}
+    assert newcomer_line(one, 1) == (
+        "new: rg_x (offered by a person; joined this round): pass rate predicted -, measured 0.400 at level 1; "
+        "0 training rows this round"
+    )
+    text = round_line({"round": 1, "candidates": 0, "offered": 1, "admitted": {"review": 1}, "newcomers": [one]})
+    assert "the model wrote 0 that parsed, a person offered 1 (1 passed review)" in text
+    assert "a person offered" not in round_line({"round": 1, "candidates": 0, "admitted": {}})
+
+
 def test_the_report_gives_the_prediction_error_over_every_calibrated_composite(tmp_path):
     from evoenv_cli.report import numbers, page
     from evoenv_cli.report.run_files import RunFiles
@@ -90,3 +103,17 @@ def test_the_report_gives_the_prediction_error_over_every_calibrated_composite(t
     assert got["mean_error"] == 0.0 and abs(got["mean_abs_error"] - 0.1) < 1e-9 and got["rows"] == []
     html = page.newcomers_section({"newcomers": got})
     assert "no environment joined" in html and "over 2 calibrated (composite, level) pairs" in html
+
+
+def test_an_offered_folder_enters_one_round_and_a_rerun_offers_it_to_the_same_one(tmp_path):
+    from evoenv_cli.loop import offered_round
+
+    run, folder = tmp_path / "run", tmp_path / "offered"
+    run.mkdir()
+    assert offered_round(run, None, 1) is None and not (run / "offered.jsonl").exists()
+    assert offered_round(run, folder, 1) == 1
+    # killed in round 2 and rerun: round 1 is done, but the folder still entered round 1 only
+    assert offered_round(run, folder, 2) == 1
+    # another folder offered later enters the first round still open then
+    assert offered_round(run, tmp_path / "more", 3) == 3
+    assert [json.loads(x)["round"] for x in (run / "offered.jsonl").read_text().splitlines()] == [1, 3]

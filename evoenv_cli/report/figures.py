@@ -12,7 +12,7 @@ from pathlib import Path
 
 from evoenv_cli.errors import InputError
 
-COLORS = {"synthesized": "#4C72B0", "composite": "#DD8452", "seed": "#8C8C8C"}
+COLORS = {"synthesized": "#4C72B0", "composite": "#DD8452", "seed": "#8C8C8C", "offered": "#55A868"}
 RETIRED = {"retired_too_easy": "#55A868", "retired_too_hard": "#C44E52"}
 DPI = 100
 
@@ -71,8 +71,10 @@ def pool(pool_numbers: dict, path: Path) -> bool:
     ax, ax2 = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
     x = [r["round"] for r in rows]
     bottom = [0] * len(rows)
-    for origin in ("seed", "composite", "synthesized"):
+    for origin in ("seed", "composite", "synthesized", "offered"):
         vals = [r["composition"].get(origin, 0) for r in rows]
+        if origin == "offered" and not any(vals):
+            continue
         ax.bar(x, vals, bottom=bottom, color=COLORS[origin], label=origin)
         bottom = [b + v for b, v in zip(bottom, vals)]
     for xi, total in zip(x, bottom):

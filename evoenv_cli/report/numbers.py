@@ -22,7 +22,7 @@ from evoenv_cli.stage import Stage, round_name
 
 CONTRACTS = ("dedupe", "calibrate")  # the two contracts, whose order a round records in loop.json
 ADMISSION_BEFORE = (("validate", "synthesize"), ("review", "validate"), ("compose", None))
-ORIGINS = {"seed": "seed", "compose": "composite", "synthesize": "synthesized"}
+ORIGINS = {"seed": "seed", "compose": "composite", "synthesize": "synthesized", "offered": "offered"}
 PARSE_REASONS = {
     "no_code": "no fenced Python block in the response",
     "syntax_error": "no fenced block that parses as Python",
@@ -299,11 +299,13 @@ def synthesize_stage(run: RunFiles, r: int) -> dict:
                 "examples": examples,
             }
         )
+    offered = sum(ln.record.get("origin") == "offered" for ln in run.jsonl(f"{rel}/index.jsonl"))
     return {
         "stage": "synthesize",
         "status": "done" if "synthesize" in run.results(rdir(r)) else "partial",
         "entered": len(gens),
         "admitted": len(gens) - len(failed),
+        "offered": offered,  # files a person offered, added beside the policy's (not generations)
         "rejected": len(failed),
         "by_check": {k: len(v) for k, v in groups.items()},
         "reasons": reason_rows,
@@ -354,6 +356,7 @@ def funnel(run: RunFiles, r: int) -> dict:
     steps = [
         ("generations", synth["entered"], None),
         ("parsed", synth["admitted"], None),
+        *((("offered", synth["offered"], None),) if synth.get("offered") else ()),
         ("validate", stages["validate"]["admitted"], None),
         ("review", rev_s, None),
         ("candidates", rev_s, comp_c),

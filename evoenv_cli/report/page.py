@@ -297,6 +297,11 @@ def _level_cell(c: dict) -> str:
     return f'<td class="n">{c["pass_rate"]:.3f} <small>guess {c["guess_rate"]:.2f} n={h(str(c["n"]))}</small></td>'
 
 
+def origin_word(n: dict) -> str:
+    """Where a newcomer that no operator composed came from."""
+    return "offered by a person" if n.get("origin") == "offered" else "policy"
+
+
 def newcomers_section(numbers: dict) -> str:
     """The environments that joined after the start, per round: origin, predicted against
     measured pass rate, training rows and held-out pass@1; then the prediction's error."""
@@ -305,7 +310,7 @@ def newcomers_section(numbers: dict) -> str:
         [
             cell(n["round"]),
             f"<td>{h(str(n.get('name')))}</td>",
-            f"<td>{h(n['operator'] + ' of ' + ', '.join(n.get('parents') or [])) if n.get('operator') else 'policy'}</td>",
+            f"<td>{h(n['operator'] + ' of ' + ', '.join(n.get('parents') or [])) if n.get('operator') else origin_word(n)}</td>",
             cell(n.get("joined_round")),
             cell(n.get("level")),
             cell(n.get("predicted")),

@@ -7,6 +7,10 @@ review can be audited.
 
 Backend failures are not verdicts: a candidate whose votes could not all be obtained is
 recorded as `backend_error` and judged again on --resume.
+
+A candidate a person offered (origin `offered`: `evoenv synthesize --offered`, `evoenv iterate
+--offered`) is admitted unvoted, as the seeds are: its review is its author's. Every other
+contract still judges it.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ QUESTIONS = {
     "trivially_guessable": False,
 }
 ASYMMETRIES = ("algorithmic", "planted", "none")
+OFFERED = "offered by a person: its review is its author's (no vote asked)"
 
 
 def parse_vote(text: str, opened: bool | None = False, truncated: bool = False) -> tuple[dict | None, str]:
@@ -157,7 +162,12 @@ def run(
             if on_verdict:
                 on_verdict(v)
 
-        pending = log.pending()
+        pending = []
+        for env in log.pending():
+            if (library.index.get(env.env_id) or {}).get("origin") == "offered":
+                finish(Verdict(env.path.name, env.env_id, env.name, True, "admitted", OFFERED, {"offered": True}))
+            else:
+                pending.append(env)
         for start in range(0, len(pending), cfg.chunk):
             asks = []
             for env in pending[start : start + cfg.chunk]:

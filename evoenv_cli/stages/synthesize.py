@@ -114,8 +114,10 @@ def run(
     out: Path,
     model_name: str,
     on_round=None,
+    offered: artifacts.EnvLibrary | None = None,
 ) -> dict:
-    """Request candidates until cfg.n parse, or cfg.max_requests requests were made."""
+    """Request candidates until cfg.n parse, or cfg.max_requests requests were made; then add
+    the environment files a person `offered` beside them (origin `offered`), as they are."""
     started = artifacts.now_iso()
     examples = load_examples([seeds, *pools])
     if not examples:
@@ -175,10 +177,30 @@ def run(
             if on_round and have < cfg.n and next_id < limit:  # the closing line says the last count
                 on_round(have, next_id)
     records = artifacts.read_jsonl_tolerant(log_path)
-    return _finish(out, records, cfg, seeds, pools, model_name, backend.name, started)
+    return _finish(out, records, cfg, seeds, pools, model_name, backend.name, started, offered)
 
 
-def _finish(out: Path, records: list[dict], cfg, seeds, pools, model_name, backend_name, started) -> dict:
+def _offer(out: Path, offered: artifacts.EnvLibrary, taken: set[str]) -> list[dict]:
+    """The offered files copied into OUT/envs under their own names (a name the policy's
+    candidates took gets an `o_` prefix), with their index records."""
+    index = []
+    for env in offered.files:
+        file = env.path.name if env.path.name not in taken else f"o_{env.path.name}"
+        artifacts.write_bytes_atomic(out / "envs" / file, env.source)
+        index.append(
+            {
+                "file": file,
+                "env_id": env.env_id,
+                "name": Path(file).stem,
+                "origin": "offered",
+                "parents": [],
+                "offered_from": str(env.path),
+            }
+        )
+    return index
+
+
+def _finish(out: Path, records: list[dict], cfg, seeds, pools, model_name, backend_name, started, offered=None) -> dict:
     outcomes: dict[str, int] = {}
     for r in records:
         outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
@@ -196,15 +218,17 @@ def _finish(out: Path, records: list[dict], cfg, seeds, pools, model_name, backe
         }
         for r in files
     ]
+    index += _offer(out, offered, {r["file"] for r in files}) if offered is not None else []
     artifacts.write_jsonl_atomic(out / "index.jsonl", index)
     summary = {
         "stage": "synthesize",
         "requests": len(records),
-        "candidates": len(files),
+        "candidates": len(files),  # the policy's
+        "offered": len(index) - len(files),
         "outcomes": outcomes,
         "target": cfg.n,
     }
-    inputs = [e for lib in [seeds, *pools] for e in lib.files]
+    inputs = [e for lib in [seeds, *pools] for e in lib.files] + (offered.files if offered is not None else [])
     artifacts.write_json_atomic(
         out / "manifest.json",
         artifacts.manifest(
@@ -212,8 +236,12 @@ def _finish(out: Path, records: list[dict], cfg, seeds, pools, model_name, backe
             {"synthesize": to_dict(cfg), "model": model_name, "backend": backend_name},
             inputs,
             started,
-            {"requests": len(records), "candidates": len(files), **outcomes},
-            {"seeds": str(seeds.root), "pools": [str(p.root) for p in pools]},
+            {"requests": len(records), "candidates": len(files), "offered": summary["offered"], **outcomes},
+            {
+                "seeds": str(seeds.root),
+                "pools": [str(p.root) for p in pools],
+                "offered": None if offered is None else str(offered.root),
+            },
             out=out,
         ),
     )
@@ -225,21 +253,29 @@ def _finish(out: Path, records: list[dict], cfg, seeds, pools, model_name, backe
 def _settings(ctx: Context) -> dict:
     cfg = ctx.recipe.synthesize  # --resume may raise n (and max_requests): not in the settings
     wanted = {k: v for k, v in to_dict(cfg).items() if k not in ("n", "max_requests")}
+    offered = ctx.inputs.get("offered")
     return dict(
-        synthesize=wanted, backend=ctx.model.settings, seeds=ctx.inputs["seeds"], pools=list(ctx.inputs["pools"])
+        synthesize=wanted,
+        backend=ctx.model.settings,
+        seeds=ctx.inputs["seeds"],
+        pools=list(ctx.inputs["pools"]),
+        **({"offered": str(offered)} if offered is not None else {}),
     )
 
 
 def _check(ctx: Context, lib: None) -> None:
-    """The examples' libraries, opened before OUT is touched (and kept for the run)."""
+    """The examples' libraries and the offered files, opened before OUT is touched (and kept
+    for the run): an offered folder must hold at least one environment file."""
+    offered = ctx.inputs.get("offered")
     ctx.inputs["examples"] = (
         artifacts.EnvLibrary.open(ctx.inputs["seeds"]),
         [artifacts.EnvLibrary.open(p, allow_empty=True) for p in ctx.inputs["pools"]],
+        None if offered is None else artifacts.EnvLibrary.open(offered),
     )
 
 
 def _run(ctx: Context, lib: None, out: Path, llm, bar) -> dict:
-    seeds, pools = ctx.inputs["examples"]
+    seeds, pools, offered = ctx.inputs["examples"]
     return run(
         seeds,
         pools,
@@ -250,14 +286,17 @@ def _run(ctx: Context, lib: None, out: Path, llm, bar) -> dict:
         on_round=lambda have, asked: ctx.say(
             f"synthesize: {have} candidates from {asked} requests so far, asking for more"
         ),
+        offered=offered,
     )
 
 
 def _in_round(rnd: Round, got: dict) -> dict:
-    """In the loop: the policy writes, from the seeds and the pool, drawing with the round's seed."""
-    return dict(
-        recipe=rnd.seeded("synthesize"), model=rnd.policy, inputs={"seeds": rnd.seeds, "pools": [rnd.pool.root]}
-    )
+    """In the loop: the policy writes, from the seeds and the pool, drawing with the round's seed;
+    what a person offered this round (`iterate --offered`) is added beside it."""
+    inputs = {"seeds": rnd.seeds, "pools": [rnd.pool.root]}
+    if rnd.offered is not None:
+        inputs["offered"] = rnd.offered
+    return dict(recipe=rnd.seeded("synthesize"), model=rnd.policy, inputs=inputs)
 
 
 STAGE = register(

@@ -73,6 +73,23 @@ def test_majority_of_votes_decides_with_rationales(tmp_path):
     assert "# Sampled instances" in shown and "Reference answer:" in shown and "(difficulty 10)" in shown
 
 
+def test_an_offered_candidate_is_admitted_unvoted_and_the_others_are_voted(tmp_path):
+    lib = library(tmp_path, ("grid_shortest_path", "knapsack_max_value"))
+    knap = next(e for e in lib.files if e.name == "knapsack_max_value")
+    (lib.root / "index.jsonl").write_text(
+        json.dumps({"file": knap.path.name, "env_id": knap.env_id, "name": knap.name, "origin": "offered"}) + "\n"
+    )
+    out = prepare_out_dir(tmp_path / "out", False, False)
+    backend = ScriptedBackend(lambda text, pid, j: "I am not sure.")
+    summary = review.run(EnvLibrary.open(lib.root), ReviewConfig(votes=3), RuntimeConfig(), backend, out, "m")
+    v = verdicts(out)
+    assert v["knapsack_max_value.py"]["admitted"] and v["knapsack_max_value.py"]["reason"] == review.OFFERED
+    assert not v["grid_shortest_path.py"]["admitted"] and summary.admitted == 1
+    assert len(backend.calls) == 1 and 'NAME = "knapsack_max_value"' not in backend.calls[0][0]
+    index = [json.loads(x) for x in (out / "index.jsonl").read_text().splitlines()]
+    assert [(i["file"], i["origin"]) for i in index] == [("knapsack_max_value.py", "offered")]
+
+
 def test_backend_failures_are_asked_again_on_resume(tmp_path):
     lib = library(tmp_path, ("grid_shortest_path",))
     out = prepare_out_dir(tmp_path / "out", False, False)

@@ -44,6 +44,33 @@ def test_candidates_and_every_generation_recorded(tmp_path):
     assert [i["file"] for i in index] == files and all(i["origin"] == "synthesize" for i in index)
 
 
+def test_offered_files_are_added_beside_the_policy_s_candidates_as_they_are(tmp_path):
+    offered = tmp_path / "offered"
+    offered.mkdir()
+    (offered / "g00000_maze_steps.py").write_text(GOOD)  # the name a policy candidate takes
+    (offered / "knapsack_max_value.py").write_bytes((SEEDS / "knapsack_max_value.py").read_bytes())
+    out = prepare_out_dir(tmp_path / "out", False, False)
+    summary = synthesize.run(
+        EnvLibrary.open(SEEDS),
+        [],
+        SynthesizeConfig(n=1, seed=3, batch=1),
+        ScriptedBackend(reply),
+        out,
+        "scripted",
+        offered=EnvLibrary.open(offered),
+    )
+    assert summary["candidates"] == 1 and summary["offered"] == 2
+    index = {i["file"]: i for i in map(json.loads, (out / "index.jsonl").read_text().splitlines())}
+    assert set(index) == {"g00000_maze_steps.py", "o_g00000_maze_steps.py", "knapsack_max_value.py"}
+    assert index["g00000_maze_steps.py"]["origin"] == "synthesize"
+    for f in ("o_g00000_maze_steps.py", "knapsack_max_value.py"):
+        assert index[f]["origin"] == "offered" and index[f]["parents"] == []
+        assert (out / "envs" / f).read_bytes() == (offered / f.removeprefix("o_")).read_bytes()
+    assert index["knapsack_max_value.py"]["offered_from"] == str(offered / "knapsack_max_value.py")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["counts"]["offered"] == 2 and manifest["offered"] == str(offered)
+
+
 def test_prompt_has_contract_asymmetry_examples_pool_and_topic():
     examples = synthesize.load_examples([EnvLibrary.open(SEEDS)])
     text, parents, topic = synthesize.build_prompt(7, SynthesizeConfig(seed=1), examples, ["bit puzzles"])
