@@ -222,12 +222,33 @@ def _jail_report() -> str:
 RANKS_GROUP = ("test_train_ranks.py", "test_train_runtime.py", "test_arena.py", "test_cluster_train.py")
 
 
+# The longest modules after it, longest first (measured 2026-12-06, a fresh clone's `make test`
+# with --durations: the kill-and-rerun module's tests add to about 10 minutes on one worker, the
+# 60-draw seed test 3, the validate corpus and the starter model about 4 each, the report in a
+# browser 2). xdist hands modules out in this order, so the longest start first and the short
+# ones fill the workers' ends (longest-first scheduling), not a long one started last.
+LONG_MODULES = (
+    "test_iterate_recovery.py",
+    "test_training_seen.py",
+    "test_validate_corpus.py",
+    "test_starter_model.py",
+    "test_report_browser.py",
+)
+
+
 def pytest_collection_modifyitems(config, items):
-    """The training-ranks group first: xdist hands out modules in collection order, and that
-    group (several minutes, on one worker) collected last by name was the suite's critical
-    path, its worker still training while the other sat idle. A stable sort: the order within
-    each part is the collection's."""
-    items.sort(key=lambda item: Path(str(item.fspath)).name not in RANKS_GROUP)
+    """The training-ranks group first, then LONG_MODULES: xdist hands out modules in collection
+    order, and the ranks group (several minutes, on one worker) collected last by name was the
+    suite's critical path, its worker still training while the other sat idle. A stable sort:
+    the order within each part is the collection's."""
+
+    def rank(item) -> int:
+        name = Path(str(item.fspath)).name
+        if name in RANKS_GROUP:
+            return 0
+        return 1 + LONG_MODULES.index(name) if name in LONG_MODULES else 1 + len(LONG_MODULES)
+
+    items.sort(key=rank)
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's
@@ -240,6 +261,10 @@ def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
+
+    # xdist's default reorders the modules by their count of tests, largest first, which put
+    # many-test fast modules ahead and left the order above (the long ones first) to ties
+    config.option.loadscopereorder = False
 
     class ModuleScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
