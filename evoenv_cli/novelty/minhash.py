@@ -16,7 +16,7 @@ import numpy as np
 from evoenv_cli.config import DedupeConfig
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.novelty.tokens import code_tokens
-from evoenv_cli.runtime.contract import MAX_SOURCE_BYTES, trusted_regions
+from evoenv_cli.runtime.contract import MAX_SOURCE_BYTES, is_import_template
 
 SIGNATURE_VERSION = 3  # bump when normalization changes (3: an import has no code signature): saved indexes rebuild
 MINHASH_SEED = 1
@@ -121,9 +121,13 @@ def code_signature(source: str | bytes, cfg: DedupeConfig, scaffold: np.ndarray 
     at all. `scaffold` None is the one shipped with evoenv (see `scaffold_for`). A file made of
     nothing but scaffold keeps its whole set. A source over the contract's size limit is never
     read further (the pool refuses it): None. So is a file that is exactly `evoenv import`'s
-    template (`imported`): its code is evoenv's, its task reasoning-gym's, and its prompts and
-    solve signature are what compare it."""
-    if len(source) > MAX_SOURCE_BYTES or imported(source):
+    template (`contract.is_import_template`): every import is that template with its task's
+    name and levels filled in, so by code every import was a near-copy of every other
+    (letter_counting of chain_sum at an estimated Jaccard of 0.91, 2026-12-06); its code is
+    evoenv's, its task reasoning-gym's, and its prompts and solve signature compare it."""
+    if len(source) > MAX_SOURCE_BYTES:
+        return None
+    if is_import_template(source.encode("utf-8", "replace") if isinstance(source, str) else source):
         return None
     hashes = code_shingles(source, cfg)
     if scaffold is None:
@@ -153,16 +157,6 @@ def shipped_scaffold() -> np.ndarray:
     evoenv, so it is there whatever the pool holds (rotation may retire the seeds)."""
     lines = [x.strip() for x in SHIPPED_SCAFFOLD.read_text().splitlines()]
     return np.array(sorted(int(x, 16) for x in lines if x and not x.startswith("#")), dtype=np.uint32)
-
-
-def imported(source: str | bytes) -> bool:
-    """The whole file is `evoenv import`'s template for its own task and levels (what the
-    sandbox trusts to import reasoning-gym). Two imports of different tasks differ only in
-    their name and levels, so by code every import was a near-copy of every other
-    (letter_counting of chain_sum at an estimated Jaccard of 0.91, 2026-12-06)."""
-    data = source.encode("utf-8", "replace") if isinstance(source, str) else source
-    found = trusted_regions(data)
-    return found is not None and found[1] == [(1, len(data.decode("utf-8", "replace").splitlines()) + 1)]
 
 
 def write_shipped_scaffold(seeds: Path, cfg: DedupeConfig | None = None) -> int:

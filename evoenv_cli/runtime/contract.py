@@ -490,20 +490,39 @@ def _renders(found: dict[str, Any]) -> str | None:
     return import_template.render_environment(task, levels, requires)
 
 
+def _parsed_import(source: bytes) -> tuple[str, ast.Module] | None:
+    """(text, tree) of a source that names reasoning_gym and parses; None otherwise."""
+    if import_template.MODULE.encode() not in source:
+        return None
+    try:
+        text = source.decode("utf-8")
+        return text, parse_python(text)
+    except (UnicodeDecodeError, SyntaxError, ValueError):
+        return None
+
+
+def _is_whole_template(text: str, tree: ast.Module) -> bool:
+    whole = _renders(_literals(tree.body))
+    return whole is not None and whole == text
+
+
+def is_import_template(source: bytes) -> bool:
+    """The whole file is exactly `evoenv import`'s template for its own TASK/LEVELS/REQUIRES
+    (what `trusted_regions` grants the whole file)."""
+    parsed = _parsed_import(source)
+    return parsed is not None and _is_whole_template(*parsed)
+
+
 def trusted_regions(source: bytes) -> tuple[list[str], list[tuple[int, int]]] | None:
     """Where a source may import reasoning_gym: ([requirement], [(first line, last line)]) when
     the whole file is exactly `evoenv import`'s template for its own TASK/LEVELS/REQUIRES, or
     when functions of a composite are exactly compose's embedding of such a template; None
     otherwise (the file keeps the standard-library allow-list)."""
-    if import_template.MODULE.encode() not in source:
+    parsed = _parsed_import(source)
+    if parsed is None:
         return None
-    try:
-        text = source.decode("utf-8")
-        tree = parse_python(text)
-    except (UnicodeDecodeError, SyntaxError, ValueError):
-        return None
-    whole = _renders(_literals(tree.body))
-    if whole is not None and whole == text:
+    text, tree = parsed
+    if _is_whole_template(text, tree):
         return [import_template.requirement()], [(1, len(text.splitlines()) + 1)]
     regions = []
     for node in tree.body:

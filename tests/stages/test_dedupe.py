@@ -431,9 +431,12 @@ def test_reasoning_gym_imports_are_compared_by_their_tasks_not_by_the_template_t
     chain_sum (estimated Jaccard 0.91, rejected at duplicate_code in the demo, 2026-12-06). An
     import has no code signature now; its prompts still catch a second import of a task."""
     from evoenv_cli.integrations import reasoning_gym_tasks as rg
+    from evoenv_cli.runtime.contract import is_import_template
 
     files = dict(rg.import_environment(t) for t in ("chain_sum", "letter_counting", "count_bits"))
-    assert all(minhash.imported(src) for src in files.values())
+    assert all(is_import_template(src.encode()) for src in files.values())
+    changed = files["rg_chain_sum.py"].replace("task as an evoenv environment", "task, changed")
+    assert not is_import_template(changed.encode()) and minhash.code_signature(changed, CFG) is not None
     old = minhash.code_shingles  # what the code signature was: the template's shingles less the scaffold
     sig = {
         n: minhash.minhash_values(np.setdiff1d(old(s, CFG), minhash.shipped_scaffold()), CFG.num_perm)
