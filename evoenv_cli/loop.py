@@ -561,9 +561,10 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
     pool.init()
     summaries = artifacts.read_jsonl_tolerant(loop.run_dir / "rounds.jsonl")
     done_rounds = {s["round"] for s in summaries}
-    digest = record_recipe(loop, min(set(range(1, rounds + 2)) - done_rounds))
+    first_open = min(set(range(1, rounds + 2)) - done_rounds)  # the first round not finished
+    digest = record_recipe(loop, first_open)
     policy = loop.model
-    offer_at = offered_round(loop.run_dir, loop.offered, min(set(range(1, rounds + 2)) - done_rounds))
+    offer_at = offered_round(loop.run_dir, loop.offered, first_open)
     for r in range(1, rounds + 1):
         d = loop.run_dir / stage.round_name(r)
         if r in done_rounds:
