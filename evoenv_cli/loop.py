@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evoenv_cli import artifacts, stage, stages
+from evoenv_cli import artifacts, origins, stage, stages
 from evoenv_cli import config as cfgmod
 from evoenv_cli.config import IterateConfig
 from evoenv_cli.errors import InputError
@@ -869,13 +869,7 @@ def newcomer_line(n: dict, r: int) -> str:
     def rate(v) -> str:
         return f"{v:.3f}" if isinstance(v, (int, float)) else "-"
 
-    origin = (
-        f"{n['operator']} of {', '.join(n['parents'])}"
-        if n.get("operator")
-        else "offered by a person"
-        if n.get("origin") == "offered"
-        else "written by the policy"
-    )
+    origin = f"{n['operator']} of {', '.join(n['parents'])}" if n.get("operator") else origins.phrase(n)
     when = "joined this round" if n["joined_round"] == r else f"joined in round {n['joined_round']}"
     line = (
         f"new: {n['name']} ({origin}; {when}): pass rate predicted {rate(n['predicted'])}, "

@@ -18,7 +18,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from evoenv_cli import artifacts
+from evoenv_cli import artifacts, origins
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.integrations.reward_audit import QUARANTINE_FILE, quarantined_ids
 from evoenv_cli.stage import Stage, register
@@ -192,7 +192,7 @@ def seed_members(seeds: Path) -> list[tuple[EnvFile, dict]]:
                 "file": e.path.name,
                 "env_id": e.env_id,
                 "name": e.name,
-                "origin": "seed",
+                "origin": origins.SEED.key,
             },
         )
         for e in lib.files

@@ -32,7 +32,7 @@ from evoenv_cli.runtime.contract import parse_python
 PACKAGE = "evoenv_cli"
 INTEGRATIONS = ["integrations", "integrations.*", "rewards"]  # rewards: the old path, a shim
 LAYERS = [  # (layer, module patterns relative to the package), bottom first
-    ("records", ["errors", "envfile", "filemodes", "thinking", "confidence", "accelerate_configs", "row_formats",
+    ("records", ["errors", "envfile", "filemodes", "thinking", "confidence", "accelerate_configs", "row_formats", "origins",
                  "operators"]),
     ("runtime", ["runtime", "runtime.*"]),
     ("llm", ["llm", "llm.*"]),

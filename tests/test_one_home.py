@@ -76,3 +76,36 @@ def test_a_round_step_s_marker_path_is_written_only_in_its_record(st):
         f"{path.relative_to(ROOT)}: {text!r}" for path, tree in modules() for text in strings(tree) if st.where in text
     ]
     assert found == []
+
+
+def test_an_origin_is_named_only_in_its_table():
+    """Where a pool member came from (evoenv_cli/origins.py): its phrase is written nowhere else, no module writes an index's `origin` key as a literal, and none compares an
+    origin with a literal key (the loop's newcomer line, the report's table, its figures and
+    numbers each wrote their own before)."""
+    from evoenv_cli import origins
+
+    home = PACKAGE / "origins.py"
+    spelled = {o.phrase for o in origins.ORIGINS.values()}  # (a color is the figures' palette too)
+    keys = set(origins.ORIGINS)
+    found = []
+    for path, tree in modules():
+        if path == home:
+            continue
+        where = path.relative_to(ROOT)
+        found += [f"{where}: {text!r}" for text in strings(tree) if text in spelled]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Dict):  # {"origin": "compose", ...}
+                for k, v in zip(node.keys, node.values):
+                    if isinstance(k, ast.Constant) and k.value == "origin" and isinstance(v, ast.Constant):
+                        found.append(f"{where}:{node.lineno}: origin written as {v.value!r}")
+            if isinstance(node, ast.Compare):  # rec.get("origin") == "offered"
+                sides = [node.left, *node.comparators]
+                about = any("origin" in ast.unparse(s) for s in sides if not isinstance(s, ast.Constant))
+                literal = [s.value for s in sides if isinstance(s, ast.Constant) and s.value in keys]
+                if about and literal:
+                    found.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+    assert found == []
+    # every key the index may hold has its words, and the words tell the origins apart
+    assert len({o.label for o in origins.ORIGINS.values()}) == len({o.phrase for o in origins.ORIGINS.values()}) == 4
+    assert origins.label(None) == "unknown" and origins.label("elsewhere") == "elsewhere"
+    assert origins.phrase({}) == origins.SYNTHESIZE.phrase  # a record from before offered files existed

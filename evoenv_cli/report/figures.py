@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from evoenv_cli import origins
 from evoenv_cli.errors import InputError
 
-COLORS = {"synthesized": "#4C72B0", "composite": "#DD8452", "seed": "#8C8C8C", "offered": "#55A868"}
 RETIRED = {"retired_too_easy": "#55A868", "retired_too_hard": "#C44E52"}
 DPI = 100
 
@@ -48,8 +48,8 @@ def funnel(round_funnel: dict, path: Path) -> bool:
     synth = [_zero_or(s["synthesized"]) for s in steps][::-1]
     comp = [_zero_or(s["composite"]) for s in steps][::-1]
     y = range(len(names))
-    ax.barh(y, synth, color=COLORS["synthesized"], label="synthesized")
-    ax.barh(y, comp, left=synth, color=COLORS["composite"], label="composites")
+    ax.barh(y, synth, color=origins.SYNTHESIZE.color, label=origins.SYNTHESIZE.label)
+    ax.barh(y, comp, left=synth, color=origins.COMPOSE.color, label="composites")
     top = max([a + b for a, b in zip(synth, comp)] + [1])
     for yi, a, b in zip(y, synth, comp):
         ax.text(a + b + top * 0.01, yi, f"{a + b}" if not b else f"{a}+{b}", va="center", fontsize=8)
@@ -71,11 +71,11 @@ def pool(pool_numbers: dict, path: Path) -> bool:
     ax, ax2 = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
     x = [r["round"] for r in rows]
     bottom = [0] * len(rows)
-    for origin in ("seed", "composite", "synthesized", "offered"):
-        vals = [r["composition"].get(origin, 0) for r in rows]
-        if origin == "offered" and not any(vals):
+    for origin in origins.ORIGINS.values():
+        vals = [r["composition"].get(origin.label, 0) for r in rows]
+        if origin is origins.OFFERED and not any(vals):
             continue
-        ax.bar(x, vals, bottom=bottom, color=COLORS[origin], label=origin)
+        ax.bar(x, vals, bottom=bottom, color=origin.color, label=origin.label)
         bottom = [b + v for b, v in zip(bottom, vals)]
     for xi, total in zip(x, bottom):
         ax.text(xi, total, str(total), ha="center", va="bottom", fontsize=8)
@@ -138,7 +138,7 @@ def calibration(cal: dict, path: Path) -> bool:
                 [p[1] for p in pts],
                 marker="o",
                 markersize=3,
-                color=COLORS.get(e["origin"], "#333333"),
+                color=origins.color(e["origin"]),
             )
         else:
             why = "no answers:\nuncalibrated" if e["curve"] else "not measured"

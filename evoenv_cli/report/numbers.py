@@ -16,13 +16,12 @@ import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from evoenv_cli import stages
+from evoenv_cli import origins, stages
 from evoenv_cli.report.run_files import Line, RunFiles
 from evoenv_cli.stage import Stage, round_name
 
 CONTRACTS = ("dedupe", "calibrate")  # the two contracts, whose order a round records in loop.json
 ADMISSION_BEFORE = (("validate", "synthesize"), ("review", "validate"), ("compose", None))
-ORIGINS = {"seed": "seed", "compose": "composite", "synthesize": "synthesized", "offered": "offered"}
 PARSE_REASONS = {
     "no_code": "no fenced Python block in the response",
     "syntax_error": "no fenced block that parses as Python",
@@ -250,8 +249,8 @@ def admission_stage(run: RunFiles, r: int, stage: str, inputs: str | None, compo
         "admitted": len(admitted),
         "rejected": len(rejected),
         "admitted_by_origin": {
-            "synthesized": sum(f not in composites for f in files),
-            "composite": sum(f in composites for f in files),
+            origins.SYNTHESIZE.label: sum(f not in composites for f in files),
+            origins.COMPOSE.label: sum(f in composites for f in files),
         },
         "by_check": dict(Counter(str(ln.record.get("stage") or "?") for ln in rejected).most_common()),
         "reasons": reasons(run, rejected, f"{rel}/verdicts.jsonl", f"{rdir(r)}/{inputs}" if inputs else None),
@@ -299,7 +298,7 @@ def synthesize_stage(run: RunFiles, r: int) -> dict:
                 "examples": examples,
             }
         )
-    offered = sum(ln.record.get("origin") == "offered" for ln in run.jsonl(f"{rel}/index.jsonl"))
+    offered = sum(ln.record.get("origin") == origins.OFFERED.key for ln in run.jsonl(f"{rel}/index.jsonl"))
     return {
         "stage": "synthesize",
         "status": "done" if "synthesize" in run.results(rdir(r)) else "partial",
@@ -342,14 +341,14 @@ def funnel(run: RunFiles, r: int) -> dict:
 
     def joined_composite(name: str) -> bool:
         origin = dedupe_origin.get(name)
-        return origin == "compose" if origin else f"{name}.py" in compose_files
+        return origin == origins.COMPOSE.key if origin else f"{name}.py" in compose_files
 
     def split(stage: str) -> tuple[int | None, int | None]:
         s = stages[stage]
         if s["admitted"] is None:
             return None, None
         by = s.get("admitted_by_origin", {})
-        return by.get("synthesized"), by.get("composite")
+        return by.get(origins.SYNTHESIZE.label), by.get(origins.COMPOSE.label)
 
     rev_s = stages["review"]["admitted"]
     comp_c = stages["compose"]["admitted"]
@@ -379,10 +378,6 @@ def funnel(run: RunFiles, r: int) -> dict:
 
 
 # -- the pool over rounds --------------------------------------------------------------------------
-def origin_label(origin) -> str:
-    return ORIGINS.get(origin, str(origin) if origin else "unknown")
-
-
 def pool_over_rounds(run: RunFiles) -> dict:
     """After each round's pool update: size, joined, retired (too easy, too hard), and what the
     pool is made of (seeds, composites, synthesized environments)."""
@@ -391,11 +386,11 @@ def pool_over_rounds(run: RunFiles) -> dict:
     for r in rounds:
         for ln in run.jsonl(f"{rdir(r)}/dedupe/index.jsonl"):
             if isinstance(ln.record.get("name"), str):
-                origin[ln.record["name"]] = origin_label(ln.record.get("origin"))
+                origin[ln.record["name"]] = origins.label(ln.record.get("origin"))
     pool_index = run.records("pool/index.jsonl")
     for rec in pool_index:
         if isinstance(rec.get("name"), str):
-            origin.setdefault(rec["name"], origin_label(rec.get("origin")))
+            origin.setdefault(rec["name"], origins.label(rec.get("origin")))
     first = run.jsonl(f"{rdir(rounds[0])}/rotate/verdicts.jsonl") if rounds else []
     if first:
         members = {stem(ln.record["file"]) for ln in first if isinstance(ln.record.get("file"), str)}
@@ -444,7 +439,7 @@ def pool_over_rounds(run: RunFiles) -> dict:
                         "reason": x.get("reason"),
                         "verdicts": f"{rdir(r)}/rotate/verdicts.jsonl" if x.get("name") in rotate else None,
                         "line": rotate[x["name"]].number if x.get("name") in rotate else None,
-                        "origin": origin.get(x.get("name"), "seed"),
+                        "origin": origin.get(x.get("name"), origins.SEED.label),
                     }
                     for x in retired
                 ],
@@ -455,12 +450,8 @@ def pool_over_rounds(run: RunFiles) -> dict:
 
 def _composition(members: set[str], origin: dict[str, str]) -> dict[str, int]:
     """A member never recorded as joining is a seed: only seeds start the pool."""
-    counts = Counter(origin.get(m, "seed") for m in members)
-    out = {
-        "seed": counts.pop("seed", 0),
-        "composite": counts.pop("composite", 0),
-        "synthesized": counts.pop("synthesized", 0),
-    }
+    counts = Counter(origin.get(m, origins.SEED.label) for m in members)
+    out = {o.label: counts.pop(o.label, 0) for o in (origins.SEED, origins.COMPOSE, origins.SYNTHESIZE)}
     out.update(counts)
     return out
 
@@ -498,7 +489,7 @@ def calibration(run: RunFiles) -> dict:
             {
                 "name": rec.get("name"),
                 "file": f"pool/envs/{file}" if isinstance(file, str) and run.exists(f"pool/envs/{file}") else None,
-                "origin": origin_label(rec.get("origin")),
+                "origin": origins.label(rec.get("origin")),
                 "joined_round": rec.get("joined_round"),
                 "levels": levels,
                 "band": band,

@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from evoenv_cli import origins
 from evoenv_cli.report.run_files import RunFiles
 
 CSS = """
@@ -297,11 +298,6 @@ def _level_cell(c: dict) -> str:
     return f'<td class="n">{c["pass_rate"]:.3f} <small>guess {c["guess_rate"]:.2f} n={h(str(c["n"]))}</small></td>'
 
 
-def origin_word(n: dict) -> str:
-    """Where a newcomer that no operator composed came from."""
-    return "offered by a person" if n.get("origin") == "offered" else "policy"
-
-
 def newcomers_section(numbers: dict) -> str:
     """The environments that joined after the start, per round: origin, predicted against
     measured pass rate, training rows and held-out pass@1; then the prediction's error."""
@@ -310,7 +306,7 @@ def newcomers_section(numbers: dict) -> str:
         [
             cell(n["round"]),
             f"<td>{h(str(n.get('name')))}</td>",
-            f"<td>{h(n['operator'] + ' of ' + ', '.join(n.get('parents') or [])) if n.get('operator') else origin_word(n)}</td>",
+            f"<td>{h(n['operator'] + ' of ' + ', '.join(n.get('parents') or [])) if n.get('operator') else origins.phrase(n)}</td>",
             cell(n.get("joined_round")),
             cell(n.get("level")),
             cell(n.get("predicted")),

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evoenv_cli import artifacts
+from evoenv_cli import artifacts, origins
 from evoenv_cli.admission import AdmissionLog, Summary, Verdict
 from evoenv_cli.checks import probes
 from evoenv_cli.checks.composite_leaks import part_one_leak
@@ -351,7 +351,7 @@ def run(
                         parts.append(_as_part(plan, env))
                         docs[env.env_id] = f"{plan.operator} of {', '.join(p.name for p in plan.parts)}"
                         lineage[env.path.name] = {
-                            "origin": "compose",
+                            "origin": origins.COMPOSE.key,
                             "operator": plan.operator,
                             "parents": record["parents"],
                             "depth": plan.depth,

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evoenv_cli import artifacts
+from evoenv_cli import artifacts, origins
 from evoenv_cli.admission import AdmissionLog, Summary, Verdict
 from evoenv_cli.checks import solve_signature
 from evoenv_cli.config import DedupeConfig, RuntimeConfig, check_values, to_dict
@@ -97,7 +97,7 @@ def composite_structure(env: EnvFile, record: dict) -> tuple | None:
     """(operator, parents) of a composite `evoenv compose` made, or None. A composite's code
     embeds its parents', so it is judged by what it is built from, not by its text; the
     lineage must come from compose's own index record and agree with the file's OPERATOR."""
-    if not isinstance(record, dict) or record.get("origin") != "compose":
+    if not isinstance(record, dict) or record.get("origin") != origins.COMPOSE.key:
         return None
     op, parents = record.get("operator"), record.get("parents")
     if (

@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from evoenv_cli import artifacts
+from evoenv_cli import artifacts, origins
 from evoenv_cli.admission import AdmissionLog, Summary, Verdict
 from evoenv_cli.config import ReviewConfig, RuntimeConfig, to_dict
 from evoenv_cli.envfile import EnvFile
@@ -164,7 +164,7 @@ def run(
 
         pending = []
         for env in log.pending():
-            if (library.index.get(env.env_id) or {}).get("origin") == "offered":
+            if (library.index.get(env.env_id) or {}).get("origin") == origins.OFFERED.key:
                 finish(Verdict(env.path.name, env.env_id, env.name, True, "admitted", OFFERED, {"offered": True}))
             else:
                 pending.append(env)

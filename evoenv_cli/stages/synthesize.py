@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from evoenv_cli import artifacts
+from evoenv_cli import artifacts, origins
 from evoenv_cli.config import SynthesizeConfig, to_dict
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.errors import InputError
@@ -192,7 +192,7 @@ def _offer(out: Path, offered: artifacts.EnvLibrary, taken: set[str]) -> list[di
                 "file": file,
                 "env_id": env.env_id,
                 "name": Path(file).stem,
-                "origin": "offered",
+                "origin": origins.OFFERED.key,
                 "parents": [],
                 "offered_from": str(env.path),
             }
@@ -210,7 +210,7 @@ def _finish(out: Path, records: list[dict], cfg, seeds, pools, model_name, backe
             "file": r["file"],
             "env_id": EnvFile.from_path(out / "envs" / r["file"]).env_id,
             "name": Path(r["file"]).stem,
-            "origin": "synthesize",
+            "origin": origins.SYNTHESIZE.key,
             "parents": r["parents"],
             "topic": r["topic"],
             "prompt_id": r["prompt_id"],
