@@ -4,11 +4,11 @@
 
 from __future__ import annotations
 
-from evoenv_cli.checks.context import Checker, Instance, Rejected, sample_pairs, training_seeds
+from evoenv_cli.checks.context import Checker, Instance, Rejected, failed, reject_failed, sample_pairs, training_seeds
 from evoenv_cli.checks.probes import Context
 from evoenv_cli.checks.registry import Check, register
 from evoenv_cli.runtime.instances import ASKED, Order
-from evoenv_cli.runtime.workers import Call, describe_failure
+from evoenv_cli.runtime.workers import Call
 
 
 def check_run(checker: Checker) -> None:
@@ -25,13 +25,11 @@ def check_run(checker: Checker) -> None:
     extra = [(s, d) for d, seeds in checker.diversity_pairs.items() for s in seeds if (s, d) not in planned]
     made, extra_made = checker.make([Order(checker.env, pairs), Order(checker.env, extra, ask=())])
     for m in made + extra_made:
-        if why := m.failure(("generate",)):
-            raise Rejected("run", why)
+        reject_failed("run", m, ("generate",))
     by_pair = {(m.seed, m.difficulty): m.instance for m in made + extra_made}
     insts = [Instance(m.seed, m.difficulty, m.instance) for m in made]
     for m, inst in zip(made, insts):
-        if why := m.failure(ASKED):
-            raise Rejected("run", why)
+        reject_failed("run", m, ASKED)
         for fn in ASKED:
             checker.times.setdefault((fn, inst.difficulty), []).append(m.results[fn].seconds)
         inst.text, inst.reference = m.task, m.answer
@@ -42,7 +40,7 @@ def check_run(checker: Checker) -> None:
     ref_scores = checker.call(ref_calls)
     for c, r, inst in zip(ref_calls, ref_scores, insts):
         if not r.ok:
-            raise Rejected("run", describe_failure(c.fn, r, inst.seed, inst.difficulty))
+            raise failed("run", c.fn, r, inst.seed, inst.difficulty)
         checker.times.setdefault(("score", inst.difficulty), []).append(r.seconds)
     checker.m["instances"] = len(insts)
     checker.insts, checker.ref_scores, checker.by_pair = insts, ref_scores, by_pair

@@ -70,13 +70,16 @@ class Made:
     def answer(self) -> str | None:
         return self.value("solve")
 
+    def failed_call(self, needed: Iterable[str] = ALL) -> tuple[str, CallResult] | None:
+        """The first failed call among `needed` (its function and result); None when they all
+        succeeded."""
+        needed = set(needed)
+        return next(((fn, r) for fn, r in self.results.items() if fn in needed and not r.ok), None)
+
     def failure(self, needed: Iterable[str] = ALL) -> str | None:
         """The first failed call among `needed`, labelled; None when they all succeeded."""
-        needed = set(needed)
-        for fn, r in self.results.items():
-            if fn in needed and not r.ok:
-                return describe_failure(fn, r, self.seed, self.difficulty)
-        return None
+        bad = self.failed_call(needed)
+        return describe_failure(bad[0], bad[1], self.seed, self.difficulty) if bad else None
 
 
 def make_instances(pool: SandboxWorkers, orders: list[Order], stop_on_failure: bool = False) -> list[list[Made]]:

@@ -1,9 +1,9 @@
-"""Defect: solve() loops (practically) forever at difficulty 9 and above."""
+"""Defect: solve() loops (practically) forever at difficulty 9 and above: it runs past the call time limit, which is over budget whichever check meets it first."""
 
 import random
 import re
 
-NAME = "bad_run_solve_endless_loop_high_difficulty"
+NAME = "bad_budget_solve_endless_loop_high_difficulty"
 TAGS = ["arithmetic", "test-corpus"]
 ANSWER_TYPE = "int"
 
