@@ -59,6 +59,9 @@ def parse_request(body: bytes) -> tuple[list, list, list]:
     return queries, prompts, labels
 
 
+POLL_S = 0.2  # how often the serving loop looks for a stop signal when no request comes
+
+
 class RewardServer(ThreadingHTTPServer):
     daemon_threads = True  # a stuck client never keeps the server from stopping
 
@@ -168,25 +171,37 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(HTTPStatus.OK, result)
 
 
-def _stop_on_sigterm() -> None:
-    """SIGTERM (a process manager, `kill`) stops the server like Ctrl-C: workers are closed."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-
-    def stop(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def serve(reward: EnvReward, host: str = "127.0.0.1", port: int = 5000, log=None, ready=None) -> None:
-    """Serve until interrupted (Ctrl-C or SIGTERM); `ready(server)` is called once the socket
-    listens."""
-    _stop_on_sigterm()
-    with RewardServer((host, port), reward, log) as server:
-        if ready:
-            ready(server)
-        try:
-            server.serve_forever(poll_interval=0.2)
-        finally:
-            server.server_close()
+    """Serve until Ctrl-C or SIGTERM (a process manager, `kill`), then raise KeyboardInterrupt
+    once the socket is closed; `ready(server)` is called once the socket listens.
+
+    In the main thread the signals only set a flag that the serving loop reads between
+    requests (every POLL_S). Raised from a handler instead, the interrupt landed wherever the
+    main thread was, once inside `Thread.start`'s wait for a request's thread: the condition's
+    lock was left released, the RuntimeError ("release unlocked lock") was logged as a failed
+    request, the interrupt was lost, and the server never stopped (a CI run, 2026-12-06).
+    Off the main thread (a test, a library) it serves until `server.shutdown()`."""
+    stopped: list[int] = []
+    main = threading.current_thread() is threading.main_thread()
+    before = {s: signal.signal(s, lambda signum, frame: stopped.append(signum)) for s in STOP_SIGNALS} if main else {}
+    try:
+        with RewardServer((host, port), reward, log) as server:
+            server.timeout = POLL_S
+            if ready:
+                ready(server)
+            try:
+                if not main:
+                    server.serve_forever(poll_interval=POLL_S)
+                else:
+                    while not stopped:
+                        server.handle_request()  # one request, or POLL_S of none
+            finally:
+                server.server_close()
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+    if stopped:
+        raise KeyboardInterrupt
