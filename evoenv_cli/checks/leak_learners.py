@@ -7,7 +7,8 @@ A learner is a *feature*: a slot of the prompt under a transformation.
 - slots: the prompt's numerals by position (the first and last 12) and by the word before
   them (`after_id`: the token after the first "id"), the prompt's words the same way, its runs
   of numbers 1..26 (an alphabet code), its counts (lines, list items, words, characters,
-  numbers, each symbol and each word), and, for a multiple-choice prompt, its options;
+  numbers, each symbol and each word), and, for a multiple-choice prompt, its options (labelled
+  A, B...; a, b...; i, ii... or I, II...: LABELS);
 - transformations of a numeral: as is, digits reversed, last or first k digits, digit sum,
   residues mod 2..9, written in bases 2..16, read in bases 2..16 (hex, binary, any digits)
   and in Roman numerals; of a word: letters A=1..Z=26 (summed or written one by one); of a
@@ -46,6 +47,18 @@ SCREEN_SHARE = 0.5  # the fit passes on features over this share of the limit
 LEARNER_Z = 2.128  # one-sided 95% split over TESTED features (Bonferroni: 1 - 0.05 / 3)
 BASES = tuple(b for b in range(2, 17) if b != 10)
 MC_RULES = ("first", "last", "largest", "smallest", "longest", "shortest", "median")
+_ROMAN_LABELS = ("i", "ii", "iii", "iv", "v", "vi", "vii", "viii")
+# the label styles read as options, each in order from its first: a run of two or more labels of
+# one style, each the next of the one before, is a multiple-choice prompt's options. Not numbers:
+# a numbered list is as often the task's data as its options ("the largest of these" is a task,
+# "the largest option is right" a leak, and the two read alike), and "1"..."k" are also the
+# answers of a count, so a positional prior and a count's own spread could not be told apart.
+LABELS = {
+    "letters": tuple("ABCDEFGH"),
+    "lower_letters": tuple("abcdefgh"),
+    "roman": _ROMAN_LABELS,
+    "upper_roman": tuple(r.upper() for r in _ROMAN_LABELS),
+}
 
 _TOKEN = re.compile(r"[^\W_]+")
 _ROMAN = re.compile(r"M{0,3}(CM|CD|D?C{0,3})(XC|XL|L?X{0,3})(IX|IV|V?I{0,3})")
@@ -55,8 +68,11 @@ _ROMAN_VALUES = (
 )  # fmt: skip
 _CODE_RUN = re.compile(r"(?<![0-9])[0-9]{1,2}(?:[ ,.\-]{1,2}[0-9]{1,2}(?![0-9])){1,}")
 _ITEM_LINE = re.compile(r"^\s*(?:[-*\u2022+]|\(?[0-9]{1,3}[.)]|\(?[A-Za-z][.)])\s", re.MULTILINE)
-_OPTION_LINE = re.compile(r"^\s*[(\[]?([A-H])[)\].:]\s+(\S[^\n]*?)\s*$", re.MULTILINE)
-_OPTION_INLINE = re.compile(r"\(([A-H])\)\s*([^()\n]*?)\s*(?=\([A-H]\)|\n|$)")
+# an option's label, in one of LABELS' styles (Roman numerals before letters: "i" is no letter
+# of A-H, and "iv" must not read as its first character)
+_LABEL = r"[ivxIVX]{1,4}|[A-Ha-h]"
+_OPTION_LINE = re.compile(rf"^\s*[(\[]?({_LABEL})[)\].:]\s+(\S[^\n]*?)\s*$", re.MULTILINE)
+_OPTION_INLINE = re.compile(rf"\(({_LABEL})\)\s*([^()\n]*?)\s*(?=\((?:{_LABEL})\)|\n|$)")
 _BRACKETED = re.compile(r"\[([^\[\]\n]*)\]")
 _FIRST_NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 _DIGITS36 = string.digits + string.ascii_lowercase
@@ -184,18 +200,21 @@ def _code(run: str) -> Iterable[tuple[str, str]]:
 
 
 def options(prompt: str) -> list[tuple[str, str]]:
-    """A multiple-choice prompt's (label, text) options, labelled A, B, C... in order (one per
-    line or inline as "(A) ... (B) ..."): the first such run of two or more."""
+    """A multiple-choice prompt's (label, text) options, one per line or inline as
+    "(A) ... (B) ...", labelled in one of LABELS' styles (A, B, C...; a, b, c...; i, ii, iii...;
+    I, II, III...) in order from the first: the first such run of two or more."""
     for pattern in (_OPTION_LINE, _OPTION_INLINE):
         run: list[tuple[str, str]] = []
+        style: tuple[str, ...] = ()
         for m in pattern.finditer(prompt):
             label, text = m.group(1), m.group(2).strip()
-            if ord(label) - ord("A") == len(run):
+            if run and len(run) < len(style) and label == style[len(run)]:
                 run.append((label, text))
-            elif len(run) >= 2:
+                continue
+            if len(run) >= 2:
                 return run
-            else:
-                run = [(label, text)] if label == "A" else []
+            style = next((labels for labels in LABELS.values() if labels[0] == label), ())
+            run = [(label, text)] if style else []
         if len(run) >= 2:
             return run
     return []

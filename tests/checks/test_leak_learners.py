@@ -25,6 +25,7 @@ import random
 NAME = "{name}"
 ENCODING = "{encoding}"
 PARAM = {param}
+LABELS = {labels!r}
 DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
@@ -128,7 +129,7 @@ def prompt(instance):
     if ENCODING == "choice":
         values, _ = _options(instance)
         return text + ". Which option is it?\\n" + "\\n".join(
-            "ABCDEF"[k] + ") " + str(x) for k, x in enumerate(values)
+            LABELS[k] + ") " + str(x) for k, x in enumerate(values)
         )
     raise ValueError(ENCODING)
 
@@ -137,7 +138,7 @@ def solve(instance):
     if ENCODING == "alphabet":
         return "".join(instance["word"][i] for i in instance["idx"])
     if ENCODING == "choice":
-        return "ABCDEF"[_options(instance)[1]]
+        return LABELS[_options(instance)[1]]
     return str(_value(instance))
 
 
@@ -163,10 +164,11 @@ FAMILY = [
 ]
 
 
-def hostile(encoding: str, param) -> str:
-    """One member of the family: the honest task with its reference hidden by `encoding`."""
-    name = f"hidden_{encoding}_{str(param).strip(chr(39))}"
-    return TEMPLATE.format(name=name, encoding=encoding, param=param)
+def hostile(encoding: str, param, labels: str = "letters") -> str:
+    """One member of the family: the honest task with its reference hidden by `encoding`, a
+    multiple-choice member's options labelled in the style `labels` (leak_learners.LABELS)."""
+    name = f"hidden_{encoding}_{str(param).strip(chr(39))}" + ("" if labels == "letters" else f"_{labels}")
+    return TEMPLATE.format(name=name, encoding=encoding, param=param, labels=leak_learners.LABELS[labels][:6])
 
 
 def _verdict(env: EnvFile, cfg: ValidateConfig, pool: SandboxWorkers) -> tuple[str, str | None]:
@@ -198,6 +200,55 @@ def test_the_old_leak_check_admits_the_family_and_the_learners_reject_it(encodin
     assert stage == "leak" and probe and re.fullmatch(feature, probe), (stage, probe)
     if re.search(r"option_(first|last)_label", feature):  # a positional prior: the constant answer's
         assert _verdict(env, ValidateConfig(), pool) == ("constant_answer", "constant_option_prior")
+
+
+# the multiple-choice members with their options labelled in the other styles: (labels, rule,
+# the probe that must name the verdict); "first" and "last" are positional priors
+STYLED = [
+    ("lower_letters", "'largest'", r"learner_option_largest_label"),
+    ("lower_letters", "'first'", r"learner_option_first_label"),
+    ("roman", "'smallest'", r"learner_option_smallest_label"),
+    ("roman", "'last'", r"learner_option_last_label"),
+    ("upper_roman", "'longest'", r"learner_option_(longest|largest)_label"),
+]
+
+
+@pytest.mark.parametrize("labels,param,feature", STYLED, ids=[f"{s}-{p}".replace("'", "") for s, p, _ in STYLED])
+def test_options_labelled_a_b_c_or_i_ii_iii_are_read_as_the_capitals_are(
+    labels, param, feature, pool, tmp_path, monkeypatch
+):
+    """Issue 42: a positional prior or an option chosen by a rule passed when the options were
+    labelled a), b)... or i), ii)...: the learners read only A), B)... The old reading is the
+    learners with the capitals alone; the new one rejects each member, naming its rule."""
+    path = tmp_path / f"hidden_choice_{labels}.py"
+    path.write_text(hostile("choice", param, labels))
+    env = EnvFile.from_path(path)
+    with monkeypatch.context() as m:
+        m.setattr(leak_learners, "LABELS", {"letters": leak_learners.LABELS["letters"]})
+        assert _verdict(env, ValidateConfig(), pool) == ("admitted", None)
+    stage, probe = _verdict(env, ValidateConfig(min_constant_excess=1.0), pool)
+    assert stage == "leak" and probe and re.fullmatch(feature, probe), (stage, probe)
+    if re.search(r"option_(first|last)_label", feature):
+        assert _verdict(env, ValidateConfig(), pool) == ("constant_answer", "constant_option_prior")
+
+
+@pytest.mark.parametrize("labels", ["lower_letters", "roman"])
+def test_options_in_the_new_styles_with_the_right_one_placed_at_random_are_admitted(labels, pool, tmp_path):
+    path = tmp_path / f"fair_choice_{labels}.py"
+    path.write_text(hostile("choice", "'uniform'", labels))
+    assert _verdict(EnvFile.from_path(path), ValidateConfig(), pool) == ("admitted", None)
+
+
+def test_a_numbered_list_is_not_read_as_options_nor_is_a_run_out_of_order():
+    """A numbered list is as often the task's data ("the largest of these") as its options, and
+    its labels are a count's answers too, so numbers are no label style; "i.e." is no Roman
+    numeral, and labels must run in order from the first."""
+    assert leak_learners.options("Which is largest?\n1. 17\n2. 40\n3. 8") == []
+    assert leak_learners.options("i.e. the first\nii. the second") == []
+    assert leak_learners.options("a) 5\nc) 7\nd) 9") == []
+    assert leak_learners.options("(i) 5 (ii) 7 (iii) 8") == [("i", "5"), ("ii", "7"), ("iii", "8")]
+    assert leak_learners.options("Steps:\nA. one\nB. two\ni. x\nii. y") == [("A", "one"), ("B", "two")]
+    assert leak_learners.option_chance("a) 5\nb) 7\nc) 9", "B", "b") == pytest.approx(1 / 3)
 
 
 def test_a_learner_that_ignores_the_prompt_has_no_excess_and_an_option_rule_is_judged_against_one_in_k():
