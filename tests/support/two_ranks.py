@@ -45,3 +45,17 @@ def ray_recipe(one_machine: Path, address: str) -> Path:
 def records(probe: Path, rank: int) -> list[dict]:
     path = probe / f"rank-{rank}.jsonl"
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def verdicts(run: Path) -> dict[str, list[tuple]]:
+    """Round 1's verdicts per stage folder (name, stage, reason), to say where two runs that
+    should agree first parted."""
+    out = {}
+    for path in sorted((run / "round-01").glob("*/verdicts.jsonl")):
+        rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+        out[path.parent.name] = [(v.get("name"), v.get("stage"), v.get("reason")) for v in rows]
+    return out
+
+
+def pool_files(run: Path) -> list[str]:
+    return sorted(p.name for p in (run / "pool" / "envs").iterdir())
