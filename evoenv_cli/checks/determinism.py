@@ -11,8 +11,9 @@ import random
 
 from evoenv_cli.checks import probes, training_shape
 from evoenv_cli.checks.context import FIXED_PROBES, Checker, Instance, Rejected, failed, reject_timeouts, training_seeds
+from evoenv_cli.checks.load import load_rejected
 from evoenv_cli.checks.registry import Check, in_turn, register
-from evoenv_cli.runtime.workers import Call, CallResult
+from evoenv_cli.runtime.workers import Call, CallResult, EnvLoadError
 
 
 def check_determinism(checker: Checker) -> None:
@@ -81,7 +82,10 @@ def _hash_seed_sample(checker: Checker) -> None:
                 "generate_hash_seed",
             )
     checker.m["hash_seed_samples"] = len(calls)
-    fresh_import = checker.fresh.describe(checker.env).get("import_seconds", 0.0)
+    try:
+        fresh_import = checker.fresh.describe(checker.env).get("import_seconds", 0.0)
+    except EnvLoadError as exc:  # the first worker imported it: the second ran past the limit, or died
+        raise load_rejected(exc) from None
     checker.m["import_seconds_fresh_worker"] = round(fresh_import, 4)
     if fresh_import > checker.cfg.max_import_seconds:
         raise Rejected(

@@ -149,6 +149,16 @@ class EnvLoadError(Exception):
     """The environment could not be started or imported in a worker."""
 
 
+# how an EnvLoadError's message starts when the file's own import ran into `Limits.import_s`
+# (a string: the error crosses a Ray node as one)
+IMPORT_TIMEOUT = "importing the file ran past the import time limit"
+
+
+def import_timed_out(error: str) -> bool:
+    """Whether a load error is the file's import stopped at the time limit (not the worker's start)."""
+    return error.startswith(IMPORT_TIMEOUT)
+
+
 class _Dead(Exception):
     def __init__(self, status: str, error: str):
         super().__init__(error)
@@ -338,7 +348,12 @@ class Worker:
             ready = self._read_reply(self.started + limits.import_s)
             importing_from = self._arrived
             if ready.get("importing") is True:  # the file's import starts now
-                ready = self._read_reply(self.started + limits.import_s)
+                try:
+                    ready = self._read_reply(self.started + limits.import_s)
+                except _Dead as dead:
+                    if dead.status != "timeout":
+                        raise
+                    raise _Dead("timeout", f"{IMPORT_TIMEOUT} ({limits.import_s:g} s)") from None
         except _Dead as dead:
             self.kill()
             raise EnvLoadError(dead.error + self._stderr_tail()) from None

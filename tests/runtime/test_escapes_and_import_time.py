@@ -82,3 +82,26 @@ def test_the_import_budget_is_the_contracts_and_the_prompt_states_it():
     assert ValidateConfig().max_import_seconds == contract.MAX_IMPORT_SECONDS == 1.0
     text = " ".join(contract_text().split())
     assert f"importing the file too (under {contract.MAX_IMPORT_SECONDS:g} s" in text
+
+
+def test_an_import_stopped_at_the_time_limit_is_over_the_import_budget_as_a_slow_one_is(tmp_path):
+    """Which of the two a slow import meets, the budget measured under the limit or the limit
+    itself, depends on how busy the machine is: CI once judged the validate corpus's
+    load__slow_import.py without its probe. Both are the import budget's verdict; a file that
+    fails to import for another reason is not."""
+    from evoenv_cli.checks.context import Checker, Rejected
+    from evoenv_cli.checks.registry import CHECKS
+    from evoenv_cli.runtime.workers import Limits
+
+    slow = env(tmp_path, "slow_import", SLOW_IMPORT.replace(b"SPINS", b"30_000_000"))
+    broken = env(tmp_path, "broken_import", b"NAME = 'broken_import'\nraise ValueError('no table')\n")
+    verdicts = {}
+    for name, e, import_s in (("measured", slow, 10.0), ("stopped", slow, 0.3), ("broken", broken, 10.0)):
+        with SandboxWorkers(Limits(import_s=import_s), workers=1) as p:
+            with pytest.raises(Rejected) as got:
+                CHECKS["load"].run(Checker(e, ValidateConfig(), p, p))
+        verdicts[name] = (got.value.stage, got.value.probe, got.value.reason)
+    assert verdicts["measured"][:2] == ("load", "import_budget"), verdicts
+    assert verdicts["stopped"][:2] == ("load", "import_budget"), verdicts
+    assert "import time limit (0.3 s)" in verdicts["stopped"][2]
+    assert verdicts["broken"][:2] == ("load", None) and "no table" in verdicts["broken"][2], verdicts
