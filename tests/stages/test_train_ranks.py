@@ -74,7 +74,7 @@ def test_two_ranks_train_in_the_loop_rank_0_writes_and_a_lost_rank_leaves_no_mar
     assert "cluster: 2 nodes at" in r.stderr and "[rank 1]" in (on_ray / "round-01" / "train" / "log.txt").read_text()
     judged_here, judged_there = verdicts(run), verdicts(on_ray)
     first = next((k for k in judged_here if judged_here[k] != judged_there.get(k)), None)
-    assert first is None, (first, judged_here[first], judged_there.get(first))  # where the two runs parted
+    assert first is None, (first, verdicts(run, True)[first], verdicts(on_ray, True).get(first))  # where they parted
     assert pool_files(on_ray) == pool_files(run) and len(pool_files(run)) > 10  # the seeds and the composites
     here, there = (json.loads((d / "rounds.jsonl").read_text().splitlines()[0]) for d in (run, on_ray))
     assert here.pop("config_hash") != there.pop("config_hash")

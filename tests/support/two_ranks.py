@@ -47,13 +47,14 @@ def records(probe: Path, rank: int) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
-def verdicts(run: Path) -> dict[str, list[tuple]]:
-    """Round 1's verdicts per stage folder (name, stage, reason), to say where two runs that
-    should agree first parted."""
+def verdicts(run: Path, reasons: bool = False) -> dict[str, list[tuple]]:
+    """Round 1's verdicts per stage folder, (name, stage) each, to say where two runs that
+    should agree first parted; with `reasons`, (name, stage, reason) for the failure message
+    (a reason may quote a measured time, which two runs need not share)."""
     out = {}
     for path in sorted((run / "round-01").glob("*/verdicts.jsonl")):
         rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-        out[path.parent.name] = [(v.get("name"), v.get("stage"), v.get("reason")) for v in rows]
+        out[path.parent.name] = [(v.get("name"), v.get("stage"), *([v.get("reason")] if reasons else [])) for v in rows]
     return out
 
 
