@@ -1,7 +1,12 @@
 """Kill -9 anywhere in the loop, rerun, and get what a run never killed gets: every file of the
 run the same (times, logs and the recipe hash aside), the final pool byte for byte. The loop
 runs in a child process (tests/support/loop_child.py) with a scripted policy and trainer, so a kill
-costs seconds."""
+costs seconds.
+
+A kill in round 1 is rerun to the end of round 1 and compared with a clean one-round run, whose
+files are the two-round run's first round (tested): round 2 starts from nothing but those files,
+so what a kill in round 1 could change shows in them, and a rerun through round 2 as well would
+double each case's time for nothing more. Round 2's kills run both rounds."""
 
 import json
 import os
@@ -71,12 +76,26 @@ def setup(tmp_path_factory):
     )
     clean = root / "clean"
     counts = json.loads(child(clean, recipe, seeds).stdout.splitlines()[-1])
-    return root, recipe, seeds, final_state(clean), counts
+    one = json.loads(child(root / "clean-1", recipe, seeds, rounds=1).stdout.splitlines()[-1])
+    return root, recipe, seeds, final_state(clean), counts, one
 
 
-def child(run: Path, recipe: Path, seeds: Path, *kill: str, expect_killed: bool = False, env: dict = ENV):
+def clean_of(root: Path, rounds: int) -> Path:
+    """The unkilled run a rerun of `rounds` rounds is compared with."""
+    return root / ("clean" if rounds == ROUNDS else f"clean-{rounds}")
+
+
+def child(
+    run: Path,
+    recipe: Path,
+    seeds: Path,
+    *kill: str,
+    expect_killed: bool = False,
+    env: dict = ENV,
+    rounds: int = ROUNDS,
+):
     p = subprocess.run(
-        [sys.executable, str(CHILD), str(run), str(recipe), str(seeds), str(ROUNDS), *kill],
+        [sys.executable, str(CHILD), str(run), str(recipe), str(seeds), str(rounds), *kill],
         capture_output=True,
         text=True,
         env=env,
@@ -136,7 +155,7 @@ def same_files(run: Path, clean: Path) -> None:
 
 @pytest.mark.slow
 def test_a_clean_run_changes_the_pool_and_measures_against_one_baseline(setup):
-    root, _, _, state, counts = setup
+    root, _, _, state, counts, one = setup
     rounds = [json.loads(x) for x in state["rounds"].splitlines()]
     assert [r["round"] for r in rounds] == [1, 2]
     assert sum(r["joined"] for r in rounds) > 0  # composites joined: the swaps had work to do
@@ -157,6 +176,18 @@ def test_a_clean_run_changes_the_pool_and_measures_against_one_baseline(setup):
     assert b"wall_s" not in state["pool_index"] and b"import_seconds" not in state["pool_index"]
 
 
+@pytest.mark.slow
+def test_a_one_round_run_writes_the_two_round_run_s_first_round(setup):
+    """What the round-1 kills are compared with: every file of the one-round run is the two-round
+    run's, but the pool's index (round 2 rotated it) and rounds.jsonl (one line of its two)."""
+    root, *_, counts, one = setup
+    got, want = every_file(clean_of(root, 1)), every_file(clean_of(root, 2))
+    assert len(got) > 50 and set(got) <= set(want)
+    assert [k for k in got if got[k] != want[k]] == ["pool/index.jsonl", "rounds.jsonl"]
+    assert got["rounds.jsonl"] == want["rounds.jsonl"][:1]
+    assert one["steps"] == {k: v for k, v in counts["steps"].items() if k.startswith("1/")}
+
+
 ROUND_STEPS = ("synthesize", "validate", "review", "compose", "dedupe", "calibrate", "rotate", "sample", "train")
 
 
@@ -166,30 +197,32 @@ def test_a_kill_at_a_random_point_of_each_step_then_a_rerun_writes_every_file_th
     """Every point of the loop lies in one step's range, so a random point in each step covers
     what a kill at fixed fractions of the run (0.03 to 0.97 of its changes, a test of its own
     before) covered, and compares every file, not only the pool and the rounds."""
-    root, recipe, seeds, _, counts = setup
+    root, recipe, seeds, _, counts, one = setup
     rng = random.Random(step)  # random, and the same on every run of the test
     run = root / f"step-{step.replace('/', '-')}"
+    rounds = int(step.split("/")[0])  # through the kill's round (module docstring)
     if step.endswith("/train"):  # the child's steps: tests/support/scripted_train.py kills the loop and itself
-        where = f"round-{int(step.split('/')[0]):02d}:{rng.randint(1, 4)}"
-        child(run, recipe, seeds, expect_killed=True, env={**ENV, "SCRIPTED_TRAIN_KILL": where})
+        where = f"round-{rounds:02d}:{rng.randint(1, 4)}"
+        child(run, recipe, seeds, expect_killed=True, env={**ENV, "SCRIPTED_TRAIN_KILL": where}, rounds=rounds)
     else:
-        first, last = counts["steps"][step]
+        first, last = (one if rounds == 1 else counts)["steps"][step]
         assert first <= last, f"{step} changed nothing on disk: nothing to kill it in"
-        child(run, recipe, seeds, "--kill-at", str(rng.randint(first, last)), expect_killed=True)
-    child(run, recipe, seeds)
-    same_files(run, root / "clean")
+        child(run, recipe, seeds, "--kill-at", str(rng.randint(first, last)), expect_killed=True, rounds=rounds)
+    child(run, recipe, seeds, rounds=rounds)
+    same_files(run, clean_of(root, rounds))
     assert final_state(run)["leftovers"] == []  # no pool.new / pool.old folder left behind
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("swap", [1, 2])
 def test_kill_between_the_two_renames_of_a_pool_swap_loses_nothing(setup, swap):
-    root, recipe, seeds, clean, _ = setup
+    root, recipe, seeds, *_ = setup
     run = root / f"swap-{swap}"
-    child(run, recipe, seeds, "--kill-in-swap", str(swap), expect_killed=True)
+    # swap K is round K's (one a round): through that round, as the step kills
+    child(run, recipe, seeds, "--kill-in-swap", str(swap), expect_killed=True, rounds=swap)
     assert not (run / "pool").exists() and (run / "pool.new" / "index.jsonl").exists()
-    child(run, recipe, seeds)
-    assert final_state(run) == clean
+    child(run, recipe, seeds, rounds=swap)
+    assert final_state(run) == final_state(clean_of(root, swap))
 
 
 def _library(tmp_path: Path, name: str, files: dict[str, str]) -> list:
