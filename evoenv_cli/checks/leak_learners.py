@@ -34,6 +34,7 @@ import string
 from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
+from itertools import repeat
 
 from evoenv_cli.checks.leak_solvers import SolverRate, normalize
 
@@ -76,6 +77,12 @@ _OPTION_INLINE = re.compile(rf"\(({_LABEL})\)\s*([^()\n]*?)\s*(?=\((?:{_LABEL})\
 _BRACKETED = re.compile(r"\[([^\[\]\n]*)\]")
 _FIRST_NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 _DIGITS36 = string.digits + string.ascii_lowercase
+# the positional slots' names: the first POSITIONS and the last POSITIONS of each kind
+_POSITION_SLOTS = {
+    name: (tuple(f"{name}{i}" for i in range(POSITIONS)), tuple(f"{name}_last{i}" for i in range(POSITIONS)))
+    for name in ("num", "word", "code")
+}
+_DECIMAL = re.compile(r"\d")  # a decimal digit in any script: str.isdecimal's characters (Nd)
 
 
 def key(answer: str) -> str:
@@ -160,18 +167,24 @@ def _word(t: str) -> Iterable[tuple[str, str]]:
         yield "as_is", low
 
 
-def _slots(prompt: str) -> Iterable[tuple[str, str, str]]:
+def _slots(prompt: str, tokens: list[str]) -> Iterable[tuple[str, str, str]]:
     """(slot, kind, token) for the prompt's numerals and words by position and by the word
-    before them, and its alphabet-code runs."""
-    tokens = _TOKEN.findall(prompt)
-    numerals = [t for t in tokens if len(t) <= MAX_TOKEN and (any(c.isdecimal() for c in t) or _from_roman(t))]
-    words = [t for t in tokens if t.isalpha() and len(t) <= MAX_TOKEN and not _from_roman(t)]
-    numeral_set = set(numerals)
+    before them, and its alphabet-code runs (`tokens`: the prompt's, _TOKEN's matches)."""
+    # a token is a numeral when it holds a decimal digit or reads as a Roman numeral, a word when
+    # it is letters and no Roman numeral: judged once per distinct token
+    kind_of: dict[str, str] = {}
+    for t in set(tokens):
+        if len(t) <= MAX_TOKEN:
+            if _DECIMAL.search(t) or _from_roman(t) is not None:
+                kind_of[t] = "numeral"
+            elif t.isalpha():
+                kind_of[t] = "word"
+    numerals = [t for t in tokens if kind_of.get(t) == "numeral"]
+    words = [t for t in tokens if kind_of.get(t) == "word"]
     for name, kind, seq in (("num", "numeral", numerals), ("word", "word", words)):
-        for i, t in enumerate(seq[:POSITIONS]):
-            yield f"{name}{i}", kind, t
-        for i, t in enumerate(reversed(seq[-POSITIONS:])):
-            yield f"{name}_last{i}", kind, t
+        first, last = _POSITION_SLOTS[name]
+        yield from zip(first, repeat(kind), seq[:POSITIONS])
+        yield from zip(last, repeat(kind), reversed(seq[-POSITIONS:]))
     anchors: set[str] = set()
     for before, t in zip(tokens, tokens[1:]):
         if len(anchors) >= MAX_ANCHORS:
@@ -185,12 +198,11 @@ def _slots(prompt: str) -> Iterable[tuple[str, str, str]]:
             and len(t) <= MAX_TOKEN
         ):
             anchors.add(anchor)
-            yield f"after_{anchor}", "numeral" if t in numeral_set else "word", t
+            yield f"after_{anchor}", "numeral" if kind_of.get(t) == "numeral" else "word", t
     runs = [m.group() for m in _CODE_RUN.finditer(prompt)]
-    for i, run in enumerate(runs[:POSITIONS]):
-        yield f"code{i}", "code", run
-    for i, run in enumerate(reversed(runs[-POSITIONS:])):
-        yield f"code_last{i}", "code", run
+    first, last = _POSITION_SLOTS["code"]
+    yield from zip(first, repeat("code"), runs[:POSITIONS])
+    yield from zip(last, repeat("code"), reversed(runs[-POSITIONS:]))
 
 
 def _code(run: str) -> Iterable[tuple[str, str]]:
@@ -253,16 +265,17 @@ def _choices(opts: list[tuple[str, str]]) -> Iterable[tuple[str, int]]:
         yield "median", sorted(range(n), key=lambda i: (values[i], i))[(n - 1) // 2]
 
 
-def _counts(prompt: str) -> Iterable[tuple[str, int]]:
+def _counts(prompt: str, tokens: list[str]) -> Iterable[tuple[str, int]]:
     lines = prompt.split("\n")
+    chars = Counter(prompt)  # each character once: the per-character tests run on distinct ones
     structural = {
         "lines": len(lines),
-        "nonempty_lines": sum(1 for line in lines if line.strip()),
+        "nonempty_lines": sum(map(bool, map(str.strip, lines))),
         "items": len(_ITEM_LINE.findall(prompt)),
         "words": len(prompt.split()),
-        "tokens": len(_TOKEN.findall(prompt)),
-        "numbers": sum(1 for t in _TOKEN.findall(prompt) if t.isdecimal()),
-        "sentences": sum(prompt.count(c) for c in ".!?"),
+        "tokens": len(tokens),
+        "numbers": sum(1 for t in tokens if t.isdecimal()),
+        "sentences": chars["."] + chars["!"] + chars["?"],
     }
     lists = [len([x for x in m.group(1).split(",") if x.strip()]) for m in _BRACKETED.finditer(prompt)]
     if lists:
@@ -274,11 +287,12 @@ def _counts(prompt: str) -> Iterable[tuple[str, int]]:
         yield f"{name}_plus1", n + 1
     yield "chars", len(prompt)
     yield "chars_stripped", len(prompt.strip())
-    yield "letters", sum(1 for c in prompt if c.isalpha())
-    yield "digits", sum(1 for c in prompt if c.isdecimal())
-    for c, n in Counter(c for c in prompt if not c.isalnum() and not c.isspace()).items():
-        yield f"char_{ord(c):x}", n
-    words = Counter(t.lower() for t in _TOKEN.findall(prompt) if t.isascii() and t.isalpha() and len(t) <= 20)
+    yield "letters", sum(n for c, n in chars.items() if c.isalpha())
+    yield "digits", sum(n for c, n in chars.items() if c.isdecimal())
+    for c, n in chars.items():  # in order of first appearance, as the prompt has them
+        if not c.isalnum() and not c.isspace():
+            yield f"char_{ord(c):x}", n
+    words = Counter(t.lower() for t in tokens if t.isascii() and t.isalpha() and len(t) <= 20)
     for w, n in words.most_common(MAX_WORD_COUNTS):
         yield f"word_{w}", n
 
@@ -292,16 +306,29 @@ def _reads(kind: str, token: str) -> tuple[tuple[str, str], ...]:
     return tuple((how, key(answer)) for how, answer in reads)
 
 
+@lru_cache(maxsize=16384)
+def _named_reads(slot: str, kind: str, token: str) -> dict[str, str]:
+    """One slot's answers by feature name (the first of a name kept): a prompt template puts the
+    same token in the same slot across a batch, so each name is written once. Bounded like
+    `_reads`. Read-only: callers copy from it."""
+    out: dict[str, str] = {}
+    for how, keyed in _reads(kind, token):
+        out.setdefault(f"{slot}_{how}", keyed)
+    return out
+
+
 def features(prompt: str) -> tuple[dict[str, str], dict[str, float]]:
     """Every learner's answer for one prompt, by feature name (keyed by `key`), and the chance
     rate of the option rules' answers on this prompt (the share of its options, as labels or as
     texts, that the reference is), by feature name: absent for a learner judged against other
     instances' references."""
     out: dict[str, str] = {}
-    for slot, kind, token in _slots(prompt):
-        for how, keyed in _reads(kind, token):
-            out.setdefault(f"{slot}_{how}", keyed)
-    for name, n in _counts(prompt):
+    tokens = _TOKEN.findall(prompt)
+    # the first slot to name a feature gives its answer: merged last to first, each update
+    # overwriting what a later slot gave
+    for slot, kind, token in reversed(list(_slots(prompt, tokens))):
+        out.update(_named_reads(slot, kind, token))
+    for name, n in _counts(prompt, tokens):
         out[f"count_{name}"] = str(n)
     mc: dict[str, float] = {}
     opts = options(prompt)
@@ -333,15 +360,16 @@ def rates(prompts: list[str], references: list[str], names: Iterable[str] | None
         opts = options(prompts[i]) if mc else []
         labels = sum(1 for label, _ in opts if key(label) == ref) / len(opts) if opts else 0.0
         texts = sum(1 for _, text in opts if key(text) == ref) / len(opts) if opts else 0.0
-        for f, answer in answers.items():
-            if f not in wanted:
-                continue
+        spread = ahead[i]
+        # every feature of the prompt, or the wanted ones it has: the same pairs either way
+        pairs = answers.items() if names is None else [(f, answers[f]) for f in wanted if f in answers]
+        for f, answer in pairs:
             if answer == ref and ref:
                 hits[f] += 1
             if f in mc:
                 chance[f] += labels if f.endswith("_label") else texts
-            else:
-                chance[f] += ahead[i][answer]
+            elif (c := spread.get(answer)) is not None:
+                chance[f] += c
     pairs = sum(1 for i in range(n) for j in range(i + 1, min(n, i + 1 + WINDOW)) if refs[j])
     out = []
     for f in wanted:
