@@ -69,6 +69,12 @@ def test_hf_backend_answers_in_tags_after_a_demonstration(starter_model):
 
 
 def test_synthesize_records_real_text_and_extracts_code_only_from_code(starter_model, tmp_path):
+    # one request, not the demo's two: each reads a prompt of about 4,000 tokens (two seeds'
+    # code), and what is tested here is what one real response is recorded as
+    text = RECIPE.read_text()
+    assert "\n  max_requests: 2\n  batch: 2\n" in text
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(text.replace("\n  max_requests: 2\n  batch: 2\n", "\n  max_requests: 1\n  batch: 1\n"))
     out = tmp_path / "synth"
     evoenv(
         "synthesize",
@@ -81,13 +87,13 @@ def test_synthesize_records_real_text_and_extracts_code_only_from_code(starter_m
         "--model",
         starter_model,
         "--config",
-        RECIPE,
+        recipe,
         "--max-tokens",
         "96",
         "--json",
     )
     gens = rows(out / "generations.jsonl")
-    assert gens and all(g["response"].strip() for g in gens)  # real words, recorded verbatim
+    assert len(gens) == 1 and all(g["response"].strip() for g in gens)  # real words, recorded verbatim
     assert {g["outcome"] for g in gens} <= {"ok", "no_code", "syntax_error", "missing_functions"}
     for g in gens:  # a candidate file exists exactly when the outcome says the code was usable
         if g["outcome"] == "ok":
