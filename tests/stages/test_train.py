@@ -322,17 +322,26 @@ def test_a_checkpoint_a_kill_cut_short_is_dropped_and_the_last_whole_one_resumed
     assert [m["step"] for m in _steps(tmp_path)] == [1, 2]
 
 
+@pytest.fixture(scope="module")
+def unkilled(tiny_model, rows, tmp_path_factory):
+    """A 4-step train never killed: what each kill test's rerun is compared with (one for both)."""
+    clean = tmp_path_factory.mktemp("unkilled") / "clean"
+    r = subprocess.run(_train_argv(rows, tiny_model, clean), capture_output=True, text=True, env=ENV, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return clean
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("killed_after", [1, 3])  # before the first checkpoint (step 2), and after it
-def test_a_train_killed_and_rerun_logs_each_step_once_as_an_unkilled_run_does(tiny_model, rows, tmp_path, killed_after):
+def test_a_train_killed_and_rerun_logs_each_step_once_as_an_unkilled_run_does(
+    tiny_model, rows, unkilled, tmp_path, killed_after
+):
     """The measured defect: a rerun after kill -9 kept the killed attempt's steps in
     metrics.jsonl beside its own, so the summary's mean train reward was wrong."""
     import signal
     import time
 
-    clean = tmp_path / "clean"
-    r = subprocess.run(_train_argv(rows, tiny_model, clean), capture_output=True, text=True, env=ENV, timeout=900)
-    assert r.returncode == 0, r.stderr[-3000:]
+    clean = unkilled
     killed = tmp_path / "killed"
     proc = subprocess.Popen(
         _train_argv(rows, tiny_model, killed), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV
