@@ -222,16 +222,16 @@ def _jail_report() -> str:
 RANKS_GROUP = ("test_train_ranks.py", "test_train_runtime.py", "test_arena.py", "test_cluster_train.py")
 
 
-# The longest modules after it, longest first (measured 2026-12-06, a fresh clone's `make test`
-# with --durations: the kill-and-rerun module's tests add to about 10 minutes on one worker, the
-# 60-draw seed test 3, the validate corpus and the starter model about 4 each, the report in a
-# browser 2). xdist hands modules out in this order, so the longest start first and the short
+# The longest modules after it, longest first (measured 2026-12-07, a fresh clone's `make test`
+# with --durations=0 on 2 cores: the kill-and-rerun module's tests add to about 8 minutes of one
+# worker, the starter model's 6, the validate corpus 5, the 60-draw seed test 4.5, the report in
+# a browser 3). xdist hands modules out in this order, so the longest start first and the short
 # ones fill the workers' ends (longest-first scheduling), not a long one started last.
 LONG_MODULES = (
     "test_iterate_recovery.py",
-    "test_training_seen.py",
-    "test_validate_corpus.py",
     "test_starter_model.py",
+    "test_validate_corpus.py",
+    "test_training_seen.py",
     "test_report_browser.py",
 )
 
