@@ -222,7 +222,7 @@ def _jail_report() -> str:
 RANKS_GROUP = ("test_train_ranks.py", "test_train_runtime.py", "test_arena.py", "test_cluster_train.py")
 
 
-# The longest modules after it, longest first (measured 2026-12-07, a fresh clone's `make test`
+# The longest modules after it, longest first (measured 2026-12-06, a fresh clone's `make test`
 # with --durations=0 on 2 cores: the kill-and-rerun module's tests add to about 8 minutes of one
 # worker, the starter model's 6, the validate corpus 5, the 60-draw seed test 4.5, the report in
 # a browser 3). xdist hands modules out in this order, so the longest start first and the short
