@@ -513,6 +513,12 @@ def run(loop: Loop, rounds: int) -> list[dict]:
         loop.runtime = RayRuntime(loop.spec.runtime, ray)
     else:
         loop.runtime = Runtime(loop.spec.runtime)
+        # the jail chosen as the loop opens, not at its first call into an environment: each
+        # manifest records the jails the process has used (artifacts.manifest), so a rerun whose
+        # new process starts at a round's first step writes what the unbroken run wrote
+        from evoenv_cli.runtime import sandbox
+
+        sandbox.resolve(loop.spec.runtime.sandbox)
     try:
         done = _rounds(loop, rounds)
         if loop.cfg.cluster == "ray":
