@@ -4,9 +4,10 @@ runs in a child process (tests/support/loop_child.py) with a scripted policy and
 costs seconds.
 
 A kill in round 1 is rerun to the end of round 1 and compared with a clean one-round run, whose
-files are the two-round run's first round (tested): round 2 starts from nothing but those files,
-so what a kill in round 1 could change shows in them, and a rerun through round 2 as well would
-double each case's time for nothing more. Round 2's kills run both rounds."""
+files are the two-round run's first round, and from which a new process's round 2 writes what the
+unbroken run's did (both tested): what a kill in round 1 could change shows in those files, and
+a rerun through round 2 as well would double each case's time for nothing more. Round 2's kills
+run both rounds."""
 
 import json
 import os
@@ -155,7 +156,7 @@ def same_files(run: Path, clean: Path) -> None:
 
 @pytest.mark.slow
 def test_a_clean_run_changes_the_pool_and_measures_against_one_baseline(setup):
-    root, _, _, state, counts, one = setup
+    root, _, _, state, counts, _ = setup
     rounds = [json.loads(x) for x in state["rounds"].splitlines()]
     assert [r["round"] for r in rounds] == [1, 2]
     assert sum(r["joined"] for r in rounds) > 0  # composites joined: the swaps had work to do
@@ -179,13 +180,18 @@ def test_a_clean_run_changes_the_pool_and_measures_against_one_baseline(setup):
 @pytest.mark.slow
 def test_a_one_round_run_writes_the_two_round_run_s_first_round(setup):
     """What the round-1 kills are compared with: every file of the one-round run is the two-round
-    run's, but the pool's index (round 2 rotated it) and rounds.jsonl (one line of its two)."""
-    root, *_, counts, one = setup
+    run's, but the pool's index (round 2 rotated it) and rounds.jsonl (one line of its two); and
+    round 2 run by a new process from those files alone writes what the unbroken run wrote."""
+    root, recipe, seeds, _, counts, one = setup
     got, want = every_file(clean_of(root, 1)), every_file(clean_of(root, 2))
     assert len(got) > 50 and set(got) <= set(want)
     assert [k for k in got if got[k] != want[k]] == ["pool/index.jsonl", "rounds.jsonl"]
     assert got["rounds.jsonl"] == want["rounds.jsonl"][:1]
     assert one["steps"] == {k: v for k, v in counts["steps"].items() if k.startswith("1/")}
+    continued = root / "continued"  # a run of its own: the files hold their run's path
+    child(continued, recipe, seeds, rounds=1)
+    child(continued, recipe, seeds, rounds=2)
+    same_files(continued, clean_of(root, 2))
 
 
 ROUND_STEPS = ("synthesize", "validate", "review", "compose", "dedupe", "calibrate", "rotate", "sample", "train")
