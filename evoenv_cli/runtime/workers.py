@@ -531,6 +531,7 @@ def _granted_packages(
 @dataclass
 class _Slots:
     idle: dict[str, list[Worker]] = field(default_factory=dict)
+    busy: dict[str, int] = field(default_factory=dict)  # workers out on a call, by environment
     total: int = 0
 
 
@@ -638,18 +639,25 @@ class SandboxWorkers(WorkerSet):
                 while idle:
                     worker = idle.pop()
                     if worker.alive:
+                        self._slots.busy[env.env_id] = self._slots.busy.get(env.env_id, 0) + 1
                         return worker
                     self._slots.total -= 1
                     worker.kill()
                 if self._slots.total < self.workers:
                     break
+                # An environment that already has a worker out waits for one rather than kill
+                # another environment's idle worker: that one is most often between two checks
+                # of a judgement still going, and would be spawned again at once. Environments
+                # judged side by side then thrashed the pool (140 of validate's 150 spawns for
+                # the ten seeds were replacements).
                 others = [k for k, ws in self._slots.idle.items() if ws]
-                if others:
+                if others and not self._slots.busy.get(env.env_id):
                     victim = self._slots.idle[others[0]].pop(0)
                     self._slots.total -= 1
                     break
                 self._cond.wait()
             self._slots.total += 1
+            self._slots.busy[env.env_id] = self._slots.busy.get(env.env_id, 0) + 1
         if victim is not None:
             victim.kill()
         try:
@@ -660,6 +668,11 @@ class SandboxWorkers(WorkerSet):
 
     def _release(self, worker: Worker | None, env: EnvFile) -> None:
         with self._cond:
+            left = self._slots.busy.get(env.env_id, 0) - 1
+            if left > 0:
+                self._slots.busy[env.env_id] = left
+            else:
+                self._slots.busy.pop(env.env_id, None)
             if worker is not None and worker.alive and worker.calls_left() > 0:
                 self._slots.idle.setdefault(env.env_id, []).append(worker)
             else:

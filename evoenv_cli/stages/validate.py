@@ -46,6 +46,12 @@ def judge(
         stage, reason, admitted = rej.stage, rej.reason, False
         if rej.probe:
             checker.m["probe"] = rej.probe
+    finally:
+        # its workers go with its judgement: the next environment takes their slots instead of
+        # killing a worker of one still being judged (SandboxWorkers._acquire)
+        for workers in (pool, fresh):
+            if workers is not None:
+                workers.discard(env)
     checker.m["wall_s"] = round(time.perf_counter() - started, 3)
     checker.m["sandbox"] = pool.plan.jail  # which jail judged it: bwrap, process+landlock, process
     return Verdict(env.path.name, env.env_id, static_name, admitted, stage, reason, checker.m)

@@ -263,6 +263,35 @@ def test_run_keeps_order_within_one_big_batch(mode, envs):
     assert [r.value for r in results] == [i / 1000 for i in range(999)]
 
 
+def test_environments_judged_side_by_side_keep_their_workers(mode, envs):
+    """Two environments, each asked from its own thread as validate judges two at a time: one
+    batch of two chunks, a pause (the parent's own work between two checks), again. On two
+    workers each keeps one: an environment with a worker out waits for it rather than kill the
+    other's idle worker, which the other needs back a moment later (before, the pool spawned
+    a worker for nearly every batch)."""
+    import threading
+
+    def judge(name: str, pool: SandboxWorkers, out: list) -> None:
+        for k in range(12):
+            calls, expected = _echo_calls(32, offset=100 * k)  # two chunks of 16
+            got = pool.run(envs[name], calls)
+            out.append((got, expected))
+            time.sleep(0.02)
+
+    with SandboxWorkers(limits=LIMITS, sandbox_mode=mode, workers=2) as pool:
+        done: dict[str, list] = {"echo_a": [], "echo_b": []}
+        threads = [threading.Thread(target=judge, args=(name, pool, done[name])) for name in done]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for name, bonus in (("echo_a", 0.0), ("echo_b", 0.0001)):
+            assert len(done[name]) == 12
+            for got, expected in done[name]:
+                _check_echo(name[-1], bonus, got, expected)
+        assert pool.spawned <= 4, f"{pool.spawned} workers spawned for two environments on two workers"
+
+
 # -- respawn ----------------------------------------------------------------------------------
 def _mortal_batch(n: int, deaths: dict[int, str]) -> list[Call]:
     return [Call.score({"seed": i}, deaths.get(i, str(i))) for i in range(n)]
