@@ -194,6 +194,11 @@ class RayWorkers(WorkerSet):
     def spawned(self) -> int:
         return sum(s["spawned"] for s in self.runtime.node_stats())
 
+    @property
+    def parallel(self) -> int:
+        """Environments at once: `workers` on each node."""
+        return max(1, self.workers) * self.runtime.lanes
+
     def _spec(self) -> tuple[Limits, int, int]:
         return (self.limits, self.workers, self.hash_seed)
 

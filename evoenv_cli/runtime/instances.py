@@ -83,9 +83,10 @@ class Made:
 
 
 def make_instances(pool: SandboxWorkers, orders: list[Order], stop_on_failure: bool = False) -> list[list[Made]]:
-    """Per order, one `Made` per pair, in the pairs' order. All generates run first (one batch
-    list per environment, orders for one environment sharing it in the order given), then the
-    asked calls of every instance that was generated.
+    """Per order, one `Made` per pair, in the pairs' order. Per environment (orders for one
+    environment sharing one batch list, in the order given) its generates run first, then the
+    asked calls of every instance that was generated; the environments side by side, each
+    keeping its worker from its generates to its asks (`WorkerSet.per_env`).
 
     With `stop_on_failure` (for a caller that rejects on the first failure) an environment's
     calls after its first failed one are skipped, and once one of its generates failed none of
@@ -94,28 +95,25 @@ def make_instances(pool: SandboxWorkers, orders: list[Order], stop_on_failure: b
     envs: dict[EnvFile, list[int]] = {}
     for k, o in enumerate(orders):
         envs.setdefault(o.env, []).append(k)
-    jobs = list(envs.items())
 
-    generated = pool.run_many(
-        [(env, [Call.generate(m.seed, m.difficulty) for k in ks for m in made[k]]) for env, ks in jobs], stop_on_failure
-    )
-    for (_, ks), results in zip(jobs, generated):
-        for m, r in zip((m for k in ks for m in made[k]), results):
+    def one(job: tuple[EnvFile, list[int]]) -> None:
+        env, ks = job
+        mine = [m for k in ks for m in made[k]]
+        generated = pool.run(env, [Call.generate(m.seed, m.difficulty) for m in mine], stop_on_failure)
+        for m, r in zip(mine, generated):
             m.results["generate"] = r
-
-    asks: list[tuple[EnvFile, list[Call]]] = []
-    slots: list[list[tuple[Made, str]]] = []
-    for env, ks in jobs:
         wanted = [(m, fn) for k in ks for m in made[k] if m.results["generate"].ok for fn in orders[k].ask]
-        if stop_on_failure and any(not m.results["generate"].ok for k in ks for m in made[k]):
+        if stop_on_failure and any(not m.results["generate"].ok for m in mine):
             for m, fn in wanted:
                 m.results[fn] = _NOT_ASKED
-            continue
-        asks.append((env, [_ASK[fn](m.instance) for m, fn in wanted]))
-        slots.append(wanted)
-    for wanted, results in zip(slots, pool.run_many(asks, stop_on_failure)):
-        for (m, fn), r in zip(wanted, results):
-            m.results[fn] = r
+            wanted = []
+        if wanted:
+            for (m, fn), r in zip(wanted, pool.run(env, [_ASK[fn](m.instance) for m, fn in wanted], stop_on_failure)):
+                m.results[fn] = r
+        if len(envs) > 1:
+            pool.retire(env)  # the next environment takes its worker, not one still at work
+
+    pool.per_env(one, list(envs.items()))
     return made
 
 

@@ -27,13 +27,17 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from evoenv_cli.envfile import EnvFile, env_id_of  # noqa: F401 - re-exported: the pool's callers name it here
 from evoenv_cli.runtime import contract, sandbox
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 CALLS = contract.CALLS
 MAX_VALUE_DEPTH = 64  # nesting of a reply (its envelope included); deeper is a bad value
@@ -332,6 +336,7 @@ class Worker:
         self._arrived = time.monotonic()
         self.cpu_seconds = 0.0
         self.calls_served = 0
+        self.idle_since = 0.0  # when it last went back to its pool (SandboxWorkers picks victims by it)
         self.proc = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
@@ -564,6 +569,26 @@ class WorkerSet:
     def run(self, env: EnvFile, calls: list[Call], stop_on_failure: bool = False) -> list[CallResult]:
         return self.run_many([(env, calls)], stop_on_failure)[0]
 
+    @property
+    def parallel(self) -> int:
+        """How many environments this set runs at once."""
+        return max(1, int(getattr(self, "workers", 1)))
+
+    def per_env(self, fn: Callable[[T], R], items: list[T]) -> list[R]:
+        """fn(item) for every item, `parallel` at a time; results in input order. For work on
+        one environment in several steps, each step's calls made from the last one's results
+        (generate, then prompt and solve on what came back): the environment keeps its worker
+        from one step to the next. One `run_many` per step over every environment would need
+        a worker for each environment at each step wherever there are more environments than
+        workers, and spawned them again at every step."""
+        if len(items) <= 1 or self.parallel == 1:
+            return [fn(item) for item in items]
+        with ThreadPoolExecutor(max_workers=min(self.parallel, len(items)), thread_name_prefix="evoenv-env") as ex:
+            return list(ex.map(fn, items))
+
+    def retire(self, env: EnvFile) -> None:
+        """`env` is done for now: its idle workers are the first taken for another environment."""
+
 
 class SandboxWorkers(WorkerSet):
     """Runs calls against many environments on at most `workers` sandboxed processes.
@@ -650,9 +675,11 @@ class SandboxWorkers(WorkerSet):
                 # of a judgement still going, and would be spawned again at once. Environments
                 # judged side by side then thrashed the pool (140 of validate's 150 spawns for
                 # the ten seeds were replacements).
-                others = [k for k, ws in self._slots.idle.items() if ws]
+                # The victim is the worker idle longest: a finished environment's, not one
+                # between two calls of an environment still at work.
+                others = [ws for ws in self._slots.idle.values() if ws]
                 if others and not self._slots.busy.get(env.env_id):
-                    victim = self._slots.idle[others[0]].pop(0)
+                    victim = min(others, key=lambda ws: ws[0].idle_since).pop(0)
                     self._slots.total -= 1
                     break
                 self._cond.wait()
@@ -674,6 +701,7 @@ class SandboxWorkers(WorkerSet):
             else:
                 self._slots.busy.pop(env.env_id, None)
             if worker is not None and worker.alive and worker.calls_left() > 0:
+                worker.idle_since = time.monotonic()
                 self._slots.idle.setdefault(env.env_id, []).append(worker)
             else:
                 self._slots.total -= 1
@@ -689,6 +717,11 @@ class SandboxWorkers(WorkerSet):
         if env.env_id not in self._meta:
             self._release(self._acquire(env), env)
         return dict(self._meta[env.env_id])
+
+    def retire(self, env: EnvFile) -> None:
+        with self._cond:
+            for worker in self._slots.idle.get(env.env_id, []):
+                worker.idle_since = -math.inf
 
     def discard(self, env: EnvFile) -> None:
         """Kill `env`'s idle workers, so that its next call meets a process with no history."""

@@ -156,32 +156,45 @@ def measure_guesses(subjects: list[Subject], cfg: CalibrateConfig, pool: Sandbox
     ]
     if not wanted:
         return
-    orders = [
-        Order(
-            s.env,
-            [(calibration_seed(cfg.seed, s.name, lv, i, "guess"), lv) for i in range(cfg.guess_instances)],
-            ask=("solve",),
-        )
-        for s, lv in wanted
-    ]
-    made = make_instances(pool, orders)
-    jobs: list[tuple[EnvFile, list[Call]]] = []
-    spans: list[tuple[Subject, int, int]] = []
-    for (s, lv), ms in zip(wanted, made):
-        ok = [m for m in ms if m.failure() is None]
-        # each instance against the *other* instances' answers: its own reference among the
-        # guesses would make any task look guessable at 1 / (distinct answers)
-        calls = [
-            Call.score(m.instance, g)
-            for i, m in enumerate(ok)
-            for g in list(dict.fromkeys(o.answer for j, o in enumerate(ok) if j != i))[:16]
+    by_env: dict[EnvFile, list[tuple[Subject, int]]] = {}
+    for s, lv in wanted:
+        by_env.setdefault(s.env, []).append((s, lv))
+
+    def one(job: tuple[EnvFile, list[tuple[Subject, int]]]) -> None:
+        # one environment's instances, their answers and the guesses scored, on its worker
+        env, levels = job
+        orders = [
+            Order(
+                env,
+                [(calibration_seed(cfg.seed, s.name, lv, i, "guess"), lv) for i in range(cfg.guess_instances)],
+                ask=("solve",),
+            )
+            for s, lv in levels
         ]
-        spans.append((s, lv, len(calls)))
-        jobs.append((s.env, calls))
-    for (s, lv, n), results in zip(spans, pool.run_many(jobs)):
-        values = [r.value if r.ok else 0.0 for r in results]
-        s.curve[lv].guesses = n
-        s.curve[lv].guess = sum(values) / n if n else 0.0
+        calls: list[Call] = []
+        spans: list[tuple[Subject, int, int]] = []
+        for (s, lv), ms in zip(levels, make_instances(pool, orders)):
+            ok = [m for m in ms if m.failure() is None]
+            # each instance against the *other* instances' answers: its own reference among the
+            # guesses would make any task look guessable at 1 / (distinct answers)
+            mine = [
+                Call.score(m.instance, g)
+                for i, m in enumerate(ok)
+                for g in list(dict.fromkeys(o.answer for j, o in enumerate(ok) if j != i))[:16]
+            ]
+            spans.append((s, lv, len(mine)))
+            calls += mine
+        results = pool.run(env, calls) if calls else []
+        start = 0
+        for s, lv, n in spans:
+            values = [r.value if r.ok else 0.0 for r in results[start : start + n]]
+            start += n
+            s.curve[lv].guesses = n
+            s.curve[lv].guess = sum(values) / n if n else 0.0
+        if len(by_env) > 1:
+            pool.retire(env)
+
+    pool.per_env(one, list(by_env.items()))
 
 
 def sweep(

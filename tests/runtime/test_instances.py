@@ -77,6 +77,19 @@ def test_makes_instances_of_a_seed_as_the_pool_answers_them():
     assert only.instance is not None and list(only.results) == ["generate"]
 
 
+def test_each_environment_keeps_its_worker_from_its_generates_to_its_asks():
+    """Six seeds on two workers: every environment is generated, prompted and solved by one
+    worker, so six are spawned. One pass of generates over all six and then one of asks would
+    find each environment's worker taken by another and spawn twelve."""
+    seeds = sorted(p for p in (ROOT / "seeds").glob("*.py") if not p.name.startswith("_"))[:6]
+    envs = [EnvFile.from_path(p) for p in seeds]
+    with _pool() as pool:
+        made = make_instances(pool, [Order(env, [(1, 1), (2, 3)]) for env in envs])
+        assert pool.spawned == len(envs), pool.spawned
+    assert all(m.failure() is None for ms in made for m in ms)
+    assert [[(m.env.path.name, m.seed) for m in ms] for ms in made] == [[(p.name, 1), (p.name, 2)] for p in seeds]
+
+
 @pytest.fixture(scope="module", params=sorted(BODIES))
 def broken(request, tmp_path_factory):
     how, body = BODIES[request.param]
