@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from evoenv_cli.checks.leak_solvers import normalize
-from evoenv_cli.checks.probes import INT, Context, shape_of, token_in
+from evoenv_cli.checks.probes import INT, Context, random_string, shape_of, token_in
 from evoenv_cli.runtime.contract import parse_python
 
 # The order the kinds are judged in: the first over the noise names the verdict.
@@ -407,9 +407,8 @@ def random_shape(ref: str, rng: random.Random, instance_values: list[str], k: in
             break
         if shape.kind == "int":
             body = ref.lstrip("+-")
-            cand = ref[: len(ref) - len(body)] + "".join(
-                rng.choice("123456789" if i == 0 and len(body) > 1 else "0123456789") for i in range(len(body))
-            )
+            lead = rng.choice("123456789") if len(body) > 1 else ""
+            cand = ref[: len(ref) - len(body)] + lead + random_string(rng, "0123456789", len(body) - len(lead))
         elif shape.kind == "float":
             x = float(ref)
             d = rng.uniform(0.05, 0.5)
@@ -418,9 +417,9 @@ def random_shape(ref: str, rng: random.Random, instance_values: list[str], k: in
             numeric = all(INT.fullmatch(t) for t in shape.tokens)
             pool = [v for v in instance_values if INT.fullmatch(v)] if numeric else list(shape.tokens)
             pool = pool or list(shape.tokens)
-            cand = shape.sep.join(rng.choice(pool) for _ in shape.tokens)
+            cand = shape.sep.join(rng.choices(pool, k=len(shape.tokens)))
         else:
-            cand = "".join(rng.choice(alphabet) for _ in ref)
+            cand = random_string(rng, alphabet, len(ref))  # one draw, not one rng call per character
         if cand not in out:
             out.append(cand)
     return out

@@ -160,6 +160,25 @@ def reordered(reference: str) -> str | None:
     return shape.sep.join(other)
 
 
+def random_string(rng: random.Random, alphabet: str | list[str], n: int) -> str:
+    """n characters drawn uniformly from `alphabet`, from `rng`. A reference at the caps is
+    100,000 characters and the fuzzer draws dozens of them: one `rng.choice` per character was
+    most of such an environment's judgement. Here random bytes are mapped onto the alphabet
+    in one `str.translate`, the bytes past the largest multiple of its size deleted, so every
+    character stays equally likely."""
+    chars = list(alphabet)
+    m = len(chars)
+    if m > 256 or n <= 0:
+        return "".join(rng.choices(chars, k=max(0, n)))
+    limit = 256 - 256 % m
+    table = {b: (chars[b % m] if b < limit else None) for b in range(256)}
+    out = ""
+    while len(out) < n:
+        want = n - len(out)
+        out += rng.randbytes(want * 256 // limit + 16).decode("latin-1").translate(table)
+    return out[:n]
+
+
 def random_shaped(reference: str, ctx: Context, rng: random.Random, k: int = 3) -> list[str]:
     """Random answers of the reference's apparent shape, never the reference itself nor a
     reordering of its items: numbers near it (within 0.5% and within 2%, or within 2) and one
@@ -194,9 +213,9 @@ def random_shaped(reference: str, ctx: Context, rng: random.Random, k: int = 3) 
                 pool = sorted({v for v in ctx.numbers if low <= v <= high} | set(values))
                 if len(pool) < 2:
                     pool = list(range(low - 2, high + 3))
-                items = [str(rng.choice(pool)) for _ in tokens]
+                items = [str(v) for v in rng.choices(pool, k=len(tokens))]
             else:
-                items = [rng.choice(tokens) for _ in tokens]
+                items = rng.choices(tokens, k=len(tokens))
             if sorted(items) == sorted(tokens):
                 continue
             cand = shape.sep.join(items)
@@ -204,7 +223,7 @@ def random_shaped(reference: str, ctx: Context, rng: random.Random, k: int = 3) 
             chars = sorted(set(ref))
             if len(chars) < 2:
                 chars.append(ctx.outside_char())
-            cand = "".join(rng.choice(chars) for _ in ref)
+            cand = random_string(rng, chars, len(ref))
         if cand.strip() != ref and cand not in out:
             out.append(cand)
     return out

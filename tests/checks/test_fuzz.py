@@ -16,6 +16,29 @@ def _plan(reference: str, unique: bool = True, source: str = "NAME = 'x'\n") -> 
     return fuzz.plan([(instance, "Numbers: 12, 40, 7.", reference)], source, unique, random.Random(0), 10_000)
 
 
+def test_a_random_string_is_uniform_over_its_alphabet_and_a_function_of_the_rng():
+    """The fuzzer's random answers of a reference's shape (probes.random_string): every
+    character of the alphabet equally likely (bytes past the largest multiple of its size are
+    dropped, not folded onto the first characters), any alphabet (non-ASCII too), and the same
+    string from the same seed."""
+    from collections import Counter
+
+    from evoenv_cli.checks.probes import random_string
+
+    # 255 characters: folded by b % 255, the first would come up twice as often (31 sigma here)
+    wide = [chr(0x100 + i) for i in range(255)]
+    for alphabet, n in (("0123456789", 100_000), ("abc", 30_000), ("é→z", 30_000), (wide, 255_000)):
+        text = random_string(random.Random(7), alphabet, n)
+        assert len(text) == n and set(text) <= set(alphabet)
+        counts = Counter(text)
+        expected = n / len(alphabet)
+        assert all(abs(counts[c] - expected) < 5 * expected**0.5 for c in alphabet), counts.most_common(3)
+        assert random_string(random.Random(7), alphabet, n) == text
+    huge = [chr(0x4E00 + i) for i in range(300)]  # more than a byte's values: drawn one by one
+    assert len(random_string(random.Random(7), huge, 50)) == 50
+    assert random_string(random.Random(1), "x", 4) == "xxxx" and random_string(random.Random(1), "ab", 0) == ""
+
+
 def test_every_kind_is_planned_for_a_unique_int_answer_and_none_is_the_reference():
     mutants = _plan("4118")
     kinds = {m.kind for m in mutants}
