@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from evoenv_cli.checks.fuzz import KINDS
 from evoenv_cli.confidence import above_chance_p_value
@@ -72,14 +73,14 @@ class Chance:
         """The share of chance answers paid in full: a blind guess of its shape that is right."""
         return sum(s >= PAID for s in self.scores) / self.n if self.scores else 0.0
 
-    @property
+    @cached_property  # once: `paid` reads it for every wrong answer judged
     def wrong_top(self) -> float:
         """What a typical wrong chance answer (under full pay) earned (the QUANTILE of their
         scores); 0 with none."""
         wrong = sorted(s for s in self.scores if s < PAID)
         return wrong[max(0, math.ceil(QUANTILE * len(wrong)) - 1)] if wrong else 0.0
 
-    @property
+    @cached_property
     def line(self) -> float:
         """The score from which a wrong answer is paid: over what chance answers earned, by the
         excess; never over full pay."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import functools
 import json
 import random
 import re
@@ -160,18 +161,27 @@ def reordered(reference: str) -> str | None:
     return shape.sep.join(other)
 
 
+@functools.lru_cache(maxsize=256)
+def _byte_table(chars: tuple[str, ...]) -> dict[int, str | None]:
+    """random_string's byte -> character table: a byte past the largest multiple of the
+    alphabet's size maps to None (str.translate deletes it)."""
+    m = len(chars)
+    limit = 256 - 256 % m
+    return {b: (chars[b % m] if b < limit else None) for b in range(256)}
+
+
 def random_string(rng: random.Random, alphabet: str | list[str], n: int) -> str:
     """n characters drawn uniformly from `alphabet`, from `rng`. A reference at the caps is
     100,000 characters and the fuzzer draws dozens of them: one `rng.choice` per character was
     most of such an environment's judgement. Here random bytes are mapped onto the alphabet
     in one `str.translate`, the bytes past the largest multiple of its size deleted, so every
     character stays equally likely."""
-    chars = list(alphabet)
+    chars = tuple(alphabet)
     m = len(chars)
     if m > 256 or n <= 0:
         return "".join(rng.choices(chars, k=max(0, n)))
     limit = 256 - 256 % m
-    table = {b: (chars[b % m] if b < limit else None) for b in range(256)}
+    table = _byte_table(chars)
     out = ""
     while len(out) < n:
         want = n - len(out)
