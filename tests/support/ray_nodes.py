@@ -85,6 +85,24 @@ def _ray_pids_now() -> set[int]:
     return out
 
 
+def _ours(new: set[int], temp_dir: Path) -> set[int]:
+    """Of the Ray processes that appeared, those of this cluster: the ones whose command line
+    names its temp folder (`ray start`'s gcs_server, raylet, monitors) and their children (the
+    raylet's agents, renamed `ray::...`). Another test's cluster, started on another xdist
+    worker meanwhile, appears too: counted as ours, its GCS was killed at our teardown, and
+    its driver (that test's pytest worker) exited 60 s later ("Failed to connect to GCS")."""
+    import psutil
+
+    mark, out = str(temp_dir), set()
+    for pid in new:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            proc = psutil.Process(pid)
+            if mark in " ".join(proc.cmdline()):
+                out.add(pid)
+                out |= {c.pid for c in proc.children(recursive=True)}
+    return out
+
+
 @contextlib.contextmanager
 def two_node_cluster(
     tmp: Path, cpus: tuple[int, int] = (1, 1), env_vars: dict | None = None, hide: Path | None = None
@@ -108,14 +126,14 @@ def two_node_cluster(
              "--include-dashboard=false", f"--temp-dir={temp_dir}", *common],
             env,
         )  # fmt: skip
-        head = _ray_pids_now() - before
+        head = _ours(_ray_pids_now() - before, temp_dir)
         cluster.node_pids.append(head)
         jail = ["bwrap", "--dev-bind", "/", "/", "--tmpfs", str(hide)] if hide else []
         _start(
             [*jail, str(RAY), "start", f"--address={cluster.address}", f"--num-cpus={cpus[1]}", "--num-gpus=0", *common],
             env,
         )  # fmt: skip
-        cluster.node_pids.append(_ray_pids_now() - before - head)
+        cluster.node_pids.append(_ours(_ray_pids_now() - before - head, temp_dir))
         deadline = time.monotonic() + 60
         import ray
 
