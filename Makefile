@@ -37,10 +37,14 @@ setup: $(BIN)/evoenv
 # One worker more than test-fast's: the full suite's CPU time (about 27 minutes measured on 2
 # cores) filled only 71% of two workers' wall time, the rest spent waiting on loops, jails and
 # servers; a third worker fills that wait.
+# --max-worker-restart=0: a worker that dies is one failed test, and the run goes on to its end on
+# the others. Replaced, it was handed its module again, crashed test first (a test that kills
+# its worker crashed 13 replacements in a row), and once, after a Ray driver ended its worker,
+# the run stopped at 98% with every worker idle and two modules still queued.
 FULL_SUITE_FAST_BUDGET_S ?= 20
 FULL_SUITE_WORKERS ?= 3
 test: setup
-	EVOENV_FAST_BUDGET_S=$${EVOENV_FAST_BUDGET_S:-$(FULL_SUITE_FAST_BUDGET_S)} OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -q -n $(FULL_SUITE_WORKERS) --dist loadgroup
+	EVOENV_FAST_BUDGET_S=$${EVOENV_FAST_BUDGET_S:-$(FULL_SUITE_FAST_BUDGET_S)} OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -q -n $(FULL_SUITE_WORKERS) --dist loadgroup --max-worker-restart=0
 
 # the edit-test loop: everything but the tests marked slow (real models, GRPO, servers, browsers),
 # in TEST_WORKERS processes (pytest-xdist): the fast tests spend much of their time waiting on
