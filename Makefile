@@ -39,7 +39,7 @@ setup: $(BIN)/evoenv
 # servers; a third worker fills that wait.
 # --max-worker-restart=0: a worker that dies is one failed test, and the run goes on to its end on
 # the others. Replaced, it was handed its module again, crashed test first (a test that kills
-# its worker crashed 13 replacements in a row), and once, after a Ray driver ended its worker,
+# its worker crashed 13 workers in a row), and once, after a Ray driver ended its worker,
 # the run stopped at 98% with every worker idle and two modules still queued.
 FULL_SUITE_FAST_BUDGET_S ?= 20
 FULL_SUITE_WORKERS ?= 3
