@@ -85,22 +85,28 @@ def _ray_pids_now() -> set[int]:
     return out
 
 
-def _ours(new: set[int], temp_dir: Path) -> set[int]:
+def _ours(new: set[int], temp_dir: Path, other: set[int] = frozenset()) -> set[int]:
     """Of the Ray processes that appeared, those of this cluster: the ones whose command line
     names its temp folder (`ray start`'s gcs_server, raylet, monitors) and their children (the
     raylet's agents, renamed `ray::...`). Another test's cluster, started on another xdist
     worker meanwhile, appears too: counted as ours, its GCS was killed at our teardown, and
-    its driver (that test's pytest worker) exited 60 s later ("Failed to connect to GCS")."""
+    its driver (that test's pytest worker) exited 60 s later ("Failed to connect to GCS").
+    `other`: an earlier node's processes; what they started since (the head's Ray workers name
+    the same folder) stays theirs, so killing the second node leaves the head whole."""
     import psutil
 
     mark, out = str(temp_dir), set()
-    for pid in new:
+    theirs = set(other)
+    for pid in other:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            theirs |= {c.pid for c in psutil.Process(pid).children(recursive=True)}
+    for pid in new - theirs:
         with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
             proc = psutil.Process(pid)
             if mark in " ".join(proc.cmdline()):
                 out.add(pid)
                 out |= {c.pid for c in proc.children(recursive=True)}
-    return out
+    return out - theirs
 
 
 @contextlib.contextmanager
@@ -133,7 +139,7 @@ def two_node_cluster(
             [*jail, str(RAY), "start", f"--address={cluster.address}", f"--num-cpus={cpus[1]}", "--num-gpus=0", *common],
             env,
         )  # fmt: skip
-        cluster.node_pids.append(_ours(_ray_pids_now() - before - head, temp_dir))
+        cluster.node_pids.append(_ours(_ray_pids_now() - before - head, temp_dir, head))
         deadline = time.monotonic() + 60
         import ray
 
