@@ -804,15 +804,19 @@ def resume_from(out: Path) -> None:
     picks), or from the start when the kill came before the first. The steps after that point
     are trained and logged again, so the killed attempt's records of them (metrics.jsonl, the
     arena's log) are dropped; from the start, the reward audit's quarantine is made again too."""
-    from transformers.trainer_utils import get_last_checkpoint
-
     from evoenv_cli.training.arena import ARENA_FILE
 
     folder = out / "checkpoints"
     if folder.is_dir():  # a kill in the middle of a save leaves a checkpoint that cannot be resumed
         for partial in [c for c in folder.glob("checkpoint-*") if c.is_dir() and not checkpoint_complete(c)]:
             shutil.rmtree(partial)
-    last = get_last_checkpoint(str(folder)) if folder.is_dir() else None
+    last = None
+    if folder.is_dir() and any(c.is_dir() for c in folder.glob("checkpoint-*")):
+        # transformers.trainer_utils imports torch, transformers and PEFT (5 CPU-s): only when
+        # there is a checkpoint to find, not on every resumed stage
+        from transformers.trainer_utils import get_last_checkpoint
+
+        last = get_last_checkpoint(str(folder))
     step = int(Path(last).name.rsplit("-", 1)[1]) if last else 0
     for name in (METRICS_FILE, ARENA_FILE):
         path = out / name

@@ -322,6 +322,19 @@ def test_a_checkpoint_a_kill_cut_short_is_dropped_and_the_last_whole_one_resumed
     assert [m["step"] for m in _steps(tmp_path)] == [1, 2]
 
 
+def test_a_resume_with_no_checkpoint_to_find_does_not_import_torch(tmp_path):
+    """Every stage the loop runs is resumed, train's too, and its `resume_from` looked for a
+    checkpoint through transformers' get_last_checkpoint: 5 CPU-seconds of imports (torch,
+    transformers, PEFT) before a scripted train child's first step, with no checkpoint there."""
+    (tmp_path / "checkpoints").mkdir()
+    code = (
+        "import sys; from pathlib import Path; from evoenv_cli.stages.train import resume_from; "
+        f"resume_from(Path({str(tmp_path)!r})); print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr[-2000:]
+
+
 @pytest.fixture(scope="module")
 def unkilled(tiny_model, rows, tmp_path_factory):
     """A 4-step train never killed: what each kill test's rerun is compared with (one for both)."""
