@@ -57,13 +57,7 @@ class LocalCluster:
 
     def kill_node(self, index: int) -> None:
         """SIGKILL every process node `index` started (its raylet, its workers)."""
-        import psutil
-
-        pids = set(self.node_pids[index])
-        for pid in list(pids):
-            with contextlib.suppress(psutil.NoSuchProcess):
-                pids |= {c.pid for c in psutil.Process(pid).children(recursive=True)}
-        for pid in pids:
+        for pid in _with_children(set(self.node_pids[index])):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
@@ -93,20 +87,18 @@ def _ours(new: set[int], temp_dir: Path, other: set[int] = frozenset()) -> set[i
     its driver (that test's pytest worker) exited 60 s later ("Failed to connect to GCS").
     `other`: an earlier node's processes; what they started since (the head's Ray workers name
     the same folder) stays theirs, so killing the second node leaves the head whole."""
+    theirs = _with_children(set(other))
+    return _with_children((new & set(_descendants_of_mark(str(temp_dir)))) - theirs) - theirs
+
+
+def _with_children(pids: set[int]) -> set[int]:
     import psutil
 
-    mark, out = str(temp_dir), set()
-    theirs = set(other)
-    for pid in other:
+    out = set(pids)
+    for pid in pids:
         with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            theirs |= {c.pid for c in psutil.Process(pid).children(recursive=True)}
-    for pid in new - theirs:
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            proc = psutil.Process(pid)
-            if mark in " ".join(proc.cmdline()):
-                out.add(pid)
-                out |= {c.pid for c in proc.children(recursive=True)}
-    return out - theirs
+            out |= {c.pid for c in psutil.Process(pid).children(recursive=True)}
+    return out
 
 
 @contextlib.contextmanager
