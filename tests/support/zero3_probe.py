@@ -13,6 +13,12 @@ from transformers import AutoConfig, AutoModelForCausalLM
 
 from evoenv_cli.stages.train import trained_parameters
 
+# DeepSpeed's shared-memory collectives for CPU ranks are a C++ op it compiles with g++ on first
+# use, in every new venv: 66 CPU-seconds of a fresh clone's `make test` (2026-12-07). What this
+# probe reads is ZeRO-3's partitioning, which gloo carries the same, so the op is marked
+# unavailable and DeepSpeed's collectives go through torch.distributed (its own fallback where
+# the op cannot build). The probe of every op runs once, on first access, and is kept.
+deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
 deepspeed.init_distributed(dist_backend="gloo")
 config = AutoConfig.for_model(
     "qwen3",
