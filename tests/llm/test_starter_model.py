@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -114,6 +115,13 @@ def test_review_keeps_every_raw_vote_and_counts_unparseable_ones_against(starter
 def test_calibrate_measures_real_answers(starter_model, tmp_path):
     lib = library(tmp_path, "grid_shortest_path")
     out = tmp_path / "cal"
+    # the demo's recipe without growing a level past its first 8 answers: what is tested here is
+    # that real answers are read and scored, and growth (tests/stages/test_calibrate.py) took this
+    # test from 24 to 56 answers, 22 of its 45 CPU-seconds (2-core Xeon, 2026-12-07)
+    text = RECIPE.read_text()
+    assert "\n  max_samples: 24 " in text
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(re.sub(r"\n  max_samples: 24 [^\n]*", "\n  max_samples: 8", text))
     evoenv(
         "calibrate",
         lib,
@@ -122,7 +130,7 @@ def test_calibrate_measures_real_answers(starter_model, tmp_path):
         "--model",
         starter_model,
         "--config",
-        RECIPE,
+        recipe,
         "--instances",
         "2",
         "--samples",
