@@ -28,7 +28,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _descendants_of_mark(mark: str) -> list[int]:
+def _naming(mark: str) -> list[int]:
+    """The processes whose command line holds `mark` (a cluster's temp folder)."""
     import psutil
 
     found = []
@@ -62,7 +63,7 @@ class LocalCluster:
                 os.kill(pid, signal.SIGKILL)
 
     def stop(self) -> None:
-        for pid in _descendants_of_mark(str(self.temp_dir)) + [p for s in self.node_pids for p in s]:
+        for pid in _naming(str(self.temp_dir)) + [p for s in self.node_pids for p in s]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
@@ -88,7 +89,7 @@ def _ours(new: set[int], temp_dir: Path, other: set[int] = frozenset()) -> set[i
     `other`: an earlier node's processes; what they started since (the head's Ray workers name
     the same folder) stays theirs, so killing the second node leaves the head whole."""
     theirs = _with_children(set(other))
-    return _with_children((new & set(_descendants_of_mark(str(temp_dir)))) - theirs) - theirs
+    return _with_children((new & set(_naming(str(temp_dir)))) - theirs) - theirs
 
 
 def _with_children(pids: set[int]) -> set[int]:
