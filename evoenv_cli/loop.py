@@ -1,12 +1,13 @@
 """`evoenv iterate` (and `make iterate`): the self-evolving loop, one round after another, as one
-program. Round r runs synthesize, validate, review, rotate, compose, candidates, dedupe,
-calibrate, the pool update, sample, train and evaluate, each in RUN/round-NN/<stage>/; every
-stage but train runs in this process through the `run()` its command calls, on one Runtime
-(the sandbox workers) and one loaded policy; train is a child process (`iterate.train_launch`,
-or Ray Train workers on a cluster). A stage is finished when its marker exists, so a killed
-run is rerun with the same command and resumes. The design (the order and why, the pool's
-two-phase update, evaluation across rounds, the level rule, RUN/log.txt, loop.json,
-run-config.json): docs/loop.md.
+program. Round r runs the steps the stage records place in it (`stages.round_steps()`):
+synthesize, validate, review, rotate, compose, dedupe, calibrate, the pool update, the baseline
+(once a run, in RUN/baseline/), sample, train and evaluate, each in RUN/round-NN/<stage>/ and
+wired by its record (`wired`). Every step but train runs in this process through the same
+`stage.execute` its command calls, on one Runtime (the sandbox workers) and one loaded policy;
+train is a child process (`iterate.train_launch`, or Ray Train workers on a cluster). A step is
+finished when its marker exists, so a killed run is rerun with the same command and resumes.
+The design (the order and why, the pool's two-phase update, evaluation across rounds, the level
+rule, RUN/log.txt, loop.json, run-config.json): docs/loop.md.
 
 Why one module: the loop is one program, a round's steps in order with their recovery; the
 stages it runs are their own modules.
@@ -31,11 +32,10 @@ from evoenv_cli import config as cfgmod
 from evoenv_cli.config import IterateConfig
 from evoenv_cli.errors import InputError
 from evoenv_cli.pool import EnvPool, merge_libraries, read_json, recover, write_pool
-from evoenv_cli.training.progress import TRAIN_LOG
+from evoenv_cli.training.progress import TRAIN_LOG as CHILD_LOG
 
 LOOP_FILE = "loop.json"
 LOG_FILE = "log.txt"  # RUN/log.txt: the loop's lines with their times, a start line per stage
-CONTEXT_FILE = "train-context.json"  # round-NN/: the Context the train child runs (stage.context_record)
 
 
 class StageFailed(RuntimeError):
@@ -109,7 +109,6 @@ class Loop:
         self.spec = cfgmod.load_recipe(self.recipe)
         self.policy = Policy(self.backend_factory or self._make_backend)
         self.runtime = None
-        self._benches = None
         self.round = 0
         self.env_pool = EnvPool(self.run_dir, self.seeds)
         self._say, self.log = self.log, self._log
@@ -146,20 +145,21 @@ class Loop:
         return self.env_pool.root
 
     # -- one step -----------------------------------------------------------------------------------
-    def step(
-        self, name: str, d: Path, book: RoundBook, *, label: str = "", folder: str = "", **given: Any
-    ) -> stage.Result:
-        """Run one stage of the round into d/<its folder> (read back when its marker says it is
-        finished), through the same `stage.execute` its command runs, and book its costs.
+    def step(self, name: str, d: Path, book: RoundBook, *, label: str = "", **given: Any) -> stage.Result:
+        """Run one stage of the round into its folder for round folder d (read back when its
+        marker says it is finished), through the same `stage.execute` its command runs (in a
+        process of its own for a record that says `child`), and book its costs.
         `given`: the Context's fields (recipe, library, model, inputs) for this step."""
         st = stages.get(name)
-        out = d / folder if folder else st.out_in(d)
+        out = st.out_in(d)
         done = stage.result_in(st, out)
         if done is not None:
             self.log(f"  {label or name}: done")
             book.keep(label or name)
             return done
         self.where = f"{book.label} at {label or name} (partial results in {out})"
+        if st.child:
+            return self.in_child(st, out, book, label or name, given)
         self.note(f"  {label or name}: started ({out})")
         out.parent.mkdir(parents=True, exist_ok=True)
         before = self._counters()
@@ -182,7 +182,9 @@ class Loop:
         if st.settings is None:
             out.mkdir(parents=True, exist_ok=True)
         result = stage.execute(st, ctx)
-        self.report(st, label or name, result.value, out)
+        line = stage.step_line(st, label or name, result, ctx)
+        if line:
+            self.log(f"  {line}")
         book.add(label or name, time.perf_counter() - started, before, self._counters())
         return result
 
@@ -190,62 +192,34 @@ class Loop:
         """The loop's policy for a step: loaded once, kept for the next step that asks for it."""
         return stage.Model(name, cfgmod.llm_settings(self.spec, None, name), lambda: self.policy.get(name), owned=False)
 
-    def report(self, st: stage.Stage, label: str, result: Any, out: Path) -> None:
-        """The step's line in the loop's log."""
-        if hasattr(result, "record"):
-            self.log("  " + stage.funnel_line(label, result.record(), out))
-        elif st.name == "synthesize":
-            more = f" and {result['offered']} offered by a person" if result.get("offered") else ""
-            self.log(
-                f"  synthesize: {result['candidates']} candidates from {result['requests']} requests{more} -> {out}"
-            )
-        elif st.name == "sample" and not result.written:  # an empty train.jsonl: the round trains nothing
-            self.log(
-                f"  sample: no pool environment has a level calibrated in band and above chance for this "
-                f"policy ({len(result.skipped)} skipped; their calibration is in {self.pool_dir / 'index.jsonl'}): "
-                "nothing to train on this round"
-            )
-        elif st.name == "sample":
-            self.log(
-                f"  sample: {result.written} rows from {len(result.per_env)} environments "
-                f"({len(result.skipped)} skipped) -> {out / st.marker}"
-            )
-        elif st.name == "evaluate":
-            shown = " ".join(f"{k}={v:.3f}" for k, v in headline(result).items() if isinstance(v, float))
-            self.log(f"  {label}: {shown or '-'} -> {out}")
-
     def _counters(self) -> tuple[int, float, int, int]:
         calls = self.runtime.calls if self.runtime is not None else 0
         return self.policy.loads, self.policy.load_s, self.policy.tokens, calls
 
-    def train(self, data: Path, out: Path, policy: str) -> None:
-        """The child process, its output shown here and kept in out/log.txt. It runs the train
-        stage through `stage.execute`, from the Context written beside OUT (CONTEXT_FILE): the
-        resolved recipe, the pool, the rows and the policy, resumed where a kill left it."""
-        self.policy.close()  # the trainer gets the memory (and the GPU) the policy held
-        spec = self.spec
-        if spec.train.lora:  # the next round's policy must be a model vLLM and transformers load, not an adapter
-            spec = dataclasses.replace(spec, train=cfgmod.override(spec.train, merge_lora=True))
-        st = stages.get("train")
-        ctx = stage.Context(
-            spec,
-            out,
-            library=self.pool_dir,
-            resume=True,  # a folder with no checkpoint yet (log.txt only) starts from the start
-            inputs={"data": data, "model": policy, "eval_data": None, "recipe_path": self.recipe},
-        )
-        context = out.parent / CONTEXT_FILE
+    def in_child(self, st: stage.Stage, out: Path, book: RoundBook, label: str, given: dict) -> stage.Result:
+        """A step run in a process of its own (its record says `child`: train), its output shown
+        here and kept in OUT/log.txt: `stage.execute` there, from the Context written beside
+        OUT (round-NN/<stage>-context.json), resumed where a kill left it. On one machine the
+        child is `iterate.train_launch` (or this interpreter); on a Ray cluster, Ray Train's
+        workers, each running it."""
+        self.policy.close()  # the child gets the memory (and the GPU) the policy held
+        spec = given.pop("recipe", None) or self.spec
+        ctx = stage.Context(spec, out, resume=st.resumable, **given)  # the child prepares OUT, resuming if it can
+        context = out.parent / f"{out.name}-context.json"
         artifacts.write_json_atomic(context, stage.context_record(st, ctx))
         out.mkdir(parents=True, exist_ok=True)
-        log_path = out / TRAIN_LOG  # where the child appends TRL's raw numbers too
-        self.log(f"  train: started, a line per step (TRL's numbers in {log_path})")
+        log_path = out / CHILD_LOG  # where the child appends its raw numbers too (TRL's)
+        self.log(f"  {label}: started in a process of its own, its lines below and in {log_path}")
+        started = time.perf_counter()
         if self.cfg.cluster == "ray":  # Ray Train workers across the cluster, each running run-context
             from evoenv_cli.cluster import connect
             from evoenv_cli.cluster.train import run_context_on_ray
 
             # no launcher: Ray Train is it (iterate.train_launch is for one machine);
             # train.accelerate_config reaches each worker as accelerate launch's environment
-            self.note(f"  train: {spec.train.workers} Ray Train worker(s) on the cluster at {self.cfg.cluster_address}")
+            self.note(
+                f"  {label}: {spec.train.workers} Ray Train worker(s) on the cluster at {self.cfg.cluster_address}"
+            )
             code = run_context_on_ray(connect(self.cfg.cluster_address), context, spec.train.workers, log_path)
         else:
             argv = [*self.train_launch(), "-m", "evoenv_cli", "run-context", str(context)]
@@ -253,7 +227,12 @@ class Loop:
             # torch's threads as this process has them: every core unless OMP_NUM_THREADS is set
             code = stream(argv, log_path, self.train_env())
         if code != 0:
-            raise StageFailed(f"train failed (exit {code}); its output is in {log_path}")
+            raise StageFailed(f"{label} failed (exit {code}); its output is in {log_path}")
+        done = stage.result_in(st, out)
+        if done is None:
+            raise StageFailed(f"{label} ended without writing {out / st.marker}; its output is in {log_path}")
+        book.add_child(label, time.perf_counter() - started, stage.read_marker(done.marker) or {})
+        return done
 
     def check_train(self) -> None:
         """The train stage's launch, checked before the first stage: on one machine the launcher
@@ -308,44 +287,6 @@ class Loop:
             visible = env.get("CUDA_VISIBLE_DEVICES")
             env["CUDA_VISIBLE_DEVICES"] = visible.split(",")[0].strip() if visible else "0"
         return env
-
-    def benches(self) -> list:
-        from evoenv_cli.stages import evaluate
-
-        if self._benches is None:
-            evaluate.check_config(self.spec.evaluate)
-            self._benches = evaluate.load_benches(self.cfg.bench, seed=self.spec.evaluate.seed)
-        return self._benches
-
-    def evaluate(
-        self, d: Path, book: RoundBook, policy: str, baseline: dict | None, label: str = "", folder: str = ""
-    ) -> stage.Result:
-        return self.step(
-            "evaluate",
-            d,
-            book,
-            label=label,
-            folder=folder,
-            library=self.env_pool.eval_set,
-            model=policy,
-            inputs={
-                "benches": self.benches(),
-                "bench": list(self.cfg.bench),
-                "baseline": (baseline or {}).get("model"),
-                "baseline_results": baseline,
-            },
-        )
-
-    def baseline(self, book: RoundBook) -> dict | None:
-        """The starting model's numbers on the evaluation set, measured once per run."""
-        if not self.cfg.baseline:
-            return None
-        # the baseline is an evaluation whose folder is RUN/baseline, measured once
-        done = stage.result_in(stages.get("evaluate"), self.run_dir / "baseline")
-        if done is None:
-            done = self.evaluate(self.run_dir, book, self.model, None, label="baseline", folder="baseline")
-        metrics = done.summary
-        return {k: metrics.get(k) for k in ("model", "overall", "environments", "benchmarks")}
 
 
 @dataclass
@@ -423,15 +364,6 @@ def launch_processes(train_launch: str) -> int | None:
     return None
 
 
-def drop_checkpoints(train_dir: Path) -> None:
-    """A finished round's trainer checkpoints (weights again, plus optimizer and scheduler
-    state, several times the model's size) go once its final model is written: they serve
-    only to resume that round's training, and the next round starts from the final model."""
-    checkpoints = train_dir / "checkpoints"
-    if (train_dir / stages.get("train").marker).exists() and checkpoints.is_dir():
-        shutil.rmtree(checkpoints)
-
-
 def stream(argv: list[str], log_path: Path, env: dict) -> int:
     """Run `argv`, its output (stdout and stderr together) copied as it comes to this stderr
     and appended to `log_path`. Ctrl-C reaches the child too (same process group); this waits
@@ -456,22 +388,6 @@ def stream(argv: list[str], log_path: Path, env: dict) -> int:
             raise
         finally:
             proc.stdout.close()
-
-
-def skip_training(train_dir: Path, policy: str) -> None:
-    """A round whose sample drew nothing (no pool environment in band and above chance for this
-    policy) trains nothing: its marker says so and names the policy that carries over, so the
-    evaluation, the next round and a resumed run all use it. Training on levels where the policy
-    answers no better than guessing would teach noise (calibrate's chance test)."""
-    train_dir.mkdir(parents=True, exist_ok=True)
-    summary = {
-        "stage": "train",
-        "steps": 0,
-        "skipped": "no environment drawable",
-        "policy": policy,
-        "signal": "skipped",
-    }
-    artifacts.write_json_atomic(train_dir / stages.get("train").marker, {"summary": summary})
 
 
 def record_recipe(loop: Loop, from_round: int) -> str:
@@ -549,7 +465,7 @@ def node_report(loop: Loop) -> None:
 def check_wiring(steps: list[stage.Stage]) -> None:
     """Refused before a round starts: a step placed in the round whose record says nothing of
     what it takes from it, or that takes a kind of Result no step before it gives."""
-    unwired = [st.name for st in steps if st.in_round is None and st.name not in LOOP_STEPS]
+    unwired = [st.name for st in steps if st.in_round is None]
     if unwired:
         raise StageFailed(f"round steps with no in_round in their record: {', '.join(unwired)}")
     given: set[str] = set()
@@ -591,17 +507,17 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
             pool,
             say=lambda m: loop.log(f"  {m}"),
             offered=loop.offered if r == offer_at else None,
+            start=loop.model,
+            recipe_file=loop.recipe,
         )
-        this = RoundRun(loop, rnd, RoundBook.open(d, f"round {r}"))
+        book = RoundBook.open(d, f"round {r}")
         for st in steps:  # in the records' order; each gets the latest Result of each kind it takes
-            got = {kind: rnd.latest(kind) for kind in st.takes}
-            own = LOOP_STEPS.get(st.name)
-            rnd.add(own(this, got) if own is not None else this.wired(st, got))
+            rnd.add(wired(loop, st, rnd, book))
         policy = rnd.policy  # the trained checkpoint (train's Result names it)
-        this.book.write()
+        book.write()
         summary = round_summary(r, d, {x.stage: x for x in rnd.results}, digest, loop.pool_dir)
         artifacts.JsonlAppender(loop.run_dir / "rounds.jsonl").append(summary)
-        loop.log(round_line(summary, this.book.totals(), str(loop.run_dir / "rounds.jsonl")))
+        loop.log(round_line(summary, book.totals(), str(loop.run_dir / "rounds.jsonl")))
         if summary["candidates"] == 0:
             offered = ", what a person offered" if summary["offered"] else ""
             loop.log(
@@ -630,74 +546,17 @@ def offered_round(run_dir: Path, offered: Path | None, first_open: int) -> int |
     return first_open
 
 
-@dataclass
-class RoundRun:
-    """One round being run: each step through its record's `in_round`, or, for the steps whose
-    work is the loop's own (LOOP_STEPS: the pool's swap, the train child, the evaluation
-    against the run's baseline), through a method here."""
-
-    loop: Loop
-    round: stage.Round
-    book: RoundBook
-    baseline: dict | None = None
-
-    def wired(self, st: stage.Stage, got: dict[str, stage.Result | None]) -> stage.Result | None:
-        given = st.in_round(self.round, got)
-        if given is None:
-            return None
-        return self.loop.step(st.name, self.round.folder, self.book, **given)
-
-    def update_pool(self, got: dict[str, stage.Result | None]) -> stage.Result:
-        """The next pool written from the rotation's verdicts and the admitted newcomers, then
-        applied; the evaluation set frozen (round 1) and the baseline measured (once a run)."""
-        loop, rnd = self.loop, self.round
-        pool, d = rnd.pool, rnd.folder
-        measured = got["measured"].out if got["measured"] is not None else None
-        change = pool.write_next(d, measured, got["library"].out, rnd.number)
-        pool.apply(d)
-        dropped = len(change.get("quarantined", []))
-        loop.log(
-            f"  pool: {change['pool_size']} environments (+{len(change['joined'])} "
-            f"-{len(change['retired'])}{f', {dropped} quarantined dropped' if dropped else ''}) "
-            f"-> {loop.pool_dir}"
-        )
-        pool.freeze_eval_set()  # round 1: the seeds are calibrated now
-        self.baseline = loop.baseline(self.book)
-        return stage.result_in(stages.get("pool update"), d)
-
-    def train(self, got: dict[str, stage.Result | None]) -> stage.Result:
-        """The train child on the round's rows (skipped when sample drew none); its Result names
-        the checkpoint the round's policy becomes."""
-        loop, rnd, book = self.loop, self.round, self.book
-        rows, st = got["rows"], stages.get("train")
-        data, train = rows.marker, st.out_in(rnd.folder)
-        if (train / st.marker).exists():
-            loop.log("  train: done")
-            book.keep("train")
-        elif rows.summary["rows"] == 0:
-            skip_training(train, rnd.policy)
-            loop.log(f"  train: skipped, no environment to train on; the policy carries over ({rnd.policy})")
-        else:
-            loop.where = f"round {rnd.number} at train (partial results in {train})"
-            started = time.perf_counter()
-            loop.train(data, train, rnd.policy)
-            book.add_child("train", time.perf_counter() - started, read_json(train / st.marker))
-        drop_checkpoints(train)
-        done = stage.result_in(st, train)
-        if done is None:
-            raise StageFailed(f"train ended without writing {train / st.marker}; its output is in {train / TRAIN_LOG}")
-        return done
-
-    def evaluate(self, got: dict[str, stage.Result | None]) -> stage.Result:
-        return self.loop.evaluate(self.round.folder, self.book, got["checkpoint"].policy, self.baseline)
-
-
-# the steps the loop runs itself, by name; every other step of the round is wired by its record
-LOOP_STEPS: dict[str, Callable[[RoundRun, dict], stage.Result | None]] = {
-    "pool update": RoundRun.update_pool,
-    "train": RoundRun.train,
-    "evaluate": RoundRun.evaluate,
-}
+def wired(loop: Loop, st: stage.Stage, rnd: stage.Round, book: RoundBook) -> stage.Result | None:
+    """One step of the round, as its record says: `in_round` turns the round and the latest
+    Result of each kind it `takes` into its Context's fields (or says it does not run, or is
+    finished already), the step runs (or is read back), then its record's `finish`."""
+    given = st.in_round(rnd, {kind: rnd.latest(kind) for kind in st.takes})
+    if given is None or isinstance(given, stage.Result):
+        return given
+    done = loop.step(st.name, rnd.folder, book, **given)
+    if st.finish is not None:
+        st.finish(rnd, done)
+    return done
 
 
 def _verdict_of(stage_dir: Path, env_id: str | None) -> dict:
@@ -769,6 +628,8 @@ def round_summary(
         if st.name == "calibrate" and admitted[st.name] is not None:
             admitted["uncalibrated"] = summary.get("admitted_uncalibrated", 0)
             admitted[st.name] -= admitted["uncalibrated"]
+    from evoenv_cli.stages.evaluate import headline
+
     train, metrics, pool_change = summary_of("train"), summary_of("evaluate"), summary_of("pool update")
     rows = results.get("sample")
     return {
@@ -790,27 +651,6 @@ def round_summary(
         "newcomers": newcomers(r, d, pool, metrics, rows.marker if rows is not None else None),
         "config_hash": config_hash,
     }
-
-
-def headline(metrics: dict) -> dict:
-    """The evaluation numbers worth a line: pass@1 overall with its item count and 95%
-    interval, on held-out environment instances and on benchmark files, and the overall change
-    against the baseline."""
-    overall = metrics.get("overall") or {}
-    out = {
-        "pass@1": overall.get("pass@1"),
-        "items": overall.get("items"),
-        "ci95": overall.get("ci95"),
-        "env_pass@1": overall.get("env_mean"),
-        "bench_pass@1": overall.get("bench_mean"),
-    }
-    delta = metrics.get("delta") or {}
-    if isinstance(delta, dict) and "overall pass@1" in delta:
-        out["delta_vs_baseline"] = delta["overall pass@1"]
-        change = (metrics.get("delta_ci95") or {}).get("overall pass@1")
-        if change:
-            out["delta_ci95"] = change
-    return {k: v for k, v in out.items() if v is not None}
 
 
 def round_line(s: dict, totals: dict | None = None, where: str = "rounds.jsonl") -> str:

@@ -219,18 +219,53 @@ def read_json(path: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-# The pool update is a step of the round (no command runs it: the loop writes the next pool and applies it); the
-# report reads its place and its marker from here.
+# -- the pool update, a step of the round (no command runs it: the loop writes the next pool and
+# applies it); its record is here, beside the pool it changes
+def _update_in_round(rnd, got: dict) -> dict:
+    """The next pool from rotate's verdicts on the members (None: none was due) and the round's
+    admitted newcomers (calibrate's library)."""
+    measured = got["measured"].out if got["measured"] is not None else None
+    return dict(library=got["library"].out, inputs={"pool": rnd.pool, "measured": measured, "round": rnd.number})
+
+
+def _update_run(ctx, lib, out: Path, llm, bar) -> dict:
+    """round-NN/pool-next/ and its marker (OUT, pool-update.json), written before anything in
+    the pool changes; `_update_finish` applies them."""
+    return ctx.inputs["pool"].write_next(out.parent, ctx.inputs["measured"], ctx.library, ctx.inputs["round"])
+
+
+def _update_finish(rnd, done) -> None:
+    """Every time, a kill between the marker and the swap included: the next pool applied (a
+    no-op when it is), and at round 1 the evaluation set frozen (the seeds are calibrated now)."""
+    rnd.pool.apply(rnd.folder)
+    rnd.pool.freeze_eval_set()
+
+
+def _update_line(label: str, done, ctx) -> str:
+    change, gone = done.summary, len(done.summary.get("quarantined", []))
+    return (
+        f"pool: {change['pool_size']} environments (+{len(change['joined'])} -{len(change['retired'])}"
+        f"{f', {gone} quarantined dropped' if gone else ''}) -> {ctx.inputs['pool'].root}"
+    )
+
+
 STEP = register(
     Stage(
         "pool update",
         sections=("iterate",),
         marker=UPDATE_FILE,
-        settings=None,
-        run=None,
+        settings=None,  # one file, written whole (atomically) with pool-next/
+        run=_update_run,
         place=8,
         folder="",
+        partial=("the next pool", "nothing: pool-next/ is written whole before the marker"),
+        rerun="run the loop again",
+        library_optional=True,
+        total=lambda ctx, lib: None,  # no progress bar
+        in_round=_update_in_round,
         takes=("measured", "library"),  # rotate's verdicts on the members, calibrate's newcomers
         gives="pool",
+        line=_update_line,
+        finish=_update_finish,
     )
 )

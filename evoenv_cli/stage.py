@@ -95,8 +95,9 @@ class Context:
 
 # What a step's Result is, for the steps that take it (a record's `gives` and `takes`): admitted
 # candidates, compose's composites, the pool's members re-measured (rotate), the pool update,
-# training rows, a trained checkpoint, evaluation metrics.
-KINDS = ("library", "composites", "measured", "pool", "rows", "checkpoint", "metrics")
+# the starting model's evaluation (measured once a run), training rows, a trained checkpoint,
+# evaluation metrics.
+KINDS = ("library", "composites", "measured", "pool", "baseline", "rows", "checkpoint", "metrics")
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,8 @@ class Round:
     results: list[Result] = field(default_factory=list)
     # environment files a person offers as candidates this round (`iterate --offered`; None: none)
     offered: Path | None = None
+    start: str = ""  # the run's starting model (the baseline's)
+    recipe_file: Path | None = None  # the recipe the run was started with (errors name it)
 
     def latest(self, kind: str) -> Result | None:
         """The last Result of `kind` this round (None: no step before gave one)."""
@@ -178,23 +181,36 @@ class Stage:
     # point the run goes on from (train: its last checkpoint), so a rerun never appends to them
     resume_from: Callable[[Path], None] | None = None
     # (round, {kind: the round's latest Result of it or None, for each kind in `takes`}) -> this
-    # step's Context fields (recipe, library, model, inputs); None: it does not run this round (it says why)
-    in_round: Callable[[Round, dict[str, Result | None]], dict | None] | None = None
+    # step's Context fields (recipe, library, model, inputs); None: it does not run this round (it
+    # says why); a Result: it is finished without running (measured once a run, nothing to train on)
+    in_round: Callable[[Round, dict[str, Result | None]], dict | Result | None] | None = None
     takes: tuple[str, ...] = ()  # the kinds (KINDS) of earlier steps' Results it takes in the round
     gives: str | None = None  # the kind of its Result
     summary_field: str | None = None  # the marker's field that holds its summary (None: the whole marker)
     next_policy: Callable[[Path, dict], str] | None = None  # (its folder, its summary) -> the model after it
+    # (label, its Result, its Context) -> its line in the loop's log; default: an admission
+    # stage's funnel line (`funnel_line`), none for another
+    line: Callable[[str, Result, Context], str | None] | None = None
+    # (round, its Result) after the step, whether it ran now or before a kill: what the round
+    # needs done with its output every time (the pool update applies the next pool)
+    finish: Callable[[Round, Result], None] | None = None
+    # the loop runs it in a process of its own, under the training launcher
+    # (iterate.train_launch, or Ray Train's workers on a cluster), from its Context as JSON
+    child: bool = False
+    per_run: bool = False  # its folder is in RUN/, not round-NN/: it runs once a run, and later rounds read it
 
     @property
     def where(self) -> str:
-        """round-NN/<where>: the marker's path in a round folder."""
+        """round-NN/<where> (RUN/<where> for a step run once a run): the marker's path."""
         folder = self.name if self.folder is None else self.folder
         return f"{folder}/{self.marker}" if folder else self.marker
 
     def out_in(self, round_folder: Path) -> Path:
-        """Its folder in a round folder (the round folder itself for a file there)."""
+        """Its folder for a round folder (the round folder itself for a file there; a folder of
+        the run's for a step run once a run)."""
         folder = self.name if self.folder is None else self.folder
-        return round_folder / folder if folder else round_folder
+        base = round_folder.parent if self.per_run else round_folder
+        return base / folder if folder else base
 
 
 _REGISTRY: dict[str, Stage] = {}
@@ -308,8 +324,9 @@ def round_results(
     folder: Path, steps: list[Stage], read: Callable[[Path], dict | None] = read_marker
 ) -> dict[str, Result]:
     """A round on disk read back as the Results its finished steps left, by name in round order:
-    the one reader of a finished round (a resumed run's policy, `evoenv report`)."""
-    found = (result_in(st, st.out_in(folder), read) for st in steps)
+    the one reader of a finished round (a resumed run's policy, `evoenv report`). A step run once
+    a run (the baseline) is the run's, not the round's: not among them."""
+    found = (result_in(st, st.out_in(folder), read) for st in steps if not st.per_run)
     return {r.stage: r for r in found if r is not None}
 
 
@@ -367,6 +384,15 @@ def context_from_record(record: dict, where: str) -> tuple[str, Context]:
         inputs=inputs,
     )
     return record["stage"], ctx
+
+
+def step_line(stage: Stage, label: str, result: Result, ctx: Context) -> str | None:
+    """A step's line in the loop's log: its record's `line`, else an admission stage's funnel."""
+    if stage.line is not None:
+        return stage.line(label, result, ctx)
+    if hasattr(result.value, "record"):
+        return funnel_line(label, result.value.record(), result.out)
+    return None
 
 
 def funnel_line(label: str, record: dict, out: Path) -> str:

@@ -25,14 +25,16 @@ def test_every_stage_module_registers_its_record_and_the_round_reads_them_in_ord
     steps = [s.name for s in stages.round_steps()]
     assert steps == [
         "synthesize", "validate", "review", "rotate", "compose", "dedupe", "calibrate",
-        "pool update", "sample", "train", "evaluate",
+        "pool update", "baseline", "sample", "train", "evaluate",
     ]  # fmt: skip
     assert {"distill"} <= set(records) - set(steps)  # a command-only stage: no place in the round
-    for s in records.values():  # every runnable record can be executed
-        assert (s.run is None) == (s.name == "pool update"), s.name
-    for name in set(steps) - {"pool update"}:  # each step's record in the module of its name
-        assert records[name].in_round is not None or name in loop.LOOP_STEPS, name
-        assert stages.get(name) is importlib.import_module(f"evoenv_cli.stages.{name}").STAGE, name
+    for s in records.values():  # every record can be executed
+        assert s.run is not None, s.name
+    for name in steps:  # every step is wired by its record, which is in the module of its name
+        assert records[name].in_round is not None, name
+        module = "evoenv_cli.pool" if name == "pool update" else f"evoenv_cli.stages.{name}"
+        assert stages.get(name) in vars(importlib.import_module(module)).values(), name
+    assert not hasattr(loop, "LOOP_STEPS") and not hasattr(loop.Loop, "train")  # no step is the loop's own
 
 
 def test_a_new_stage_is_one_record_and_the_loop_and_report_read_it(tmp_path, monkeypatch):
@@ -53,12 +55,12 @@ def test_a_new_stage_is_one_record_and_the_loop_and_report_read_it(tmp_path, mon
         marker="done.json",
         settings=lambda ctx: {"word": ctx.inputs["word"]},
         run=run,
-        place=8.5,  # after the pool update, before sample
+        place=8.75,  # after the pool update and the baseline, before sample
         envs=False,
         library_optional=True,
     )
     monkeypatch.setitem(stage._REGISTRY, "echo", extra)
-    assert [s.name for s in stages.round_steps()].index("echo") == 8
+    assert [s.name for s in stages.round_steps()].index("echo") == 9
     assert extra in numbers.round_steps(numbers.loop_order())  # the report's round status lists it
     result = stage.execute(extra, stage.Context(None, tmp_path / "echo", inputs={"word": "hi"}))
     assert result.value == {"ok": True} and seen == [("hi", tmp_path / "echo")]
@@ -124,7 +126,7 @@ def test_a_new_round_step_is_one_record_and_the_loop_runs_it_in_its_place(tmp_pa
         marker="done.json",
         settings=lambda ctx: {"before": ctx.inputs["before"]},
         run=run,
-        place=8.5,
+        place=8.75,
         envs=False,
         in_round=in_round,
         takes=("pool", "library"),
@@ -144,7 +146,7 @@ def test_a_new_round_step_is_one_record_and_the_loop_runs_it_in_its_place(tmp_pa
     (summary,) = loop.run(the_loop, 1)
     d = run_dir / "round-01"
     done = json.loads((d / "echo" / "done.json").read_text())
-    steps = stages.round_steps()
+    steps = [st for st in stages.round_steps() if st.name != "baseline"]  # iterate.baseline: false here
     names = [st.name for st in steps]
     assert done == {"before": names[: names.index("echo")], "pool": 1}
     assert (d / "sample" / "train.jsonl").exists()  # and the round went on after it
@@ -172,7 +174,7 @@ def test_a_new_round_step_is_one_record_and_the_loop_runs_it_in_its_place(tmp_pa
         results["synthesize"].summary["candidates"],
     )
     # a resumed run and the report read the finished round back as the same Results
-    assert stage.round_results(d, steps) == results
+    assert stage.round_results(d, stages.round_steps()) == results
     assert RunFiles(run_dir).results("round-01") == results
     assert numbers.training(RunFiles(run_dir))["rounds"][0]["steps"] == train.summary["steps"]
 

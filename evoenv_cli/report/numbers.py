@@ -124,10 +124,13 @@ def funnel_steps(order: tuple[str, str]) -> tuple[str, ...]:
 
 
 def round_steps(order: tuple[str, str]) -> list[Stage]:
-    """The round's steps' records, in the loop's order (the stage registry's); the two
-    contracts in the order this round ran them."""
+    """The round's own steps' records, in the loop's order (the stage registry's); the two
+    contracts in the order this round ran them. A step run once a run (the baseline) is the
+    run's: the evaluation's section reads it."""
     out = []
     for st in stages.round_steps():
+        if st.per_run:
+            continue
         if st.name in order:
             if st.name == loop_order()[0]:  # where the contracts stand in the loop's own order
                 out += [stages.get(name) for name in order]

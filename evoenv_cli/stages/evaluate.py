@@ -53,7 +53,7 @@ from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.instances import instance_seed
 from evoenv_cli.runtime.session import Runtime
 from evoenv_cli.runtime.workers import SandboxWorkers
-from evoenv_cli.stage import Context, Stage, register
+from evoenv_cli.stage import Context, Result, Round, Stage, register
 
 HELDOUT_BIT = 1 << 31
 RG_SEED_BASE = HELDOUT_BIT  # reasoning-gym items at held-out seeds, like every evaluation item
@@ -751,6 +751,50 @@ def _run(ctx: Context, lib: EnvLibrary | None, out: Path, llm, bar) -> dict:
             ctx.model.get().progress = None
 
 
+def headline(metrics: dict) -> dict:
+    """The evaluation numbers worth a line: pass@1 overall with its item count and 95%
+    interval, on held-out environment instances and on benchmark files, and the overall change
+    against the baseline."""
+    overall = metrics.get("overall") or {}
+    out = {
+        "pass@1": overall.get("pass@1"),
+        "items": overall.get("items"),
+        "ci95": overall.get("ci95"),
+        "env_pass@1": overall.get("env_mean"),
+        "bench_pass@1": overall.get("bench_mean"),
+    }
+    delta = metrics.get("delta") or {}
+    if isinstance(delta, dict) and "overall pass@1" in delta:
+        out["delta_vs_baseline"] = delta["overall pass@1"]
+        change = (metrics.get("delta_ci95") or {}).get("overall pass@1")
+        if change:
+            out["delta_ci95"] = change
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _line(label: str, done: Result, ctx: Context) -> str:
+    shown = " ".join(f"{k}={v:.3f}" for k, v in headline(done.value).items() if isinstance(v, float))
+    return f"{label}: {shown or '-'} -> {done.out}"
+
+
+BASELINE_KEYS = ("model", "overall", "environments", "benchmarks")  # what a round's evaluation keeps of it
+
+
+def _in_round(rnd: Round, got: dict) -> dict:
+    """In the loop: the round's policy on the evaluation set frozen at round 1 (RUN/eval-set/)
+    and the run's benchmarks, against the baseline's numbers when it was measured."""
+    base = got["baseline"].summary if got["baseline"] is not None else None
+    return dict(
+        library=rnd.pool.eval_set,
+        model=got["checkpoint"].policy,
+        inputs={
+            "bench": list(rnd.iterate.bench),
+            "baseline": (base or {}).get("model"),
+            "baseline_results": {k: base.get(k) for k in BASELINE_KEYS} if base is not None else None,
+        },
+    )
+
+
 STAGE = register(
     Stage(
         "evaluate",
@@ -765,7 +809,9 @@ STAGE = register(
         resumable=False,
         library_optional=True,
         check=_check,
-        takes=("checkpoint",),  # the loop's own step (loop.LOOP_STEPS) evaluates it
+        in_round=_in_round,
+        takes=("checkpoint", "baseline"),
         gives="metrics",
+        line=_line,
     )
 )

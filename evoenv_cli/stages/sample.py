@@ -25,7 +25,7 @@ from evoenv_cli.errors import InputError
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.instances import instance_seed
 from evoenv_cli.runtime.workers import SandboxWorkers
-from evoenv_cli.stage import Context, Round, Stage, register
+from evoenv_cli.stage import Context, Result, Round, Stage, register
 
 __all__ = [
     "FORMATS",
@@ -194,6 +194,17 @@ def _in_round(rnd: Round, got: dict) -> dict:
     return dict(recipe=rnd.seeded("sample", difficulty_from="index"), library=rnd.pool.root)
 
 
+def _line(label: str, done: Result, ctx: Context) -> str:
+    n = done.value
+    if not n.written:  # an empty train.jsonl: the round trains nothing
+        return (
+            f"sample: no pool environment has a level calibrated in band and above chance for this "
+            f"policy ({len(n.skipped)} skipped; their calibration is in {ctx.library / 'index.jsonl'}): "
+            "nothing to train on this round"
+        )
+    return f"sample: {n.written} rows from {len(n.per_env)} environments ({len(n.skipped)} skipped) -> {done.marker}"
+
+
 STAGE = register(
     Stage(
         "sample",
@@ -209,5 +220,6 @@ STAGE = register(
         total=lambda ctx, lib: None,  # no progress bar
         in_round=_in_round,
         gives="rows",
+        line=_line,
     )
 )

@@ -24,7 +24,7 @@ from evoenv_cli.llm.base import Backend, SamplingConfig, strip_thinking
 from evoenv_cli.prompts import PROMPTS, contract_text, template
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.contract import REQUIRED_FUNCTIONS, parse_python
-from evoenv_cli.stage import Context, Round, Stage, register
+from evoenv_cli.stage import Context, Result, Round, Stage, register
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.DOTALL)
 
@@ -299,6 +299,12 @@ def _in_round(rnd: Round, got: dict) -> dict:
     return dict(recipe=rnd.seeded("synthesize"), model=rnd.policy, inputs=inputs)
 
 
+def _line(label: str, done: Result, ctx: Context) -> str:
+    n = done.value
+    more = f" and {n['offered']} offered by a person" if n.get("offered") else ""
+    return f"synthesize: {n['candidates']} candidates from {n['requests']} requests{more} -> {done.out}"
+
+
 STAGE = register(
     Stage(
         "synthesize",
@@ -314,5 +320,6 @@ STAGE = register(
         library_optional=True,  # its examples are inputs: the seeds and the pools
         in_round=_in_round,
         gives="library",  # the candidates that parsed
+        line=_line,
     )
 )

@@ -26,7 +26,7 @@ import threading
 import time
 import warnings
 from collections import defaultdict
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +38,14 @@ from evoenv_cli.config import (
     TrainConfig,
     check_values,
     field_problem,
+    override,
     to_dict,
 )
 from evoenv_cli.conversations import without_demonstrations
 from evoenv_cli.errors import InputError
 from evoenv_cli.integrations.reward_audit import QUARANTINE_FILE
 from evoenv_cli.integrations.rewards import EnvReward, FormatReward, row_instance
-from evoenv_cli.stage import Context, Stage, register
+from evoenv_cli.stage import Context, Result, Round, Stage, register, result_in
 from evoenv_cli.training import precision, progress
 from evoenv_cli.training.cpu_head import compact_lm_head_on_cpu
 from evoenv_cli.training.progress import TRAIN_LOG
@@ -866,6 +867,47 @@ def _run(ctx: Context, lib, out: Path, llm, bar) -> dict:
     )
 
 
+def skip_training(train_dir: Path, policy: str) -> None:
+    """A round whose sample drew nothing (no pool environment in band and above chance for this
+    policy) trains nothing: its marker says so and names the policy that carries over, so the
+    evaluation, the next round and a resumed run all use it. Training on levels where the policy
+    answers no better than guessing would teach noise (calibrate's chance test)."""
+    train_dir.mkdir(parents=True, exist_ok=True)
+    summary = {
+        "stage": "train",
+        "steps": 0,
+        "skipped": "no environment drawable",
+        "policy": policy,
+        "signal": "skipped",
+    }
+    artifacts.write_json_atomic(train_dir / STAGE.marker, {"summary": summary})
+
+
+def drop_checkpoints(train_dir: Path) -> None:
+    """A finished round's trainer checkpoints (weights again, plus optimizer and scheduler
+    state, several times the model's size) go once its final model is written: they serve
+    only to resume that round's training, and the next round starts from the final model."""
+    checkpoints = train_dir / "checkpoints"
+    if (train_dir / STAGE.marker).exists() and checkpoints.is_dir():
+        shutil.rmtree(checkpoints)
+
+
+def _in_round(rnd: Round, got: dict) -> dict | Result:
+    """In the loop: the round's policy trained on sample's rows from the pool (a process of its
+    own, under the training launcher); nothing trained when sample drew no row. With LoRA the
+    adapter is merged, so that the next round's policy is a model vLLM and transformers load."""
+    rows, out = got["rows"], STAGE.out_in(rnd.folder)
+    if rows.summary.get("rows") == 0 and not (out / STAGE.marker).exists():
+        skip_training(out, rnd.policy)
+        rnd.say(f"train: skipped, no environment to train on; the policy carries over ({rnd.policy})")
+        return result_in(STAGE, out)
+    recipe = rnd.recipe
+    if recipe.train.lora:
+        recipe = replace(recipe, train=override(recipe.train, merge_lora=True))
+    inputs = {"data": rows.marker, "model": rnd.policy, "eval_data": None, "recipe_path": rnd.recipe_file}
+    return dict(recipe=recipe, library=rnd.pool.root, inputs=inputs)
+
+
 STAGE = register(
     Stage(
         "train",
@@ -881,9 +923,12 @@ STAGE = register(
         check=_check,
         prepares=lambda ctx: is_main_rank(),  # under accelerate launch every rank runs it; one prepares OUT
         resume_from=resume_from,
-        takes=("rows",),  # the loop's own step (loop.LOOP_STEPS) runs it in a child
+        in_round=_in_round,
+        takes=("rows",),
         gives="checkpoint",
         summary_field="summary",
         next_policy=next_policy,
+        finish=lambda rnd, done: drop_checkpoints(done.out),
+        child=True,
     )
 )

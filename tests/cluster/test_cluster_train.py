@@ -4,7 +4,7 @@
 
 The cluster is tests/support/ray_nodes.py's: a head and a second node started with `ray start`, one CPU
 each, so the two workers (one CPU each, placement SPREAD) land one on each node and train with
-gloo. The train step runs alone (`Loop.train`, tests/support/cluster_train_child.py) on a copy of the
+gloo. The train step runs alone (its record through `loop.wired`, tests/support/cluster_train_child.py) on a copy of the
 one-machine run cut back to its sample: the same rows, pool and policy, so the two trainings are
 comparable step for step."""
 

@@ -327,7 +327,8 @@ def test_the_paired_change_needs_the_same_items_on_both_sides():
 
 
 def test_the_round_line_gives_the_change_with_its_paired_interval():
-    from evoenv_cli.loop import headline, round_line
+    from evoenv_cli.loop import round_line
+    from evoenv_cli.stages.evaluate import headline
 
     metrics = {
         "overall": {"pass@1": 0.3, "items": 54, "ci95": [0.2, 0.43]},

@@ -5,6 +5,7 @@ The real multi-rank run is in test_train_ranks.py."""
 
 import importlib.util
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from evoenv_cli import artifacts
 from evoenv_cli import loop as iterate
 from evoenv_cli.config import TrainConfig
 from evoenv_cli.errors import InputError
+from evoenv_cli.stage import Result, Round
 from evoenv_cli.stages import train as stage
 
 EXE = Path(sys.executable).with_name("evoenv")
@@ -207,16 +209,35 @@ def test_one_training_process_is_pinned_to_one_gpu(tmp_path, monkeypatch):
     assert iterate.launch_processes("accelerate launch") is None  # accelerate takes every GPU
 
 
+def train_step(lp: iterate.Loop, rows: int = 1) -> Result:
+    """The loop's train step of round 1 (its record through `loop.wired`), after a sample that
+    wrote `rows` rows."""
+    d = lp.run_dir / "round-01"
+    data = d / "sample" / "train.jsonl"
+    data.parent.mkdir(parents=True, exist_ok=True)
+    data.write_text("{}\n" * rows)
+    rnd = Round(1, d, "m", lp.spec, lp.cfg, lp.seeds, lp.env_pool, print, recipe_file=lp.recipe)
+    rnd.add(Result("sample", "rows", data.parent, data, {"rows": rows}))
+    return iterate.wired(lp, stage.STAGE, rnd, iterate.RoundBook.open(d, "round 1"))
+
+
 def test_a_lora_loop_merges_the_adapter_for_the_next_round(tmp_path, monkeypatch):
     """The child gets the resolved Context as one JSON file (run-context): a LoRA loop's says
     merge_lora, so the next round's policy is a whole model."""
     argv = []
-    monkeypatch.setattr(iterate, "stream", lambda a, log, env: argv.extend(a) or 0)
+
+    def launched(a: list, log: Path, env: dict) -> int:  # the child's part: it writes its marker
+        argv.extend(a)
+        artifacts.write_json_atomic(log.parent / stage.STAGE.marker, {"summary": {"steps": 1}})
+        return 0
+
+    monkeypatch.setattr(iterate, "stream", launched)
 
     def merge_lora(*extra: str) -> bool:
         argv.clear()
-        loop(tmp_path, *extra).train(tmp_path / "d.jsonl", tmp_path / "t", "m")
-        assert argv[-2] == "run-context"
+        shutil.rmtree(tmp_path / "run", ignore_errors=True)
+        done = train_step(loop(tmp_path, *extra))
+        assert argv[-2] == "run-context" and done.summary == {"steps": 1} and done.kind == "checkpoint"
         return json.loads(Path(argv[-1]).read_text())["recipe"]["train"]["merge_lora"]
 
     assert merge_lora("  lora: true") is True
@@ -226,11 +247,30 @@ def test_a_lora_loop_merges_the_adapter_for_the_next_round(tmp_path, monkeypatch
 def test_a_finished_rounds_checkpoints_go_an_unfinished_ones_stay(tmp_path):
     train = tmp_path / "train"
     (train / "checkpoints" / "checkpoint-2").mkdir(parents=True)
-    iterate.drop_checkpoints(train)
+    stage.drop_checkpoints(train)
     assert (train / "checkpoints").is_dir()  # no marker yet: resuming needs them
     (train / "train-manifest.json").write_text("{}")
-    iterate.drop_checkpoints(train)
+    stage.drop_checkpoints(train)
     assert not (train / "checkpoints").exists() and (train / "train-manifest.json").exists()
+
+
+def test_the_loops_train_step_drops_a_finished_rounds_checkpoints_and_skips_a_round_with_no_rows(tmp_path):
+    """A train a kill stopped after its marker and before its checkpoints went: the rerun's step
+    reads it back and drops them (its record's `finish`). A sample with no row: nothing trained,
+    the policy carried over, and no child started."""
+    lp = loop(tmp_path)
+    train = lp.run_dir / "round-01" / "train"
+    (train / "checkpoints" / "checkpoint-2").mkdir(parents=True)
+    artifacts.write_json_atomic(train / stage.STAGE.marker, {"summary": {"steps": 2}})
+    done = train_step(lp)
+    assert done.summary == {"steps": 2} and not (train / "checkpoints").exists()
+    shutil.rmtree(lp.run_dir)
+    skipped = train_step(lp, rows=0)
+    assert (
+        skipped.policy == "m"
+        and skipped.summary["skipped"]
+        and not (lp.run_dir / "round-01" / "train-context.json").exists()
+    )
 
 
 def test_each_rank_writes_its_own_temp_file(tmp_path, monkeypatch):

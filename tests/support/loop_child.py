@@ -84,7 +84,6 @@ def main() -> None:
         return wrapper
 
     iterate.Loop.step = spanned(iterate.Loop.step, lambda a, k: k.get("label") or a[0])
-    iterate.Loop.train = spanned(iterate.Loop.train, lambda a, k: "train")
     recipe_cfg = iterate.cfgmod.load_recipe(recipe)
     loop = iterate.Loop(
         run_dir,
