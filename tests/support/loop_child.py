@@ -3,7 +3,8 @@
 rename, a replace, a folder removal or a JSONL append), `--kill-in-swap` just after the pool
 is moved aside in a swap (the moment that used to lose the pool). Prints, as JSON on stdout
 when it finishes, how many changes it made and each step's span of them ("round/stage":
-[first, last]; train's are its child's, which tests/support/scripted_train.py kills).
+[first, last]; train's counts this process's only: its child, a process of its own, is
+killed by tests/support/scripted_train.py).
 
     python tests/support/loop_child.py RUN RECIPE SEEDS ROUNDS [--kill-at N | --kill-in-swap K]
 """
