@@ -21,9 +21,10 @@ from pathlib import Path
 from evoenv_cli import artifacts, origins
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.integrations.reward_audit import QUARANTINE_FILE, quarantined_ids
-from evoenv_cli.stage import Stage, register
+from evoenv_cli.stage import Stage, register, round_folders
 
 UPDATE_FILE = "pool-update.json"  # round-NN/pool-update.json: the round's pool change, written with pool-next/
+NEXT = "pool-next"  # round-NN/pool-next/: the pool after the round, written before the pool changes
 
 
 @dataclass
@@ -47,9 +48,9 @@ class EnvPool:
         recover(self.eval_set)
         if (self.root / "index.jsonl").exists():
             return
-        written = sorted(self.run_dir.glob("round-*/pool-next/index.jsonl"))
+        written = [d / NEXT for d in round_folders(self.run_dir) if (d / NEXT / "index.jsonl").exists()]
         if written:  # a pool lost outside the loop: the last pool-next/ is what it was
-            write_pool(self.root, library_members(written[-1].parent))
+            write_pool(self.root, library_members(written[-1]))
             return
         write_pool(self.root, seed_members(self.seeds))
 
@@ -68,7 +69,10 @@ class EnvPool:
     def quarantined(self) -> dict[str, dict]:
         """Environments whose rewards disagreed with a re-check in a fresh worker, in any
         round's training so far: never in the pool again."""
-        return quarantined_ids(sorted(self.run_dir.glob(f"round-*/train/{QUARANTINE_FILE}")))
+        from evoenv_cli import stages  # the train step's record: where its quarantine log is
+
+        train = stages.get("train")
+        return quarantined_ids([train.out_in(d) / QUARANTINE_FILE for d in round_folders(self.run_dir)])
 
     def write_next(self, d: Path, rotated: Path | None, admitted: Path, r: int) -> dict:
         """round-NN/pool-next/ (the pool after this round) and pool-update.json, written before
@@ -106,14 +110,14 @@ class EnvPool:
             if env.env_id not in have and env.env_id not in quarantine:
                 members.append((env, dict(new.index.get(env.env_id, {}), joined_round=r, measured_round=r)))
                 joined.append(env.name)
-        write_pool(d / "pool-next", members)
+        write_pool(d / NEXT, members)
         change = {"pool_size": len(members), "joined": joined, "retired": retired, "quarantined": dropped}
         artifacts.write_json_atomic(update, change)
         return change
 
     def apply(self, d: Path) -> None:
         """RUN/pool/ made what round-NN/pool-next/ says (a no-op when it already is)."""
-        planned = d / "pool-next"
+        planned = d / NEXT
         if not (planned / "index.jsonl").exists():  # a run from before pool-next/ was kept: applied then
             return
         if (self.root / "index.jsonl").exists() and (self.root / "index.jsonl").read_bytes() == (

@@ -119,6 +119,18 @@ def round_name(r: int) -> str:
     return f"round-{r:02d}"
 
 
+def round_number(name: str) -> int | None:
+    """The round a folder's name is (`round_name`'s inverse), or None for another name."""
+    digits = name.removeprefix("round-")
+    return int(digits) if digits.isdigit() and name == round_name(int(digits)) else None
+
+
+def round_folders(run_dir: Path) -> list[Path]:
+    """The run's round folders that exist, by round number (round-100 after round-99)."""
+    found = [(round_number(p.name), p) for p in run_dir.iterdir()] if run_dir.is_dir() else []
+    return [p for r, p in sorted((r, p) for r, p in found if r is not None and p.is_dir())]
+
+
 @dataclass
 class Round:
     """One round of the loop as a step's `in_round` sees it: what the loop holds for the run,

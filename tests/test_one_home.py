@@ -4,6 +4,7 @@ bound in its field's metadata, each round step's marker path in its record. This
 
 import ast
 import functools
+import re
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,28 @@ def test_an_origin_is_named_only_in_its_table():
     assert len({o.label for o in origins.ORIGINS.values()}) == len({o.phrase for o in origins.ORIGINS.values()}) == 4
     assert origins.label(None) == "unknown" and origins.label("elsewhere") == "elsewhere"
     assert origins.phrase({}) == origins.SYNTHESIZE.phrase  # a record from before offered files existed
+
+
+def test_a_round_folder_s_name_is_written_only_by_round_name():
+    """RUN/round-NN is written, parsed and listed in stage.py alone (`round_name`, `round_number`,
+    `round_folders`): a glob or a pattern of it elsewhere is a second copy (the pool's globs and
+    the report's pattern were, and sorted round-100 before round-11)."""
+    found = [
+        f"{path.relative_to(ROOT)}: {text!r}"
+        for path, tree in modules()
+        if path != PACKAGE / "stage.py"
+        for text in strings(tree)
+        if text == "round-" or re.search(r"round-[*(\[\\]", text)  # f"round-{r}", a glob, a pattern
+    ]
+    assert found == []
+
+
+def test_the_round_folders_are_listed_by_number(tmp_path):
+    from evoenv_cli.stage import round_folders, round_name, round_number
+
+    for r in (100, 9, 11, 2):
+        (tmp_path / round_name(r)).mkdir()
+    (tmp_path / "round-5").mkdir()  # not a name the loop writes
+    (tmp_path / "round-07").write_text("")  # a file
+    assert [round_number(p.name) for p in round_folders(tmp_path)] == [2, 9, 11, 100]
+    assert round_folders(tmp_path / "missing") == []

@@ -11,14 +11,11 @@ read as the loop reads them, as `stage.Result`s (`results`), their markers throu
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from evoenv_cli import stage, stages
 from evoenv_cli.errors import InputError
-
-ROUND_DIR = re.compile(r"^round-(\d{2,})$")
 
 
 @dataclass(frozen=True)
@@ -71,12 +68,7 @@ class RunFiles:
 
     def rounds(self) -> list[int]:
         """The round numbers that have a folder, in order."""
-        found = []
-        for p in self.root.iterdir():
-            m = ROUND_DIR.match(p.name)
-            if m and p.is_dir():
-                found.append(int(m.group(1)))
-        return sorted(found)
+        return [stage.round_number(p.name) for p in stage.round_folders(self.root)]
 
     def bound_files(self) -> list[str]:
         """The bounds.jsonl files `evoenv bound` wrote beside its codes: in the run folder and
