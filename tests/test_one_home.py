@@ -135,3 +135,19 @@ def test_the_round_folders_are_listed_by_number(tmp_path):
     (tmp_path / "round-07").write_text("")  # a file
     assert [round_number(p.name) for p in round_folders(tmp_path)] == [2, 9, 11, 100]
     assert round_folders(tmp_path / "missing") == []
+
+
+def test_a_step_s_folder_is_named_only_by_its_record():
+    """A path into a round step's folder is made from its record (`out_in`, the report's
+    `step_dir`), never from the folder's name written again (the report wrote eleven:
+    f"{rdir(r)}/compose/verdicts.jsonl"), so a record that moves its folder moves every reader.
+    Docstrings may name the folders; a metric key such as "train/score_mean" is not a path."""
+    folders = {st.out_in(Path("R")).name for st in STEPS if st.out_in(Path("R")) != Path("R")}
+    found = []
+    for path, tree in modules():
+        docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+                if any(f"/{f}/" in node.value or node.value.endswith(f"/{f}") for f in folders):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+    assert found == []

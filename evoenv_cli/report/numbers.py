@@ -17,8 +17,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from evoenv_cli import origins, stages
+from evoenv_cli.loop import LOOP_FILE
 from evoenv_cli.report.run_files import Line, RunFiles
 from evoenv_cli.stage import Stage, round_name
+from evoenv_cli.stages.dedupe import CANDIDATES
 
 CONTRACTS = ("dedupe", "calibrate")  # the two contracts, whose order a round records in loop.json
 ADMISSION_BEFORE = (("validate", "synthesize"), ("review", "validate"), ("compose", None))
@@ -40,6 +42,20 @@ def step_summary(run: RunFiles, r: int, name: str) -> dict | None:
 
 def rdir(r: int) -> str:
     return round_name(r)
+
+
+def step_dir(r: int, name: str) -> str:
+    """Round r's folder of step `name` (relative to RUN), where its record puts it; a folder the
+    loop merges for a step (dedupe's candidates) by the name its module gives it."""
+    if name == CANDIDATES:
+        return f"{rdir(r)}/{CANDIDATES}"
+    return str(stages.get(name).out_in(Path(rdir(r))))
+
+
+def marker_of(r: int, name: str) -> str:
+    """Round r's marker of step `name` (relative to RUN), as its record names it."""
+    st = stages.get(name)
+    return str(st.out_in(Path(rdir(r))) / st.marker)
 
 
 def mean(values: list[float]) -> float | None:
@@ -103,11 +119,11 @@ def contract_order(run: RunFiles, r: int) -> tuple[str, str]:
     books each step as it runs (or is found finished). A round that reached neither runs the
     loop's order when resumed; one that reached them in a run with no loop.json at all predates
     loop.json, when every round calibrated first."""
-    ran = [name for name in obj(obj(run.json(f"{rdir(r)}/loop.json")).get("stages")) if name in CONTRACTS]
+    ran = [name for name in obj(obj(run.json(f"{rdir(r)}/{LOOP_FILE}")).get("stages")) if name in CONTRACTS]
     if len(ran) == 2:
         return ran[0], ran[1]
-    reached = any(run.exists(f"{rdir(r)}/{name}") for name in CONTRACTS)
-    if reached and not any(run.exists(f"{rdir(k)}/loop.json") for k in run.rounds()):
+    reached = any(run.exists(step_dir(r, name)) for name in CONTRACTS)
+    if reached and not any(run.exists(f"{rdir(k)}/{LOOP_FILE}") for k in run.rounds()):
         return CONTRACTS[1], CONTRACTS[0]
     return loop_order()
 
@@ -116,11 +132,11 @@ def admission(order: tuple[str, str]) -> tuple[tuple[str, str | None], ...]:
     """Admission stages in the order they ran: (folder, the folder whose envs/ holds the files
     it judged)."""
     first, second = order
-    return (*ADMISSION_BEFORE, (first, "candidates"), (second, first))
+    return (*ADMISSION_BEFORE, (first, CANDIDATES), (second, first))
 
 
 def funnel_steps(order: tuple[str, str]) -> tuple[str, ...]:
-    return ("generations", "parsed", "validate", "review", "candidates", *order, "joined")
+    return ("generations", "parsed", "validate", "review", CANDIDATES, *order, "joined")
 
 
 def round_steps(order: tuple[str, str]) -> list[Stage]:
@@ -229,7 +245,7 @@ def reasons(run: RunFiles, rejected: list[Line], verdicts: str, inputs: str | No
 
 
 def admission_stage(run: RunFiles, r: int, stage: str, inputs: str | None, composites: set[str]) -> dict:
-    rel = f"{rdir(r)}/{stage}"
+    rel = step_dir(r, stage)
     if not run.exists(rel):
         return {
             "stage": stage,
@@ -256,13 +272,13 @@ def admission_stage(run: RunFiles, r: int, stage: str, inputs: str | None, compo
             origins.COMPOSE.label: sum(f in composites for f in files),
         },
         "by_check": dict(Counter(str(ln.record.get("stage") or "?") for ln in rejected).most_common()),
-        "reasons": reasons(run, rejected, f"{rel}/verdicts.jsonl", f"{rdir(r)}/{inputs}" if inputs else None),
+        "reasons": reasons(run, rejected, f"{rel}/verdicts.jsonl", step_dir(r, inputs) if inputs else None),
         "admitted_files": files,
     }
 
 
 def synthesize_stage(run: RunFiles, r: int) -> dict:
-    rel = f"{rdir(r)}/synthesize"
+    rel = f"{step_dir(r, 'synthesize')}"
     if not run.exists(rel):
         return {
             "stage": "synthesize",
@@ -315,7 +331,7 @@ def synthesize_stage(run: RunFiles, r: int) -> dict:
 
 
 def pool_update(run: RunFiles, r: int) -> dict | None:
-    return run.json(f"{rdir(r)}/pool-update.json")
+    return run.json(marker_of(r, "pool update"))
 
 
 def joined_names(update: dict | None) -> list[str] | None:
@@ -328,7 +344,7 @@ def joined_names(update: dict | None) -> list[str] | None:
 def funnel(run: RunFiles, r: int) -> dict:
     """One round's admission funnel: how many candidates survived each step, split into
     synthesized candidates and composites, and why the others were rejected."""
-    compose_files = files_of(run.jsonl(f"{rdir(r)}/compose/verdicts.jsonl"))
+    compose_files = files_of(run.jsonl(f"{step_dir(r, 'compose')}/verdicts.jsonl"))
     synth = synthesize_stage(run, r)
     stages = {"synthesize": synth}
     order = contract_order(run, r)
@@ -338,7 +354,7 @@ def funnel(run: RunFiles, r: int) -> dict:
     joined = joined_names(update)
     dedupe_origin = {
         ln.record["name"]: ln.record.get("origin")
-        for ln in run.jsonl(f"{rdir(r)}/dedupe/index.jsonl")
+        for ln in run.jsonl(f"{step_dir(r, 'dedupe')}/index.jsonl")
         if isinstance(ln.record.get("name"), str)
     }
 
@@ -387,14 +403,14 @@ def pool_over_rounds(run: RunFiles) -> dict:
     rounds = run.rounds()
     origin: dict[str, str] = {}
     for r in rounds:
-        for ln in run.jsonl(f"{rdir(r)}/dedupe/index.jsonl"):
+        for ln in run.jsonl(f"{step_dir(r, 'dedupe')}/index.jsonl"):
             if isinstance(ln.record.get("name"), str):
                 origin[ln.record["name"]] = origins.label(ln.record.get("origin"))
     pool_index = run.records("pool/index.jsonl")
     for rec in pool_index:
         if isinstance(rec.get("name"), str):
             origin.setdefault(rec["name"], origins.label(rec.get("origin")))
-    first = run.jsonl(f"{rdir(rounds[0])}/rotate/verdicts.jsonl") if rounds else []
+    first = run.jsonl(f"{step_dir(rounds[0], 'rotate')}/verdicts.jsonl") if rounds else []
     if first:
         members = {stem(ln.record["file"]) for ln in first if isinstance(ln.record.get("file"), str)}
     else:  # no rotation measured yet: the pool is still the seeds it started with
@@ -421,7 +437,7 @@ def pool_over_rounds(run: RunFiles) -> dict:
         joined = joined_names(update)
         rotate = {
             stem(ln.record["file"]): ln
-            for ln in run.jsonl(f"{rdir(r)}/rotate/verdicts.jsonl")
+            for ln in run.jsonl(f"{step_dir(r, 'rotate')}/verdicts.jsonl")
             if isinstance(ln.record.get("file"), str)
         }
         members = (members - {x.get("name") for x in retired}) | set(joined)
@@ -440,7 +456,7 @@ def pool_over_rounds(run: RunFiles) -> dict:
                         "name": x.get("name"),
                         "stage": x.get("stage"),
                         "reason": x.get("reason"),
-                        "verdicts": f"{rdir(r)}/rotate/verdicts.jsonl" if x.get("name") in rotate else None,
+                        "verdicts": f"{step_dir(r, 'rotate')}/verdicts.jsonl" if x.get("name") in rotate else None,
                         "line": rotate[x["name"]].number if x.get("name") in rotate else None,
                         "origin": origin.get(x.get("name"), origins.SEED.label),
                     }
@@ -463,7 +479,7 @@ def _composition(members: set[str], origin: dict[str, str]) -> dict[str, int]:
 def calibration(run: RunFiles) -> dict:
     """Pass rate against level for every environment of the pool as it stands (RUN/pool, after
     the last pool update), with the band and the levels calibration chose."""
-    updated = [r for r in run.rounds() if run.exists(f"{rdir(r)}/pool-update.json")]
+    updated = [r for r in run.rounds() if run.exists(marker_of(r, "pool update"))]
     envs = []
     for rec in run.records("pool/index.jsonl"):
         cal = obj(rec.get("calibration"))
@@ -524,8 +540,10 @@ def newcomers(run: RunFiles) -> dict:
                 rows.append({"round": s["round"], **n})
     errors = []
     for r in run.rounds():
-        composed = {v.get("env_id"): obj(v.get("predicted")) for v in run.records(f"{rdir(r)}/compose/verdicts.jsonl")}
-        for v in run.records(f"{rdir(r)}/calibrate/verdicts.jsonl"):
+        composed = {
+            v.get("env_id"): obj(v.get("predicted")) for v in run.records(f"{step_dir(r, 'compose')}/verdicts.jsonl")
+        }
+        for v in run.records(f"{step_dir(r, 'calibrate')}/verdicts.jsonl"):
             predicted = obj(composed.get(v.get("env_id"), {}).get("pass_rate"))
             for level, m in obj(v.get("curve")).items():
                 p, q = number(obj(m).get("pass_rate")), number(predicted.get(level))
@@ -546,7 +564,7 @@ def training(run: RunFiles) -> dict:
     whose rewards all agree (no GRPO signal), and each environment's pass rate."""
     steps, offset, rounds = [], 0, []
     for r in run.rounds():
-        rel = f"{rdir(r)}/train/metrics.jsonl"
+        rel = f"{step_dir(r, 'train')}/metrics.jsonl"
         records = [ln.record for ln in run.jsonl(rel)]
         trained = step_summary(run, r, "train")  # the train step's Result (None: not finished)
         last = 0
@@ -746,9 +764,9 @@ def synthesis(run: RunFiles) -> dict:
         orders.append(order)
         admitted = {}
         for stage in ("validate", "review", *order):
-            admitted[stage] = files_of(run.jsonl(f"{rdir(r)}/{stage}/verdicts.jsonl"), admitted_only=True)
+            admitted[stage] = files_of(run.jsonl(f"{step_dir(r, stage)}/verdicts.jsonl"), admitted_only=True)
         joined = set(joined_names(pool_update(run, r)) or [])
-        for ln in run.jsonl(f"{rdir(r)}/synthesize/generations.jsonl"):
+        for ln in run.jsonl(f"{step_dir(r, 'synthesize')}/generations.jsonl"):
             g = ln.record
             reached = ["generations"]
             f = g.get("file")

@@ -59,6 +59,7 @@ from evoenv_cli.stage import Context, Round, Stage, register
 
 STAGES = ("run", "duplicate_code", "duplicate_behaviour", "duplicate_structure")
 SIGNATURE_CACHE = "dedupe-signatures.jsonl"
+CANDIDATES = "candidates"  # round-NN/candidates/: the round's new candidates and composites, merged for dedupe
 
 
 # -- what the stage reads of an environment --------------------------------------------------------
@@ -353,7 +354,7 @@ def _in_round(rnd: Round, got: dict) -> dict:
     """In the loop: the round's candidates (what review admitted and what compose made, in one
     library) judged against the pool."""
     made = [got[kind].out for kind in ("library", "composites") if got[kind] is not None]
-    candidates = merge_libraries(rnd.folder / "candidates", made)
+    candidates = merge_libraries(rnd.folder / CANDIDATES, made)
     return dict(library=candidates, inputs={"against": [rnd.pool.root]})
 
 
