@@ -527,13 +527,19 @@ class DistillConfig:
     advantage the reward (as `train` pays it) less the batch's mean (training/mixed_reward.py)."""
 
     beta: float = field(default=1.0, metadata={"min": 0, "max": 1})  # 1.0 reverse KL, 0.0 forward KL, 0.5 JSD
-    learning_rate: float = field(default=1e-3, metadata={"flag": "--lr", "min": 0})
-    max_steps: int = field(default=20, metadata={"min": 1})
+    learning_rate: float = field(default=1e-3, metadata={"help": "Learning rate.", "flag": "--lr", "min": 0})
+    max_steps: int = field(default=20, metadata={"help": "Optimizer steps.", "min": 1})
     per_device_train_batch_size: int = field(default=8, metadata={"min": 1})
     gradient_accumulation_steps: int = field(default=1, metadata={"min": 1})
     max_completion_length: int = field(default=256, metadata={"min": 1})
     temperature: float = field(default=1.0, metadata={"gt": 0})  # of the student's samples and of the loss
-    reward_weight: float = field(default=0.0, metadata={"min": 0})  # 0: the divergence alone
+    reward_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "Mix the environments' reward in at this weight (a REINFORCE term; 0: distillation alone).",
+            "min": 0,
+        },
+    )
     seed: int = 0
     logging_steps: int = field(default=1, metadata={"min": 1})
     save_steps: int = field(default=50, metadata={"min": 1})
@@ -548,9 +554,14 @@ class BoundConfig:
     """`evoenv bound`: a compression (Occam, kl-inverse) bound on a policy's error over fresh
     instances. Everything here is written into the bound code before the sample S is drawn."""
 
-    n: int = field(default=200, metadata={"min": 1})  # instances in S, spread evenly over the environments
-    delta: float = field(default=0.05, metadata={"gt": 0, "lt": 1})  # the bound holds with probability >= 1 - delta
-    temperature: float = field(default=1.0, metadata={"gt": 0})  # Gumbel-max sampling temperature
+    n: int = field(
+        default=200,
+        metadata={"help": "Instances in the bound's sample S, spread evenly over the environments.", "min": 1},
+    )
+    delta: float = field(
+        default=0.05, metadata={"help": "The bound holds with probability 1 - delta.", "gt": 0, "lt": 1}
+    )
+    temperature: float = field(default=1.0, metadata={"help": "Gumbel-max sampling temperature.", "gt": 0})
     max_tokens: int = field(default=32, metadata={"min": 1})
     seed: int = 7  # base of S's instance seeds (held-out split) and of its noise seeds
     threshold: float = 1.0  # an answer is correct when the environment's score is at least this

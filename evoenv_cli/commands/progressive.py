@@ -16,6 +16,7 @@ from evoenv_cli.commands.common import (
     app,
     emit,
     err,
+    recipe_option,
     run_stage,
     runtime_recipe,
     sandbox_pool,
@@ -33,15 +34,9 @@ def distill(
     model: Annotated[str, typer.Option("--model", "-m", help="The base model the TinyLoRA student adapts.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Adapter folder (OUT/quantized: its k-bit copy).")],
     config: ConfigOpt = None,
-    max_steps: Annotated[int | None, typer.Option("--max-steps", help="Optimizer steps.", min=1)] = None,
-    learning_rate: Annotated[float | None, typer.Option("--lr", help="Learning rate.")] = None,
-    reward_weight: Annotated[
-        float | None,
-        typer.Option(
-            "--reward-weight",
-            help="Mix the environments' reward in at this weight (a REINFORCE term; 0: distillation alone).",
-        ),
-    ] = None,
+    max_steps: Annotated[int | None, recipe_option("distill.max_steps")] = None,
+    learning_rate: Annotated[float | None, recipe_option("distill.learning_rate")] = None,
+    reward_weight: Annotated[float | None, recipe_option("distill.reward_weight")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from the last checkpoint in OUT.")] = False,
     clean: CleanOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout.")] = False,
@@ -88,9 +83,9 @@ def bound_code(
     library: Annotated[Path, typer.Option("--library", "-l", help="A calibrated library (index.jsonl): S's levels.")],
     model: Annotated[str, typer.Option("--model", "-m", help="The base model (a local folder; hashed).")],
     config: ConfigOpt = None,
-    n: Annotated[int | None, typer.Option("--n", help="Instances in the bound's sample S.", min=1)] = None,
-    delta: Annotated[float | None, typer.Option("--delta", help="The bound holds with probability 1 - delta.")] = None,
-    temperature: Annotated[float | None, typer.Option("--temperature", help="Gumbel-max sampling temperature.")] = None,
+    n: Annotated[int | None, recipe_option("bound.n")] = None,
+    delta: Annotated[float | None, recipe_option("bound.delta")] = None,
+    temperature: Annotated[float | None, recipe_option("bound.temperature")] = None,
 ) -> None:
     """Record the bound's code before training: base model and hash, TinyLoRA family and
     projection seed, quantization and hyperparameter grids, S's seed and noise rules.
