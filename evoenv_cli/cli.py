@@ -42,6 +42,8 @@ from evoenv_cli.commands.common import (
     app,
     emit,
     err,
+    input_argument,
+    input_option,
     recipe_option,
     run_stage,
     runtime_recipe,
@@ -166,14 +168,7 @@ def compose(
     n: Annotated[int | None, recipe_option("compose.n", "-n")] = None,
     max_depth: Annotated[int | None, recipe_option("compose.max_depth")] = None,
     seed: Annotated[int | None, recipe_option("compose.seed")] = None,
-    measured: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--measured",
-            help="A calibrate output folder whose pass rates compose aims at (besides the library's index), "
-            "or an earlier compose folder whose predictions those scale per operator; repeatable.",
-        ),
-    ] = None,
+    measured: Annotated[list[Path] | None, input_option("compose.measured", "--measured")] = None,
     config: ConfigOpt = None,
     resume: ResumeOpt = False,
     clean: CleanOpt = False,
@@ -203,14 +198,7 @@ def compose(
 def dedupe(
     library: CandidatesArg,
     out: AdmissionOutOpt,
-    against: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--against",
-            "-a",
-            help="A pool (env library) the candidates must differ from; repeatable. Its saved dedupe-index.bin is reused when it matches.",
-        ),
-    ] = None,
+    against: Annotated[list[Path] | None, input_option("dedupe.against", "--against", "-a")] = None,
     threshold: Annotated[float | None, recipe_option("dedupe.code_threshold", "-t")] = None,
     save_index: Annotated[
         bool | None,
@@ -256,19 +244,9 @@ def synthesize(
             help="Output folder: envs/ (candidates), generations.jsonl, index.jsonl, manifest.json, summary.json.",
         ),
     ],
-    seeds: Annotated[Path, typer.Option("--seeds", help="The seed environments shown as examples.")] = Path("seeds"),
-    pool: Annotated[
-        list[Path] | None,
-        typer.Option("--pool", help="A pool library whose environments are examples and names to avoid (repeatable)."),
-    ] = None,
-    offered: Annotated[
-        Path | None,
-        typer.Option(
-            "--offered",
-            help="Environment files a person offers as candidates, added beside the policy's "
-            "(origin 'offered'; review admits them unvoted: their review is their author's).",
-        ),
-    ] = None,
+    seeds: Annotated[Path, input_option("synthesize.seeds", "--seeds")] = Path("seeds"),
+    pool: Annotated[list[Path] | None, input_option("synthesize.pools", "--pool")] = None,
+    offered: Annotated[Path | None, input_option("synthesize.offered", "--offered")] = None,
     n: Annotated[int | None, recipe_option("synthesize.n", "-n")] = None,
     model: ModelOpt = None,
     backend: BackendOpt = None,
@@ -390,21 +368,15 @@ def calibrate(
 @app.command()
 @stage_command
 def train(
-    data: Annotated[Path, typer.Argument(help="Rows written by `evoenv sample` (JSONL).")],
+    data: Annotated[Path, input_argument("train.data")],
     library: Annotated[Path, typer.Option("--library", "-l", help="The environments the rows name by env_id.")],
-    model: Annotated[str, typer.Option("--model", "-m", help="Policy to train: a checkpoint folder or hub name.")],
+    model: Annotated[str, input_option("train.model", "--model", "-m")],
     out: Annotated[
         Path,
         typer.Option("--out", "-o", help="Checkpoint folder (model or adapter, metrics.jsonl, train-manifest.json)."),
     ],
     config: ConfigOpt = None,
-    eval_data: Annotated[
-        Path | None,
-        typer.Option(
-            "--eval-data",
-            help="Held-out rows (`evoenv sample --split heldout`) TRL evaluates on every train.eval_steps (its eval_dataset).",
-        ),
-    ] = None,
+    eval_data: Annotated[Path | None, input_option("train.eval_data", "--eval-data")] = None,
     max_steps: Annotated[int | None, recipe_option("train.max_steps")] = None,
     learning_rate: Annotated[float | None, recipe_option("train.learning_rate")] = None,
     beta: Annotated[float | None, recipe_option("train.beta")] = None,
@@ -533,18 +505,8 @@ def evaluate(
             help="Environments to evaluate on at held-out seeds: a folder of .py files or a stage's output folder (calibrated levels from its index.jsonl).",
         ),
     ] = None,
-    bench: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--bench",
-            "-b",
-            help='A benchmark JSONL file of {"question", "answer"} rows, or a reasoning-gym task rg:TASK[:N[:KEY=VALUE,...]] (N items at fixed held-out seeds, scored by the task\'s own score_answer; needs the [rg] extra); repeatable.',
-        ),
-    ] = None,
-    baseline: Annotated[
-        str | None,
-        typer.Option("--baseline", help="A second model asked the same items; metrics.json gets both and the deltas."),
-    ] = None,
+    bench: Annotated[list[str] | None, input_option("evaluate.bench", "--bench", "-b")] = None,
+    baseline: Annotated[str | None, input_option("evaluate.baseline", "--baseline")] = None,
     backend: BackendOpt = None,
     base_url: BaseUrlOpt = None,
     baseline_base_url: Annotated[

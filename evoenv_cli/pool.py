@@ -21,7 +21,7 @@ from pathlib import Path
 from evoenv_cli import artifacts, origins
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.integrations.reward_audit import QUARANTINE_FILE, quarantined_ids
-from evoenv_cli.stage import Stage, register, round_folders
+from evoenv_cli.stage import Input, Stage, register, round_folders
 
 UPDATE_FILE = "pool-update.json"  # round-NN/pool-update.json: the round's pool change, written with pool-next/
 NEXT = "pool-next"  # round-NN/pool-next/: the pool after the round, written before the pool changes
@@ -271,5 +271,10 @@ STEP = register(
         gives="pool",
         line=_update_line,
         finish=_update_finish,
+        inputs=(
+            Input("pool", "The run's environment pool (RUN/pool/, RUN/eval-set/).", "object", required=True),
+            Input("measured", "Rotate's folder: its verdicts on the members due (none: none was due).", "path"),
+            Input("round", "The round's number (a newcomer's joined_round).", required=True),
+        ),
     )
 )

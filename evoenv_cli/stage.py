@@ -114,6 +114,25 @@ class Result:
     value: Any = field(default=None, compare=False, repr=False)  # what `run` returned; None when read back
 
 
+# What an input is, for a Context written as JSON (a stage run in a child process): a file or
+# folder, a list of them, a JSON value, or an object of this process (a loaded benchmark, an
+# open policy) that never crosses to another.
+INPUT_KINDS = ("path", "paths", "value", "object")
+
+
+@dataclass(frozen=True)
+class Input:
+    """One of a stage's inputs besides the recipe, OUT, the library and the policy: what its
+    `run` reads as `ctx.inputs[name]`. A command's option for it takes this help
+    (`commands.common.input_option`); `execute` refuses a Context that gives an input its record
+    does not declare, or lacks a required one."""
+
+    name: str
+    help: str
+    kind: str = "value"  # one of INPUT_KINDS
+    required: bool = False
+
+
 def round_name(r: int) -> str:
     """Round r's folder in the run: RUN/round-NN (the one place the name is written)."""
     return f"round-{r:02d}"
@@ -210,6 +229,7 @@ class Stage:
     # (iterate.train_launch, or Ray Train's workers on a cluster), from its Context as JSON
     child: bool = False
     per_run: bool = False  # its folder is in RUN/, not round-NN/: it runs once a run, and later rounds read it
+    inputs: tuple[Input, ...] = ()  # what its Context's `inputs` may hold (Input)
 
     @property
     def where(self) -> str:
@@ -236,6 +256,9 @@ def register(stage: Stage) -> Stage:
     unknown = [k for k in (*stage.takes, stage.gives) if k is not None and k not in KINDS]
     if unknown:
         raise ValueError(f"stage {stage.name!r}: {', '.join(unknown)} is not a kind of Result ({', '.join(KINDS)})")
+    odd = [i.name for i in stage.inputs if i.kind not in INPUT_KINDS]
+    if odd:
+        raise ValueError(f"stage {stage.name!r}: input {', '.join(odd)} has a kind not in {', '.join(INPUT_KINDS)}")
     _REGISTRY[stage.name] = stage
     return stage
 
@@ -270,6 +293,7 @@ def execute(stage: Stage, ctx: Context) -> Result:
     """Run one stage: its checks, OUT prepared with its settings, the policy opened, `run`
     under the progress display; its Result. Ctrl-C raises StageInterrupted (saying where the
     results are)."""
+    check_inputs(stage, ctx.inputs)
     lib = None
     if ctx.library is not None:
         lib = artifacts.EnvLibrary.open(ctx.library, allow_empty=stage.allow_empty)
@@ -294,6 +318,21 @@ def execute(stage: Stage, ctx: Context) -> Result:
     if stage.settings is None:  # OUT is the marker itself (sample's rows)
         return result(stage, out.parent, out, summary_of(stage, out), value)
     return result(stage, out, out / stage.marker, summary_of(stage, out / stage.marker), value)
+
+
+def check_inputs(stage: Stage, given: dict[str, Any]) -> None:
+    """The inputs a caller gives are the ones the stage's record declares, the required ones
+    among them: a misspelt or forgotten input is a bug in the caller, said at once rather than
+    read as None later."""
+    declared = {i.name for i in stage.inputs}
+    unknown = sorted(set(given) - declared)
+    missing = [i.name for i in stage.inputs if i.required and given.get(i.name) is None]
+    if unknown or missing:
+        said = [
+            f"{', '.join(unknown)} not declared by its record" if unknown else "",
+            f"{', '.join(missing)} missing" if missing else "",
+        ]
+        raise TypeError(f"stage {stage.name}: inputs {'; '.join(w for w in said if w)}")
 
 
 def read_marker(path: Path) -> dict | None:
@@ -369,7 +408,14 @@ def context_record(stage: Stage, ctx: Context) -> dict:
     """A Context as JSON, for a stage run in a process of its own (train under `accelerate
     launch`): the resolved recipe, OUT, the library, resume/clean and the named inputs (a path
     kept as {"path": ...}). The model, session and displays stay with the caller."""
-    inputs = {k: {"path": str(v)} if isinstance(v, Path) else v for k, v in ctx.inputs.items()}
+    inputs = {}
+    for i in stage.inputs:
+        v = ctx.inputs.get(i.name)
+        if i.kind == "object" and v is not None:
+            raise TypeError(f"stage {stage.name}: input {i.name} is an object of this process and cannot be written")
+        if i.name in ctx.inputs:
+            paths = i.kind == "path" and v is not None
+            inputs[i.name] = {"path": str(v)} if paths else [{"path": str(x)} for x in v] if i.kind == "paths" else v
     return {
         "stage": stage.name,
         "recipe": cfgmod.to_dict(ctx.recipe),
@@ -384,9 +430,13 @@ def context_record(stage: Stage, ctx: Context) -> dict:
 def context_from_record(record: dict, where: str) -> tuple[str, Context]:
     """The stage's name and the Context `context_record` wrote (its recipe rebuilt and checked
     by the fields' rules, not read from the recipe file again)."""
-    inputs = {
-        k: Path(v["path"]) if isinstance(v, dict) and set(v) == {"path"} else v for k, v in record["inputs"].items()
-    }
+
+    def read(v: Any) -> Any:
+        if isinstance(v, list):
+            return [read(x) for x in v]
+        return Path(v["path"]) if isinstance(v, dict) and set(v) == {"path"} else v
+
+    inputs = {k: read(v) for k, v in record["inputs"].items()}
     ctx = Context(
         cfgmod.recipe_from_dict(record["recipe"], where),
         Path(record["out"]),

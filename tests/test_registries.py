@@ -2,6 +2,7 @@
 every reader follows. (Backends: tests/llm/test_llm_base.py;
 validation checks and row formats: test_validate_checks.py, test_row_formats.py.)"""
 
+import ast
 import dataclasses
 import importlib
 import json
@@ -58,6 +59,7 @@ def test_a_new_stage_is_one_record_and_the_loop_and_report_read_it(tmp_path, mon
         place=8.75,  # after the pool update and the baseline, before sample
         envs=False,
         library_optional=True,
+        inputs=(stage.Input("word", "A word it writes."),),
     )
     monkeypatch.setitem(stage._REGISTRY, "echo", extra)
     assert [s.name for s in stages.round_steps()].index("echo") == 9
@@ -130,6 +132,7 @@ def test_a_new_round_step_is_one_record_and_the_loop_runs_it_in_its_place(tmp_pa
         envs=False,
         in_round=in_round,
         takes=("pool", "library"),
+        inputs=(stage.Input("before", "The steps before it this round."),),
     )
     monkeypatch.setitem(stage._REGISTRY, "echo", extra)
     seeds = tmp_path / "seeds"
@@ -230,3 +233,85 @@ def test_a_new_operator_is_one_record_and_dedupe_judges_its_composites_by_lineag
         recipe_from_dict({"compose": {"ops": ["nope"]}}, "r.yaml")
     unknown = EnvFile(Path("comp_x.py"), b"OPERATOR = 'nope'\n", env_id_of(b"OPERATOR = 'nope'\n"))
     assert composite_structure(unknown, {"origin": "compose", "operator": "nope", "parents": ["a"]}) is None
+
+
+def _input_reads(tree: ast.Module) -> set[str]:
+    """The names a module reads from a Context's inputs: `ctx.inputs["x"]`, `ctx.inputs.get("x")`
+    and the same through a name bound to `ctx.inputs`."""
+    aliases = {"inputs"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Tuple):
+            for target, value in zip(
+                node.targets[0].elts if isinstance(node.targets[0], ast.Tuple) else [], node.value.elts
+            ):
+                if isinstance(target, ast.Name) and ast.unparse(value).endswith(".inputs"):
+                    aliases.add(target.id)
+
+    def is_inputs(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Attribute) and node.attr in aliases) or (
+            isinstance(node, ast.Name) and node.id in aliases
+        )
+
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and is_inputs(node.value) and isinstance(node.slice, ast.Constant):
+            found.add(node.slice.value)
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and is_inputs(node.func.value)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            found.add(node.args[0].value)
+    return found
+
+
+@pytest.mark.parametrize("name", [s.name for s in stages.all().values()])
+def test_every_input_a_stage_reads_is_declared_by_its_record(name):
+    """A stage's inputs are its record's (stage.Input): what its module reads from ctx.inputs is
+    declared there, with the help its command shows, and nothing declared goes unread."""
+    record = stages.get(name)
+    module = "evoenv_cli.pool" if name == "pool update" else f"evoenv_cli.stages.{name}"
+    source = Path(importlib.import_module(module).__file__)
+    read = _input_reads(ast.parse(source.read_text()))
+    if record.run is not None and getattr(record.run, "__module__", module) != module:
+        read |= _input_reads(ast.parse(Path(sys.modules[record.run.__module__].__file__).read_text()))
+    declared = {i.name for i in record.inputs}
+    assert read <= declared, f"{name} reads {sorted(read - declared)}, which its record does not declare"
+    assert declared <= read, f"{name} declares {sorted(declared - read)}, which it never reads"
+    assert all(i.help.strip() for i in record.inputs)
+
+
+def test_execute_refuses_an_input_its_record_does_not_declare_before_out_is_touched(tmp_path):
+    with pytest.raises(TypeError, match="stage dedupe: inputs agianst not declared by its record"):
+        stage.execute(
+            stages.get("dedupe"), stage.Context(None, tmp_path / "out", library=SEEDS, inputs={"agianst": []})
+        )
+    with pytest.raises(TypeError, match="stage train: inputs model missing"):
+        stage.execute(stages.get("train"), stage.Context(None, tmp_path / "out", library=SEEDS, inputs={"data": SEEDS}))
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_input_option_s_help_is_its_record_s_and_is_read_when_its_command_is_looked_up():
+    import typer
+
+    from evoenv_cli.cli import app
+    from evoenv_cli.commands.common import INPUT_HELP
+
+    group = typer.main.get_command(app)
+    seen = 0
+    for name in list(group.commands):
+        placeholders = {
+            p.name: p.help.removeprefix(INPUT_HELP)
+            for p in group.commands[name].params
+            if (getattr(p, "help", None) or "").startswith(INPUT_HELP)
+        }
+        command = group.get_command(typer.Context(group), name)
+        for param in command.params:
+            if param.name in placeholders:
+                record, field = placeholders[param.name].rsplit(".", 1)
+                assert param.help == next(i.help for i in stages.get(record).inputs if i.name == field)
+                seen += 1
+    assert seen >= 12  # synthesize's 3, compose's, dedupe's, train's 3, evaluate's 2, distill's 3

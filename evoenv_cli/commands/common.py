@@ -57,6 +57,31 @@ def recipe_option(key: str, *aliases: str, detail: str = "") -> Any:
     return typer.Option(flag_of(f), *aliases, help=f"{words.rstrip('.')}. Default {shown} (recipe: {key}).")
 
 
+INPUT_HELP = "evoenv-input:"  # an input option's help until its command is looked up (input_help)
+
+
+def input_option(key: str, *flags: str) -> Any:
+    """The option that gives a stage's input ("stage.input": `ctx.inputs[input]`), its help the
+    one the stage's record declares (stage.Input). The record is read when the command is looked
+    up (`PipelineGroup.get_command`), not when the commands are listed: `evoenv --help` imports
+    no stage module, and a command only the stage it runs."""
+    return typer.Option(*flags, help=INPUT_HELP + key)
+
+
+def input_argument(key: str) -> Any:
+    """`input_option`'s argument form (the input given without a flag)."""
+    return typer.Argument(help=INPUT_HELP + key)
+
+
+def input_help(command) -> None:
+    """A command's input options given their help from their stages' records."""
+    for param in command.params:
+        text = getattr(param, "help", None)
+        if isinstance(text, str) and text.startswith(INPUT_HELP):
+            name, field = text.removeprefix(INPUT_HELP).rsplit(".", 1)
+            param.help = next(i.help for i in stages.get(name).inputs if i.name == field)
+
+
 class PipelineGroup(TyperGroup):
     """The `evoenv` group: commands in round order, help text reflowed, no type label
     (`<bool>`) beside a plain on/off flag."""
@@ -69,6 +94,12 @@ class PipelineGroup(TyperGroup):
             for param in [*command.params, command.get_help_option(ctx)]:
                 if param is not None and getattr(param, "is_flag", False):
                     param.metavar = ""
+
+    def get_command(self, ctx, cmd_name: str):
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            input_help(command)
+        return command
 
     def list_commands(self, ctx) -> list[str]:
         """The stages' commands in round order (each record's `place`, the stages.all() order),

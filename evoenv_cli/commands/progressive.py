@@ -16,6 +16,8 @@ from evoenv_cli.commands.common import (
     app,
     emit,
     err,
+    input_argument,
+    input_option,
     recipe_option,
     run_stage,
     runtime_recipe,
@@ -28,10 +30,10 @@ from evoenv_cli.errors import InputError
 @app.command()
 @stage_command
 def distill(
-    data: Annotated[Path, typer.Argument(help="Rows written by `evoenv sample` (JSONL): their prompts.")],
+    data: Annotated[Path, input_argument("distill.data")],
     library: Annotated[Path, typer.Option("--library", "-l", help="The environments the rows name by env_id.")],
-    teacher: Annotated[str, typer.Option("--teacher", help="The trained teacher: a checkpoint (LoRA or full).")],
-    model: Annotated[str, typer.Option("--model", "-m", help="The base model the TinyLoRA student adapts.")],
+    teacher: Annotated[str, input_option("distill.teacher", "--teacher")],
+    model: Annotated[str, input_option("distill.model", "--model", "-m")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Adapter folder (OUT/quantized: its k-bit copy).")],
     config: ConfigOpt = None,
     max_steps: Annotated[int | None, recipe_option("distill.max_steps")] = None,

@@ -44,7 +44,7 @@ from evoenv_cli.runtime.contract import check_source, embed
 from evoenv_cli.runtime.instances import Order, make_instances
 from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.runtime.workers import Call, EnvLoadError, SandboxWorkers
-from evoenv_cli.stage import Context, Round, Stage, register, round_name
+from evoenv_cli.stage import Context, Input, Round, Stage, register, round_name
 from evoenv_cli.stages import validate
 
 
@@ -519,6 +519,14 @@ STAGE = register(
         allow_empty=False,
         total=lambda ctx, lib: ctx.recipe.compose.n,
         in_round=_in_round,
+        inputs=(
+            Input(
+                "measured",
+                "A calibrate output folder whose pass rates compose aims at (besides the library's index), "
+                "or an earlier compose folder whose predictions those scale per operator; repeatable.",
+                "paths",
+            ),
+        ),
         takes=("measured",),
         gives="composites",
     )

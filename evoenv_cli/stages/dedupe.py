@@ -55,7 +55,7 @@ from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.instances import Order, first_failure, make_instances
 from evoenv_cli.runtime.session import Runtime, shared
 from evoenv_cli.runtime.workers import SandboxWorkers
-from evoenv_cli.stage import Context, Round, Stage, register
+from evoenv_cli.stage import Context, Input, Round, Stage, register
 
 STAGES = ("run", "duplicate_code", "duplicate_behaviour", "duplicate_structure")
 SIGNATURE_CACHE = "dedupe-signatures.jsonl"
@@ -371,6 +371,14 @@ STAGE = register(
         funnel="were new",
         check=lambda ctx, lib: check_config(ctx.recipe.dedupe),
         in_round=_in_round,
+        inputs=(
+            Input(
+                "against",
+                "A pool (env library) the candidates must differ from; repeatable. "
+                "Its saved dedupe-index.bin is reused when it matches.",
+                "paths",
+            ),
+        ),
         takes=("library", "composites"),
         gives="library",
     )

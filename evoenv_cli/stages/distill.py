@@ -29,7 +29,7 @@ from evoenv_cli.config import (
     to_dict,
 )
 from evoenv_cli.errors import InputError
-from evoenv_cli.stage import Context, Stage, register
+from evoenv_cli.stage import Context, Input, Stage, register
 from evoenv_cli.stages.train import (
     adapter_config,
     check_inputs,
@@ -310,5 +310,10 @@ STAGE = register(
         allow_empty=False,
         check=_check,
         prepares=lambda ctx: is_main_rank(),  # under accelerate launch every rank runs it; one prepares OUT
+        inputs=(
+            Input("data", "Rows written by `evoenv sample` (JSONL): their prompts.", "path", required=True),
+            Input("teacher", "The trained teacher: a checkpoint (LoRA or full).", required=True),
+            Input("model", "The base model the TinyLoRA student adapts.", required=True),
+        ),
     )
 )

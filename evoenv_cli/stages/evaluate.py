@@ -53,7 +53,7 @@ from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.instances import instance_seed
 from evoenv_cli.runtime.session import Runtime
 from evoenv_cli.runtime.workers import SandboxWorkers
-from evoenv_cli.stage import Context, Result, Round, Stage, register
+from evoenv_cli.stage import Context, Input, Result, Round, Stage, register
 
 HELDOUT_BIT = 1 << 31
 RG_SEED_BASE = HELDOUT_BIT  # reasoning-gym items at held-out seeds, like every evaluation item
@@ -810,6 +810,21 @@ STAGE = register(
         library_optional=True,
         check=_check,
         in_round=_in_round,
+        inputs=(
+            Input(
+                "bench",
+                'A benchmark JSONL file of {"question", "answer"} rows, or a reasoning-gym task '
+                "rg:TASK[:N[:KEY=VALUE,...]] (N items at fixed held-out seeds, scored by the task's own "
+                "score_answer; needs the [rg] extra); repeatable.",
+            ),
+            Input("baseline", "A second model asked the same items; metrics.json gets both and the deltas."),
+            Input("baseline_model", "The baseline's policy, opened when its items come.", "object"),
+            Input(
+                "baseline_results",
+                "The baseline's numbers measured before (the loop's RUN/baseline): reused, not measured again.",
+            ),
+            Input("benches", "The benchmarks loaded (its check loads them from bench).", "object"),
+        ),
         takes=("checkpoint", "baseline"),
         gives="metrics",
         line=_line,

@@ -24,7 +24,7 @@ from evoenv_cli.llm.base import Backend, SamplingConfig, strip_thinking
 from evoenv_cli.prompts import PROMPTS, contract_text, template
 from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.contract import REQUIRED_FUNCTIONS, parse_python
-from evoenv_cli.stage import Context, Result, Round, Stage, register
+from evoenv_cli.stage import Context, Input, Result, Round, Stage, register
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.DOTALL)
 
@@ -320,6 +320,17 @@ STAGE = register(
         library_optional=True,  # its examples are inputs: the seeds and the pools
         in_round=_in_round,
         gives="library",  # the candidates that parsed
+        inputs=(
+            Input("seeds", "The seed environments shown as examples.", "path", required=True),
+            Input("pools", "A pool library whose environments are examples and names to avoid (repeatable).", "paths"),
+            Input(
+                "offered",
+                "Environment files a person offers as candidates, added beside the policy's "
+                "(origin 'offered'; review admits them unvoted: their review is their author's).",
+                "path",
+            ),
+            Input("examples", "The seeds, pools and offered files opened (its check opens them).", "object"),
+        ),
         line=_line,
     )
 )

@@ -45,7 +45,7 @@ from evoenv_cli.conversations import without_demonstrations
 from evoenv_cli.errors import InputError
 from evoenv_cli.integrations.reward_audit import QUARANTINE_FILE
 from evoenv_cli.integrations.rewards import EnvReward, FormatReward, row_instance
-from evoenv_cli.stage import Context, Result, Round, Stage, register, result_in
+from evoenv_cli.stage import Context, Input, Result, Round, Stage, register, result_in
 from evoenv_cli.training import precision, progress
 from evoenv_cli.training.cpu_head import compact_lm_head_on_cpu
 from evoenv_cli.training.progress import TRAIN_LOG
@@ -930,5 +930,16 @@ STAGE = register(
         next_policy=next_policy,
         finish=lambda rnd, done: drop_checkpoints(done.out),
         child=True,
+        inputs=(
+            Input("data", "Rows written by `evoenv sample` (JSONL).", "path", required=True),
+            Input("model", "Policy to train: a checkpoint folder or hub name.", required=True),
+            Input(
+                "eval_data",
+                "Held-out rows (`evoenv sample --split heldout`) TRL evaluates on every train.eval_steps "
+                "(its eval_dataset).",
+                "path",
+            ),
+            Input("recipe_path", "The recipe file the settings came from (an error in them names it).", "path"),
+        ),
     )
 )
