@@ -406,16 +406,23 @@ def prepare(stage: Stage, ctx: Context) -> Path:
 
 def context_record(stage: Stage, ctx: Context) -> dict:
     """A Context as JSON, for a stage run in a process of its own (train under `accelerate
-    launch`): the resolved recipe, OUT, the library, resume/clean and the named inputs (a path
-    kept as {"path": ...}). The model, session and displays stay with the caller."""
+    launch`): the resolved recipe, OUT, the library, resume/clean and the named inputs, each as
+    its record declares it (a path kept as {"path": ...}, a list of paths as a list of them). The
+    model, session and displays stay with the caller; an input that is an object of this process
+    cannot go."""
     inputs = {}
     for i in stage.inputs:
-        v = ctx.inputs.get(i.name)
-        if i.kind == "object" and v is not None:
+        if i.name not in ctx.inputs:
+            continue
+        v = ctx.inputs[i.name]
+        if v is None or i.kind == "value":
+            inputs[i.name] = v
+        elif i.kind == "path":
+            inputs[i.name] = {"path": str(v)}
+        elif i.kind == "paths":
+            inputs[i.name] = [{"path": str(x)} for x in v]
+        else:
             raise TypeError(f"stage {stage.name}: input {i.name} is an object of this process and cannot be written")
-        if i.name in ctx.inputs:
-            paths = i.kind == "path" and v is not None
-            inputs[i.name] = {"path": str(v)} if paths else [{"path": str(x)} for x in v] if i.kind == "paths" else v
     return {
         "stage": stage.name,
         "recipe": cfgmod.to_dict(ctx.recipe),

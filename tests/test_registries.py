@@ -315,3 +315,21 @@ def test_an_input_option_s_help_is_its_record_s_and_is_read_when_its_command_is_
                 assert param.help == next(i.help for i in stages.get(record).inputs if i.name == field)
                 seen += 1
     assert seen >= 12  # synthesize's 3, compose's, dedupe's, train's 3, evaluate's 2, distill's 3
+
+
+def test_a_context_is_written_and_read_back_by_its_inputs_declared_kinds():
+    """What a child process gets (`run-context`): paths and lists of paths come back as paths, an
+    absent optional input as None, and an object of this process is refused rather than lost."""
+    from evoenv_cli.config import Recipe
+
+    synthesize = stages.get("synthesize")
+    given = {"seeds": Path("s"), "pools": [Path("a"), Path("b")], "offered": None}
+    record = stage.context_record(synthesize, stage.Context(Recipe(), Path("/o"), inputs=given))
+    assert json.loads(json.dumps(record))["inputs"] == {
+        "seeds": {"path": "s"},
+        "pools": [{"path": "a"}, {"path": "b"}],
+        "offered": None,
+    }
+    assert stage.context_from_record(record, "r.json")[1].inputs == given
+    with pytest.raises(TypeError, match="input examples is an object of this process"):
+        stage.context_record(synthesize, stage.Context(Recipe(), Path("/o"), inputs={**given, "examples": ()}))
