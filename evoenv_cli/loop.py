@@ -205,6 +205,7 @@ class Loop:
         self.policy.close()  # the child gets the memory (and the GPU) the policy held
         spec = given.pop("recipe", None) or self.spec
         ctx = stage.Context(spec, out, resume=st.resumable, **given)  # the child prepares OUT, resuming if it can
+        stage.check_inputs(st, ctx.inputs)  # here, not in the child: context_record writes declared inputs only
         context = out.parent / f"{out.name}-context.json"
         artifacts.write_json_atomic(context, stage.context_record(st, ctx))
         out.mkdir(parents=True, exist_ok=True)
