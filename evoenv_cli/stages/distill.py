@@ -31,9 +31,12 @@ from evoenv_cli.config import (
 from evoenv_cli.errors import InputError
 from evoenv_cli.stage import Context, Input, Stage, register
 from evoenv_cli.stages.train import (
+    CHECKED,
+    RowsChecked,
     adapter_config,
-    check_inputs,
     check_model,
+    check_rows,
+    checked_rows,
     checkpointing_noise_silenced,
     is_main_rank,
     recipe_reward,
@@ -136,11 +139,12 @@ def run(
     resume: bool = False,
     runtime: RuntimeConfig | None = None,
     reward_cfg: RewardConfig | None = None,
+    checked: RowsChecked | None = None,
 ) -> dict:
     """Distil `teacher` into base `model` + TinyLoRA on the rows' prompts; write the adapter,
     OUT/quantized (bound.bits) and distill-manifest.json. With cfg.reward_weight > 0 the rows'
     environments score the student's samples (in `runtime`'s sandbox, paid as `reward_cfg`)."""
-    rows = check_inputs(data, library, model)
+    rows = checked or check_rows(data, library)
     model = check_model(model)
     check_model(teacher)
     runtime, reward_cfg = runtime or RuntimeConfig(), reward_cfg or RewardConfig()
@@ -220,7 +224,7 @@ def run(
     summary = {
         "stage": "distill",
         "steps": trainer.state.global_step,
-        "rows": len(rows),
+        "rows": rows.count,
         "train_loss": result.training_loss,
         "teacher": teacher,
         "checkpoint": str(out),
@@ -245,7 +249,7 @@ def run(
         },
         library.files,
         started,
-        {"rows": len(rows), "steps": summary["steps"]},
+        {"rows": rows.count, "steps": summary["steps"]},
         {"data": str(data), "teacher": teacher, "model": model, "library": str(library.root)},
         out=out,
     )
@@ -263,7 +267,7 @@ def run(
 # -- the stage's record (evoenv_cli/stage.py) ------------------------------------------------------
 def _check(ctx: Context, lib: artifacts.EnvLibrary) -> None:
     artifacts.check_output_folder(ctx.out)
-    check_inputs(ctx.inputs["data"], lib, ctx.inputs["model"])
+    checked_rows(ctx, lib, "data")
     check_model(ctx.inputs["teacher"])
 
 
@@ -295,6 +299,7 @@ def _run(ctx: Context, lib, out: Path, llm, bar) -> dict:
         ctx.resume,
         runtime=r.runtime,
         reward_cfg=r.reward,
+        checked=given["checked"]["data"],
     )
 
 
@@ -314,6 +319,7 @@ STAGE = register(
             Input("data", "Rows written by `evoenv sample` (JSONL): their prompts.", "path", required=True),
             Input("teacher", "The trained teacher: a checkpoint (LoRA or full).", required=True),
             Input("model", "The base model the TinyLoRA student adapts.", required=True),
+            CHECKED,
         ),
     )
 )

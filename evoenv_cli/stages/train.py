@@ -26,6 +26,7 @@ import threading
 import time
 import warnings
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -55,14 +56,23 @@ METRICS_FILE = "metrics.jsonl"  # a line per logged step (TRL's numbers and evoe
 ROW_FIELDS = ("prompt", "env_id", "instance")
 
 
-def check_inputs(data: Path, library: artifacts.EnvLibrary, model: str) -> list[dict]:
-    """The rows, or an InputError naming the file and the first problem."""
-    rows = list(artifacts.read_jsonl(data))
-    if not rows:
-        raise InputError(f"{data}: no rows")
+@dataclass(frozen=True)
+class RowsChecked:
+    """A rows file read once and found good: what the stage needs of it besides the rows
+    themselves (which the trainer's dataset reads from the file)."""
+
+    path: Path
+    count: int
+    answer_tags: frozenset[str]  # the tags the rows' prompts asked for
+
+
+def check_rows(data: Path, library: artifacts.EnvLibrary) -> RowsChecked:
+    """The rows file checked row by row as it is read (memory flat in its length), or an
+    InputError naming the file, the row and the first problem."""
     known = {e.env_id for e in library.files}
     names = {e.name for e in library.files}
-    for n, row in enumerate(rows, 1):
+    count, tags = 0, set()
+    for n, row in enumerate(artifacts.read_jsonl(data), 1):
         missing = [f for f in ROW_FIELDS if f not in row]
         if missing:
             raise InputError(f"{data}:{n}: row lacks {', '.join(missing)} (write rows with `evoenv sample`)")
@@ -74,7 +84,23 @@ def check_inputs(data: Path, library: artifacts.EnvLibrary, model: str) -> list[
                 f"{data}:{n}: environment {row['env_id']} ({row.get('env_name', '?')}) "
                 f"is not in the library {library.root}"
             )
-    return rows
+        count += 1
+        if "answer_tag" in row:
+            tags.add(row["answer_tag"])
+    if not count:
+        raise InputError(f"{data}: no rows")
+    return RowsChecked(Path(data), count, frozenset(tags))
+
+
+def checked_rows(ctx: Context, lib: artifacts.EnvLibrary, *names: str) -> None:
+    """A stage's check of its rows files (`names`: its inputs that are one), each read once:
+    kept as ctx.inputs["checked"] for its run, which reads none again."""
+    ctx.inputs["checked"] = {
+        name: check_rows(ctx.inputs[name], lib) for name in names if ctx.inputs.get(name) is not None
+    }
+
+
+CHECKED = Input("checked", "Its rows files as its check read them (RowsChecked, by input).", "object")
 
 
 def row_problem(row: dict) -> str | None:
@@ -395,7 +421,7 @@ def model_init_kwargs(on_gpu: bool, bf16: bool, cfg: TrainConfig) -> dict[str, A
     return kwargs
 
 
-def vllm_context(model: str, rows: list[dict], cfg: TrainConfig) -> int | None:
+def vllm_context(model: str, rows: Iterable[dict], cfg: TrainConfig) -> int | None:
     """The colocated vLLM engine's context when the recipe leaves `vllm_max_model_length`
     unset: the longest prompt of the rows (as the chat template renders it) plus
     max_completion_length. Unset, TRL passes None and vLLM takes the model's whole context,
@@ -464,15 +490,18 @@ def run(
     eval_data: Path | None = None,
     judge=None,
     answer: AnswerConfig | None = None,
+    checked: dict[str, RowsChecked] | None = None,
 ) -> dict:
     """GRPO on `data`; with `eval_data` (rows from `sample --split heldout`) TRL evaluates on
     them every `eval_steps` and the eval numbers go to metrics.jsonl too. `judge` (a backend)
     overrides `train.arena.judge` when the arena is on. `answer`: the recipe's answer format,
-    whose tag the reward extracts."""
+    whose tag the reward extracts. `checked`: the rows files as the stage's check read them
+    (`checked_rows`), so that they are not read and checked again."""
     answer = answer or AnswerConfig()
-    rows = check_inputs(data, library, model)
+    checked = checked or {}
+    rows = checked.get("data") or check_rows(data, library)
     model = check_model(model)
-    eval_rows = check_inputs(eval_data, library, model) if eval_data is not None else []
+    eval_rows = (checked.get("eval_data") or check_rows(eval_data, library)) if eval_data is not None else None
     check_values(reward_cfg, "reward")  # a RewardConfig built in code, not read from a recipe
     check_settings(cfg)
     started = artifacts.now_iso()
@@ -499,7 +528,7 @@ def run(
     )
     reward = recipe_reward(library, answer, reward_cfg, runtime, cfg.seed, out)
     format_reward = FormatReward(answer.tag, rows_rule=False) if reward_cfg.format_weight else None
-    made_with = sorted({r["answer_tag"] for r in rows if "answer_tag" in r} - {answer.tag})
+    made_with = sorted(rows.answer_tags - {answer.tag})
     if made_with:  # loud: the rows' prompts asked for another tag than the one the reward extracts
         print(
             f"warning: {data}: rows were made with answer tag {', '.join(map(repr, made_with))}; "
@@ -519,7 +548,7 @@ def run(
         out,
         evaluating=eval_dataset is not None,
         format_weight=reward_cfg.format_weight,
-        vllm_max_model_length=vllm_context(model, rows, cfg),
+        vllm_max_model_length=vllm_context(model, artifacts.read_jsonl(data), cfg),
     )
     loading = time.perf_counter()  # the trainer loads the policy (and its reference) here
     with checkpointing_noise_silenced():
@@ -553,8 +582,8 @@ def run(
     summary = {
         "stage": "train",
         "steps": trainer.state.global_step,
-        "rows": len(rows),
-        "eval_rows": len(eval_rows),
+        "rows": rows.count,
+        "eval_rows": eval_rows.count if eval_rows is not None else 0,
         "eval_reward": _last_eval_reward(metrics_path),
         "train_loss": result.training_loss,
         "checkpoint": str(out),
@@ -585,7 +614,7 @@ def run(
                 },
                 library.files,
                 started,
-                {"rows": len(rows), "steps": summary["steps"]},
+                {"rows": rows.count, "steps": summary["steps"]},
                 {
                     "data": str(data),
                     "eval_data": str(eval_data) if eval_data else None,
@@ -777,11 +806,8 @@ def _metrics_callback(path: Path, step_rewards: StepRewards, fade: Demonstration
 # -- the stage's record (evoenv_cli/stage.py) ------------------------------------------------------
 def _check(ctx: Context, lib: artifacts.EnvLibrary) -> None:
     artifacts.check_output_folder(ctx.out)
-    model = ctx.inputs["model"]
-    check_inputs(ctx.inputs["data"], lib, model)  # before any folder is made
-    if ctx.inputs.get("eval_data") is not None:
-        check_inputs(ctx.inputs["eval_data"], lib, model)
-    check_model(model)
+    checked_rows(ctx, lib, "data", "eval_data")  # before any folder is made
+    check_model(ctx.inputs["model"])
     try:  # the judge's settings come from the recipe: its file leads the error
         check_settings(ctx.recipe.train)
     except InputError as exc:
@@ -864,6 +890,7 @@ def _run(ctx: Context, lib, out: Path, llm, bar) -> dict:
         resume=ctx.resume,
         eval_data=ctx.inputs.get("eval_data"),
         answer=r.answer,
+        checked=ctx.inputs.get("checked"),
     )
 
 
@@ -940,6 +967,7 @@ STAGE = register(
                 "path",
             ),
             Input("recipe_path", "The recipe file the settings came from (an error in them names it).", "path"),
+            CHECKED,
         ),
     )
 )

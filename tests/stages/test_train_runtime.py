@@ -18,7 +18,7 @@ from evoenv_cli import artifacts
 from evoenv_cli import loop as iterate
 from evoenv_cli.config import TrainConfig
 from evoenv_cli.errors import InputError
-from evoenv_cli.stage import Result, Round
+from evoenv_cli.stage import Context, Result, Round
 from evoenv_cli.stages import train as stage
 
 EXE = Path(sys.executable).with_name("evoenv")
@@ -284,3 +284,25 @@ def test_each_rank_writes_its_own_temp_file(tmp_path, monkeypatch):
         artifacts.write_json_atomic(target, {"rank": rank})
     assert names == {".x.json.rank0.tmp", ".x.json.rank1.tmp"}
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_the_rows_are_checked_as_they_are_read_and_the_check_is_handed_to_the_run(tmp_path, monkeypatch):
+    """train's check reads its rows file once, row by row (count and the answer tags kept, not
+    the rows), names the file and row of the first problem, and its run reads none again."""
+    lib = artifacts.EnvLibrary.open(ROOT / "seeds")
+    env = lib.files[0]
+    row = {"prompt": [{"role": "user", "content": "q"}], "env_id": env.env_id, "instance": "{}"}
+    data = tmp_path / "rows.jsonl"
+    data.write_text("\n".join(json.dumps({**row, "answer_tag": t}) for t in ("answer", "answer", "final")) + "\n")
+    checked = stage.check_rows(data, lib)
+    assert (checked.count, checked.answer_tags) == (3, frozenset({"answer", "final"}))
+    data.write_text(json.dumps(row) + "\n" + json.dumps({**row, "env_id": 7}) + "\n")
+    with pytest.raises(InputError, match=r"rows.jsonl:2: env_id must be a string, not int"):
+        stage.check_rows(data, lib)
+    data.write_text(json.dumps(row) + "\n")
+    reads = []
+    real = artifacts.read_jsonl
+    monkeypatch.setattr(artifacts, "read_jsonl", lambda path: reads.append(path) or real(path))
+    ctx = Context(None, tmp_path / "out", inputs={"data": data, "model": "m", "eval_data": None})
+    stage.checked_rows(ctx, lib, "data", "eval_data")
+    assert reads == [data] and ctx.inputs["checked"] == {"data": stage.RowsChecked(data, 1, frozenset())}
