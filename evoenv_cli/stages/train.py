@@ -176,6 +176,27 @@ class StepRewards:
         self._lock = threading.Lock()
         self.window: dict[str, list[tuple[float, float]]] = defaultdict(list)  # name -> (reward, score)
         self.signal = SignalWindow()
+        # the last batch's completions and, per completion, whether its answer was extracted:
+        # the format column of the same batch (TimedFormat, the arena) reads it, not the text again
+        self.extracted: tuple[list, list[float]] | None = None
+
+    def _same_rule(self) -> bool:
+        """Whether the format column extracts answers as this column's reward does: the same
+        tag, the same choice of the rows' rule or its own, the same thinking rule and end ids
+        (`thinking_rule` gives both the trainer's)."""
+        fmt = self.format_reward
+        keys = ("answer_tag", "rows_rule", "opens_think", "end_ids")
+        return fmt is not None and all(
+            hasattr(self.reward, k) and getattr(self.reward, k) == getattr(fmt, k) for k in keys
+        )
+
+    def formats(self, completions: list) -> list[float] | None:
+        """The format column of `completions` when they are the batch this column just scored
+        (TRL hands every reward function the same list), from the answers it extracted with the
+        same tag and thinking rule; None for another batch."""
+        if self.extracted is None or self.extracted[0] is not completions:
+            return None
+        return list(self.extracted[1])
 
     def __call__(self, prompts=None, completions=None, env_id=None, instance=None, env_name=None, **kwargs):
         started = time.perf_counter()
@@ -192,6 +213,9 @@ class StepRewards:
 
     def _rewards(self, prompts, completions, env_id, instance, env_name, kwargs) -> list[float]:
         details = self.reward.details(completions, env_id, instance, env_name, kwargs.get("completion_ids"))
+        self.extracted = None
+        if self._same_rule() and not any(d.get("status") == "bad_row" for d in details):
+            self.extracted = (completions, [0.0 if d["answer"] is None else 1.0 for d in details])
         with self._lock:
             for d, eid, name in zip(details, env_id, env_name or [None] * len(details)):
                 self.window[name or eid].append((d["reward"], d["score"]))
@@ -202,7 +226,9 @@ class StepRewards:
         if self.format_reward is None:
             return self.arena.rescore_columns(rewards, prompts, completions, env_id, instance, kwargs)
         w = self.format_weight
-        formats = self.format_reward(prompts, completions, completion_ids=kwargs.get("completion_ids"))
+        formats = self.formats(completions) or self.format_reward(
+            prompts, completions, completion_ids=kwargs.get("completion_ids")
+        )
         totals = [(1.0 - w) * r + w * f for r, f in zip(rewards, formats)]
         judged = self.arena.rescore_columns(totals, prompts, completions, env_id, instance, kwargs, ties=rewards)
         return [r + (j - t) / (1.0 - w) for r, t, j in zip(rewards, totals, judged)]
@@ -233,7 +259,9 @@ class StepRewards:
 
 
 class TimedFormat:
-    """The format column as TRL calls it, its seconds booked to the reward path."""
+    """The format column as TRL calls it, its seconds booked to the reward path: read from the
+    answers the environment's column extracted from the same batch (`StepRewards.formats`),
+    else extracted again."""
 
     __name__ = vars(FormatReward)["__name__"]
 
@@ -243,7 +271,8 @@ class TimedFormat:
     def __call__(self, prompts=None, completions=None, **kwargs):
         started = time.perf_counter()
         try:
-            return self.format_reward(prompts, completions, **kwargs)
+            known = self.step_rewards.formats(completions) if completions is not None else None
+            return known if known is not None else self.format_reward(prompts, completions, **kwargs)
         finally:
             self.step_rewards.spent(time.perf_counter() - started)
 

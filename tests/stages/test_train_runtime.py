@@ -306,3 +306,35 @@ def test_the_rows_are_checked_as_they_are_read_and_the_check_is_handed_to_the_ru
     ctx = Context(None, tmp_path / "out", inputs={"data": data, "model": "m", "eval_data": None})
     stage.checked_rows(ctx, lib, "data", "eval_data")
     assert reads == [data] and ctx.inputs["checked"] == {"data": stage.RowsChecked(data, 1, frozenset())}
+
+
+def test_the_format_column_reads_the_answers_the_environment_column_extracted(tmp_path):
+    """TRL calls the environment's column, then the format column, on the same list: the format
+    column takes which completions had an answer from the first (each answer extracted once),
+    equal to extracting again; another batch, or another tag, is extracted anew."""
+    from evoenv_cli.integrations.rewards import EnvReward, FormatReward
+
+    class Counted(FormatReward):
+        calls = 0
+
+        def __call__(self, *args, **kwargs):
+            Counted.calls += 1
+            return super().__call__(*args, **kwargs)
+
+    env = artifacts.EnvLibrary.open(ROOT / "seeds").files[0]
+    completions = ["<answer>5</answer>", "no tags", "<think>x</think><answer>3</answer>", "<answer>"]
+    columns = dict(env_id=[env.env_id] * 4, instance=[{}] * 4)
+    reward = EnvReward([env], answer_tag="answer", workers=1, rows_rule=False, recheck_share=0)
+    try:
+        fmt = Counted("answer", rows_rule=False)
+        step = stage.StepRewards(reward, format_reward=fmt, format_weight=0.1)
+        timed = stage.TimedFormat(fmt, step)
+        step(completions=completions, **columns)
+        assert timed(completions=completions) == FormatReward("answer", rows_rule=False)(completions=completions)
+        assert Counted.calls == 0 and timed(completions=list(completions)) == [1.0, 0.0, 1.0, 0.0]
+        assert Counted.calls == 1
+        other = stage.StepRewards(reward, format_reward=Counted("final", rows_rule=False), format_weight=0.1)
+        other(completions=completions, **columns)
+        assert other.formats(completions) is None  # another tag: not the same extraction
+    finally:
+        reward.close()
