@@ -1,32 +1,7 @@
-"""The `openai` backend: any OpenAI-compatible chat-completions server over HTTP.
-
-`vllm serve`, SGLang, the llama.cpp server, `transformers serve` and hosted APIs all speak
-`POST {base_url}/chat/completions`. Only the standard library is used (urllib and threads), so
-nothing beyond Python is needed to talk to a remote server.
-
-- `base_url` as the OpenAI clients take it (`http://host:8000/v1`); a bare `http://host:8000`
-  gets `/v1` added. The API key comes from the environment variable `api_key_env` (default
-  `OPENAI_API_KEY`) and may be unset for local servers.
-- At most `concurrency` requests in flight (threads).
-- Each request: `timeout_s`, then up to `max_retries` retries with exponential backoff and full
-  jitter (a `Retry-After` header is honoured, capped) on 408/409/429/5xx, timeouts, connection
-  errors and unreadable bodies. Other 4xx answers are final.
-- `n > 1` is asked for in one request; when the server returns fewer choices (transformers
-  serve ignores `n`), the missing ones are asked for with separate `n=1` requests, and later
-  prompts go straight to separate requests. The request for completion `j` of a prompt carries
-  `seed = request_seed(sampling.seed, prompt_id, j)` (how faithfully a server honours it varies:
-  transformers serve seeds one global generator, so concurrent requests are not reproducible),
-  unless `request_seeds=False` (the managed vLLM server, seeded once: llm/served.py), where
-  no request carries one and the completions record `sampling.seed`.
-  Greedy sampling sends one request per prompt and copies it `n` times.
-- A request that still fails gives completions with finish reason "error" and
-  `Generation.error`; `generate` raises `BackendConnectionError` (naming the URL) only when
-  every request failed to connect.
-- The length limit goes as `max_completion_tokens` (what the OpenAI API and vLLM ask for;
-  `max_tokens` is deprecated there). A server that rejects that field with a 400/422 naming it
-  gets the request again with `max_tokens`, and every later request of this backend uses it.
-- Token counts come from the response's `usage`; when one response carries several choices, its
-  completion tokens are shared out in proportion to the choices' lengths (an estimate).
+"""The `openai` backend: any OpenAI-compatible chat-completions server over HTTP (`vllm serve`,
+SGLang, the llama.cpp server, `transformers serve`, hosted APIs), with the standard library
+only. How it retries, asks for `n` completions, seeds requests, names the length limit and
+counts tokens: docs/backends.md.
 """
 
 from __future__ import annotations

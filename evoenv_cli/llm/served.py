@@ -1,41 +1,7 @@
 """The `vllm_server` backend: an OpenAI-compatible server this process starts on the policy,
-data-parallel over the GPUs the recipe names, and stops when the backend closes.
-
-Why: the loop's LLM stages (synthesize, review, calibrate, evaluate) are batch generation, and
-on an 8-GPU node one in-process engine leaves seven cards idle. `vllm serve MODEL
---data-parallel-size 8` uses all eight, but a server started by hand keeps serving the weights
-it loaded, while the loop trains a new policy every round. Here the server's life is the
-backend's: the loop's `Policy` opens it on round r's policy, closes it before `train` (the
-whole process group is stopped and its port seen closed, so the GPUs are free when `accelerate
-launch` starts), and opens it again on the trained checkpoint for evaluate and the next round.
-Requests go through the `openai` backend unchanged.
-
-The command is a template (`backend.serve_command`), so any server that speaks the OpenAI API
-and answers GET /health can stand in: the CPU tests run `transformers serve {model} --host
-127.0.0.1 --port {port} --device cpu`, and the vLLM lane a real vLLM server. Placeholders:
-{model}, {port}, {dp}, {tp}, {dtype}, {max_model_len}, {gpu_memory_utilization}, {seed},
-{exe_dir} (the folder of this Python, where its `vllm` or `transformers` command is
-installed). Empty: `vllm serve` with the recipe's settings.
-
-It samples the policy the in-process engine, transformers and TRL sample, so calibration on one
-GPU and on eight measure the same thing:
-- `--generation-config vllm`: `vllm serve` otherwise takes the model's generation_config.json as
-  the default for every field a request leaves out (top_k 20 for Qwen3-Thinking, and its
-  max_new_tokens as a server-wide cap: `ModelConfig.get_diff_sampling_param`,
-  vllm/config/model.py), while `LLM.chat` with explicit SamplingParams, TRL's SamplingParams and
-  the hf backend (top_k None) sample from temperature and top_p alone.
-- No seed per request: a request with its own seed gets its own generator, which vLLM's sampler
-  draws one request at a time ("This can be slow because we handle each request one by one",
-  `random_sample`, vllm/v1/sample/ops/topk_topp_sampler.py). The server is seeded once
-  (`--seed`), as the in-process engine is.
-- `gpus` are indices among the GPUs this process sees: under `CUDA_VISIBLE_DEVICES=4,5,6,7`,
-  `gpus: [0, 1]` serves on physical 4 and 5 (the server's CUDA_VISIBLE_DEVICES is `4,5`).
-
-Each start writes `serve-PORT.log` (the server's output), `server.json` (pid, port, model,
-command; removed at stop) and a line of `servers.jsonl` (every server started there) in
-`log_dir`, so an operator, or a test, can see what runs and what ran. A server a killed loop left
-running (server.json still there, its process still that command) is stopped before the next
-one starts, so a rerun does not train beside it.
+data-parallel over the GPUs the recipe names, and stops when the backend closes. Why the loop
+needs it, the command template, how it samples as the other backends do, and the files it
+writes: docs/backends.md.
 """
 
 from __future__ import annotations

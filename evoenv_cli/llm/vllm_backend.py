@@ -1,42 +1,6 @@
-"""The `vllm` backend: an in-process `vllm.LLM` (GPU boxes; `pip install 'evoenv[vllm]'`).
-
-Every request of a `generate` call goes to vLLM as one batch through `LLM.chat` (the model's
-chat template, `add_generation_prompt=True`), one request per prompt with `n` completions.
-
-Seeds: by default the engine is seeded once (`seed=`, the run's seed), and no request carries a
-seed of its own. A per-request seed sends vLLM's sampler down its per-request path (one
-generator per request, sampled in a Python loop) instead of its batched one. The price of the
-batched path is reproducibility: every request then draws from one generator, so which draws a
-request gets depends on how the engine-core process happened to schedule the batch, and vLLM
-says so ("vLLM does not guarantee the reproducibility of the results by default",
-docs/usage/reproducibility). Measured in CI: two fresh engines with the same seed gave the same
-first completion of each prompt and shifted draws for the second. So with the default the
-`SamplingConfig.seed` is recorded, not sent, and sampled completions are not reproducible
-(greedy ones are). `request_seeds=True` sends `request_seed(sampling.seed, prompt_id, 0)` with
-each prompt (vLLM gives its `n` children seed + index: vllm/v1/engine/parallel_sampling.py):
-the same call gives the same completions on any engine, at the per-request path's cost.
-
-Context: vLLM takes the model's full context when `max_model_len` is not given (262,144
-tokens for Qwen3-4B-Thinking-2507), and refuses to start when that KV cache does not fit its
-`gpu_memory_utilization` share. Left unset here, the engine is built at the first `generate`
-with room for that call's longest prompt plus its `max_tokens` (rounded up, at most the
-model's context), and built again, larger, for a later call that needs more.
-
-Memory on a CPU: vLLM's CPU build reads `gpu_memory_utilization` as the share of *host* memory
-to reserve and refuses to start when that much is not free (vllm/v1/worker/cpu_worker.py: "On
-the CPU backend, the `--gpu-memory-utilization` flag controls the fraction of CPU memory
-reserved"). Its own CPU knob is an explicit KV-cache size, `kv_cache_memory_bytes` (the older
-`VLLM_CPU_KVCACHE_SPACE`, in GiB, still wins over it: vllm/platforms/cpu.py). So on the CPU
-platform, and only there, the engine gets `kv_cache_memory_bytes`: the backend option when
-given, else room for CPU_KV_SEQUENCES full-length sequences at fp32.
-
-Closing: `close()` shuts the engine down (`LLM.shutdown()` where the installed vLLM has it, else
-its engine client's `shutdown()`, vllm/v1/engine/core_client.py), which stops the engine-core
-process and its threads and sockets at once, before `accelerate launch` needs the memory;
-dropping the last reference would leave that to garbage collection.
-
-If the batch fails as a whole (say one prompt is longer than the context), each prompt is
-retried alone so one bad prompt costs only its own completions (finish reason "error").
+"""The `vllm` backend: an in-process `vllm.LLM` (GPU boxes; `pip install 'evoenv[vllm]'`), each
+`generate` one batch through `LLM.chat`. How it seeds, sizes the engine's context, reserves
+memory on a CPU, closes the engine and retries a failed batch prompt by prompt: docs/backends.md.
 """
 
 from __future__ import annotations
