@@ -87,6 +87,9 @@ def test_colocated_vllm_gets_a_context_from_the_rows(tiny_model, tmp_path):
     longest = prompt_tokens(tok, rows[1]["prompt"])
     derived = stage.vllm_context(str(tiny_model), rows, cfg)
     assert derived == longest + 300 and longest > prompt_tokens(tok, rows[0]["prompt"])
+    data = tmp_path / "rows.jsonl"  # as `run` calls it: the prompts read from the file as they come
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert stage.vllm_context(str(tiny_model), artifacts.read_jsonl(data), cfg) == derived
     args = stage.grpo_args(cfg, tmp_path, vllm_max_model_length=derived)
     assert args["vllm_max_model_length"] == derived and "vllm_max_model_length" in fields_of_grpo_config()
     given = TrainConfig(use_vllm=True, vllm_max_model_length=4096)
