@@ -320,10 +320,16 @@ def commands() -> dict:
 WIDE = {"COLUMNS": "400", "TERMINAL_WIDTH": "400"}
 
 
-def test_help_lists_the_stages_in_round_order_from_their_records_then_the_other_commands(tmp_path):
+@pytest.fixture(scope="module")
+def top_help(tmp_path_factory):
+    """`evoenv --help`, wide: run once for the module's help tests (each a process start)."""
+    return run("--help", cwd=tmp_path_factory.mktemp("help"), env=WIDE)
+
+
+def test_help_lists_the_stages_in_round_order_from_their_records_then_the_other_commands(top_help):
     from evoenv_cli import stages
 
-    r = run("--help", cwd=tmp_path, env=WIDE)
+    r = top_help
     assert r.returncode == 0
     listed = re.findall(r"^│ ([a-z][a-z-]+) {2,}", r.stdout.split("Commands")[1], re.MULTILINE)
     steps = [st.name for st in stages.round_steps() if st.name in listed]
@@ -343,7 +349,7 @@ def test_help_lists_the_stages_in_round_order_from_their_records_then_the_other_
 
 
 @pytest.mark.parametrize("name", sorted(commands()))
-def test_every_command_has_clean_help_with_an_example(name, tmp_path):
+def test_every_command_has_clean_help_with_an_example(name, tmp_path, top_help):
     r = run(name, "--help", cwd=tmp_path, env=WIDE)
     assert r.returncode == 0, r.stderr
     assert "Example:" in r.stdout
@@ -352,7 +358,7 @@ def test_every_command_has_clean_help_with_an_example(name, tmp_path):
     for paragraph in commands()[name].help.split("\n\n"):  # at this width, one line each
         plain = re.sub(r"\[/?[a-z ]*\]", "", paragraph).strip()
         assert plain in out_lines, (name, plain)
-    r = run("--help", cwd=tmp_path, env=WIDE)
+    r = top_help
     listed = re.search(rf"^│ {name} ", r.stdout, re.MULTILINE)
     assert "<bool>" not in r.stdout and bool(listed) != commands()[name].hidden  # run-context: the loop's, unlisted
 

@@ -196,8 +196,11 @@ def test_an_oversized_source_is_refused_in_sample_and_validate(evoenv, tmp_path,
 
 
 # -- bad rows, recipes and outputs: one line, exit 2, before any work --------------------------------
-def _rows(tmp_path: Path) -> Path:
-    out = tmp_path / "rows.jsonl"
+@pytest.fixture(scope="module")
+def sampled(tmp_path_factory) -> bytes:
+    """The seeds' rows, one per environment, as `evoenv sample` writes them: sampled once for
+    the module (a jail per environment), each test given its own copy."""
+    out = tmp_path_factory.mktemp("rows") / "rows.jsonl"
     subprocess.run(
         [
             shutil.which("evoenv", path=str(Path(sys.executable).parent)),
@@ -211,6 +214,13 @@ def _rows(tmp_path: Path) -> Path:
         check=True,
         capture_output=True,
     )
+    return out.read_bytes()
+
+
+@pytest.fixture
+def rows_file(tmp_path, sampled) -> Path:
+    out = tmp_path / "rows.jsonl"
+    out.write_bytes(sampled)
     return out
 
 
@@ -225,8 +235,8 @@ def _rows(tmp_path: Path) -> Path:
         ("answer", ["7"], "answer must be a string"),
     ],
 )
-def test_train_refuses_rows_with_fields_of_the_wrong_type(evoenv, tmp_path, field, value, needle):
-    rows = _rows(tmp_path)
+def test_train_refuses_rows_with_fields_of_the_wrong_type(evoenv, tmp_path, rows_file, field, value, needle):
+    rows = rows_file
     lines = rows.read_text().splitlines()
     bad = json.loads(lines[1])
     bad[field] = value
@@ -236,8 +246,8 @@ def test_train_refuses_rows_with_fields_of_the_wrong_type(evoenv, tmp_path, fiel
     assert not (tmp_path / "ckpt").exists()
 
 
-def test_preview_shows_rows_with_odd_fields_without_crashing(evoenv, tmp_path):
-    rows = _rows(tmp_path)
+def test_preview_shows_rows_with_odd_fields_without_crashing(evoenv, tmp_path, rows_file):
+    rows = rows_file
     lines = rows.read_text().splitlines()
     odd = json.loads(lines[0])
     odd.update(
@@ -254,10 +264,10 @@ def test_preview_shows_rows_with_odd_fields_without_crashing(evoenv, tmp_path):
     assert_one_line_error(evoenv("preview", rows), "prompt must be chat messages")
 
 
-def test_env_reward_scores_bad_rows_zero_and_the_rest(tmp_path):
+def test_env_reward_scores_bad_rows_zero_and_the_rest(tmp_path, rows_file):
     from evoenv_cli.integrations.rewards import EnvReward
 
-    rows = [json.loads(x) for x in _rows(tmp_path).read_text().splitlines()[:3]]
+    rows = [json.loads(x) for x in rows_file.read_text().splitlines()[:3]]
     rows[1] = {**rows[1], "instance": "{not json"}
     rows[2] = {**rows[2], "env_id": ["a", "list"]}
     reward = EnvReward(SEEDS)
@@ -304,12 +314,12 @@ def test_iterate_checks_the_recipe_before_synthesize_runs(evoenv, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_outputs_of_the_wrong_kind_are_refused_before_any_work(evoenv, tmp_path):
+def test_outputs_of_the_wrong_kind_are_refused_before_any_work(evoenv, tmp_path, rows_file):
     (tmp_path / "a_folder.jsonl").mkdir()
     r = evoenv("sample", SEEDS, "--out", "a_folder.jsonl", "--per-env", "1")
     assert_one_line_error(r, "a_folder.jsonl: is a folder")
     (tmp_path / "a_file").write_text("x")
-    rows = _rows(tmp_path)
+    rows = rows_file
     r = evoenv("train", rows, "--library", SEEDS, "--model", tmp_path / "no-model", "--out", "a_file")
     assert_one_line_error(r, "a_file: is a file")
 

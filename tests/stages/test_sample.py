@@ -1,6 +1,9 @@
 import json
 import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from conftest import SEEDS
@@ -11,6 +14,7 @@ from evoenv_cli.conversations import EXAMPLE
 from evoenv_cli.runtime.workers import SandboxWorkers
 from evoenv_cli.stages import sample
 
+EXE = Path(sys.executable).with_name("evoenv")
 FIELDS = {"prompt", "answer", "solution", "env_id", "env_name", "instance", "seed", "difficulty", "data_source"}
 FIELDS |= {"answer_tag", "format_weight"}  # the answer rule the prompt was made with
 
@@ -113,12 +117,27 @@ def test_rows_load_with_datasets(evoenv, tmp_path):
     assert ds[0]["prompt"][0]["role"] == "user"
 
 
+@pytest.fixture(scope="module")
+def two_per_env(tmp_path_factory):
+    """`evoenv sample SEEDS -n 2 --format FMT` as JSON lines, by format: each format sampled once
+    for the module's tests that compare formats (every sample a jail per environment)."""
+    folder, done = tmp_path_factory.mktemp("two-per-env"), {}
+
+    def rows_in(fmt: str):
+        if fmt not in done:
+            out = folder / f"{fmt}.jsonl"
+            r = subprocess.run([str(EXE), "sample", str(SEEDS), "-o", str(out), "-n", "2", "--format", fmt],
+                               capture_output=True, text=True, cwd=folder, timeout=300)  # fmt: skip
+            assert r.returncode == 0, r.stderr
+            done[fmt] = out
+        return done[fmt]
+
+    return rows_in
+
+
 @pytest.mark.parametrize("fmt", ["verl", "openrlhf"])
-def test_other_formats_are_views_of_the_same_rows(evoenv, tmp_path, fmt):
-    base, other = tmp_path / "trl.jsonl", tmp_path / f"{fmt}.jsonl"
-    evoenv("sample", SEEDS, "-o", base, "-n", "2")
-    r = evoenv("sample", SEEDS, "-o", other, "-n", "2", "--format", fmt)
-    assert r.returncode == 0, r.stderr
+def test_other_formats_are_views_of_the_same_rows(two_per_env, fmt):
+    base, other = two_per_env("trl"), two_per_env(fmt)
     rows = [json.loads(x) for x in base.read_text().splitlines()]
     views = [json.loads(x) for x in other.read_text().splitlines()]
     for row, view in zip(rows, views, strict=True):
@@ -133,14 +152,13 @@ def test_other_formats_are_views_of_the_same_rows(evoenv, tmp_path, fmt):
             assert label["env_id"] == row["env_id"] and label["env_name"] == row["env_name"]
 
 
-def test_parquet_holds_the_same_rows(evoenv, tmp_path):
+def test_parquet_holds_the_same_rows(evoenv, tmp_path, two_per_env):
     import pyarrow.parquet as pq
 
     for fmt in ("trl", "verl"):
-        r1 = evoenv("sample", SEEDS, "-o", tmp_path / f"{fmt}.jsonl", "-n", "2", "--format", fmt)
-        r2 = evoenv("sample", SEEDS, "-o", tmp_path / f"{fmt}.parquet", "-n", "2", "--format", fmt)
-        assert r1.returncode == r2.returncode == 0, r2.stderr
-        rows = [json.loads(x) for x in (tmp_path / f"{fmt}.jsonl").read_text().splitlines()]
+        r = evoenv("sample", SEEDS, "-o", tmp_path / f"{fmt}.parquet", "-n", "2", "--format", fmt)
+        assert r.returncode == 0, r.stderr
+        rows = [json.loads(x) for x in two_per_env(fmt).read_text().splitlines()]
         assert pq.read_table(tmp_path / f"{fmt}.parquet").to_pylist() == rows
     assert not list(tmp_path.glob(".*.tmp"))
 
