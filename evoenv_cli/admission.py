@@ -18,6 +18,9 @@ from pathlib import Path
 from evoenv_cli import artifacts
 from evoenv_cli.envfile import EnvFile
 
+VERDICTS = "verdicts.jsonl"  # a verdict per file judged, in the order decided: a stopped run's partial records
+SUMMARY = "summary.json"  # the counts, written last: the finished marker of every admission stage
+
 CORE_KEYS = ("file", "env_id", "name", "admitted", "stage", "reason")
 # Measured times vary from run to run: they stay in verdicts and manifests, never in index.jsonl
 # (which the pool is made of), so the same inputs give byte-identical libraries.
@@ -75,7 +78,7 @@ class AdmissionLog:
         verdict is kept and the stage compares env_ids itself. Verdicts whose stage is in
         `retry_stages` (a backend that failed) are not final: a resumed run judges them again."""
         self.out = out
-        self.path = out / "verdicts.jsonl"
+        self.path = out / VERDICTS
         self.started = artifacts.now_iso()
         self.current = {e.path.name: e for e in files or []}
         self.done: dict[str, dict] = {}
@@ -151,7 +154,7 @@ class AdmissionLog:
             record[stage] = {k: v for k, v in r.items() if k not in CORE_KEYS and k not in TIMING_KEYS}
             record.update((index_extra or {}).get(r["file"], {}))
             index.append(record)
-        artifacts.write_jsonl_atomic(self.out / "index.jsonl", index)
+        artifacts.write_jsonl_atomic(self.out / artifacts.INDEX, index)
         by_check = Counter(r["stage"] for r in records if not r["admitted"])
         checks = checks + ("library",) if by_check.get("library") else checks
         summary = Summary(
@@ -162,7 +165,7 @@ class AdmissionLog:
             sum(bool(r.get("uncalibrated")) for r in admitted) if count_uncalibrated else None,
         )
         artifacts.write_json_atomic(
-            self.out / "manifest.json",
+            self.out / artifacts.MANIFEST,
             artifacts.manifest(
                 stage,
                 config,
@@ -174,5 +177,5 @@ class AdmissionLog:
             ),
         )
         # the marker last: a kill before it leaves the stage unfinished, so a rerun writes all three
-        artifacts.write_json_atomic(self.out / "summary.json", summary.record())
+        artifacts.write_json_atomic(self.out / SUMMARY, summary.record())
         return summary

@@ -260,6 +260,8 @@ def check_output_folder(p: Path) -> None:
 
 
 # -- stage output directories ----------------------------------------------------------------------
+INDEX = "index.jsonl"  # a library's index: a record per admitted file, by the stage that wrote it
+MANIFEST = "manifest.json"  # what a stage run read, with what settings, and what it gave
 RUN_CONFIG = "run-config.json"  # the settings a stage folder was started with, and their hash
 
 
@@ -437,8 +439,8 @@ class EnvLibrary:
         if not envs and not refused and not allow_empty:
             raise InputError(f"{p}: empty library (no .py environment files)")
         index = {}
-        if (root / "index.jsonl").is_file() and p.is_dir():
-            for record in read_jsonl(root / "index.jsonl"):
+        if (root / INDEX).is_file() and p.is_dir():
+            for record in read_jsonl(root / INDEX):
                 if isinstance(record.get("env_id"), str):
                     index[record["env_id"]] = record
         return cls(root, envs, index, refused)

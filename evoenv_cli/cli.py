@@ -25,6 +25,7 @@ from rich.markup import escape
 
 from evoenv_cli import artifacts, row_formats, stage
 from evoenv_cli import config as cfgmod
+from evoenv_cli.admission import VERDICTS
 from evoenv_cli.commands import progressive, tools  # noqa: F401 (their commands register on the app)
 from evoenv_cli.commands.common import (
     AdmissionOutOpt,
@@ -187,7 +188,7 @@ def compose(
     op_list = None if ops is None else [o.strip() for o in ops.split(",") if o.strip()]
     recipe.compose = cfgmod.override(recipe.compose, ops=op_list, n=n, max_depth=max_depth, seed=seed)
     for folder in measured or []:
-        if not (folder / "verdicts.jsonl").is_file():
+        if not (folder / VERDICTS).is_file():
             raise InputError(f"{folder}: not a calibrate or compose output folder (no verdicts.jsonl)")
     inputs = {"measured": list(measured or [])}
     admit("compose", recipe, out, as_json, library=library, resume=resume, clean=clean, inputs=inputs)
@@ -474,11 +475,13 @@ def train_lines(summary: dict, out: Path) -> None:
     warning when no weight changed."""
     say(f"train: {summary['steps']} steps, mean reward {summary['mean_reward']} -> {out}")
     if summary.get("arena"):
+        from evoenv_cli.training.arena import ARENA_FILE
+
         a = summary["arena"]
         say(
             f"arena: the judge ranked {a['rescued']} of {a['zero_variance']} zero-variance groups "
             f"({a['judge_calls']} judge calls, {a['judge_errors']} failed, {a['unparseable']} unparseable, "
-            f"{a['judge_seconds']:.1f} s) -> {out / 'arena.jsonl'}"
+            f"{a['judge_seconds']:.1f} s) -> {out / ARENA_FILE}"
         )
     if summary.get("all_groups_zero_variance"):
         err.print(
@@ -664,7 +667,7 @@ def iterate(
             soft_wrap=True,
         )
         raise typer.Exit(130) from None
-    err.print(f"rounds in {run_dir / 'rounds.jsonl'}", markup=False)
+    err.print(f"rounds in {run_dir / loop_.ROUNDS_FILE}", markup=False)
 
 
 def main() -> None:

@@ -29,12 +29,14 @@ from typing import Any
 
 from evoenv_cli import artifacts, origins, stage, stages
 from evoenv_cli import config as cfgmod
+from evoenv_cli.admission import VERDICTS
 from evoenv_cli.config import IterateConfig
 from evoenv_cli.errors import InputError
 from evoenv_cli.pool import EnvPool, merge_libraries, read_json, recover, write_pool
 from evoenv_cli.training.progress import TRAIN_LOG as CHILD_LOG
 
 LOOP_FILE = "loop.json"
+ROUNDS_FILE = "rounds.jsonl"  # RUN/rounds.jsonl: a summary line per finished round
 LOG_FILE = "log.txt"  # RUN/log.txt: the loop's lines with their times, a start line per stage
 
 
@@ -482,7 +484,7 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
     check_wiring(steps)
     pool = loop.env_pool
     pool.init()
-    summaries = artifacts.read_jsonl_tolerant(loop.run_dir / "rounds.jsonl")
+    summaries = artifacts.read_jsonl_tolerant(loop.run_dir / ROUNDS_FILE)
     done_rounds = {s["round"] for s in summaries}
     first_open = min(set(range(1, rounds + 2)) - done_rounds)  # the first round not finished
     digest = record_recipe(loop, first_open)
@@ -517,15 +519,15 @@ def _rounds(loop: Loop, rounds: int) -> list[dict]:
         policy = rnd.policy  # the trained checkpoint (train's Result names it)
         book.write()
         summary = round_summary(r, d, {x.stage: x for x in rnd.results}, digest, loop.pool_dir)
-        artifacts.JsonlAppender(loop.run_dir / "rounds.jsonl").append(summary)
-        loop.log(round_line(summary, book.totals(), str(loop.run_dir / "rounds.jsonl")))
+        artifacts.JsonlAppender(loop.run_dir / ROUNDS_FILE).append(summary)
+        loop.log(round_line(summary, book.totals(), str(loop.run_dir / ROUNDS_FILE)))
         if summary["candidates"] == 0:
             offered = ", what a person offered" if summary["offered"] else ""
             loop.log(
                 f"  round {r}: the policy wrote no usable environment (a small or random "
                 f"model rarely does); the pool's seeds{offered} and composites carried the round"
             )
-    return artifacts.read_jsonl_tolerant(loop.run_dir / "rounds.jsonl")
+    return artifacts.read_jsonl_tolerant(loop.run_dir / ROUNDS_FILE)
 
 
 OFFERED_FILE = "offered.jsonl"  # each folder offered to the run, and the round it entered
@@ -562,7 +564,7 @@ def wired(loop: Loop, st: stage.Stage, rnd: stage.Round, book: RoundBook) -> sta
 
 def _verdict_of(stage_dir: Path, env_id: str | None) -> dict:
     """The verdict a stage folder recorded for an environment ({} when none)."""
-    path = stage_dir / "verdicts.jsonl"
+    path = stage_dir / VERDICTS
     rows = artifacts.read_jsonl_tolerant(path) if path.exists() else []
     return next((v for v in rows if v.get("env_id") == env_id), {})
 
@@ -573,14 +575,14 @@ def newcomers(r: int, d: Path, pool: Path | None, metrics: dict, rows_at: Path |
     measured when it joined (at its lowest calibrated level), its training rows this round and
     its held-out pass@1 against the baseline (when it is in the evaluation set). `rows_at`:
     the round's training rows (its sample Result's marker; None: it drew none)."""
-    if pool is None or not (pool / "index.jsonl").exists():
+    if pool is None or not (pool / artifacts.INDEX).exists():
         return []
     rows: dict[str, int] = {}
     for row in artifacts.read_jsonl_tolerant(rows_at) if rows_at is not None else []:
         rows[row.get("env_name")] = rows.get(row.get("env_name"), 0) + 1
     envs, base = metrics.get("environments") or {}, (metrics.get("baseline") or {}).get("environments") or {}
     out = []
-    for rec in artifacts.read_jsonl_tolerant(pool / "index.jsonl"):
+    for rec in artifacts.read_jsonl_tolerant(pool / artifacts.INDEX):
         joined, name = rec.get("joined_round"), rec.get("name")
         if not isinstance(joined, int) or not (joined == r or rows.get(name)):
             continue
@@ -654,7 +656,7 @@ def round_summary(
     }
 
 
-def round_line(s: dict, totals: dict | None = None, where: str = "rounds.jsonl") -> str:
+def round_line(s: dict, totals: dict | None = None, where: str = ROUNDS_FILE) -> str:
     """The round in words a newcomer can read without the README: did the policy get better,
     where the new environments came from, what training had to learn from. Three short
     lines; every number and the machine costs stay in rounds.jsonl and loop.json."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evoenv_cli import artifacts, origins
+from evoenv_cli.admission import VERDICTS
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.integrations.reward_audit import QUARANTINE_FILE, quarantined_ids
 from evoenv_cli.stage import Input, Stage, register, round_folders
@@ -46,9 +47,9 @@ class EnvPool:
         """RUN/pool/ as the last applied update left it; from the seeds on a new run."""
         recover(self.root)
         recover(self.eval_set)
-        if (self.root / "index.jsonl").exists():
+        if (self.root / artifacts.INDEX).exists():
             return
-        written = [d / NEXT for d in round_folders(self.run_dir) if (d / NEXT / "index.jsonl").exists()]
+        written = [d / NEXT for d in round_folders(self.run_dir) if (d / NEXT / artifacts.INDEX).exists()]
         if written:  # a pool lost outside the loop: the last pool-next/ is what it was
             write_pool(self.root, library_members(written[-1]))
             return
@@ -58,7 +59,7 @@ class EnvPool:
         """RUN/eval-set/: the pool as round 1 left it (the seeds and round 1's newcomers) at the
         levels round 1 calibrated them to, kept apart so that every round is measured on the
         same items (written once), and so that a newcomer's held-out pass@1 has a before."""
-        if (self.eval_set / "index.jsonl").exists():
+        if (self.eval_set / artifacts.INDEX).exists():
             return
         seeds = {e.env_id for e, _ in seed_members(self.seeds)}
         write_pool(
@@ -84,8 +85,8 @@ class EnvPool:
             return read_json(update)
         old = artifacts.EnvLibrary.open(self.root, allow_empty=True)
         quarantine = self.quarantined()
-        verdicts = {v["env_id"]: v for v in artifacts.read_jsonl(rotated / "verdicts.jsonl")} if rotated else {}
-        rot_index = {x["env_id"]: x for x in artifacts.read_jsonl(rotated / "index.jsonl")} if rotated else {}
+        verdicts = {v["env_id"]: v for v in artifacts.read_jsonl(rotated / VERDICTS)} if rotated else {}
+        rot_index = {x["env_id"]: x for x in artifacts.read_jsonl(rotated / artifacts.INDEX)} if rotated else {}
         members, retired, dropped = [], [], []
         for env in old.files:
             if env.env_id in quarantine:
@@ -118,10 +119,10 @@ class EnvPool:
     def apply(self, d: Path) -> None:
         """RUN/pool/ made what round-NN/pool-next/ says (a no-op when it already is)."""
         planned = d / NEXT
-        if not (planned / "index.jsonl").exists():  # a run from before pool-next/ was kept: applied then
+        if not (planned / artifacts.INDEX).exists():  # a run from before pool-next/ was kept: applied then
             return
-        if (self.root / "index.jsonl").exists() and (self.root / "index.jsonl").read_bytes() == (
-            planned / "index.jsonl"
+        if (self.root / artifacts.INDEX).exists() and (self.root / artifacts.INDEX).read_bytes() == (
+            planned / artifacts.INDEX
         ).read_bytes():
             return
         write_pool(self.root, library_members(planned))
@@ -131,7 +132,7 @@ class EnvPool:
         measurement is `iterate.rotate_every` rounds old or more, as a library
         (round-NN/rotate-due/); None when none is due."""
         out = d / "rotate-due"
-        if (out / "index.jsonl").exists():
+        if (out / artifacts.INDEX).exists():
             return out if artifacts.EnvLibrary.open(out, allow_empty=True).files else None
         lib = artifacts.EnvLibrary.open(self.root, allow_empty=True)
         due = [
@@ -150,7 +151,7 @@ def recover(pool: Path) -> None:
     old one rolls back. Leftovers beside a pool that exists are dropped."""
     new, old = pool.with_name(pool.name + ".new"), pool.with_name(pool.name + ".old")
     if not pool.exists():
-        if (new / "index.jsonl").exists():
+        if (new / artifacts.INDEX).exists():
             new.rename(pool)
         elif old.exists():
             old.rename(pool)
@@ -169,7 +170,7 @@ def write_pool(pool: Path, members: list[tuple[EnvFile, dict]]) -> None:
     for env, record in members:
         (tmp / "envs" / env.path.name).write_bytes(env.source)
         index.append({**record, "file": env.path.name, "env_id": env.env_id, "name": record.get("name") or env.name})
-    artifacts.write_jsonl_atomic(tmp / "index.jsonl", index)
+    artifacts.write_jsonl_atomic(tmp / artifacts.INDEX, index)
     old = pool.with_name(pool.name + ".old")
     if pool.exists():
         pool.rename(old)
@@ -206,7 +207,7 @@ def seed_members(seeds: Path) -> list[tuple[EnvFile, dict]]:
 def merge_libraries(out: Path, sources: list[Path]) -> Path:
     """One library (envs/ + index.jsonl) from several stage outputs; first source wins a name."""
     recover(out)
-    if (out / "index.jsonl").exists():
+    if (out / artifacts.INDEX).exists():
         return out
     members, names = [], set()
     for src in sources:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from evoenv_cli import artifacts
 from evoenv_cli import config as cfgmod
+from evoenv_cli.admission import VERDICTS
 
 if TYPE_CHECKING:  # the session's class is the runtime's; stages open it only when it is None
     from evoenv_cli.pool import EnvPool
@@ -197,7 +198,7 @@ class Stage:
     run: Callable[..., Any] | None
     place: float | None = None  # its place in the loop's round (None: not a step of the round)
     folder: str | None = None  # its folder in round-NN/ (default: its name; "" for a file in round-NN/)
-    partial: tuple[str, str] = ("verdicts", "verdicts.jsonl")  # what a stopped run leaves, and where
+    partial: tuple[str, str] = ("verdicts", VERDICTS)  # what a stopped run leaves, and where
     rerun: str = "rerun with --resume to finish"
     funnel: str = ""  # the round's line: what the candidates it admitted are
     uses_model: bool = False

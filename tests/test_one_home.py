@@ -151,3 +151,29 @@ def test_a_step_s_folder_is_named_only_by_its_record():
                 if any(f"/{f}/" in node.value or node.value.endswith(f"/{f}") for f in folders):
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
     assert found == []
+
+
+# the checkpoint formats' own file names, set by transformers and PEFT: every reader of a model
+# folder names them as those libraries do
+THEIRS = {"config.json", "adapter_config.json", "tokenizer_config.json"}
+# one name, two files: RUN/log.txt (the loop's lines) and a training OUT/log.txt (its child's output)
+TWO_FILES = {"log.txt"}
+_FILE = re.compile(r"(?:[\w.{}-]*/)*([\w-]+\.(?:jsonl|json|txt|parquet|safetensors|yaml|html|csv|pth|bin))")
+
+
+def test_a_file_s_name_is_written_in_one_module():
+    """A path piece naming a file ("verdicts.jsonl", f"{rel}/verdicts.jsonl") in two modules is
+    one output's name written twice: its writer holds it as a constant (admission.VERDICTS,
+    artifacts.INDEX, loop.ROUNDS_FILE, synthesize.GENERATIONS, train.METRICS_FILE...), and its
+    readers import that, so a rename moves every reader (the report and the loop read
+    verdicts.jsonl under eight spellings). Docstrings and help texts may name the files."""
+    homes: dict[str, set[str]] = {}
+    for path, tree in modules():
+        docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+                if m := _FILE.fullmatch(node.value.lstrip("/")):
+                    homes.setdefault(m.group(1), set()).add(str(path.relative_to(ROOT)))
+    twice = {name: sorted(mods) for name, mods in homes.items() if len(mods) > 1 and name not in THEIRS | TWO_FILES}
+    assert twice == {}
+    assert {"verdicts.jsonl", "index.jsonl", "rounds.jsonl", "summary.json"} <= set(homes)  # the scan sees them

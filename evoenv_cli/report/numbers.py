@@ -16,11 +16,14 @@ import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from evoenv_cli import origins, stages
-from evoenv_cli.loop import LOOP_FILE
+from evoenv_cli import artifacts, origins, stages
+from evoenv_cli.admission import VERDICTS
+from evoenv_cli.loop import LOOP_FILE, ROUNDS_FILE
 from evoenv_cli.report.run_files import Line, RunFiles
 from evoenv_cli.stage import Stage, round_name
 from evoenv_cli.stages.dedupe import CANDIDATES
+from evoenv_cli.stages.synthesize import GENERATIONS
+from evoenv_cli.stages.train import METRICS_FILE
 
 CONTRACTS = ("dedupe", "calibrate")  # the two contracts, whose order a round records in loop.json
 ADMISSION_BEFORE = (("validate", "synthesize"), ("review", "validate"), ("compose", None))
@@ -171,7 +174,7 @@ def reason_pattern(reason: str) -> str:
 
 # -- the round's progress --------------------------------------------------------------------------
 def rounds_status(run: RunFiles) -> list[dict]:
-    finished = {r["round"]: r for r in run.records("rounds.jsonl") if type(r.get("round")) is int}
+    finished = {r["round"]: r for r in run.records(ROUNDS_FILE) if type(r.get("round")) is int}
     out = []
     for r in run.rounds():
         order = contract_order(run, r)
@@ -257,7 +260,7 @@ def admission_stage(run: RunFiles, r: int, stage: str, inputs: str | None, compo
             "reasons": [],
             "admitted_files": [],
         }
-    lines = unique_by_file(run.jsonl(f"{rel}/verdicts.jsonl"))
+    lines = unique_by_file(run.jsonl(f"{rel}/{VERDICTS}"))
     admitted = [ln for ln in lines if ln.record.get("admitted") is True]
     rejected = [ln for ln in lines if ln.record.get("admitted") is not True]
     files = [ln.record["file"] for ln in admitted]
@@ -272,7 +275,7 @@ def admission_stage(run: RunFiles, r: int, stage: str, inputs: str | None, compo
             origins.COMPOSE.label: sum(f in composites for f in files),
         },
         "by_check": dict(Counter(str(ln.record.get("stage") or "?") for ln in rejected).most_common()),
-        "reasons": reasons(run, rejected, f"{rel}/verdicts.jsonl", step_dir(r, inputs) if inputs else None),
+        "reasons": reasons(run, rejected, f"{rel}/{VERDICTS}", step_dir(r, inputs) if inputs else None),
         "admitted_files": files,
     }
 
@@ -289,7 +292,7 @@ def synthesize_stage(run: RunFiles, r: int) -> dict:
             "by_check": {},
             "reasons": [],
         }
-    gens = run.jsonl(f"{rel}/generations.jsonl")
+    gens = run.jsonl(f"{rel}/{GENERATIONS}")
     failed = [ln for ln in gens if ln.record.get("outcome") != "ok"]
     groups: dict[str, list[Line]] = defaultdict(list)
     for ln in failed:
@@ -300,7 +303,7 @@ def synthesize_stage(run: RunFiles, r: int) -> dict:
             {
                 "file": ln.record.get("file"),
                 "name": f"request {ln.record.get('prompt_id')}",
-                "verdicts": f"{rel}/generations.jsonl",
+                "verdicts": f"{rel}/{GENERATIONS}",
                 "line": ln.number,
                 "check": outcome,
                 "reason": PARSE_REASONS.get(outcome, outcome),
@@ -317,7 +320,7 @@ def synthesize_stage(run: RunFiles, r: int) -> dict:
                 "examples": examples,
             }
         )
-    offered = sum(ln.record.get("origin") == origins.OFFERED.key for ln in run.jsonl(f"{rel}/index.jsonl"))
+    offered = sum(ln.record.get("origin") == origins.OFFERED.key for ln in run.jsonl(f"{rel}/{artifacts.INDEX}"))
     return {
         "stage": "synthesize",
         "status": "done" if "synthesize" in run.results(rdir(r)) else "partial",
@@ -344,7 +347,7 @@ def joined_names(update: dict | None) -> list[str] | None:
 def funnel(run: RunFiles, r: int) -> dict:
     """One round's admission funnel: how many candidates survived each step, split into
     synthesized candidates and composites, and why the others were rejected."""
-    compose_files = files_of(run.jsonl(f"{step_dir(r, 'compose')}/verdicts.jsonl"))
+    compose_files = files_of(run.jsonl(f"{step_dir(r, 'compose')}/{VERDICTS}"))
     synth = synthesize_stage(run, r)
     stages = {"synthesize": synth}
     order = contract_order(run, r)
@@ -354,7 +357,7 @@ def funnel(run: RunFiles, r: int) -> dict:
     joined = joined_names(update)
     dedupe_origin = {
         ln.record["name"]: ln.record.get("origin")
-        for ln in run.jsonl(f"{step_dir(r, 'dedupe')}/index.jsonl")
+        for ln in run.jsonl(f"{step_dir(r, 'dedupe')}/{artifacts.INDEX}")
         if isinstance(ln.record.get("name"), str)
     }
 
@@ -403,14 +406,14 @@ def pool_over_rounds(run: RunFiles) -> dict:
     rounds = run.rounds()
     origin: dict[str, str] = {}
     for r in rounds:
-        for ln in run.jsonl(f"{step_dir(r, 'dedupe')}/index.jsonl"):
+        for ln in run.jsonl(f"{step_dir(r, 'dedupe')}/{artifacts.INDEX}"):
             if isinstance(ln.record.get("name"), str):
                 origin[ln.record["name"]] = origins.label(ln.record.get("origin"))
-    pool_index = run.records("pool/index.jsonl")
+    pool_index = run.records(f"pool/{artifacts.INDEX}")
     for rec in pool_index:
         if isinstance(rec.get("name"), str):
             origin.setdefault(rec["name"], origins.label(rec.get("origin")))
-    first = run.jsonl(f"{step_dir(rounds[0], 'rotate')}/verdicts.jsonl") if rounds else []
+    first = run.jsonl(f"{step_dir(rounds[0], 'rotate')}/{VERDICTS}") if rounds else []
     if first:
         members = {stem(ln.record["file"]) for ln in first if isinstance(ln.record.get("file"), str)}
     else:  # no rotation measured yet: the pool is still the seeds it started with
@@ -437,7 +440,7 @@ def pool_over_rounds(run: RunFiles) -> dict:
         joined = joined_names(update)
         rotate = {
             stem(ln.record["file"]): ln
-            for ln in run.jsonl(f"{step_dir(r, 'rotate')}/verdicts.jsonl")
+            for ln in run.jsonl(f"{step_dir(r, 'rotate')}/{VERDICTS}")
             if isinstance(ln.record.get("file"), str)
         }
         members = (members - {x.get("name") for x in retired}) | set(joined)
@@ -456,7 +459,7 @@ def pool_over_rounds(run: RunFiles) -> dict:
                         "name": x.get("name"),
                         "stage": x.get("stage"),
                         "reason": x.get("reason"),
-                        "verdicts": f"{step_dir(r, 'rotate')}/verdicts.jsonl" if x.get("name") in rotate else None,
+                        "verdicts": f"{step_dir(r, 'rotate')}/{VERDICTS}" if x.get("name") in rotate else None,
                         "line": rotate[x["name"]].number if x.get("name") in rotate else None,
                         "origin": origin.get(x.get("name"), origins.SEED.label),
                     }
@@ -481,7 +484,7 @@ def calibration(run: RunFiles) -> dict:
     the last pool update), with the band and the levels calibration chose."""
     updated = [r for r in run.rounds() if run.exists(marker_of(r, "pool update"))]
     envs = []
-    for rec in run.records("pool/index.jsonl"):
+    for rec in run.records(f"pool/{artifacts.INDEX}"):
         cal = obj(rec.get("calibration"))
         curve_in = obj(cal.get("curve"))
         curve = []
@@ -534,16 +537,16 @@ def newcomers(run: RunFiles) -> dict:
     (measured - predicted, per level) over every composite calibrated with a prediction
     (compose's verdict holds the prediction, calibrate's the measurement)."""
     rows = []
-    for s in run.records("rounds.jsonl"):
+    for s in run.records(ROUNDS_FILE):
         for n in items(s.get("newcomers")):
             if isinstance(n, dict) and type(s.get("round")) is int:
                 rows.append({"round": s["round"], **n})
     errors = []
     for r in run.rounds():
         composed = {
-            v.get("env_id"): obj(v.get("predicted")) for v in run.records(f"{step_dir(r, 'compose')}/verdicts.jsonl")
+            v.get("env_id"): obj(v.get("predicted")) for v in run.records(f"{step_dir(r, 'compose')}/{VERDICTS}")
         }
-        for v in run.records(f"{step_dir(r, 'calibrate')}/verdicts.jsonl"):
+        for v in run.records(f"{step_dir(r, 'calibrate')}/{VERDICTS}"):
             predicted = obj(composed.get(v.get("env_id"), {}).get("pass_rate"))
             for level, m in obj(v.get("curve")).items():
                 p, q = number(obj(m).get("pass_rate")), number(predicted.get(level))
@@ -564,7 +567,7 @@ def training(run: RunFiles) -> dict:
     whose rewards all agree (no GRPO signal), and each environment's pass rate."""
     steps, offset, rounds = [], 0, []
     for r in run.rounds():
-        rel = f"{step_dir(r, 'train')}/metrics.jsonl"
+        rel = f"{step_dir(r, 'train')}/{METRICS_FILE}"
         records = [ln.record for ln in run.jsonl(rel)]
         trained = step_summary(run, r, "train")  # the train step's Result (None: not finished)
         last = 0
@@ -691,7 +694,7 @@ def learning(run: RunFiles, training_numbers: dict) -> dict:
     if base is None and rounds:
         base = obj(step_summary(run, rounds[0], "evaluate")).get("baseline")
     start = _pass_at_1(obj(obj(base).get("overall")))
-    summaries = {x["round"]: x for x in run.records("rounds.jsonl") if type(x.get("round")) is int}
+    summaries = {x["round"]: x for x in run.records(ROUNDS_FILE) if type(x.get("round")) is int}
     trained = {t["round"]: t for t in training_numbers["rounds"]}
     rows = [
         {"round": 0, "model": obj(base).get("model"), **start, "delta": None, "zero_variance": None, "signal": None}
@@ -764,9 +767,9 @@ def synthesis(run: RunFiles) -> dict:
         orders.append(order)
         admitted = {}
         for stage in ("validate", "review", *order):
-            admitted[stage] = files_of(run.jsonl(f"{step_dir(r, stage)}/verdicts.jsonl"), admitted_only=True)
+            admitted[stage] = files_of(run.jsonl(f"{step_dir(r, stage)}/{VERDICTS}"), admitted_only=True)
         joined = set(joined_names(pool_update(run, r)) or [])
-        for ln in run.jsonl(f"{step_dir(r, 'synthesize')}/generations.jsonl"):
+        for ln in run.jsonl(f"{step_dir(r, 'synthesize')}/{GENERATIONS}"):
             g = ln.record
             reached = ["generations"]
             f = g.get("file")

@@ -14,8 +14,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from evoenv_cli import stage, stages
+from evoenv_cli import artifacts, stage, stages
 from evoenv_cli.errors import InputError
+from evoenv_cli.loop import ROUNDS_FILE
+from evoenv_cli.stages.bound import RECORDS_FILE
 
 
 @dataclass(frozen=True)
@@ -53,8 +55,8 @@ class RunFiles:
             raise InputError(f"{self.root}: not a folder (a run folder holds round-NN/, pool/ and rounds.jsonl)")
         if (
             not self.rounds()
-            and not (self.root / "rounds.jsonl").is_file()
-            and not (self.root / "pool" / "index.jsonl").is_file()
+            and not (self.root / ROUNDS_FILE).is_file()
+            and not (self.root / "pool" / artifacts.INDEX).is_file()
             and not self.bound_files()
         ):
             raise InputError(
@@ -73,7 +75,7 @@ class RunFiles:
     def bound_files(self) -> list[str]:
         """The bounds.jsonl files `evoenv bound` wrote beside its codes: in the run folder and
         one folder down (a progressive run's, or one a loop run holds), relative paths."""
-        found = [self.root / "bounds.jsonl", *sorted(self.root.glob("*/bounds.jsonl"))]
+        found = [self.root / RECORDS_FILE, *sorted(self.root.glob(f"*/{RECORDS_FILE}"))]
         return [str(p.relative_to(self.root)) for p in found if p.is_file()]
 
     def path(self, rel: str) -> Path:

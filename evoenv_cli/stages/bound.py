@@ -27,6 +27,7 @@ from pathlib import Path
 from evoenv_cli import artifacts
 from evoenv_cli.config import AnswerConfig, BoundConfig, RuntimeConfig, SampleConfig, TrainConfig
 from evoenv_cli.errors import InputError
+from evoenv_cli.stages import distill, train
 from evoenv_cli.training import answering, quantize
 from evoenv_cli.training.answering import NOISE_RULE, noise_seed
 
@@ -180,7 +181,7 @@ def write_code(
     """Record the code at OUT (refusing to replace one: the code must not move after S)."""
     if out.exists():
         raise InputError(f"{out}: a bound code is already recorded; it must not change once written")
-    if not (library.root / "index.jsonl").is_file():
+    if not (library.root / artifacts.INDEX).is_file():
         raise InputError(f"{library.root}: no index.jsonl (S is drawn at the library's calibrated levels)")
     base = Path(base_model)
     if not base.is_dir():
@@ -257,7 +258,7 @@ class Policy:
 
 
 def _manifest(path: Path) -> dict:
-    for name in ("distill-manifest.json", "train-manifest.json"):
+    for name in (distill.MANIFEST, train.MARKER):
         if (path / name).is_file():
             return json.loads((path / name).read_text())
     return {}

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evoenv_cli import artifacts
-from evoenv_cli.admission import AdmissionLog, Summary, Verdict
+from evoenv_cli.admission import SUMMARY, AdmissionLog, Summary, Verdict
 from evoenv_cli.confidence import above_chance_p_value, wilson_interval
 from evoenv_cli.config import AnswerConfig, CalibrateConfig, RuntimeConfig, SampleConfig, prompt_settings, to_dict
 from evoenv_cli.conversations import Draw, prepare
@@ -501,7 +501,7 @@ STAGE = register(
     Stage(
         "calibrate",
         sections=("calibrate", "sample", "answer", "backend", "runtime.limits"),
-        marker="summary.json",
+        marker=SUMMARY,
         settings=_settings,
         run=_run,
         place=6,

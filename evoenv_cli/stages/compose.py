@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evoenv_cli import artifacts, origins
-from evoenv_cli.admission import AdmissionLog, Summary, Verdict
+from evoenv_cli.admission import SUMMARY, VERDICTS, AdmissionLog, Summary, Verdict
 from evoenv_cli.checks import probes
 from evoenv_cli.checks.composite_leaks import part_one_leak
 from evoenv_cli.checks.composite_parts import PartProbes
@@ -461,7 +461,7 @@ def measured_records(folders) -> list[dict]:
     """The verdicts of the given calibrate and compose folders, in their order (newest last)."""
     records = []
     for folder in folders or []:
-        path = Path(folder) / "verdicts.jsonl"
+        path = Path(folder) / VERDICTS
         if path.exists():
             records += artifacts.read_jsonl_tolerant(path)
     return records
@@ -497,7 +497,7 @@ def _in_round(rnd: Round, got: dict) -> dict:
 
     steps = [stages.get(name) for name in ("compose", "calibrate")]
     earlier = [st.out_in(rnd.folder.parent / round_name(k)) for k in range(1, rnd.number) for st in steps]
-    measured = [f for f in earlier if (f / "verdicts.jsonl").is_file()]
+    measured = [f for f in earlier if (f / VERDICTS).is_file()]
     rotated = [got["measured"].out] if got["measured"] is not None else []
     return dict(recipe=rnd.seeded("compose"), library=rnd.pool.root, inputs={"measured": measured + rotated})
 
@@ -506,7 +506,7 @@ STAGE = register(
     Stage(
         "compose",
         sections=("compose", "validate", "runtime.limits"),
-        marker="summary.json",
+        marker=SUMMARY,
         settings=lambda ctx: dict(
             compose=ctx.recipe.compose,
             validate=ctx.recipe.validate,

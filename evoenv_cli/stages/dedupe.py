@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from evoenv_cli import artifacts, origins
-from evoenv_cli.admission import AdmissionLog, Summary, Verdict
+from evoenv_cli.admission import SUMMARY, AdmissionLog, Summary, Verdict
 from evoenv_cli.checks import solve_signature
 from evoenv_cli.config import DedupeConfig, RuntimeConfig, check_values, to_dict
 from evoenv_cli.envfile import EnvFile
@@ -362,7 +362,7 @@ STAGE = register(
     Stage(
         "dedupe",
         sections=("dedupe", "runtime.limits"),
-        marker="summary.json",
+        marker=SUMMARY,
         settings=lambda ctx: dict(
             dedupe=ctx.recipe.dedupe, limits=ctx.recipe.runtime.limits, against=list(ctx.inputs.get("against", []))
         ),

@@ -32,6 +32,7 @@ from evoenv_cli.errors import InputError
 from evoenv_cli.stage import Context, Input, Stage, register
 from evoenv_cli.stages.train import (
     CHECKED,
+    METRICS_FILE,
     RowsChecked,
     adapter_config,
     check_model,
@@ -209,7 +210,7 @@ def run(
         trainer.accelerator.wait_for_everyone()
         return {"stage": "distill", "rank": int(os.environ.get("RANK", "0")), "steps": trainer.state.global_step}
     tokenizer.save_pretrained(str(out))
-    with artifacts.atomic_file(out / "metrics.jsonl") as f:
+    with artifacts.atomic_file(out / METRICS_FILE) as f:
         for record in trainer.state.log_history:
             f.write(json.dumps(record) + "\n")
     hyper = {

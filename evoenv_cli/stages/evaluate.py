@@ -643,7 +643,7 @@ def run(
         reward.close()
     inputs: list = list(envs) + [b.path for b in benches if b.path is not None]
     artifacts.write_json_atomic(
-        out / "manifest.json",
+        out / artifacts.MANIFEST,
         artifacts.manifest(
             "evaluate",
             {

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from evoenv_cli import artifacts, origins
-from evoenv_cli.admission import AdmissionLog, Summary, Verdict
+from evoenv_cli.admission import SUMMARY, AdmissionLog, Summary, Verdict
 from evoenv_cli.config import ReviewConfig, RuntimeConfig, to_dict
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.llm.base import Backend, SamplingConfig, strip_thinking
@@ -214,7 +214,7 @@ STAGE = register(
     Stage(
         "review",
         sections=("review", "backend", "runtime.limits"),
-        marker="summary.json",
+        marker=SUMMARY,
         settings=lambda ctx: dict(
             review=ctx.recipe.review, backend=ctx.model.settings, limits=ctx.recipe.runtime.limits
         ),

@@ -62,7 +62,7 @@ def check_config(cfg: SampleConfig, library: EnvLibrary) -> None:
     check_values(cfg, "sample")
     if cfg.difficulty is not None and cfg.difficulty_from is not None:
         raise InputError("--difficulty and --difficulty-from exclude each other: pass one")
-    if cfg.difficulty_from == "index" and not (library.root / "index.jsonl").is_file():
+    if cfg.difficulty_from == "index" and not (library.root / artifacts.INDEX).is_file():
         raise InputError(f"{library.root}: no index.jsonl to take calibrated difficulties from")
 
 
@@ -199,7 +199,7 @@ def _line(label: str, done: Result, ctx: Context) -> str:
     if not n.written:  # an empty train.jsonl: the round trains nothing
         return (
             f"sample: no pool environment has a level calibrated in band and above chance for this "
-            f"policy ({len(n.skipped)} skipped; their calibration is in {ctx.library / 'index.jsonl'}): "
+            f"policy ({len(n.skipped)} skipped; their calibration is in {ctx.library / artifacts.INDEX}): "
             "nothing to train on this round"
         )
     return f"sample: {n.written} rows from {len(n.per_env)} environments ({len(n.skipped)} skipped) -> {done.marker}"

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evoenv_cli import artifacts, origins
+from evoenv_cli.admission import SUMMARY
 from evoenv_cli.config import SynthesizeConfig, to_dict
 from evoenv_cli.envfile import EnvFile
 from evoenv_cli.errors import InputError
@@ -26,6 +27,7 @@ from evoenv_cli.runtime import contract
 from evoenv_cli.runtime.contract import REQUIRED_FUNCTIONS, parse_python
 from evoenv_cli.stage import Context, Input, Result, Round, Stage, register
 
+GENERATIONS = "generations.jsonl"  # every reply, parsed or not, with its prompt: the partial records
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.DOTALL)
 
 
@@ -123,7 +125,7 @@ def run(
     if not examples:
         raise InputError(f"{seeds.root}: no example environments to show the model")
     topic_list = topics(cfg)
-    log_path = out / "generations.jsonl"
+    log_path = out / GENERATIONS
     records = artifacts.read_jsonl_tolerant(log_path)
     done_ids = {r["prompt_id"] for r in records}
     have = sum(r["outcome"] == "ok" for r in records)
@@ -219,7 +221,7 @@ def _finish(out: Path, records: list[dict], cfg, seeds, pools, model_name, backe
         for r in files
     ]
     index += _offer(out, offered, {r["file"] for r in files}) if offered is not None else []
-    artifacts.write_jsonl_atomic(out / "index.jsonl", index)
+    artifacts.write_jsonl_atomic(out / artifacts.INDEX, index)
     summary = {
         "stage": "synthesize",
         "requests": len(records),
@@ -230,7 +232,7 @@ def _finish(out: Path, records: list[dict], cfg, seeds, pools, model_name, backe
     }
     inputs = [e for lib in [seeds, *pools] for e in lib.files] + (offered.files if offered is not None else [])
     artifacts.write_json_atomic(
-        out / "manifest.json",
+        out / artifacts.MANIFEST,
         artifacts.manifest(
             "synthesize",
             {"synthesize": to_dict(cfg), "model": model_name, "backend": backend_name},
@@ -245,7 +247,7 @@ def _finish(out: Path, records: list[dict], cfg, seeds, pools, model_name, backe
             out=out,
         ),
     )
-    artifacts.write_json_atomic(out / "summary.json", summary)  # the marker last (a rerun redoes the rest)
+    artifacts.write_json_atomic(out / SUMMARY, summary)  # the marker last (a rerun redoes the rest)
     return summary
 
 
@@ -309,11 +311,11 @@ STAGE = register(
     Stage(
         "synthesize",
         sections=("synthesize", "backend"),
-        marker="summary.json",
+        marker=SUMMARY,
         settings=_settings,
         run=_run,
         place=1,
-        partial=("generations", "generations.jsonl"),
+        partial=("generations", GENERATIONS),
         funnel="that parsed",
         uses_model=True,
         check=_check,

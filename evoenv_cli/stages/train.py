@@ -51,6 +51,7 @@ from evoenv_cli.training import precision, progress
 from evoenv_cli.training.cpu_head import compact_lm_head_on_cpu
 from evoenv_cli.training.progress import TRAIN_LOG
 
+MARKER = "train-manifest.json"  # written last, by rank 0, once every rank has finished
 METRICS_FILE = "metrics.jsonl"  # a line per logged step (TRL's numbers and evoenv's)
 
 ROW_FIELDS = ("prompt", "env_id", "instance")
@@ -631,7 +632,7 @@ def run(
         "arena": arena.summary() if arena is not None else None,
     }
     artifacts.write_json_atomic(
-        out / "train-manifest.json",
+        out / MARKER,
         {
             **artifacts.manifest(
                 "train",
@@ -968,7 +969,7 @@ STAGE = register(
     Stage(
         "train",
         sections=("train", "reward", "answer", "runtime.limits"),
-        marker="train-manifest.json",
+        marker=MARKER,
         settings=_settings,
         run=_run,
         place=10,

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from evoenv_cli import artifacts
-from evoenv_cli.admission import AdmissionLog, Summary, Verdict
+from evoenv_cli.admission import SUMMARY, AdmissionLog, Summary, Verdict
 from evoenv_cli.checks.context import Checker, Rejected
 from evoenv_cli.checks.registry import CHECKS, Check, checks, register, stage_names  # noqa: F401  old paths (tests/test_old_paths.py)
 from evoenv_cli.config import RuntimeConfig, ValidateConfig, to_dict
@@ -130,7 +130,7 @@ STAGE = register_stage(
     Stage(
         "validate",
         sections=("validate", "runtime.limits"),
-        marker="summary.json",
+        marker=SUMMARY,
         settings=lambda ctx: dict(validate=ctx.recipe.validate, limits=ctx.recipe.runtime.limits),
         run=_run,
         place=2,
