@@ -165,8 +165,8 @@ def test_a_file_s_name_is_written_in_one_module():
     """A path piece naming a file ("verdicts.jsonl", f"{rel}/verdicts.jsonl") in two modules is
     one output's name written twice: its writer holds it as a constant (admission.VERDICTS,
     artifacts.INDEX, loop.ROUNDS_FILE, synthesize.GENERATIONS, train.METRICS_FILE...), and its
-    readers import that, so a rename moves every reader (the report and the loop read
-    verdicts.jsonl under eight spellings). Docstrings and help texts may name the files."""
+    readers import that, so a rename moves every reader (the report alone
+    spelt verdicts.jsonl nine times). Docstrings and help texts may name the files."""
     homes: dict[str, set[str]] = {}
     for path, tree in modules():
         docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
