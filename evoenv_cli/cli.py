@@ -449,15 +449,16 @@ def run_context(
 
     Example: [bold]accelerate launch -m evoenv_cli run-context runs/demo/round-01/train-context.json[/]
     """
+    from evoenv_cli import stages
     from evoenv_cli.stages.train import is_main_rank
 
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise InputError(f"{path}: not a Context record ({exc})") from None
-    name, ctx = stage.context_from_record(record, str(path))
+    st, ctx = stage.context_from_record(record, str(path), stages.get)
     summary = run_stage(
-        name,
+        st.name,
         ctx.recipe,
         ctx.out,
         as_json=True,
@@ -466,7 +467,7 @@ def run_context(
         clean=ctx.clean,
         inputs=ctx.inputs,
     )
-    if name == "train" and is_main_rank():
+    if st.name == "train" and is_main_rank():
         train_lines(summary, ctx.out)
 
 

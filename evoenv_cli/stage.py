@@ -435,16 +435,21 @@ def context_record(stage: Stage, ctx: Context) -> dict:
     }
 
 
-def context_from_record(record: dict, where: str) -> tuple[str, Context]:
-    """The stage's name and the Context `context_record` wrote (its recipe rebuilt and checked
-    by the fields' rules, not read from the recipe file again)."""
+def context_from_record(record: dict, where: str, get: Callable[[str], Stage]) -> tuple[Stage, Context]:
+    """The stage (`get` looks its record up by name) and the Context `context_record` wrote (its
+    recipe rebuilt and checked by the fields' rules, not read from the recipe file again), each
+    input read back by the kind its record declares, as it was written."""
+    st = get(record["stage"])
+    kinds = {i.name: i.kind for i in st.inputs}
 
-    def read(v: Any) -> Any:
-        if isinstance(v, list):
-            return [read(x) for x in v]
-        return Path(v["path"]) if isinstance(v, dict) and set(v) == {"path"} else v
+    def read(name: str, v: Any) -> Any:
+        if name not in kinds:
+            raise InputError(f"{where}: input {name!r} is not one stage {st.name} declares")
+        if v is None or kinds[name] == "value":
+            return v
+        return Path(v["path"]) if kinds[name] == "path" else [Path(x["path"]) for x in v]
 
-    inputs = {k: read(v) for k, v in record["inputs"].items()}
+    inputs = {k: read(k, v) for k, v in record["inputs"].items()}
     ctx = Context(
         cfgmod.recipe_from_dict(record["recipe"], where),
         Path(record["out"]),
@@ -453,7 +458,7 @@ def context_from_record(record: dict, where: str) -> tuple[str, Context]:
         clean=record["clean"],
         inputs=inputs,
     )
-    return record["stage"], ctx
+    return st, ctx
 
 
 def step_line(stage: Stage, label: str, result: Result, ctx: Context) -> str | None:

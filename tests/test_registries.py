@@ -330,6 +330,19 @@ def test_a_context_is_written_and_read_back_by_its_inputs_declared_kinds():
         "pools": [{"path": "a"}, {"path": "b"}],
         "offered": None,
     }
-    assert stage.context_from_record(record, "r.json")[1].inputs == given
+    assert stage.context_from_record(record, "r.json", stages.get) == (
+        synthesize,
+        stage.Context(Recipe(), Path("/o"), inputs=given),
+    )
+    # read back by the declared kind, not by shape: a value that looks like a written path stays a value
+    train = stages.get("train")
+    shaped = {"data": Path("d"), "model": {"path": "m"}}
+    back = stage.context_from_record(
+        stage.context_record(train, stage.Context(Recipe(), Path("/o"), inputs=shaped)), "r.json", stages.get
+    )
+    assert back[1].inputs == shaped
+    odd = {**record, "inputs": {**record["inputs"], "seed": 1}}
+    with pytest.raises(InputError, match="r.json: input 'seed' is not one stage synthesize declares"):
+        stage.context_from_record(odd, "r.json", stages.get)
     with pytest.raises(TypeError, match="input examples is an object of this process"):
         stage.context_record(synthesize, stage.Context(Recipe(), Path("/o"), inputs={**given, "examples": ()}))

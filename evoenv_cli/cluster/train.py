@@ -185,11 +185,11 @@ def _worker(config: dict) -> None:
     with _output_to(config["lines"], rank):
         where = config["context"]
         record = json.loads(Path(where).read_text(encoding="utf-8"))
-        name, ctx = stage.context_from_record(record, where)
+        st, ctx = stage.context_from_record(record, where, stages.get)
         ctx.say = ctx.note = lambda message: print(message, flush=True)
-        summary = stage.execute(stages.get(name), ctx).value
+        summary = stage.execute(st, ctx).value
         if rank == 0 and isinstance(summary, dict) and "steps" in summary:
-            print(f"{name}: {summary['steps']} steps, mean reward {summary.get('mean_reward')} -> {ctx.out}")
+            print(f"{st.name}: {summary['steps']} steps, mean reward {summary.get('mean_reward')} -> {ctx.out}")
 
 
 @contextlib.contextmanager

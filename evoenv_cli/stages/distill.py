@@ -300,7 +300,7 @@ def _run(ctx: Context, lib, out: Path, llm, bar) -> dict:
         ctx.resume,
         runtime=r.runtime,
         reward_cfg=r.reward,
-        checked=given["checked"]["data"],
+        checked=(given.get("checked") or {}).get("data"),
     )
 
 

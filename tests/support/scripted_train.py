@@ -16,7 +16,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from evoenv_cli import artifacts, stage
+from evoenv_cli import artifacts, stage, stages
 from evoenv_cli.stages import train
 
 STEPS = 4
@@ -50,5 +50,5 @@ def scripted_run(ctx: stage.Context, lib, out: Path, llm, bar) -> dict:
 
 
 path = Path(sys.argv[-1])
-name, ctx = stage.context_from_record(json.loads(path.read_text()), str(path))
+_, ctx = stage.context_from_record(json.loads(path.read_text()), str(path), stages.get)
 stage.execute(dataclasses.replace(train.STAGE, run=scripted_run, check=None), ctx)
