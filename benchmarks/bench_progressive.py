@@ -326,13 +326,23 @@ def report(run: Path, results: dict, seconds: dict, wall: float, first: int) -> 
 
     lo, hi = q["accuracy_interval"]
     need = summary["arms"]["quantized"]["n_to_clear_base"]
+    # the dtypes this machine ran (the recipe's "auto" resolved: bfloat16 where the CPU computes
+    # in it natively)
+    from evoenv_cli.config import load_recipe
+    from evoenv_cli.training.precision import trains_in_bf16
+
+    answered_in = json.loads((run / "bound-code.json").read_text())["dtype"]
+    trained_in = "bf16 autocast" if trains_in_bf16(load_recipe(RECIPE).train.bf16, False) else "float32"
+    summary["dtypes"] = {"answers": answered_in, "training": trained_in}
+    (run / "bench-progressive.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(
         f"bench progressive: model={summary['model']} task={summary['task']} T={summary['temperature']:g} "
         f"side by side on the first {first} of S: " + " ".join(arm_text(a) for a in ARMS) + f"; bound on all of S "
         f"(n={q['n']}, {summary['bound_form']}, delta={summary['delta']:g}): quantized={q['accuracy']:.3f}"
         f"[{lo:.3f},{hi:.3f}] accuracy>={q['accuracy_lower_bound']:.3f} (above base from n={need or 'never'}) "
         f"vs base={q['base_accuracy']:.3f}; quantization gap={summary['quantization_gap']:+.3f} "
-        "targets: " + " ".join(f"{arm}={met(arm)}" for arm in TARGETED) + f" wall_s={summary['wall_s']}",
+        "targets: " + " ".join(f"{arm}={met(arm)}" for arm in TARGETED) + f" answers in {answered_in}, training in "
+        f"{trained_in} wall_s={summary['wall_s']}",
         flush=True,
     )
 

@@ -463,7 +463,9 @@ class TrainConfig:
     max_grad_norm: float = field(default=1.0, metadata={"min": 0})
     # a count, or a fraction of the run below 1 (transformers 5)
     warmup_steps: float = field(default=0.0, metadata={"min": 0})
-    bf16: bool | None = None  # None: on GPUs only
+    # None: on GPUs only; "auto": where the device computes in bfloat16 faster than in float32
+    # (a GPU that supports it, a CPU with AMX: precision.native_bf16)
+    bf16: bool | str | None = field(default=None, metadata={"choices": (True, False, "auto")})
     use_cpu: bool = False
     report_to: str = "none"
     log_completions: bool = False
@@ -544,7 +546,8 @@ class DistillConfig:
     logging_steps: int = field(default=1, metadata={"min": 1})
     save_steps: int = field(default=50, metadata={"min": 1})
     save_total_limit: int = field(default=2, metadata={"min": 1})
-    bf16: bool | None = None  # None: on GPUs only
+    # None: on GPUs only; "auto": where the device computes in bfloat16 faster (precision.native_bf16)
+    bf16: bool | str | None = field(default=None, metadata={"choices": (True, False, "auto")})
     gradient_checkpointing: bool | None = None  # None: on GPUs only (a CPU's short completions need none)
     use_cpu: bool = False
 
@@ -574,9 +577,11 @@ class BoundConfig:
     tolerance: float = field(default=0.05, metadata={"min": 0, "max": 1})  # quantized vs unquantized accuracy
     batch_size: int = field(default=16, metadata={"min": 1})
     # the policy's weights and arithmetic when it answers S (bfloat16: about 2.7x faster on a CPU
-    # with AMX/AVX512-BF16, and what GPUs run); recorded in the code with batch_size, because
+    # with AMX, and what GPUs run; 5-7x slower on an AVX2 CPU, which converts around every
+    # product); "auto": bfloat16 on a GPU that supports it or a CPU with AMX
+    # (precision.native_bf16), float32 elsewhere, resolved when the code is written. Recorded in the code with batch_size, because
     # both change the answers (padding and rounding), so both are fixed before S
-    dtype: str = field(default="float32", metadata={"choices": ("float32", "bfloat16")})
+    dtype: str = field(default="float32", metadata={"choices": ("float32", "bfloat16", "auto")})
     # where the policy answers S: a GPU box's "cuda" (the first device) or "cpu"; recorded in the
     # code too, since another device may round a near-tie token the other way
     device: str = field(default="cpu", metadata={"choices": ("cpu", "cuda")})

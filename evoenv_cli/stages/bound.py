@@ -28,7 +28,7 @@ from evoenv_cli import artifacts
 from evoenv_cli.config import AnswerConfig, BoundConfig, RuntimeConfig, SampleConfig, TrainConfig
 from evoenv_cli.errors import InputError
 from evoenv_cli.stages import distill, train
-from evoenv_cli.training import answering, quantize
+from evoenv_cli.training import answering, precision, quantize
 from evoenv_cli.training.answering import NOISE_RULE, noise_seed
 
 CODE_FILE = "bound-code.json"
@@ -218,7 +218,7 @@ def write_code(
         answer=asdict(answer),
         demonstrations=demonstrations,
         written=artifacts.now_iso(),
-        dtype=cfg.dtype,
+        dtype=precision.resolved_dtype(cfg.dtype, cfg.device),
         batch_size=cfg.batch_size,
         device=cfg.device,
         batching=cfg.batching,

@@ -97,7 +97,7 @@ def distill_args(cfg: DistillConfig, out: Path, student: TrainConfig) -> dict:
     from trl import DistillationConfig
 
     on_gpu = torch.cuda.is_available() and not cfg.use_cpu
-    bf16 = on_gpu if cfg.bf16 is None else cfg.bf16
+    bf16 = precision.trains_in_bf16(cfg.bf16, on_gpu)
     device_map = {"": 0} if on_gpu and world_size() == 1 else None
     sharding, _ = precision.launched_sharding()
     args = dict(

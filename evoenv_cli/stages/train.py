@@ -361,7 +361,7 @@ def grpo_args(
     import torch
 
     on_gpu = torch.cuda.is_available() and not cfg.use_cpu
-    bf16 = on_gpu if cfg.bf16 is None else cfg.bf16
+    bf16 = precision.trains_in_bf16(cfg.bf16, on_gpu)
     args = dict(
         output_dir=str(out / "checkpoints"),
         learning_rate=cfg.learning_rate,

@@ -16,6 +16,44 @@ from evoenv_cli.errors import InputError
 DRIFT_SOURCE = "TRL issue #6688: bf16 merge/unmerge drifts 0.28 x the mean weight in 100 syncs; fp32 stays flat"
 
 
+# The CPU feature under which bfloat16 is the faster arithmetic here: AMX's bfloat16 tiles
+# (torch.cpu's name). Without AMX, bfloat16 was slower than float32 wherever measured:
+# - an AMD EPYC with AVX2 alone (2026-12-07, one thread): a 64x576 by 576x1536 product 4.4 ms in
+#   float32, 32.5 ms in bfloat16; the starter model's 24 tokens for 32 prompts 11.2 s, 61.2 s;
+# - a Xeon with AVX512-BF16 and no AMX (2026-12-06): one GRPO step of the starter model under
+#   bfloat16 autocast 101 s, in float32 60 s (tests/llm/test_starter_model.py).
+NATIVE_BF16_FEATURES = ("amx_bf16",)
+
+
+def native_bf16(device: str = "cpu") -> bool:
+    """Whether `device` ("cpu" or "cuda") computes in bfloat16 faster than in float32: a CUDA
+    device that supports it, or a CPU with AMX (NATIVE_BF16_FEATURES)."""
+    import torch
+
+    if device == "cuda":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    capabilities = torch.cpu.get_capabilities()
+    return any(capabilities.get(name) is True for name in NATIVE_BF16_FEATURES)
+
+
+def resolved_dtype(dtype: str, device: str = "cpu") -> str:
+    """A requested dtype with "auto" resolved: bfloat16 where `device` runs it natively
+    (`native_bf16`), float32 elsewhere; any other value as given."""
+    if dtype != "auto":
+        return dtype
+    return "bfloat16" if native_bf16(device) else "float32"
+
+
+def trains_in_bf16(setting: bool | str | None, on_gpu: bool) -> bool:
+    """train.bf16 / distill.bf16 as TRL's `bf16`: None on GPUs only; "auto" where the device
+    computes in bfloat16 natively; true or false as given."""
+    if setting is None:
+        return on_gpu
+    if setting == "auto":
+        return native_bf16("cuda" if on_gpu else "cpu")
+    return bool(setting)
+
+
 def adapter_kind(cfg: TrainConfig) -> str:
     """What `train` trains: "tinylora", "lora" or "full" (all weights)."""
     return "tinylora" if cfg.adapter == "tinylora" else "lora" if cfg.lora else "full"

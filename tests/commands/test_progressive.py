@@ -16,7 +16,7 @@ from evoenv_cli import artifacts
 from evoenv_cli.artifacts import EnvLibrary
 from evoenv_cli.conversations import draw_levels
 from evoenv_cli.stages import bound
-from evoenv_cli.training import answering, quantize
+from evoenv_cli.training import answering, precision, quantize
 
 EXE = Path(sys.executable).with_name("evoenv")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -334,6 +334,9 @@ def test_bound_in_bfloat16_is_recorded_in_the_code_and_deterministic(work, disti
     assert a == b and a["n"] == 8 and "bfloat16" in a["statement"]
     assert recorded["device"] == "cpu" and "bfloat16 on cpu" in a["statement"]
     assert recorded["batching"] == "shared-context"
+    # "auto" is recorded resolved: bfloat16 where this CPU computes in it natively, else float32
+    auto, _ = code_for(work, "auto", "  batch_size: 4\n", "  batch_size: 4\n  dtype: auto\n", tiny_model)
+    assert json.loads(auto.read_text())["dtype"] == precision.resolved_dtype("auto") != "auto"
     # a code written before batching was recorded answers padded, and hashes as it did
     del recorded["batching"]
     fields = {k: v for k, v in recorded.items() if k != "code_sha256"}

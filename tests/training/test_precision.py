@@ -99,6 +99,41 @@ def test_weights_dtype_follows_what_each_setting_needs():
     assert precision.weights_dtype(TrainConfig(), False, True, "") == "float32"  # the CPU
 
 
+def test_auto_is_bfloat16_only_where_the_device_computes_in_it_natively(monkeypatch, tmp_path):
+    """The CPU's features decide `auto` (bound.dtype, train.bf16, distill.bf16): bfloat16 with
+    AMX; without it (AVX2 alone, or AVX512-BF16) bfloat16 was the slower arithmetic wherever
+    measured. This machine's own answer follows its features."""
+    import torch
+
+    features = dict(torch.cpu.get_capabilities())
+    here = any(features.get(name) is True for name in precision.NATIVE_BF16_FEATURES)
+    assert precision.resolved_dtype("auto") == ("bfloat16" if here else "float32")
+    assert precision.trains_in_bf16("auto", False) is here
+    for found, expected in (
+        ({"avx2": True}, "float32"),
+        ({"avx512_bf16": True}, "float32"),
+        ({"amx_bf16": True}, "bfloat16"),
+    ):
+        monkeypatch.setattr(torch.cpu, "get_capabilities", lambda found=found: found)
+        assert precision.resolved_dtype("auto", "cpu") == expected
+        assert precision.trains_in_bf16("auto", False) is (expected == "bfloat16")
+        # what a recipe names is kept, and null stays "on GPUs only"
+        assert precision.resolved_dtype("float32") == "float32" and precision.resolved_dtype("bfloat16") == "bfloat16"
+        assert precision.trains_in_bf16(None, False) is False and precision.trains_in_bf16(None, True) is True
+        assert precision.trains_in_bf16(True, False) is True and precision.trains_in_bf16(False, True) is False
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert precision.resolved_dtype("auto", "cuda") == "float32"
+    # the recipe takes auto for the three settings and names the choices for anything else
+    recipe = tmp_path / "auto.yaml"
+    recipe.write_text("train:\n  bf16: auto\ndistill:\n  bf16: auto\nbound:\n  dtype: auto\n")
+    loaded = cfgmod.load_recipe(recipe)
+    assert (loaded.train.bf16, loaded.distill.bf16, loaded.bound.dtype) == ("auto", "auto", "auto")
+    recipe.write_text("train:\n  bf16: sometimes\n")
+    with pytest.raises(InputError) as caught:
+        cfgmod.load_recipe(recipe)
+    assert "train.bf16" in str(caught.value) and "auto" in str(caught.value) and "\n" not in str(caught.value)
+
+
 def test_sharded_adapters_are_refused_in_one_line_before_anything_loads(monkeypatch):
     lora = TrainConfig(lora=True)
     for sharding, stage in (("deepspeed", 3), ("fsdp", None)):
