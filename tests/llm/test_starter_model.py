@@ -24,6 +24,25 @@ pytestmark = pytest.mark.slow
 EXE = Path(sys.executable).with_name("evoenv")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
 RECIPE = ROOT / "recipes" / "cpu-demo.yaml"
+DEMO_DTYPE = "\n  dtype: bfloat16  # CPUs with AVX512-BF16 or AMX run it natively: 2-3x fp32 (make bench-generate)\n"
+
+
+def demo_recipe(tmp_path: Path, old: str = "", new: str = "") -> Path:
+    """The demo's recipe (`old` replaced by `new`), its backend in bfloat16 where the CPU has AMX,
+    as the demo runs, and in float32 elsewhere: what these tests check (real text read, scored and
+    recorded) does not depend on the dtype, and without AMX bfloat16 is the slower arithmetic
+    (the starter model's 24 tokens for 32 prompts: 11.2 s in float32, 61.2 s in bfloat16, on an
+    AVX2 EPYC; precision.NATIVE_BF16_FEATURES)."""
+    from evoenv_cli.training.precision import resolved_dtype
+
+    text = RECIPE.read_text()
+    assert DEMO_DTYPE in text and old in text
+    text = text.replace(DEMO_DTYPE, f"\n  dtype: {resolved_dtype('auto')}\n")
+    if old:
+        text = text.replace(old, new)
+    path = tmp_path / "recipe.yaml"
+    path.write_text(text)
+    return path
 
 
 def evoenv(*args, timeout=900):
@@ -72,10 +91,7 @@ def test_hf_backend_answers_in_tags_after_a_demonstration(starter_model):
 def test_synthesize_records_real_text_and_extracts_code_only_from_code(starter_model, tmp_path):
     # one request, not the demo's two: each reads a prompt of about 4,000 tokens (two seeds'
     # code), and what is tested here is what one real response is recorded as
-    text = RECIPE.read_text()
-    assert "\n  max_requests: 2\n  batch: 2\n" in text
-    recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(text.replace("\n  max_requests: 2\n  batch: 2\n", "\n  max_requests: 1\n  batch: 1\n"))
+    recipe = demo_recipe(tmp_path, "\n  max_requests: 2\n  batch: 2\n", "\n  max_requests: 1\n  batch: 1\n")
     out = tmp_path / "synth"
     evoenv(
         "synthesize",
@@ -104,7 +120,8 @@ def test_synthesize_records_real_text_and_extracts_code_only_from_code(starter_m
 def test_review_keeps_every_raw_vote_and_counts_unparseable_ones_against(starter_model, tmp_path):
     lib = library(tmp_path, "coin_change_ways")
     out = tmp_path / "review"
-    evoenv("review", lib, "--out", out, "--model", starter_model, "--config", RECIPE, "--votes", "3", "--json")
+    recipe = demo_recipe(tmp_path)
+    evoenv("review", lib, "--out", out, "--model", starter_model, "--config", recipe, "--votes", "3", "--json")
     v = rows(out / "verdicts.jsonl")[0]
     assert len(v["votes"]) == 3 and all(vote["text"].strip() for vote in v["votes"])
     parsed = [vote for vote in v["votes"] if vote["parsed"]]
@@ -118,10 +135,9 @@ def test_calibrate_measures_real_answers(starter_model, tmp_path):
     # the demo's recipe without growing a level past its first 8 answers: what is tested here is
     # that real answers are read and scored, and growth (tests/stages/test_calibrate.py) took this
     # test from 24 to 56 answers, 22 of its 45 CPU-seconds (2-core Xeon, 2026-12-07)
-    text = RECIPE.read_text()
-    assert "\n  max_samples: 24 " in text
-    recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(re.sub(r"\n  max_samples: 24 [^\n]*", "\n  max_samples: 8", text))
+    line = re.search(r"\n  max_samples: 24 [^\n]*", RECIPE.read_text())
+    assert line
+    recipe = demo_recipe(tmp_path, line.group(0), "\n  max_samples: 8")
     evoenv(
         "calibrate",
         lib,
@@ -153,10 +169,7 @@ def test_train_gets_groups_with_reward_variance_and_changes_the_weights(starter_
     # the demo's recipe with train.bf16 off: what is tested here (a real model's groups differ in
     # reward, and the weights move) does not depend on it, and bf16 autocast on a CPU without AMX
     # took this step 101 s against fp32's 60 (2-core Xeon with AVX512-BF16, 2026-12-06)
-    text = RECIPE.read_text()
-    assert "\n  bf16: true" in text
-    recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(text.replace("\n  bf16: true", "\n  bf16: false"))
+    recipe = demo_recipe(tmp_path, "\n  bf16: true", "\n  bf16: false")
     out = tmp_path / "train"
     evoenv(
         "train",
@@ -199,7 +212,7 @@ def test_evaluate_scores_real_answers_on_instances_and_benchmarks(starter_model,
         "--bench",
         ROOT / "recipes" / "bench" / "tiny-arithmetic.jsonl",
         "--config",
-        RECIPE,
+        demo_recipe(tmp_path),
         "--instances",
         "2",
         "--n",
