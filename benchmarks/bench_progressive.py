@@ -311,6 +311,19 @@ def report(run: Path, results: dict, seconds: dict, wall: float, first: int) -> 
     # "the distilled TinyLoRA arm keeps >= 70% of the gain" is the unquantized student; its
     # quantized copy is held to the same, and to the bound
     summary["targets"] = {arm: targets(arm) for arm in TARGETED}
+    # the dtypes this machine ran in (the recipe's auto resolved), as the code and the
+    # trainings' manifests record them
+    answered_in = json.loads((run / "bound-code.json").read_text())["dtype"]
+    trained = {
+        json.loads((run / folder / name).read_text())["summary"]["bf16"]
+        for folder, name in (
+            ("lora", "train-manifest.json"),
+            ("grpo-tinylora", "train-manifest.json"),
+            ("distill", "distill-manifest.json"),
+        )
+    }
+    trained_in = {frozenset({True}): "bf16 autocast", frozenset({False}): "float32"}.get(frozenset(trained), "mixed")
+    summary["dtypes"] = {"answers": answered_in, "training": trained_in}
     (run / "bench-progressive.json").write_text(json.dumps(summary, indent=2) + "\n")
 
     def arm_text(arm: str) -> str:
@@ -326,15 +339,6 @@ def report(run: Path, results: dict, seconds: dict, wall: float, first: int) -> 
 
     lo, hi = q["accuracy_interval"]
     need = summary["arms"]["quantized"]["n_to_clear_base"]
-    # the dtypes this machine ran (the recipe's "auto" resolved: bfloat16 where the CPU computes
-    # in it natively)
-    from evoenv_cli.config import load_recipe
-    from evoenv_cli.training.precision import trains_in_bf16
-
-    answered_in = json.loads((run / "bound-code.json").read_text())["dtype"]
-    trained_in = "bf16 autocast" if trains_in_bf16(load_recipe(RECIPE).train.bf16, False) else "float32"
-    summary["dtypes"] = {"answers": answered_in, "training": trained_in}
-    (run / "bench-progressive.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(
         f"bench progressive: model={summary['model']} task={summary['task']} T={summary['temperature']:g} "
         f"side by side on the first {first} of S: " + " ".join(arm_text(a) for a in ARMS) + f"; bound on all of S "

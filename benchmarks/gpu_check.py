@@ -90,10 +90,16 @@ def cuda() -> str:
 
     if not torch.cuda.is_available():
         raise Skip(f"no CUDA device (torch {torch.__version__}: torch.cuda.is_available() is False); GPU steps skip")
+    from evoenv_cli.training.precision import resolved_dtype, trains_in_bf16
+
     props = torch.cuda.get_device_properties(0)
+    # the recipes' "auto" (bound.dtype, train.bf16, distill.bf16) on this device: bfloat16 where it computes in it
+    auto = resolved_dtype("auto", "cuda")
+    assert auto == ("bfloat16" if torch.cuda.is_bf16_supported() else "float32"), auto
+    assert trains_in_bf16("auto", True) is (auto == "bfloat16")
     return (
         f"{torch.cuda.device_count()} x {props.name} {props.total_memory / 2**30:.1f} GiB, torch {torch.__version__} "
-        f"CUDA {torch.version.cuda}, bf16 {torch.cuda.is_bf16_supported()}"
+        f"CUDA {torch.version.cuda}, bf16 {torch.cuda.is_bf16_supported()}, auto dtype {auto}"
     )
 
 

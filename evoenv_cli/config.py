@@ -579,8 +579,9 @@ class BoundConfig:
     # the policy's weights and arithmetic when it answers S (bfloat16: about 2.7x faster on a CPU
     # with AMX, and what GPUs run; 5-7x slower on an AVX2 CPU, which converts around every
     # product); "auto": bfloat16 on a GPU that supports it or a CPU with AMX
-    # (precision.native_bf16), float32 elsewhere, resolved when the code is written. Recorded in the code with batch_size, because
-    # both change the answers (padding and rounding), so both are fixed before S
+    # (precision.native_bf16), float32 elsewhere, resolved when the code is written. Recorded
+    # in the code with batch_size, because both change the answers (padding and rounding), so
+    # both are fixed before S
     dtype: str = field(default="float32", metadata={"choices": ("float32", "bfloat16", "auto")})
     # where the policy answers S: a GPU box's "cuda" (the first device) or "cpu"; recorded in the
     # code too, since another device may round a near-tie token the other way
@@ -704,6 +705,11 @@ def _type_problem(value: Any, hint: Any) -> str | None:
     return None
 
 
+def _as_written(choice: Any) -> str:
+    """A choice as a recipe writes it: YAML's true and false, not Python's True and False."""
+    return str(choice).lower() if isinstance(choice, bool) else str(choice)
+
+
 def _rule_problem(value: Any, rules: dict, section: Any = None) -> str | None:
     """Why `value` breaks the field's rules (its metadata), or None. `section`: the config
     object the field belongs to, for a rule that reads another of its fields."""
@@ -719,9 +725,10 @@ def _rule_problem(value: Any, rules: dict, section: Any = None) -> str | None:
                 f"missing; write {{tag}} for it, e.g. <{{tag}}>)"
             )
     if "choices" in rules and value not in rules["choices"]:
-        hint = difflib.get_close_matches(str(value), [str(c) for c in rules["choices"]], n=1)
+        shown = [_as_written(c) for c in rules["choices"]]
+        hint = difflib.get_close_matches(str(value), shown, n=1)
         more = f" (did you mean {hint[0]!r}?)" if hint else ""
-        return f"must be one of {', '.join(map(str, rules['choices']))}{more}"
+        return f"must be one of {', '.join(shown)}{more}"
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if "min" in rules and value < rules["min"]:
             return f"must be at least {rules['min']}"

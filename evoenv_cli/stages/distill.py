@@ -231,6 +231,7 @@ def run(
         "checkpoint": str(out),
         "quantized": str(out / "quantized"),
         "adapter_kind": "tinylora",
+        "bf16": args["bf16"],  # distill.bf16 resolved: null or auto as this machine ran it
         "trained_parameters": params,
         "loss": f"generalized JSD, beta {cfg.beta:g} ({DIVERGENCE.get(cfg.beta, 'JSD')})"
         + (f" + {cfg.reward_weight:g} x REINFORCE on the environments' reward" if mixed else ""),

@@ -620,6 +620,7 @@ def run(
         "merged": str(merged) if merged else None,
         "adapter": peft_config is not None,
         "adapter_kind": precision.adapter_kind(cfg),
+        "bf16": args["bf16"],  # train.bf16 resolved: null or auto as this machine ran it
         "trained_parameters": trained_parameters(trainer.model),
         "mean_reward": _mean_reward(metrics_path),
         "all_groups_zero_variance": all_groups_zero_variance(metrics_path),

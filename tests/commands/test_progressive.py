@@ -157,6 +157,8 @@ def test_tinylora_through_train_counts_13_values_changes_them_and_resumes(work, 
     assert summary["adapter_kind"] == "tinylora" and summary["trained_parameters"] == 13
     manifest = json.loads((out / "train-manifest.json").read_text())
     assert manifest["summary"]["trained_parameters"] == 13
+    # what it trained in, resolved (train.bf16 null: on GPUs only), as the bench reads it
+    assert summary["bf16"] is False and manifest["summary"]["bf16"] is False
     (v,) = tinylora_vector(out)
     assert v.numel() == 13 and v.abs().sum() > 0  # PEFT starts v at zero: training moved it
     assert (out / "merged" / "config.json").is_file()  # the loop's next round loads the merged copy
@@ -205,6 +207,7 @@ def test_distill_trains_a_13_value_student_and_quantizes_it(distilled):
     out, summary = distilled
     assert summary["steps"] == 2 and summary["trained_parameters"] == 13
     assert summary["loss"] == "generalized JSD, beta 1 (reverse KL)" and summary["reward_mixed_in"] is False
+    assert summary["bf16"] is False  # distill.bf16 null on a CPU, resolved
     (v,) = tinylora_vector(out)
     assert v.abs().sum() > 0
     q = json.loads((out / "quantized" / "quantized.json").read_text())

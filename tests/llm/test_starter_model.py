@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 EXE = Path(sys.executable).with_name("evoenv")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
 RECIPE = ROOT / "recipes" / "cpu-demo.yaml"
-DEMO_DTYPE = "\n  dtype: bfloat16  # CPUs with AVX512-BF16 or AMX run it natively: 2-3x fp32 (make bench-generate)\n"
+DEMO_DTYPE = re.compile(r"\n  dtype: bfloat16[^\n]*\n")  # the backend's, the recipe's one dtype line
 
 
 def demo_recipe(tmp_path: Path, old: str = "", new: str = "") -> Path:
@@ -35,9 +35,8 @@ def demo_recipe(tmp_path: Path, old: str = "", new: str = "") -> Path:
     AVX2 EPYC; precision.NATIVE_BF16_FEATURES)."""
     from evoenv_cli.training.precision import resolved_dtype
 
-    text = RECIPE.read_text()
-    assert DEMO_DTYPE in text and old in text
-    text = text.replace(DEMO_DTYPE, f"\n  dtype: {resolved_dtype('auto')}\n")
+    text, found = DEMO_DTYPE.subn(f"\n  dtype: {resolved_dtype('auto')}\n", RECIPE.read_text())
+    assert found == 1 and old in text
     if old:
         text = text.replace(old, new)
     path = tmp_path / "recipe.yaml"
