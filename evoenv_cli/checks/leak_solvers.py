@@ -12,7 +12,6 @@ judged against its own baseline. Pure string work: nothing of the environment ru
 
 from __future__ import annotations
 
-import codecs
 import math
 import re
 import string
@@ -139,8 +138,14 @@ def cipher(prompt: str) -> set[str]:
     """Tokens reversed, rot13 and every Caesar shift, and digits written one by one (spaced
     or reversed) joined back."""
     words = {w for w in _WORD.findall(prompt) if len(w) >= 3}
-    out = {w.translate(_SHIFTS[k]) for w in words for k in range(1, 26)} | {codecs.encode(w, "rot13") for w in words}
-    out |= {w[::-1] for w in words}
+    out: set[str] = set()
+    if words:
+        # the distinct words on lines of one string: each shift is one C pass over all of them,
+        # not a call per word and shift (rot13, codecs' too, is shift 13 of these ASCII letters)
+        joined = "\n".join(words)
+        for table in _SHIFTS[1:]:
+            out.update(joined.translate(table).split("\n"))
+        out.update(joined[::-1].split("\n"))
     out |= {normalize(t[::-1]) for t in _DIGITS.findall(prompt) if len(t) >= 2}
     for m in re.finditer(r"(?<![0-9])[0-9](?:[ .-][0-9]){2,}(?![0-9])", prompt):
         joined = re.sub(r"[ .-]", "", m.group())

@@ -167,6 +167,25 @@ def test_each_leak_solver_reads_its_form():
         assert reference in solvers[name].candidates(prompt), name
 
 
+def test_the_cipher_reads_every_shift_and_reversal_of_each_word_and_nothing_else():
+    """The cipher solver shifts all of a prompt's words in one pass a shift: what it reads is
+    still, word by word, every Caesar shift (rot13 among them) and the word reversed, for the
+    words of three letters or more, and nothing from a prompt without one."""
+    import codecs
+    import string
+
+    def shifted(word: str, k: int) -> str:
+        low, up = string.ascii_lowercase, string.ascii_uppercase
+        return word.translate(str.maketrans(low + up, low[k:] + low[:k] + up[k:] + up[:k]))
+
+    prompt = "Zebra at the ZOO, zoo; 7 is a Prime ok"
+    words = {"Zebra", "the", "ZOO", "zoo", "Prime"}
+    expected = {shifted(w, k) for w in words for k in range(1, 26)} | {w[::-1] for w in words}
+    assert {codecs.encode(w, "rot13") for w in words} <= expected
+    assert leak_solvers.cipher(prompt) == expected  # a lone digit: no spaced or reversed number
+    assert leak_solvers.cipher("") == leak_solvers.cipher("at 1 ok") == set()
+
+
 def test_a_prompt_full_of_numbers_is_judged_against_its_chance_rate():
     rng = random.Random(1)
     prompts = [" ".join(str(rng.randint(1, 60)) for _ in range(30)) for _ in range(20)]
