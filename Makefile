@@ -14,7 +14,7 @@ ROUNDS ?= 2
 RECIPE ?= recipes/cpu-demo.yaml
 MODEL ?=
 
-.PHONY: setup test test-fast test-vllm gpu-wheels gpu-check bench bench-cluster bench-learning bench-progressive bench-generate bench-curves bench-arena demo iterate lint clean
+.PHONY: setup test test-cpu test-fast test-vllm gpu-wheels gpu-check bench bench-cluster bench-learning bench-progressive bench-generate bench-curves bench-arena demo iterate lint clean
 
 $(BIN)/evoenv: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,14 @@ FULL_SUITE_FAST_BUDGET_S ?= 20
 FULL_SUITE_WORKERS ?= 3
 test: setup
 	EVOENV_FAST_BUDGET_S=$${EVOENV_FAST_BUDGET_S:-$(FULL_SUITE_FAST_BUDGET_S)} OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -q -n $(FULL_SUITE_WORKERS) --dist loadgroup --max-worker-restart=0
+
+# make test with each test's CPU charged to it, its detached processes (Ray's nodes, servers,
+# killed jails) included, through a cgroup per worker (benchmarks/suite_cpu.py); the costliest
+# tests and modules are printed at the end, the rows kept in test-cpu/
+test-cpu: setup
+	rm -rf test-cpu
+	EVOENV_TEST_CPU_OUT=$(CURDIR)/test-cpu PYTHONPATH=$(CURDIR)/benchmarks EVOENV_FAST_BUDGET_S=$${EVOENV_FAST_BUDGET_S:-$(FULL_SUITE_FAST_BUDGET_S)} OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -q -n $(FULL_SUITE_WORKERS) --dist loadgroup --max-worker-restart=0 -p suite_cpu
+	$(BIN)/python benchmarks/suite_cpu.py test-cpu
 
 # the edit-test loop: everything but the tests marked slow (real models, GRPO, servers, browsers),
 # in TEST_WORKERS processes (pytest-xdist): the fast tests spend much of their time waiting on
