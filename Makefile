@@ -43,15 +43,16 @@ setup: $(BIN)/evoenv
 # the run stopped at 98% with every worker idle and two modules still queued.
 FULL_SUITE_FAST_BUDGET_S ?= 20
 FULL_SUITE_WORKERS ?= 3
+FULL_SUITE = EVOENV_FAST_BUDGET_S=$${EVOENV_FAST_BUDGET_S:-$(FULL_SUITE_FAST_BUDGET_S)} OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -q -n $(FULL_SUITE_WORKERS) --dist loadgroup --max-worker-restart=0
 test: setup
-	EVOENV_FAST_BUDGET_S=$${EVOENV_FAST_BUDGET_S:-$(FULL_SUITE_FAST_BUDGET_S)} OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -q -n $(FULL_SUITE_WORKERS) --dist loadgroup --max-worker-restart=0
+	$(FULL_SUITE)
 
 # make test with each test's CPU charged to it, its detached processes (Ray's nodes, servers,
 # killed jails) included, through a cgroup per worker (benchmarks/suite_cpu.py); the costliest
 # tests and modules are printed at the end, the rows kept in test-cpu/
 test-cpu: setup
 	rm -rf test-cpu
-	EVOENV_TEST_CPU_OUT=$(CURDIR)/test-cpu PYTHONPATH=$(CURDIR)/benchmarks EVOENV_FAST_BUDGET_S=$${EVOENV_FAST_BUDGET_S:-$(FULL_SUITE_FAST_BUDGET_S)} OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -q -n $(FULL_SUITE_WORKERS) --dist loadgroup --max-worker-restart=0 -p suite_cpu
+	EVOENV_TEST_CPU_OUT=$(CURDIR)/test-cpu PYTHONPATH=$(CURDIR)/benchmarks $(FULL_SUITE) -p suite_cpu
 	$(BIN)/python benchmarks/suite_cpu.py test-cpu
 
 # the edit-test loop: everything but the tests marked slow (real models, GRPO, servers, browsers),

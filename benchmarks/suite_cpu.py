@@ -8,7 +8,7 @@ parent reaps them are never charged to it. Measured on 2026-12-07 (2-core AMD EP
 cluster test 51 CPU-seconds where its cgroup charged 216.
 
 So each xdist worker moves itself, at its first test, into a cgroup of its own (cgroup v1
-`cpuacct`, or a cgroup v2 folder with the cpu controller), and every process a test starts is
+`cpuacct`, else a cgroup v2 folder, whose cpu.stat counts CPU without any controller), and every process a test starts is
 born in it, detached or not. A test's CPU is the cgroup's usage before and after it. One JSON
 line per test goes to $EVOENV_TEST_CPU_OUT/<worker pid>.jsonl; `python benchmarks/suite_cpu.py
 FOLDER` prints the costliest tests and modules. Where no cgroup can be made (no root, a
@@ -32,7 +32,12 @@ _state: dict = {}
 
 def _make_cgroup() -> Path | None:
     """A cgroup holding this process (its children are born in it), or None."""
-    for root, usage in (("/sys/fs/cgroup/cpuacct", "cpuacct.usage"), ("/sys/fs/cgroup/unified", "cpu.stat")):
+    candidates = (
+        ("/sys/fs/cgroup/cpuacct", "cpuacct.usage"),  # cgroup v1
+        ("/sys/fs/cgroup/unified", "cpu.stat"),  # v2 beside v1 (hybrid)
+        ("/sys/fs/cgroup", "cpu.stat"),  # v2 alone: cpu.stat's usage_usec needs no controller
+    )
+    for root, usage in candidates:
         folder = Path(root) / f"evoenv-test-cpu-{os.getpid()}"
         try:
             folder.mkdir(exist_ok=True)
