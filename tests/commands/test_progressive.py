@@ -386,25 +386,33 @@ def test_bound_refuses_a_checkpoint_outside_the_recorded_code(work, distilled, t
     one_line(r, "a bound code is already recorded")
 
 
-@pytest.mark.slow
-def test_bound_samples_write_each_item_answered_and_scored(work, distilled, tiny_model):
+@pytest.fixture(scope="module")
+def sampled(work, distilled, tiny_model):
+    """A bound code in a folder of its own, and one run of `bound` on the quantized student with
+    its samples written: (code, the bound's arguments, the samples file, its JSON report). The
+    samples test and the --first test both read this whole run."""
     out, _ = distilled
-    code, _ = code_for(work, "samples", "  n: 8\n", "  n: 8\n", tiny_model)  # a folder of its own
-    recorded = json.loads(code.read_text())
+    code, _ = code_for(work, "samples", "  n: 8\n", "  n: 8\n", tiny_model)
     args = ["bound", out / "quantized", "--library", work / "lib", "--code", code, "-c", work / "recipe.yaml"]
-    first, second = work / "samples" / "q1.jsonl", work / "samples" / "q2.jsonl"
+    first = work / "samples" / "q1.jsonl"
     r = evoenv(*args, "--json", "--samples", first)
     assert r.returncode == 0, r.stderr[-3000:]
-    report = json.loads(r.stdout)
+    return code, args, first, json.loads(r.stdout)
+
+
+@pytest.mark.slow
+def test_bound_samples_write_each_item_answered_and_scored(work, sampled, tiny_model):
+    code, args, first, report = sampled
+    recorded = json.loads(code.read_text())
     items = [json.loads(x) for x in first.read_text().splitlines()]
     assert [x["item"] for x in items] == list(range(8))
     assert sum(x["correct"] for x in items) == 8 - report["errors"]
     assert all(x["correct"] == (x["score"] >= 0.5) for x in items)  # the code's threshold
     assert [x["noise_seed"] for x in items] == [bound.noise_seed(recorded["seed"], j) for j in range(8)]
     assert {x["difficulty"] for x in items} <= {1, 2} and all(x["question"] and x["env_id"] for x in items)
-    assert evoenv(*args, "--samples", second).returncode == 0
-    assert second.read_text() == first.read_text()  # the answers are a function of (model, instance, noise)
-    on_stdout = evoenv(*args, "--samples", "-")  # without --json, stdout is free for them
+    # a second run, its samples on stdout (without --json, stdout is free for them), answers as
+    # the first did: the answers are a function of (model, instance, noise)
+    on_stdout = evoenv(*args, "--samples", "-")
     assert on_stdout.returncode == 0 and on_stdout.stdout == first.read_text(), on_stdout.stderr[-2000:]
     # the base model's samples come from its answers kept beside the code...
     (cache,) = code.parent.glob("bound-base-*.json")
@@ -485,13 +493,9 @@ def test_bench_tables_by_level_on_the_items_every_arm_answered(tmp_path):
 
 
 @pytest.mark.slow
-def test_bound_first_k_answers_a_prefix_of_s_as_the_whole_run_does(work, distilled, tiny_model):
-    out, _ = distilled
-    code, _ = code_for(work, "first", "  n: 8\n", "  n: 8\n", tiny_model)  # a folder of its own
-    args = ["bound", out / "quantized", "--library", work / "lib", "--code", code, "-c", work / "recipe.yaml"]
-    whole, part = work / "first" / "all.jsonl", work / "first" / "part.jsonl"
-    r = evoenv(*args, "--json", "--samples", whole)
-    assert r.returncode == 0, r.stderr[-3000:]
+def test_bound_first_k_answers_a_prefix_of_s_as_the_whole_run_does(work, sampled):
+    code, args, whole, _ = sampled
+    part = code.parent / "part.jsonl"
     # S holds 8 at levels 1-2 (4 each); the first 4 are 2 of each, answered as in the whole run
     # (the same items and noise; their answers, in a batch of their own, match the whole run's)
     r = evoenv(*args, "--json", "--samples", part, "--first", "4")
