@@ -510,8 +510,12 @@ def test_bound_first_k_answers_a_prefix_of_s_as_the_whole_run_does(work, sampled
     assert report["risk_bound"] == pytest.approx(bound.risk_bound(report["errors"], 4, 60.0, 0.05))
     (cache,) = code.parent.glob("bound-base-*.json")
     assert report["base_accuracy"] == sum(json.loads(cache.read_text())["correct"][j] for j in picked) / 4
-    r = evoenv(*args[:-2], "--first", "4")
+    # the same prefix without --json, its samples in a file (the samples test's second run writes
+    # them to stdout): the same lines
+    plain = code.parent / "part-plain.jsonl"
+    r = evoenv(*args[:-2], "--first", "4", "--samples", plain)
     assert r.returncode == 0 and "the first 4 instances of each environment: 4 of S's 8" in r.stderr
+    assert plain.read_text() == part.read_text()
     assert "deprecated" not in r.stderr  # loading the adapter says nothing the user cannot act on
     one_line(evoenv(*args, "--first", "9"), "--first 9: S holds 8 instances of each environment")
 
